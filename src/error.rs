@@ -16,7 +16,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum Error {
     /// A shared library (libcupti or libcuda) could not be loaded from any candidate.
-    #[error("{library} could not be loaded; tried:\n{}\n{hint}", format_attempts(.attempts))]
+    #[error("{library} could not be loaded; tried:\n{}{hint}", format_attempts(.attempts))]
     LibraryNotFound {
         /// `"libcupti"` or `"libcuda"`.
         library: &'static str,
@@ -205,16 +205,27 @@ pub(crate) fn cupti_hint(code_name: &str) -> Option<&'static str> {
              Nsight Systems, PyTorch's Kineto profiler or an injected tool): only one may \
              subscribe at a time"
         }
-        "CUPTI_ERROR_NOT_INITIALIZED" | "CUPTI_ERROR_NO_DEVICE" => {
+        "CUPTI_ERROR_NOT_INITIALIZED" | "CUPTI_ERROR_INVALID_DEVICE" => {
             "no usable NVIDIA GPU: check `nvidia-smi` and that the driver is loaded"
         }
         "CUPTI_ERROR_NOT_COMPATIBLE" | "CUPTI_ERROR_CUDA_COMPILER_NOT_COMPATIBLE" => {
             "this CUPTI does not match the installed driver: use the CUPTI of the CUDA \
              toolkit that matches the driver (set GMPROF_CUPTI_LIB), or update the driver"
         }
-        "CUPTI_ERROR_NOT_SUPPORTED" | "CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED" => {
-            "this GPU or configuration does not support the CUPTI range profiler (it needs \
-             Turing or newer, and no vGPU without profiling enabled)"
+        "CUPTI_ERROR_NOT_SUPPORTED"
+        | "CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED"
+        | "CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED"
+        | "CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED"
+        | "CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED"
+        | "CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED"
+        | "CUPTI_ERROR_WSL_DEVICE_NOT_SUPPORTED"
+        | "CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED" => {
+            "this GPU or configuration does not support the CUPTI range profiler: it needs a \
+             Turing-or-newer GPU, not a MIG slice, CMP part or vGPU without profiling enabled"
+        }
+        "CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED" => {
+            "another tool in this process initialized CUPTI's legacy event/metric API, which \
+             cannot be used together with the range profiler"
         }
         "CUPTI_ERROR_INVALID_METRIC_NAME" => {
             "run `gmprof metrics --filter WORD` to list valid metric names"

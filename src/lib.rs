@@ -19,6 +19,7 @@ pub mod aggregate;
 pub mod checked;
 pub mod correlate;
 pub mod error;
+pub mod metrics;
 pub mod model;
 pub mod report;
 pub mod session;

@@ -1,0 +1,392 @@
+//! CUPTI activity tracing: buffer callbacks, record decoding, dropped-record counts, flush.
+//!
+//! CUPTI's buffer callbacks carry no user pointer, so the registration is process-wide: one
+//! [`ActivityTracing`] at a time owns it. Buffers come from a pool that is filled before
+//! profiling starts and recycled after each completion, so the measured program does not
+//! pay for allocations; when the pool runs dry a new buffer is allocated and counted.
+
+use std::ffi::CStr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::library::Cupti;
+use crate::error::Result;
+use crate::model::KernelActivity;
+use crate::sys::cupti::{
+    CUcontext, CUpti_Activity, CUpti_ActivityFlag, CUpti_ActivityKernel10, CUpti_ActivityKind,
+    CUpti_ActivityMemcpy6, CUpti_ActivityMemset4, CUptiResult,
+};
+
+/// Size of one activity buffer. CUPTI recommends a few MB; 8 MB holds ~25k kernel records.
+pub const BUFFER_SIZE: usize = 8 << 20;
+/// CUPTI requires activity buffers aligned to 8 bytes.
+const BUFFER_WORDS: usize = BUFFER_SIZE / 8;
+
+/// A memcpy activity record.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct MemcpyActivity {
+    /// Correlation id of the API call.
+    pub correlation_id: u32,
+    /// Bytes copied.
+    pub bytes: u64,
+    /// CUpti_ActivityMemcpyKind (1 = HtoD, 2 = DtoH, 8 = DtoD, ...).
+    pub copy_kind: u8,
+    /// Start, ns.
+    pub start_ns: u64,
+    /// End, ns.
+    pub end_ns: u64,
+    /// Stream.
+    pub stream_id: u32,
+    /// Context.
+    pub context_id: u32,
+    /// Device.
+    pub device_id: u32,
+}
+
+/// A memset activity record.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct MemsetActivity {
+    /// Correlation id of the API call.
+    pub correlation_id: u32,
+    /// Bytes set.
+    pub bytes: u64,
+    /// Start, ns.
+    pub start_ns: u64,
+    /// End, ns.
+    pub end_ns: u64,
+    /// Stream.
+    pub stream_id: u32,
+    /// Context.
+    pub context_id: u32,
+    /// Device.
+    pub device_id: u32,
+}
+
+/// One decoded activity record.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ActivityRecord {
+    /// A kernel execution.
+    Kernel(KernelActivity),
+    /// A memory copy.
+    Memcpy(MemcpyActivity),
+    /// A memory set.
+    Memset(MemsetActivity),
+}
+
+/// Receives the records of each completed buffer. Called on CUPTI's thread or on the thread
+/// that flushes; it must not call back into CUPTI's activity API, and must not take a lock
+/// that a flushing thread holds.
+pub type ActivitySink = Arc<dyn Fn(Vec<ActivityRecord>) + Send + Sync>;
+
+struct Registration {
+    sink: ActivitySink,
+    pool: Vec<Box<[u64]>>,
+}
+
+static REGISTRATION: Mutex<Option<Registration>> = Mutex::new(None);
+static BUFFERS_ALLOCATED_LATE: AtomicU64 = AtomicU64::new(0);
+static RECORDS_DROPPED: AtomicU64 = AtomicU64::new(0);
+static CALLBACK_PANICS: AtomicU64 = AtomicU64::new(0);
+
+fn new_buffer() -> Box<[u64]> {
+    vec![0u64; BUFFER_WORDS].into_boxed_slice()
+}
+
+unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max_records: *mut usize) {
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        let buf = REGISTRATION
+            .lock()
+            .as_mut()
+            .and_then(|r| r.pool.pop())
+            .unwrap_or_else(|| {
+                BUFFERS_ALLOCATED_LATE.fetch_add(1, Ordering::Relaxed);
+                new_buffer()
+            });
+        Box::into_raw(buf) as *mut u64 as *mut u8
+    }));
+    let ptr = result.unwrap_or_else(|_| {
+        CALLBACK_PANICS.fetch_add(1, Ordering::Relaxed);
+        std::ptr::null_mut()
+    });
+    // SAFETY: CUPTI passes valid out-pointers. A null buffer tells CUPTI to drop records,
+    // which it then counts as dropped.
+    unsafe {
+        *buffer = ptr;
+        *size = if ptr.is_null() { 0 } else { BUFFER_SIZE };
+        *max_records = 0;
+    }
+}
+
+unsafe extern "C" fn buffer_completed(_ctx: CUcontext, _stream: u32, buffer: *mut u8, _size: usize, valid: usize) {
+    if buffer.is_null() {
+        return;
+    }
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: every buffer handed to CUPTI came from `buffer_requested`, which leaked a
+        // `Box<[u64]>` of BUFFER_WORDS words; CUPTI returns each exactly once.
+        let buf = unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(buffer as *mut u64, BUFFER_WORDS)) };
+        let cupti = Cupti::load().ok();
+        let records = match cupti {
+            // SAFETY: `buffer` holds `valid` bytes of records written by CUPTI.
+            Some(c) => unsafe { decode_buffer(&c, buffer, valid) },
+            None => Vec::new(),
+        };
+        let sink = {
+            let mut reg = REGISTRATION.lock();
+            match reg.as_mut() {
+                Some(r) => {
+                    r.pool.push(buf);
+                    Some(r.sink.clone())
+                }
+                None => None,
+            }
+        };
+        if let Some(sink) = sink {
+            sink(records);
+        }
+    }));
+    if result.is_err() {
+        CALLBACK_PANICS.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Decodes the kernel, memcpy and memset records in a completed buffer.
+///
+/// # Safety
+/// `buffer` must hold `valid` bytes of CUPTI activity records.
+unsafe fn decode_buffer(cupti: &Cupti, buffer: *mut u8, valid: usize) -> Vec<ActivityRecord> {
+    let mut out = Vec::new();
+    let Ok(next) = cupti.raw().cuptiActivityGetNextRecord.as_ref() else {
+        return out;
+    };
+    let mut record: *mut CUpti_Activity = std::ptr::null_mut();
+    loop {
+        // SAFETY: `buffer`/`valid` describe a completed CUPTI buffer (caller's guarantee);
+        // `record` is the iterator CUPTI advances.
+        let rc = unsafe { next(buffer, valid, &mut record) };
+        if rc != CUptiResult::CUPTI_SUCCESS || record.is_null() {
+            break;
+        }
+        // SAFETY: CUPTI returned a pointer to a record inside the buffer.
+        let kind = unsafe { (*record).kind };
+        match kind {
+            CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_KERNEL | CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL => {
+                // SAFETY: records of these kinds are CUpti_ActivityKernel10 in CUPTI 13.
+                let k = unsafe { &*(record as *const CUpti_ActivityKernel10) };
+                let name = if k.name.is_null() {
+                    String::new()
+                } else {
+                    // SAFETY: CUPTI's kernel names are NUL-terminated and live with the buffer.
+                    unsafe { CStr::from_ptr(k.name) }.to_string_lossy().into_owned()
+                };
+                out.push(ActivityRecord::Kernel(KernelActivity {
+                    correlation_id: k.correlationId,
+                    name,
+                    grid: [k.gridX, k.gridY, k.gridZ],
+                    block: [k.blockX, k.blockY, k.blockZ],
+                    registers_per_thread: k.registersPerThread,
+                    static_shared_memory: k.staticSharedMemory,
+                    dynamic_shared_memory: k.dynamicSharedMemory,
+                    stream_id: k.streamId,
+                    context_id: k.contextId,
+                    device_id: k.deviceId,
+                    graph_id: k.graphId,
+                    start_ns: k.start,
+                    end_ns: k.end,
+                }));
+            }
+            CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY => {
+                // SAFETY: MEMCPY records are CUpti_ActivityMemcpy6 in CUPTI 13.
+                let m = unsafe { &*(record as *const CUpti_ActivityMemcpy6) };
+                out.push(ActivityRecord::Memcpy(MemcpyActivity {
+                    correlation_id: m.correlationId,
+                    bytes: m.bytes,
+                    copy_kind: m.copyKind,
+                    start_ns: m.start,
+                    end_ns: m.end,
+                    stream_id: m.streamId,
+                    context_id: m.contextId,
+                    device_id: m.deviceId,
+                }));
+            }
+            CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET => {
+                // SAFETY: MEMSET records are CUpti_ActivityMemset4 in CUPTI 13.
+                let m = unsafe { &*(record as *const CUpti_ActivityMemset4) };
+                out.push(ActivityRecord::Memset(MemsetActivity {
+                    correlation_id: m.correlationId,
+                    bytes: m.bytes,
+                    start_ns: m.start,
+                    end_ns: m.end,
+                    stream_id: m.streamId,
+                    context_id: m.contextId,
+                    device_id: m.deviceId,
+                }));
+            }
+            _ => {}
+        }
+    }
+    // Records CUPTI could not store because no buffer was available.
+    if let Ok(get_dropped) = cupti.raw().cuptiActivityGetNumDroppedRecords.as_ref() {
+        let mut dropped = 0usize;
+        // SAFETY: null context and stream 0 ask for the global count; `dropped` is valid.
+        if unsafe { get_dropped(std::ptr::null_mut(), 0, &mut dropped) } == CUptiResult::CUPTI_SUCCESS {
+            RECORDS_DROPPED.fetch_add(dropped as u64, Ordering::Relaxed);
+        }
+    }
+    out
+}
+
+/// The activity kinds gmprof records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActivityKinds {
+    /// Kernels only.
+    Kernels,
+    /// Kernels, memcpys and memsets.
+    KernelsAndMemory,
+}
+
+impl ActivityKinds {
+    fn kinds(self) -> &'static [CUpti_ActivityKind] {
+        match self {
+            ActivityKinds::Kernels => &[CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL],
+            ActivityKinds::KernelsAndMemory => &[
+                CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY,
+                CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET,
+            ],
+        }
+    }
+}
+
+/// Counters about the activity machinery, for the report.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ActivityStats {
+    /// Records CUPTI dropped for lack of buffer space.
+    pub records_dropped: u64,
+    /// Buffers allocated while profiling because the pool ran dry.
+    pub buffers_allocated_late: u64,
+    /// Panics caught inside buffer callbacks (each loses that buffer's records).
+    pub callback_panics: u64,
+}
+
+/// Process-wide activity tracing, owned; disabled (after a final flush) on drop.
+#[must_use = "dropping it stops activity tracing"]
+pub struct ActivityTracing {
+    cupti: Cupti,
+    kinds: ActivityKinds,
+    stats_at_start: ActivityStats,
+    closed: bool,
+}
+
+impl std::fmt::Debug for ActivityTracing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ActivityTracing").field("kinds", &self.kinds).finish_non_exhaustive()
+    }
+}
+
+fn global_stats() -> ActivityStats {
+    ActivityStats {
+        records_dropped: RECORDS_DROPPED.load(Ordering::Relaxed),
+        buffers_allocated_late: BUFFERS_ALLOCATED_LATE.load(Ordering::Relaxed),
+        callback_panics: CALLBACK_PANICS.load(Ordering::Relaxed),
+    }
+}
+
+impl ActivityTracing {
+    /// Registers the buffer callbacks with `prealloc` pooled buffers and enables `kinds`.
+    pub fn start(cupti: &Cupti, kinds: ActivityKinds, prealloc: usize, sink: ActivitySink) -> Result<ActivityTracing> {
+        {
+            let mut reg = REGISTRATION.lock();
+            let mut pool = reg.take().map(|r| r.pool).unwrap_or_default();
+            while pool.len() < prealloc {
+                pool.push(new_buffer());
+            }
+            *reg = Some(Registration { sink, pool });
+        }
+        call_cupti!(cupti, cuptiActivityRegisterCallbacks, "registering activity buffer callbacks", |f| {
+            // SAFETY: both callbacks are `extern "C"`, never unwind (catch_unwind inside) and
+            // stay valid for the life of the process.
+            unsafe { f(Some(buffer_requested), Some(buffer_completed)) }
+        })?;
+        let tracing = ActivityTracing { cupti: *cupti, kinds, stats_at_start: global_stats(), closed: false };
+        for kind in kinds.kinds() {
+            call_cupti!(cupti, cuptiActivityEnable, "enabling activity records", |f| {
+                // SAFETY: plain enum argument.
+                unsafe { f(*kind) }
+            })?;
+        }
+        Ok(tracing)
+    }
+
+    /// Delivers every completed or partially filled buffer to the sink now.
+    pub fn flush(&self) -> Result<()> {
+        flush_all(&self.cupti, true)
+    }
+
+    /// Counts since this tracing started.
+    pub fn stats(&self) -> ActivityStats {
+        let now = global_stats();
+        ActivityStats {
+            records_dropped: now.records_dropped - self.stats_at_start.records_dropped,
+            buffers_allocated_late: now.buffers_allocated_late - self.stats_at_start.buffers_allocated_late,
+            callback_panics: now.callback_panics - self.stats_at_start.callback_panics,
+        }
+    }
+
+    /// Flushes, disables the kinds and detaches the sink, reporting failure.
+    pub fn shutdown(mut self) -> Result<()> {
+        self.close()
+    }
+
+    fn close(&mut self) -> Result<()> {
+        if std::mem::replace(&mut self.closed, true) {
+            return Ok(());
+        }
+        let flushed = flush_all(&self.cupti, true);
+        let mut first_err = flushed.err();
+        for kind in self.kinds.kinds() {
+            let r = call_cupti!(self.cupti, cuptiActivityDisable, "disabling activity records", |f| {
+                // SAFETY: plain enum argument.
+                unsafe { f(*kind) }
+            });
+            if let Err(e) = r {
+                first_err.get_or_insert(e);
+            }
+        }
+        // Keep the pool for the next session; drop the sink so no records leak into it.
+        if let Some(reg) = REGISTRATION.lock().as_mut() {
+            reg.sink = Arc::new(|_| {});
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for ActivityTracing {
+    fn drop(&mut self) {
+        if let Err(e) = self.close() {
+            tracing::warn!("{e}");
+        }
+    }
+}
+
+/// `cuptiActivityFlushAll`; `forced` also flushes buffers that are not yet full.
+pub fn flush_all(cupti: &Cupti, forced: bool) -> Result<()> {
+    let flag = if forced { CUpti_ActivityFlag::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED.0 } else { 0 };
+    call_cupti!(cupti, cuptiActivityFlushAll, "flushing activity buffers", |f| {
+        // SAFETY: plain flag argument; completion callbacks run on this thread.
+        unsafe { f(flag) }
+    })
+}
+
+/// The CUPTI timestamp (ns), the clock activity records use.
+pub fn timestamp(cupti: &Cupti) -> Result<u64> {
+    let mut ts = 0u64;
+    call_cupti!(cupti, cuptiGetTimestamp, "reading the CUPTI timestamp", |f| {
+        // SAFETY: `ts` is a valid out-pointer.
+        unsafe { f(&mut ts) }
+    })?;
+    Ok(ts)
+}
