@@ -205,9 +205,11 @@ pub(crate) fn cupti_hint(code_name: &str) -> Option<&'static str> {
              Nsight Systems, PyTorch's Kineto profiler or an injected tool): only one may \
              subscribe at a time"
         }
-        "CUPTI_ERROR_NOT_INITIALIZED" | "CUPTI_ERROR_INVALID_DEVICE" => {
-            "no usable NVIDIA GPU: check `nvidia-smi` and that the driver is loaded"
+        "CUPTI_ERROR_NOT_INITIALIZED" => {
+            "CUPTI could not initialize: check `nvidia-smi` and that the driver is loaded; for \
+             the profiler host API, libnvperf_host.so must sit next to libcupti or on LD_LIBRARY_PATH"
         }
+        "CUPTI_ERROR_INVALID_DEVICE" => "no usable NVIDIA GPU: check `nvidia-smi` and CUDA_VISIBLE_DEVICES",
         "CUPTI_ERROR_NOT_COMPATIBLE" | "CUPTI_ERROR_CUDA_COMPILER_NOT_COMPATIBLE" => {
             "this CUPTI does not match the installed driver: use the CUPTI of the CUDA \
              toolkit that matches the driver (set GMPROF_CUPTI_LIB), or update the driver"
@@ -271,8 +273,8 @@ impl Error {
         }
     }
 
-    /// Builds [`Error::Panic`] from a caught panic payload.
-    pub(crate) fn from_panic(location: &'static str, payload: &(dyn std::any::Any + Send)) -> Self {
+    /// Builds [`Error::Panic`] from a caught panic payload (for FFI boundaries).
+    pub fn from_panic(location: &'static str, payload: &(dyn std::any::Any + Send)) -> Self {
         Error::Panic {
             location,
             message: panic_message(payload),
@@ -281,7 +283,7 @@ impl Error {
 }
 
 /// The text of a panic payload, when it has one.
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_owned()
     } else if let Some(s) = payload.downcast_ref::<String>() {

@@ -19,10 +19,16 @@ pub mod aggregate;
 pub mod checked;
 pub mod correlate;
 pub mod error;
+mod global;
 pub mod metrics;
 pub mod model;
+pub mod profiler;
 pub mod report;
 pub mod session;
 pub mod sys;
 
 pub use error::{Error, Result};
+pub use global::{finish, init, is_initialized, pop_range, push_range};
+pub use model::ProfilingMode;
+pub use profiler::{Profiler, ProfilerBuilder, RangeGuard};
+pub use report::Report;

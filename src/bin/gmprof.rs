@@ -119,8 +119,9 @@ fn main() -> ExitCode {
             eprintln!("gmprof: error: {e}");
             ExitCode::FAILURE
         }
-        Err(_) => {
-            eprintln!("gmprof: internal error (a bug in gmprof); please report it");
+        Err(payload) => {
+            let e = gmprof::Error::from_panic("the gmprof command", payload.as_ref());
+            eprintln!("gmprof: {e} (a bug in gmprof; please report it)");
             ExitCode::from(2)
         }
     }

@@ -48,8 +48,8 @@ impl MetricProperties {
 
 /// A CUPTI profiler host object for one chip, de-initialized on drop.
 ///
-/// Not `Send`: CUPTI documents no thread safety for host objects, so each stays on the
-/// thread that made it.
+/// `Send` but not `Sync`: CUPTI documents no thread safety for host objects, so one is used
+/// by one thread at a time.
 #[must_use = "dropping it de-initializes the host object"]
 pub struct ProfilerHost {
     cupti: Cupti,
@@ -108,6 +108,10 @@ fn metric_type(kind: MetricKind) -> CUpti_MetricType {
         MetricKind::Throughput => CUpti_MetricType::CUPTI_METRIC_TYPE_THROUGHPUT,
     }
 }
+
+// SAFETY: the host object is plain CUPTI-owned memory with no thread affinity; gmprof
+// never uses one from two threads at once (it is owned, and shared only behind a mutex).
+unsafe impl Send for ProfilerHost {}
 
 impl ProfilerHost {
     /// Creates a host object for the range profiler on `chip`. The availability image, when

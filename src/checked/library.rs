@@ -107,6 +107,28 @@ fn load_first<T>(
     Err(attempts)
 }
 
+/// CUPTI's profiler opens libnvperf_host.so and libnvperf_target.so by bare name. When
+/// libcupti came from a directory the loader does not search (GMPROF_CUPTI_LIB, a pip
+/// wheel), load its siblings first by full path: the dynamic loader then finds them by
+/// soname. Failures are ignored; CUPTI reports its own error if it still cannot find them.
+fn preload_nvperf_siblings(cupti_path: &str) {
+    let Some(dir) = std::path::Path::new(cupti_path).parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return;
+    };
+    for name in ["libnvperf_host.so", "libnvperf_target.so"] {
+        let path = dir.join(name);
+        if !path.exists() {
+            continue;
+        }
+        // SAFETY: NVIDIA's nvperf libraries have no initializers with preconditions; they are
+        // kept loaded for the life of the process (forgotten below).
+        match unsafe { libloading::Library::new(&path) } {
+            Ok(lib) => std::mem::forget(lib),
+            Err(e) => tracing::debug!("gmprof: could not preload {}: {e}", path.display()),
+        }
+    }
+}
+
 impl Cupti {
     /// Loads libcupti on first use; later calls return the same library.
     pub fn load() -> Result<Cupti> {
@@ -121,7 +143,7 @@ impl Cupti {
         let lib = load_first(&candidates, |c| {
             // SAFETY: loading libcupti runs its ELF initializers, which only set up CUPTI's
             // own state; gmprof never unloads it (the box is leaked below).
-            unsafe { CuptiLibrary::new(c) }
+            unsafe { CuptiLibrary::new(c) }.map(|lib| (lib, c.to_owned()))
         })
         .map_err(|attempts| Error::LibraryNotFound {
             library: "libcupti",
@@ -129,8 +151,11 @@ impl Cupti {
             hint: "install the CUDA toolkit (12.6 or newer; CUPTI ships in extras/CUPTI/lib64 or \
                    targets/<arch>/lib), set CUDA_HOME to it, or point GMPROF_CUPTI_LIB at libcupti.so",
         })?;
+        let (lib, path) = lib;
+        preload_nvperf_siblings(&path);
         let raw: &'static CuptiLibrary = Box::leak(Box::new(lib));
         let _ = CUPTI.set(raw);
+        tracing::debug!("gmprof: loaded {path}");
         Ok(Cupti { raw })
     }
 

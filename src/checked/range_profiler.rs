@@ -138,8 +138,8 @@ impl RangeProfiler {
         self.ctx
     }
 
-    /// A counter data image sized for `max_ranges` ranges of `metrics`, initialized.
-    pub fn create_counter_data(&self, metrics: &[&str], max_ranges: usize, max_tree_nodes: u32) -> Result<CounterDataImage> {
+    /// Bytes of a counter data image for `max_ranges` ranges of `metrics`.
+    pub fn counter_data_size(&self, metrics: &[&str], max_ranges: usize, max_tree_nodes: u32) -> Result<usize> {
         let owned: Vec<CString> = metrics
             .iter()
             .map(|m| CString::new(*m).map_err(|_| Error::InvalidConfig(format!("metric name contains NUL: {m:?}"))))
@@ -155,7 +155,13 @@ impl RangeProfiler {
             // SAFETY: the name pointers point into `owned`; both outlive the call.
             unsafe { f(&mut p) }
         })?;
-        let mut image = CounterDataImage { bytes: vec![0u8; p.counterDataSize] };
+        Ok(p.counterDataSize)
+    }
+
+    /// A counter data image sized for `max_ranges` ranges of `metrics`, initialized.
+    pub fn create_counter_data(&self, metrics: &[&str], max_ranges: usize, max_tree_nodes: u32) -> Result<CounterDataImage> {
+        let size = self.counter_data_size(metrics, max_ranges, max_tree_nodes)?;
+        let mut image = CounterDataImage { bytes: vec![0u8; size] };
         self.initialize_counter_data(&mut image)?;
         Ok(image)
     }

@@ -1,0 +1,669 @@
+//! The profiler: drives CUPTI capture and hands the records to analysis.
+//!
+//! Layer 3. A [`Profiler`] attaches to the current CUDA context (or a device's primary
+//! context), subscribes to the driver and runtime launch callbacks, enables kernel activity
+//! records and the range profiler, and keeps a [`SessionTree`] of the user's ranges. Each
+//! launch is recorded as it happens (correlation id, thread, innermost open range, counter
+//! cycle and ordinal); activity buffers are flushed at range boundaries; counter images are
+//! decoded and evaluated cycle by cycle. [`Profiler::finish`] correlates and aggregates into a
+//! [`Report`].
+//!
+//! # Kernel replay and the launch gate
+//! In [`ProfilingMode::KernelReplay`] CUPTI numbers counter ranges "0", "1", ... in the order
+//! kernels reach it. gmprof numbers launches in its launch callback; to make the two orders
+//! the same when several threads launch, the callback holds a gate from the launch's entry
+//! to its exit. Kernel replay serializes kernels anyway, so the gate costs nothing extra.
+//!
+//! # No kernel limit
+//! The counter data image holds `ranges_per_cycle` ranges (sized from a memory budget). When
+//! a cycle is full, the next launch first stops the profiler, decodes and evaluates the
+//! image, re-initializes it and starts again, as NVIDIA's profiling_injection sample does.
+//! Host memory then grows with the results, not with the number of kernels.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+
+use crate::checked::activity::{self, ActivityKinds, ActivityRecord, ActivityTracing};
+use crate::checked::callback::{ApiCallback, ApiDomain, CallbackSite, LaunchKind, Subscriber};
+use crate::checked::driver::{self, Context, PrimaryContext};
+use crate::checked::host::ProfilerHost;
+use crate::checked::range_profiler::{CounterDataImage, RangeConfig, RangeMode, RangeProfiler, ReplayMode};
+use crate::checked::target::{self, ProfilerApi};
+use crate::checked::{Cupti, Driver};
+use crate::correlate::Correlator;
+use crate::error::{Error, Result};
+use crate::metrics::MetricCatalog;
+use crate::model::{CounterRange, LaunchApi, LaunchRecord, MetricSet, ProfilingMode, RangeId, ThreadId, GPU_TIME_METRIC};
+use crate::report::{CaptureInfo, Report};
+use crate::session::SessionTree;
+
+/// Default host memory for one counter data image.
+pub const DEFAULT_COUNTER_IMAGE_BUDGET: usize = 256 << 20;
+/// Default upper bound of ranges per counter cycle.
+pub const DEFAULT_MAX_RANGES_PER_CYCLE: usize = 2000;
+/// Activity buffers allocated before profiling starts.
+const PREALLOCATED_ACTIVITY_BUFFERS: usize = 4;
+
+/// Configures and builds a [`Profiler`].
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct ProfilerBuilder {
+    metrics: Vec<String>,
+    mode: ProfilingMode,
+    device: Option<usize>,
+    flush_on_range_boundaries: bool,
+    counter_image_budget: usize,
+    max_ranges_per_cycle: usize,
+}
+
+impl Default for ProfilerBuilder {
+    fn default() -> Self {
+        ProfilerBuilder {
+            metrics: vec!["dram__bytes_read.sum".into(), "dram__bytes_write.sum".into()],
+            mode: ProfilingMode::KernelReplay,
+            device: None,
+            flush_on_range_boundaries: true,
+            counter_image_budget: DEFAULT_COUNTER_IMAGE_BUDGET,
+            max_ranges_per_cycle: DEFAULT_MAX_RANGES_PER_CYCLE,
+        }
+    }
+}
+
+impl ProfilerBuilder {
+    /// The metrics to collect (full names, e.g. `dram__bytes_read.sum`).
+    /// `gpu__time_duration.sum` is always added: kernel time comes from it.
+    pub fn metrics<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.metrics = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// How counters are collected.
+    pub fn mode(mut self, mode: ProfilingMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Profile this CUDA device's primary context when no context is current (default 0).
+    pub fn device(mut self, ordinal: usize) -> Self {
+        self.device = Some(ordinal);
+        self
+    }
+
+    /// Flush activity buffers at every push and pop (default on), so a range's records are
+    /// in hand when it closes. Off, records arrive when CUPTI's buffers fill or at finish:
+    /// cheaper per range, and the report is the same, since rows are joined by correlation
+    /// id, not by arrival.
+    pub fn flush_on_range_boundaries(mut self, on: bool) -> Self {
+        self.flush_on_range_boundaries = on;
+        self
+    }
+
+    /// Host memory allowed for one counter data image; bounds the ranges per cycle.
+    pub fn counter_image_budget(mut self, bytes: usize) -> Self {
+        self.counter_image_budget = bytes;
+        self
+    }
+
+    /// Upper bound on counter ranges per cycle (the image is cycled when full).
+    pub fn max_ranges_per_cycle(mut self, n: usize) -> Self {
+        self.max_ranges_per_cycle = n.max(1);
+        self
+    }
+
+    /// Attaches to the GPU and starts profiling.
+    pub fn build(self) -> Result<Profiler> {
+        Profiler::start(self)
+    }
+}
+
+impl std::str::FromStr for ProfilingMode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().replace('-', "_").as_str() {
+            "kernel_replay" | "kernel" => Ok(ProfilingMode::KernelReplay),
+            "per_kernel" => Ok(ProfilingMode::PerKernel),
+            "per_range" | "range" => Ok(ProfilingMode::PerRange),
+            "trace" => Ok(ProfilingMode::Trace),
+            other => Err(Error::InvalidConfig(format!(
+                "unknown mode '{other}': use kernel_replay, per_kernel, per_range or trace"
+            ))),
+        }
+    }
+}
+
+/// The calling thread's OS id (Linux `gettid`), cached per thread.
+pub fn current_thread_id() -> ThreadId {
+    thread_local! {
+        static TID: Cell<u64> = const { Cell::new(0) };
+    }
+    TID.with(|t| {
+        if t.get() == 0 {
+            t.set(os_thread_id());
+        }
+        t.get()
+    })
+}
+
+#[cfg(target_os = "linux")]
+fn os_thread_id() -> u64 {
+    extern "C" {
+        fn gettid() -> i32;
+    }
+    // SAFETY: gettid takes no arguments and cannot fail (glibc 2.30+).
+    let tid = unsafe { gettid() };
+    tid as u64
+}
+
+#[cfg(not(target_os = "linux"))]
+fn os_thread_id() -> u64 {
+    use std::sync::atomic::AtomicU64;
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+thread_local! {
+    /// Depth of launch API calls on this thread (the runtime calls the driver inside).
+    static LAUNCH_DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// Correlation id of this thread's outermost launch call in flight.
+    static OUTER_CORRELATION: Cell<u32> = const { Cell::new(0) };
+    /// Whether this thread holds the kernel-replay launch gate.
+    static HOLDS_GATE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// CUPTI objects of a live capture; dropped (in field order) when the capture ends.
+struct Capture {
+    subscriber: Option<Subscriber>,
+    range_profiler: Option<RangeProfiler>,
+    counter_data: CounterDataImage,
+    config_image: Vec<u8>,
+    config: RangeConfig,
+    host: ProfilerHost,
+    activity: Option<ActivityTracing>,
+    _api: ProfilerApi,
+    _primary: Option<PrimaryContext>,
+    context: Context,
+    cycle: u32,
+    ordinal_in_cycle: u32,
+    dropped_ranges: u64,
+}
+
+/// The session's records, behind one lock.
+struct SessionState {
+    tree: SessionTree,
+    correlator: Correlator,
+    warnings: Vec<String>,
+    /// Nested driver correlation id → the outer runtime call's id.
+    aliases: HashMap<u32, u32>,
+}
+
+struct Shared {
+    cupti: Cupti,
+    driver: Driver,
+    mode: ProfilingMode,
+    metric_set: MetricSet,
+    metric_names: Vec<String>,
+    passes: usize,
+    flush_on_range_boundaries: bool,
+    device_name: String,
+    chip: String,
+    started_unix_ns: u64,
+    capture: Mutex<Option<Capture>>,
+    state: Mutex<SessionState>,
+    incoming: Arc<Mutex<Vec<ActivityRecord>>>,
+    launch_gate: Mutex<()>,
+    finished: AtomicBool,
+}
+
+/// A profiling session on one GPU context. Cheap to clone; all clones share the session.
+///
+/// Range calls are thread-safe; each thread has its own range stack.
+#[derive(Clone)]
+pub struct Profiler {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Profiler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Profiler")
+            .field("mode", &self.shared.mode)
+            .field("metrics", &self.shared.metric_names)
+            .field("passes", &self.shared.passes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Pops its range when dropped. Must be dropped on the thread that pushed it.
+#[must_use = "the range closes when this guard is dropped"]
+#[derive(Debug)]
+pub struct RangeGuard<'a> {
+    profiler: &'a Profiler,
+    id: Option<RangeId>,
+    thread: ThreadId,
+}
+
+impl Drop for RangeGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            self.profiler.close_range(id, self.thread);
+        }
+    }
+}
+
+fn unix_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+impl Profiler {
+    /// A builder with the defaults: kernel replay, DRAM bytes read and written.
+    pub fn builder() -> ProfilerBuilder {
+        ProfilerBuilder::default()
+    }
+
+    fn start(cfg: ProfilerBuilder) -> Result<Profiler> {
+        if cfg.mode != ProfilingMode::KernelReplay {
+            return Err(Error::InvalidConfig(format!(
+                "mode {} is not available in this version of gmprof; use kernel_replay",
+                cfg.mode.as_str()
+            )));
+        }
+        let cupti = Cupti::load()?;
+        let drv = driver::init()?;
+        if driver::device_count(&drv)? == 0 {
+            return Err(Error::InvalidState("no CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)".into()));
+        }
+        // Attach to the application's context, or the device's primary context (the one the
+        // CUDA runtime, cudarc and PyTorch use).
+        let (context, primary, device) = match driver::current_context(&drv)? {
+            Some(ctx) => (ctx, None, driver::current_device(&drv)?),
+            None => {
+                let ordinal = cfg.device.unwrap_or(0);
+                let dev = driver::device(&drv, ordinal as i32)?;
+                let primary = PrimaryContext::retain(&drv, dev)?;
+                driver::set_current(&drv, primary.context())?;
+                (primary.context(), Some(primary), dev)
+            }
+        };
+        let device_name = driver::device_name(&drv, device)?;
+        let api = ProfilerApi::initialize(&cupti)?;
+        let chip = target::chip_name(&cupti, device as usize)?;
+
+        // Metrics: gpu__time_duration.sum first, then the user's, without duplicates.
+        let mut names: Vec<String> = vec![GPU_TIME_METRIC.to_owned()];
+        for m in &cfg.metrics {
+            let m = m.trim();
+            if !m.is_empty() && !names.iter().any(|n| n == m) {
+                names.push(m.to_owned());
+            }
+        }
+        let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let catalog = MetricCatalog::for_chip(&cupti, &chip)?;
+        let specs = catalog.validate(&name_refs)?;
+        drop(catalog);
+        let availability = target::counter_availability(&cupti, context)?;
+        let mut host = ProfilerHost::new(&cupti, &chip, Some(&availability))?;
+        host.add_metrics(&name_refs)?;
+        let config_image = host.config_image()?;
+        let passes = host.num_passes(&config_image)?;
+        tracing::info!(passes, metrics = ?names, "gmprof: metric set needs {passes} replay pass(es)");
+
+        let range_profiler = RangeProfiler::enable(&cupti, context)?;
+        let per_range = range_profiler.counter_data_size(&name_refs, 2, 2)?.saturating_sub(range_profiler.counter_data_size(&name_refs, 1, 1)?).max(1);
+        let ranges_per_cycle = (cfg.counter_image_budget / per_range).clamp(1, cfg.max_ranges_per_cycle);
+        let mut counter_data = range_profiler.create_counter_data(&name_refs, ranges_per_cycle, ranges_per_cycle as u32)?;
+        let config = RangeConfig {
+            range: RangeMode::Auto,
+            replay: ReplayMode::Kernel,
+            max_ranges_per_pass: ranges_per_cycle,
+            num_nesting_levels: 1,
+            min_nesting_level: 1,
+            pass_index: 0,
+            target_nesting_level: 1,
+        };
+        // SAFETY: both images live in the Capture below, which outlives the range profiler
+        // (it is disabled first) and never reallocates them.
+        unsafe { range_profiler.set_config(&config_image, &mut counter_data, &config)? };
+        tracing::debug!(ranges_per_cycle, image_bytes = counter_data.len(), "gmprof: counter image");
+
+        let shared = Arc::new(Shared {
+            cupti,
+            driver: drv,
+            mode: cfg.mode,
+            metric_set: MetricSet { metrics: specs },
+            metric_names: names,
+            passes,
+            flush_on_range_boundaries: cfg.flush_on_range_boundaries,
+            device_name,
+            chip,
+            started_unix_ns: unix_ns(),
+            capture: Mutex::new(None),
+            state: Mutex::new(SessionState {
+                tree: SessionTree::new(),
+                correlator: Correlator::new(),
+                warnings: Vec::new(),
+                aliases: HashMap::new(),
+            }),
+            incoming: Arc::new(Mutex::new(Vec::new())),
+            launch_gate: Mutex::new(()),
+            finished: AtomicBool::new(false),
+        });
+
+        let queue = Arc::clone(&shared.incoming);
+        let sink: activity::ActivitySink = Arc::new(move |mut records| queue.lock().append(&mut records));
+        let activity = ActivityTracing::start(&cupti, ActivityKinds::Kernels, PREALLOCATED_ACTIVITY_BUFFERS, sink)?;
+
+        let weak: Weak<Shared> = Arc::downgrade(&shared);
+        let subscriber = Subscriber::subscribe_launches(
+            &cupti,
+            Arc::new(move |cb: &ApiCallback<'_>| {
+                if let Some(shared) = weak.upgrade() {
+                    shared.on_launch_callback(cb);
+                }
+            }),
+        )?;
+
+        range_profiler.start()?;
+        *shared.capture.lock() = Some(Capture {
+            subscriber: Some(subscriber),
+            range_profiler: Some(range_profiler),
+            counter_data,
+            config_image,
+            config,
+            host,
+            activity: Some(activity),
+            _api: api,
+            _primary: primary,
+            context,
+            cycle: 0,
+            ordinal_in_cycle: 0,
+            dropped_ranges: 0,
+        });
+        Ok(Profiler { shared })
+    }
+
+    /// The collection mode.
+    pub fn mode(&self) -> ProfilingMode {
+        self.shared.mode
+    }
+
+    /// Replay passes the metric set needs.
+    pub fn passes(&self) -> usize {
+        self.shared.passes
+    }
+
+    /// The metrics collected, in report order.
+    pub fn metrics(&self) -> &MetricSet {
+        &self.shared.metric_set
+    }
+
+    /// Opens a range on the calling thread; it closes when the guard drops.
+    pub fn range(&self, name: &str) -> RangeGuard<'_> {
+        let thread = current_thread_id();
+        let id = match self.open_range(name, thread) {
+            Ok(id) => Some(id),
+            Err(e) => {
+                tracing::warn!("gmprof: {e}");
+                None
+            }
+        };
+        RangeGuard { profiler: self, id, thread }
+    }
+
+    /// Opens a range on the calling thread (pair with [`Profiler::pop_range`]).
+    pub fn push_range(&self, name: &str) -> Result<()> {
+        self.open_range(name, current_thread_id()).map(|_| ())
+    }
+
+    /// Closes the calling thread's innermost range.
+    pub fn pop_range(&self) -> Result<()> {
+        self.ensure_running()?;
+        let ts = self.boundary()?;
+        let mut state = self.shared.state.lock();
+        state.tree.pop(current_thread_id(), ts).map(|_| ())
+    }
+
+    fn ensure_running(&self) -> Result<()> {
+        if self.shared.finished.load(Ordering::Acquire) {
+            return Err(Error::InvalidState("the profiler has finished; build a new one to profile again".into()));
+        }
+        Ok(())
+    }
+
+    fn open_range(&self, name: &str, thread: ThreadId) -> Result<RangeId> {
+        self.ensure_running()?;
+        let ts = self.boundary()?;
+        Ok(self.shared.state.lock().tree.push(name, thread, ts))
+    }
+
+    fn close_range(&self, id: RangeId, thread: ThreadId) {
+        if self.shared.finished.load(Ordering::Acquire) {
+            return;
+        }
+        let result = self.boundary().and_then(|ts| self.shared.state.lock().tree.pop_id(id, thread, ts));
+        if let Err(e) = result {
+            tracing::warn!("gmprof: {e}");
+            self.shared.state.lock().warnings.push(e.to_string());
+        }
+    }
+
+    /// Work done at every push and pop: the timestamp, and the activity flush if enabled.
+    fn boundary(&self) -> Result<u64> {
+        if self.shared.flush_on_range_boundaries {
+            activity::flush_all(&self.shared.cupti, true)?;
+            self.shared.drain_activity();
+        }
+        activity::timestamp(&self.shared.cupti)
+    }
+
+    /// Stops profiling, correlates and aggregates. Ranges still open are closed with a
+    /// warning in the report.
+    pub fn finish(self) -> Result<Report> {
+        let shared = &self.shared;
+        if shared.finished.swap(true, Ordering::AcqRel) {
+            return Err(Error::InvalidState("finish was already called".into()));
+        }
+        let t0 = Instant::now();
+        let mut capture = shared
+            .capture
+            .lock()
+            .take()
+            .ok_or_else(|| Error::InvalidState("the profiler has no live capture".into()))?;
+        // No more launches are recorded from here on.
+        if let Some(sub) = capture.subscriber.take() {
+            sub.shutdown()?;
+        }
+        driver::set_current(&shared.driver, capture.context)?;
+        driver::synchronize(&shared.driver)?;
+        shared.finish_cycle(&mut capture)?;
+        if let Some(rp) = capture.range_profiler.take() {
+            rp.shutdown()?;
+        }
+        let mut dropped_records = 0;
+        if let Some(act) = capture.activity.take() {
+            act.flush()?;
+            let stats = act.stats();
+            dropped_records = stats.records_dropped;
+            if stats.buffers_allocated_late > 0 {
+                shared.state.lock().warnings.push(format!(
+                    "{} activity buffer(s) were allocated while profiling because the pool ran dry",
+                    stats.buffers_allocated_late
+                ));
+            }
+            if stats.callback_panics > 0 {
+                shared.state.lock().warnings.push(format!(
+                    "{} activity buffer(s) were lost to an internal error in gmprof's buffer callback",
+                    stats.callback_panics
+                ));
+            }
+            act.shutdown()?;
+        }
+        shared.drain_activity();
+        let cycles = capture.cycle + 1;
+        let dropped_ranges = capture.dropped_ranges;
+        capture.host.shutdown()?;
+        drop(capture.counter_data);
+        drop(capture._api);
+        drop(capture._primary);
+
+        let ts = activity::timestamp(&shared.cupti).unwrap_or(0);
+        let mut state = shared.state.lock();
+        let open = state.tree.close_all_open(ts);
+        let mut warnings = std::mem::take(&mut state.warnings);
+        warnings.extend(open);
+        let mut info = CaptureInfo::new(shared.mode);
+        info.device_name = Some(shared.device_name.clone());
+        info.chip = Some(shared.chip.clone());
+        info.dropped_counter_ranges = dropped_ranges;
+        info.dropped_activity_records = dropped_records;
+        info.started_unix_ns = Some(shared.started_unix_ns);
+        info.finished_unix_ns = Some(unix_ns());
+        info.warnings = warnings;
+        let correlator = std::mem::take(&mut state.correlator);
+        let report = Report::analyze(info, &shared.metric_set, &state.tree, correlator);
+        tracing::debug!(cycles, elapsed = ?t0.elapsed(), "gmprof: finished");
+        Ok(report)
+    }
+}
+
+impl Shared {
+    fn drain_activity(&self) {
+        let records = std::mem::take(&mut *self.incoming.lock());
+        if records.is_empty() {
+            return;
+        }
+        let mut state = self.state.lock();
+        for record in records {
+            if let ActivityRecord::Kernel(mut k) = record {
+                if let Some(outer) = state.aliases.get(&k.correlation_id) {
+                    k.correlation_id = *outer;
+                }
+                state.correlator.add_activity(k);
+            }
+        }
+    }
+
+    /// Runs inside the launching thread's CUDA call. Never panics outward (the trampoline
+    /// catches), never calls the CUDA API it interrupts.
+    fn on_launch_callback(&self, cb: &ApiCallback<'_>) {
+        match cb.site {
+            CallbackSite::Enter => {
+                let depth = LAUNCH_DEPTH.with(|d| {
+                    d.set(d.get() + 1);
+                    d.get()
+                });
+                if depth > 1 {
+                    // The runtime launch calls a driver launch inside: same kernel. Map the
+                    // inner id to the outer so either id finds the launch.
+                    let outer = OUTER_CORRELATION.with(Cell::get);
+                    if outer != cb.correlation_id {
+                        self.state.lock().aliases.insert(cb.correlation_id, outer);
+                    }
+                    return;
+                }
+                OUTER_CORRELATION.with(|c| c.set(cb.correlation_id));
+                if self.finished.load(Ordering::Acquire) {
+                    return;
+                }
+                if self.mode == ProfilingMode::KernelReplay {
+                    // Held until this launch's exit callback; see the module docs.
+                    std::mem::forget(self.launch_gate.lock());
+                    HOLDS_GATE.with(|h| h.set(true));
+                }
+                self.record_launch(cb);
+            }
+            CallbackSite::Exit => {
+                let depth = LAUNCH_DEPTH.with(|d| {
+                    d.set(d.get().saturating_sub(1));
+                    d.get()
+                });
+                if depth == 0 && HOLDS_GATE.with(|h| h.replace(false)) {
+                    // SAFETY: this thread locked the gate in the matching enter callback and
+                    // forgot the guard; CUPTI calls enter and exit on the same thread.
+                    unsafe { self.launch_gate.force_unlock() };
+                }
+            }
+        }
+    }
+
+    fn record_launch(&self, cb: &ApiCallback<'_>) {
+        let (cycle, ordinal) = {
+            let mut guard = self.capture.lock();
+            let Some(capture) = guard.as_mut() else { return };
+            if capture.ordinal_in_cycle as usize >= capture.config.max_ranges_per_pass {
+                if let Err(e) = self.cycle_counter_image(capture) {
+                    tracing::error!("gmprof: could not cycle the counter image: {e}");
+                    self.state.lock().warnings.push(format!("counter image cycle failed: {e}"));
+                }
+            }
+            let at = (capture.cycle, capture.ordinal_in_cycle);
+            capture.ordinal_in_cycle += 1;
+            at
+        };
+        let thread = current_thread_id();
+        let mut state = self.state.lock();
+        let range = state.tree.current(thread);
+        state.correlator.add_launch(LaunchRecord {
+            correlation_id: cb.correlation_id,
+            thread,
+            range,
+            cycle,
+            ordinal,
+            api: match (cb.launch, cb.domain) {
+                (LaunchKind::Graph, _) => LaunchApi::Graph,
+                (_, ApiDomain::Driver) => LaunchApi::Driver,
+                (_, ApiDomain::Runtime) => LaunchApi::Runtime,
+            },
+            api_name: cb.function_name.to_owned(),
+            context_id: cb.context_uid,
+        });
+    }
+
+    /// Stops the profiler, evaluates the full image, re-initializes it and starts again.
+    fn cycle_counter_image(&self, capture: &mut Capture) -> Result<()> {
+        self.finish_cycle(capture)?;
+        let Some(rp) = capture.range_profiler.as_ref() else { return Ok(()) };
+        rp.initialize_counter_data(&mut capture.counter_data)?;
+        // SAFETY: the images live in `capture` and outlive the range profiler.
+        unsafe { rp.set_config(&capture.config_image, &mut capture.counter_data, &capture.config)? };
+        rp.start()?;
+        capture.cycle += 1;
+        capture.ordinal_in_cycle = 0;
+        Ok(())
+    }
+
+    /// Stops and decodes the current cycle and hands its counter ranges to the correlator.
+    fn finish_cycle(&self, capture: &mut Capture) -> Result<()> {
+        let Some(rp) = capture.range_profiler.as_ref() else { return Ok(()) };
+        let stop = rp.stop()?;
+        if !stop.all_passes_submitted {
+            self.state.lock().warnings.push(format!(
+                "counter cycle {}: CUPTI reported pass {} without all passes submitted",
+                capture.cycle, stop.pass_index
+            ));
+        }
+        let dropped = rp.decode()?;
+        if dropped > 0 {
+            tracing::warn!("gmprof: CUPTI dropped {dropped} counter range(s) in cycle {}", capture.cycle);
+            capture.dropped_ranges += dropped as u64;
+        }
+        let count = capture.counter_data.range_count(&self.cupti)?;
+        let names: Vec<&str> = self.metric_names.iter().map(String::as_str).collect();
+        let mut ranges = Vec::with_capacity(count);
+        for index in 0..count {
+            let image = capture.counter_data.bytes();
+            let name = capture.host.range_name(image, index, "/")?;
+            let values = capture.host.evaluate(image, index, &names)?;
+            ranges.push(CounterRange { cycle: capture.cycle, index: index as u32, name, values });
+        }
+        self.state.lock().correlator.add_counter_ranges(capture.cycle, ranges);
+        Ok(())
+    }
+}

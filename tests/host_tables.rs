@@ -1,0 +1,72 @@
+//! The metric catalog against CUPTI's real host tables, on the CPU.
+//!
+//! CUPTI's host side (metric tables, configuration images, pass counts) needs no GPU, so
+//! these tests load the libcupti that NVIDIA ships on PyPI (`nvidia-cuda-cupti==13.0.*`),
+//! named by `GMPROF_TEST_CUPTI_LIB`. `.ci/run` downloads it and sets the variable; without
+//! it the tests print why and pass vacuously, so a developer without the wheel can still run
+//! `cargo test`. CI always runs them for real.
+
+use gmprof::checked::Cupti;
+use gmprof::metrics::MetricCatalog;
+use gmprof::model::MetricKind;
+
+fn catalog() -> Option<MetricCatalog> {
+    let Ok(lib) = std::env::var("GMPROF_TEST_CUPTI_LIB") else {
+        eprintln!("GMPROF_TEST_CUPTI_LIB is not set: skipping (see .ci/run)");
+        return None;
+    };
+    std::env::set_var("GMPROF_CUPTI_LIB", lib);
+    let cupti = Cupti::load().expect("the test libcupti loads");
+    Some(MetricCatalog::for_chip(&cupti, "GH100").expect("GH100 tables"))
+}
+
+#[test]
+fn gh100_lists_dram_bytes_with_type_and_unit() {
+    let Some(cat) = catalog() else { return };
+    let read = cat.filter("dram__bytes").find(|e| e.name == "dram__bytes_read").expect("dram__bytes_read");
+    assert_eq!(read.kind, MetricKind::Counter);
+    assert_eq!(read.unit, "byte");
+    assert!(cat.filter("dram__bytes").any(|e| e.name == "dram__bytes_write"));
+    assert!(cat.entries().len() > 1000, "GH100 has thousands of base metrics, got {}", cat.entries().len());
+}
+
+#[test]
+fn gh100_pass_counts_match_the_gpu_measurements() {
+    let Some(cat) = catalog() else { return };
+    let one = ["gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum"];
+    assert_eq!(cat.passes(&one).unwrap(), 1);
+    let eight = [
+        "gpu__time_duration.sum",
+        "dram__bytes_read.sum",
+        "dram__bytes_write.sum",
+        "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    ];
+    let passes = cat.passes(&eight).unwrap();
+    assert!(passes > 1, "the throughput set needs several passes");
+    assert_eq!(passes, 8, "8 passes were measured on an H200 (GH100)");
+}
+
+#[test]
+fn unknown_metric_is_named_with_the_closest_valid_name() {
+    let Some(cat) = catalog() else { return };
+    let err = cat.passes(&["gpu__time_duration.sum", "dram__bytez_read.sum"]).unwrap_err();
+    let gmprof::Error::UnknownMetrics { unknown, chip } = &err else { panic!("wrong error: {err}") };
+    assert_eq!(chip, "GH100");
+    assert_eq!(unknown.len(), 1);
+    assert_eq!(unknown[0].name, "dram__bytez_read.sum");
+    assert_eq!(unknown[0].suggestions[0], "dram__bytes_read.sum");
+    assert!(err.to_string().contains("did you mean dram__bytes_read.sum"));
+}
+
+#[test]
+fn bare_base_names_are_rejected_and_specs_carry_units() {
+    let Some(cat) = catalog() else { return };
+    assert!(!cat.is_valid("dram__bytes_read"), "a base name without rollup is not collectable");
+    let spec = cat.spec("dram__throughput.avg.pct_of_peak_sustained_elapsed");
+    assert_eq!(spec.kind, MetricKind::Throughput);
+    assert_eq!(spec.unit, "%");
+    let spec = cat.spec("gpu__time_duration.sum");
+    assert_eq!(spec.kind, MetricKind::Counter);
+    assert!(spec.unit.contains("second"), "time unit: {}", spec.unit);
+}
