@@ -1,1 +1,453 @@
-//! placeholder
+//! The session manager: the tree of range instances a profiling session pushed and popped.
+//!
+//! Layer 3 (the safe profiler). The capture side calls [`SessionTree::push`] and
+//! [`SessionTree::pop`] (or [`SessionTree::pop_id`] from RAII guards) as the program enters
+//! and leaves ranges, and asks [`SessionTree::current`] for the innermost open range of the
+//! launching thread when a kernel is launched; that [`RangeId`] travels in the
+//! [`LaunchRecord`](crate::model::LaunchRecord). Analysis ([`crate::correlate`],
+//! [`crate::aggregate`]) later reads the tree to give every kernel a range path and to roll
+//! per-kernel values up to parents.
+//!
+//! Every push creates a new node (one per range *instance*), stored in a [`slab::Slab`] and
+//! keyed by a [`RangeId`]: the slab slot plus that slot's generation. Nodes are never removed
+//! during a session, so slots are dense and in push order. [`SessionTree::reset`] empties
+//! the tree for a new session and bumps the generation of every used slot, so an id kept
+//! from the previous session is rejected by [`SessionTree::get`] instead of silently naming
+//! a different range.
+//!
+//! Kernels launched outside any range are not lost: analysis attributes them to a root row
+//! named [`ROOT_PATH`], which has no node in the tree (its range id is `None`).
+
+use std::collections::HashMap;
+
+use slab::Slab;
+
+use crate::error::{Error, Result};
+use crate::model::{RangeId, ThreadId};
+
+/// Path (and name) of the row that holds kernels launched outside any range.
+///
+/// The angle brackets keep it apart from ordinary range names, but nothing stops a user from
+/// naming a range `<root>`; rows of the real root are told apart by a `None` range id.
+pub const ROOT_PATH: &str = "<root>";
+
+/// Separator between range names in a [`RangeNode::path`].
+///
+/// Range names may themselves contain `/`; the path is then ambiguous to read, but the tree
+/// itself (parent links) is not, and grouping by path only merges such look-alikes.
+pub const PATH_SEPARATOR: char = '/';
+
+/// One range instance: one `push_range` and its matching pop.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RangeNode {
+    /// This node's key.
+    pub id: RangeId,
+    /// The name given to `push_range`.
+    pub name: String,
+    /// Names from the outermost range down to this one, joined with [`PATH_SEPARATOR`].
+    pub path: String,
+    /// The enclosing range on the same thread, `None` for a top-level range.
+    pub parent: Option<RangeId>,
+    /// 0 for a top-level range, parent's depth + 1 otherwise.
+    pub depth: u32,
+    /// How many earlier nodes of this session have the same path (0 for the first).
+    pub instance: u32,
+    /// The thread that pushed it; only that thread may pop it.
+    pub thread: ThreadId,
+    /// Push timestamp, ns, as given by the caller.
+    pub push_ns: u64,
+    /// Pop timestamp, ns; `None` while the range is open.
+    pub pop_ns: Option<u64>,
+    /// Ranges pushed while this one was the innermost open range of its thread, in push order.
+    pub children: Vec<RangeId>,
+}
+
+impl RangeNode {
+    /// True until the range is popped (or closed by [`SessionTree::close_all_open`]).
+    pub fn is_open(&self) -> bool {
+        self.pop_ns.is_none()
+    }
+
+    /// Pop minus push, when the range is closed and the timestamps are ordered.
+    pub fn wall_ns(&self) -> Option<u64> {
+        self.pop_ns.and_then(|pop| pop.checked_sub(self.push_ns))
+    }
+}
+
+/// The range instances of one profiling session, with a stack of open ranges per thread.
+#[derive(Debug, Default)]
+pub struct SessionTree {
+    /// The nodes; never removed during a session, so slots are dense and in push order.
+    nodes: Slab<RangeNode>,
+    /// Generation per slot ever used. Survives [`SessionTree::reset`], which bumps it.
+    generations: Vec<u32>,
+    /// Open ranges per thread, innermost last.
+    stacks: HashMap<ThreadId, Vec<RangeId>>,
+    /// Number of nodes created so far per path, for [`RangeNode::instance`].
+    instances: HashMap<String, u32>,
+}
+
+impl SessionTree {
+    /// An empty tree.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Opens a range named `name` on `thread` at `timestamp_ns`, nested in that thread's
+    /// innermost open range, and returns its id.
+    pub fn push(&mut self, name: &str, thread: ThreadId, timestamp_ns: u64) -> RangeId {
+        let parent = self.current(thread);
+        let (path, depth) = match parent.and_then(|p| self.get(p)) {
+            Some(p) => {
+                let mut path = String::with_capacity(p.path.len() + 1 + name.len());
+                path.push_str(&p.path);
+                path.push(PATH_SEPARATOR);
+                path.push_str(name);
+                (path, p.depth + 1)
+            }
+            None => (name.to_owned(), 0),
+        };
+        let instance = match self.instances.get_mut(&path) {
+            Some(count) => {
+                let instance = *count;
+                *count += 1;
+                instance
+            }
+            None => {
+                self.instances.insert(path.clone(), 1);
+                0
+            }
+        };
+
+        let entry = self.nodes.vacant_entry();
+        let slot = entry.key();
+        if slot >= self.generations.len() {
+            self.generations.resize(slot + 1, 0);
+        }
+        let id = RangeId {
+            // A session with more than 4 billion ranges would have exhausted memory long
+            // before; saturate rather than wrap so ids stay distinct from low slots.
+            slot: u32::try_from(slot).unwrap_or(u32::MAX),
+            generation: self.generations[slot],
+        };
+        entry.insert(RangeNode {
+            id,
+            name: name.to_owned(),
+            path,
+            parent,
+            depth,
+            instance,
+            thread,
+            push_ns: timestamp_ns,
+            pop_ns: None,
+            children: Vec::new(),
+        });
+        if let Some(p) = parent.and_then(|p| self.get_mut(p)) {
+            p.children.push(id);
+        }
+        self.stacks.entry(thread).or_default().push(id);
+        id
+    }
+
+    /// Closes the innermost open range of `thread` at `timestamp_ns` and returns its id.
+    ///
+    /// With nothing open on `thread` this is [`Error::PopWithoutPush`] and the tree is left
+    /// as it was.
+    pub fn pop(&mut self, thread: ThreadId, timestamp_ns: u64) -> Result<RangeId> {
+        let id = self
+            .stacks
+            .get_mut(&thread)
+            .and_then(Vec::pop)
+            .ok_or(Error::PopWithoutPush { thread })?;
+        if let Some(node) = self.get_mut(id) {
+            node.pop_ns = Some(timestamp_ns);
+        }
+        Ok(id)
+    }
+
+    /// Closes the range `id` on behalf of an RAII guard dropped on `thread`.
+    ///
+    /// - An id this tree does not know (stale, or from another tree) is
+    ///   [`Error::InvalidState`].
+    /// - A range pushed on another thread is [`Error::PopFromOtherThread`]; nothing changes.
+    /// - If `id` is not the innermost open range of its thread (guards dropped out of order,
+    ///   or an inner guard leaked), the ranges above it are closed too, at the same
+    ///   timestamp, with a warning: their kernels stay attributed to them.
+    /// - A range already closed (by an outer guard, or by [`SessionTree::close_all_open`]) is
+    ///   left alone and its id returned, so a late guard drop is harmless.
+    pub fn pop_id(&mut self, id: RangeId, thread: ThreadId, timestamp_ns: u64) -> Result<RangeId> {
+        let node = self.get(id).ok_or_else(|| {
+            Error::InvalidState(format!(
+                "pop of unknown range id (slot {}, generation {}): it belongs to another \
+                 session or profiler",
+                id.slot, id.generation
+            ))
+        })?;
+        if node.thread != thread {
+            return Err(Error::PopFromOtherThread {
+                name: node.path.clone(),
+                pushed_on: node.thread,
+                popped_on: thread,
+            });
+        }
+        if !node.is_open() {
+            tracing::debug!(path = %node.path, "range already closed; late guard drop ignored");
+            return Ok(id);
+        }
+        let path = node.path.clone();
+        let not_on_stack = || {
+            Error::InvalidState(format!(
+                "range '{path}' is open but not on its thread's stack"
+            ))
+        };
+        let stack = self.stacks.get_mut(&thread).ok_or_else(not_on_stack)?;
+        let position = stack
+            .iter()
+            .rposition(|open| *open == id)
+            .ok_or_else(not_on_stack)?;
+        let closed: Vec<RangeId> = stack.drain(position..).collect();
+        for above in closed.iter().skip(1) {
+            if let Some(n) = self.get(*above) {
+                tracing::warn!(
+                    closed = %n.path,
+                    by = %path,
+                    "range was still open when an enclosing range was popped; closing it too"
+                );
+            }
+        }
+        for closed_id in closed {
+            if let Some(n) = self.get_mut(closed_id) {
+                n.pop_ns = Some(timestamp_ns);
+            }
+        }
+        Ok(id)
+    }
+
+    /// The innermost open range of `thread`, if any.
+    pub fn current(&self, thread: ThreadId) -> Option<RangeId> {
+        self.stacks.get(&thread).and_then(|s| s.last().copied())
+    }
+
+    /// Closes every range still open, at `timestamp_ns`, and returns one warning per range.
+    ///
+    /// Called when a session finishes: an unbalanced push would otherwise leave a node
+    /// without a pop time. Its kernels are kept; only its wall time is cut at `timestamp_ns`.
+    pub fn close_all_open(&mut self, timestamp_ns: u64) -> Vec<String> {
+        let mut open: Vec<RangeId> = self.stacks.drain().flat_map(|(_, stack)| stack).collect();
+        open.sort_unstable();
+        let mut warnings = Vec::with_capacity(open.len());
+        for id in open {
+            if let Some(node) = self.get_mut(id) {
+                node.pop_ns = Some(timestamp_ns);
+                let text = format!(
+                    "range '{}' (instance {}, thread {}) was still open when profiling finished; \
+                     closed at the finish time",
+                    node.path, node.instance, node.thread
+                );
+                tracing::warn!("{text}");
+                warnings.push(text);
+            }
+        }
+        warnings
+    }
+
+    /// The node `id` names, or `None` when the id is stale (its slot was reused after a
+    /// [`SessionTree::reset`]) or was never handed out by this tree.
+    pub fn get(&self, id: RangeId) -> Option<&RangeNode> {
+        self.nodes
+            .get(id.slot as usize)
+            .filter(|node| node.id.generation == id.generation)
+    }
+
+    fn get_mut(&mut self, id: RangeId) -> Option<&mut RangeNode> {
+        self.nodes
+            .get_mut(id.slot as usize)
+            .filter(|node| node.id.generation == id.generation)
+    }
+
+    /// A dense index (`0..len()`) for a valid id, for per-range arrays in analysis.
+    ///
+    /// Nodes are never removed within a session, so the slot itself is that index.
+    pub fn dense_index(&self, id: RangeId) -> Option<usize> {
+        self.get(id).map(|_| id.slot as usize)
+    }
+
+    /// Number of range instances.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// True when no range was pushed.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// The nodes in push order (dense-index order).
+    pub fn nodes(&self) -> impl Iterator<Item = &RangeNode> {
+        self.nodes.iter().map(|(_, node)| node)
+    }
+
+    /// Top-level ranges (depth 0) in push order.
+    pub fn top_level(&self) -> impl Iterator<Item = &RangeNode> {
+        self.nodes().filter(|n| n.parent.is_none())
+    }
+
+    /// True while any thread has an open range.
+    pub fn has_open_ranges(&self) -> bool {
+        self.stacks.values().any(|s| !s.is_empty())
+    }
+
+    /// Empties the tree for a new session in the same process.
+    ///
+    /// Every used slot's generation is bumped, so ids from before the reset are rejected by
+    /// [`SessionTree::get`] even once their slots hold new ranges.
+    pub fn reset(&mut self) {
+        for (slot, _) in self.nodes.iter() {
+            if let Some(generation) = self.generations.get_mut(slot) {
+                *generation = generation.wrapping_add(1);
+            }
+        }
+        self.nodes.clear();
+        self.stacks.clear();
+        self.instances.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nested_paths_depths_and_instances() {
+        let mut tree = SessionTree::new();
+        for step in 0..3u64 {
+            let t = step * 100;
+            let s = tree.push("train_step", 7, t);
+            let f = tree.push("forward", 7, t + 1);
+            assert_eq!(tree.current(7), Some(f));
+            assert_eq!(tree.pop(7, t + 2).ok(), Some(f));
+            let b = tree.push("backward", 7, t + 3);
+            assert_eq!(tree.pop(7, t + 4).ok(), Some(b));
+            assert_eq!(tree.pop(7, t + 5).ok(), Some(s));
+            let node = tree.get(f).expect("forward exists");
+            assert_eq!(node.path, "train_step/forward");
+            assert_eq!(node.depth, 1);
+            assert_eq!(node.instance, step as u32);
+            assert_eq!(node.parent, Some(s));
+            assert_eq!(node.wall_ns(), Some(1));
+            assert_eq!(tree.get(s).map(|n| n.children.clone()), Some(vec![f, b]));
+        }
+        assert_eq!(tree.len(), 9);
+        assert_eq!(tree.top_level().count(), 3);
+        assert!(!tree.has_open_ranges());
+    }
+
+    #[test]
+    fn pop_without_push_is_an_error_and_changes_nothing() {
+        let mut tree = SessionTree::new();
+        let a = tree.push("a", 1, 0);
+        assert!(matches!(
+            tree.pop(2, 5),
+            Err(Error::PopWithoutPush { thread: 2 })
+        ));
+        assert_eq!(tree.current(1), Some(a));
+        assert!(tree.get(a).is_some_and(RangeNode::is_open));
+        tree.pop(1, 9).expect("balanced pop");
+        assert!(matches!(
+            tree.pop(1, 10),
+            Err(Error::PopWithoutPush { thread: 1 })
+        ));
+        assert_eq!(tree.get(a).and_then(|n| n.pop_ns), Some(9));
+    }
+
+    #[test]
+    fn pop_id_from_other_thread_is_rejected() {
+        let mut tree = SessionTree::new();
+        let a = tree.push("a", 1, 0);
+        let err = tree.pop_id(a, 2, 5).expect_err("other thread");
+        assert!(matches!(
+            err,
+            Error::PopFromOtherThread {
+                pushed_on: 1,
+                popped_on: 2,
+                ..
+            }
+        ));
+        assert!(tree.get(a).is_some_and(RangeNode::is_open));
+        assert_eq!(tree.current(1), Some(a));
+    }
+
+    #[test]
+    fn pop_id_out_of_order_closes_inner_ranges_too() {
+        let mut tree = SessionTree::new();
+        let outer = tree.push("outer", 1, 0);
+        let inner = tree.push("inner", 1, 1);
+        assert_eq!(tree.pop_id(outer, 1, 10).ok(), Some(outer));
+        assert_eq!(tree.get(inner).and_then(|n| n.pop_ns), Some(10));
+        assert_eq!(tree.get(outer).and_then(|n| n.pop_ns), Some(10));
+        assert_eq!(tree.current(1), None);
+        // The inner guard dropping late is harmless.
+        assert_eq!(tree.pop_id(inner, 1, 11).ok(), Some(inner));
+        assert_eq!(tree.get(inner).and_then(|n| n.pop_ns), Some(10));
+    }
+
+    #[test]
+    fn stale_ids_are_rejected_after_reset() {
+        let mut tree = SessionTree::new();
+        let old = tree.push("a", 1, 0);
+        tree.pop(1, 1).expect("pop");
+        tree.reset();
+        assert!(tree.get(old).is_none());
+        assert!(tree.is_empty());
+        let new = tree.push("b", 1, 2);
+        assert_eq!(new.slot, old.slot, "slot is reused");
+        assert_ne!(new.generation, old.generation);
+        assert!(tree.get(old).is_none());
+        assert_eq!(tree.get(new).map(|n| n.name.as_str()), Some("b"));
+        assert_eq!(
+            tree.get(new).map(|n| n.instance),
+            Some(0),
+            "instances restart"
+        );
+        assert!(matches!(
+            tree.pop_id(old, 1, 3),
+            Err(Error::InvalidState(_))
+        ));
+        assert!(tree
+            .get(RangeId {
+                slot: 99,
+                generation: 0
+            })
+            .is_none());
+    }
+
+    #[test]
+    fn close_all_open_warns_per_range() {
+        let mut tree = SessionTree::new();
+        tree.push("a", 1, 0);
+        tree.push("b", 1, 1);
+        tree.push("c", 2, 1);
+        let warnings = tree.close_all_open(50);
+        assert_eq!(warnings.len(), 3);
+        assert!(warnings[1].contains("'a/b'"), "{warnings:?}");
+        assert!(tree.nodes().all(|n| n.pop_ns == Some(50)));
+        assert!(!tree.has_open_ranges());
+    }
+
+    #[test]
+    fn threads_have_separate_stacks() {
+        let mut tree = SessionTree::new();
+        let a = tree.push("a", 1, 0);
+        let b = tree.push("b", 2, 0);
+        let a2 = tree.push("x", 1, 1);
+        let b2 = tree.push("x", 2, 1);
+        assert_eq!(tree.get(a2).map(|n| n.path.as_str()), Some("a/x"));
+        assert_eq!(tree.get(b2).map(|n| n.path.as_str()), Some("b/x"));
+        assert_eq!(tree.current(1), Some(a2));
+        assert_eq!(tree.current(2), Some(b2));
+        assert_eq!(tree.pop(2, 3).ok(), Some(b2));
+        assert_eq!(tree.current(1), Some(a2));
+        assert_eq!(tree.get(b).map(|n| n.children.len()), Some(1));
+        assert_eq!(tree.get(a).map(|n| n.depth), Some(0));
+    }
+}

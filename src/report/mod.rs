@@ -1,1 +1,207 @@
-//! placeholder
+//! The report of a profiling session and its exporters (CSV, JSON, summary table).
+//!
+//! Layer 3 (the safe profiler), last step: [`Report::build`] puts the per-range rows of
+//! [`crate::aggregate`], the per-kernel rows of [`crate::correlate`] and everything a reader
+//! needs to trust them (mode, time source, the rule of each metric, dropped and flagged
+//! counts, warnings) into one serializable value. Exporters:
+//!
+//! - [`Report::write_csv`] (per range) and [`Report::write_kernels_csv`] (per kernel), see
+//!   [`csv`](self::csv): `# ` metadata lines, then CSV rows written by the `csv` crate.
+//! - [`Report::write_json`] / [`Report::from_json`], see [`json`](self::json): the whole
+//!   report, round-trippable (for `gmprof report` on a saved run).
+//! - [`Report::summary`], see [`summary`](self::summary): a text table grouped by range path.
+//!
+//! Dropped and flagged counts are part of every output's header, never only of the JSON:
+//! a table that looks complete but is missing kernels is worse than no table.
+
+pub mod csv;
+pub mod json;
+pub mod summary;
+
+use serde::{Deserialize, Serialize};
+
+use crate::aggregate::{aggregate, Aggregation, DerivedMetric, MetricRule, RangeRow};
+use crate::correlate::{Correlation, CorrelationCounts, Correlator, KernelRow, TimeSource};
+use crate::model::{MetricSet, ProfilingMode};
+use crate::session::SessionTree;
+
+pub use self::summary::{Summary, SummaryRow};
+
+/// What capture knows about a session beyond its records; input to [`Report::build`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct CaptureInfo {
+    /// How counters were collected.
+    pub mode: ProfilingMode,
+    /// The GPU's name, e.g. `NVIDIA H100 80GB HBM3`.
+    pub device_name: Option<String>,
+    /// The chip name CUPTI uses, e.g. `GH100`.
+    pub chip: Option<String>,
+    /// Counter ranges CUPTI could not fit in a counter image and dropped.
+    pub dropped_counter_ranges: u64,
+    /// Activity records CUPTI dropped (buffers full).
+    pub dropped_activity_records: u64,
+    /// Wall-clock start of the session, ns since the Unix epoch.
+    pub started_unix_ns: Option<u64>,
+    /// Wall-clock end of the session, ns since the Unix epoch.
+    pub finished_unix_ns: Option<u64>,
+    /// Warnings from capture (e.g. [`SessionTree::close_all_open`]'s).
+    pub warnings: Vec<String>,
+}
+
+impl CaptureInfo {
+    /// Capture info for `mode` with nothing else known and nothing dropped.
+    pub fn new(mode: ProfilingMode) -> Self {
+        Self {
+            mode,
+            device_name: None,
+            chip: None,
+            dropped_counter_ranges: 0,
+            dropped_activity_records: 0,
+            started_unix_ns: None,
+            finished_unix_ns: None,
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// Everything about a report except its rows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReportMeta {
+    /// The gmprof version that wrote the report.
+    pub gmprof_version: String,
+    /// How counters were collected.
+    pub mode: ProfilingMode,
+    /// Where kernel durations come from.
+    pub time_source: TimeSource,
+    /// The GPU's name.
+    pub device_name: Option<String>,
+    /// The chip name.
+    pub chip: Option<String>,
+    /// The collected metrics, in column order, each with its aggregation rule.
+    pub metrics: Vec<MetricRule>,
+    /// The derived columns (DRAM bandwidths) and their inputs.
+    pub derived_metrics: Vec<DerivedMetric>,
+    /// Counter-image cycles of the session.
+    pub counter_cycles: u64,
+    /// Kernel rows.
+    pub kernel_count: u64,
+    /// Σ duration of every kernel, ns.
+    pub total_gpu_time_ns: u64,
+    /// Counter ranges CUPTI dropped.
+    pub dropped_counter_ranges: u64,
+    /// Activity records CUPTI dropped.
+    pub dropped_activity_records: u64,
+    /// Kernel rows whose status is not `ok`.
+    pub flagged_kernel_rows: u64,
+    /// Counter ranges that matched no launch.
+    pub orphan_counter_ranges: u64,
+    /// The correlator's full counts.
+    pub counts: CorrelationCounts,
+    /// Every warning of capture, correlation and aggregation.
+    pub warnings: Vec<String>,
+    /// Wall-clock start, ns since the Unix epoch.
+    pub started_unix_ns: Option<u64>,
+    /// Wall-clock end, ns since the Unix epoch.
+    pub finished_unix_ns: Option<u64>,
+}
+
+/// A session's report: metadata, per-range rows, per-kernel rows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// Metadata.
+    pub meta: ReportMeta,
+    /// Per-range rows (root row first when present, then push order).
+    pub ranges: Vec<RangeRow>,
+    /// Per-kernel rows in launch order.
+    pub kernels: Vec<KernelRow>,
+}
+
+impl Report {
+    /// Assembles a report from correlated and aggregated rows.
+    pub fn build(
+        info: CaptureInfo,
+        metrics: &MetricSet,
+        correlation: Correlation,
+        aggregation: Aggregation,
+    ) -> Self {
+        let Correlation {
+            rows,
+            counts,
+            warnings: correlation_warnings,
+            ..
+        } = correlation;
+        let mut warnings = info.warnings;
+        if info.dropped_counter_ranges > 0 {
+            warnings.push(format!(
+                "CUPTI dropped {} counter range(s): their kernels have no counters (raise the \
+                 ranges per cycle or the counter image size)",
+                info.dropped_counter_ranges
+            ));
+        }
+        if info.dropped_activity_records > 0 {
+            warnings.push(format!(
+                "CUPTI dropped {} activity record(s): some kernels have no name or geometry \
+                 (raise the activity buffer size)",
+                info.dropped_activity_records
+            ));
+        }
+        warnings.extend(correlation_warnings);
+        warnings.extend(aggregation.warnings);
+
+        let meta = ReportMeta {
+            gmprof_version: env!("CARGO_PKG_VERSION").to_owned(),
+            mode: info.mode,
+            time_source: TimeSource::for_mode(info.mode),
+            device_name: info.device_name,
+            chip: info.chip,
+            metrics: if aggregation.rules.len() == metrics.metrics.len() {
+                aggregation.rules
+            } else {
+                crate::aggregate::metric_rules(metrics, info.mode)
+            },
+            derived_metrics: aggregation.derived,
+            counter_cycles: counts.counter_cycles,
+            kernel_count: rows.len() as u64,
+            total_gpu_time_ns: aggregation.total_gpu_time_ns,
+            dropped_counter_ranges: info.dropped_counter_ranges,
+            dropped_activity_records: info.dropped_activity_records,
+            flagged_kernel_rows: counts.flagged_rows,
+            orphan_counter_ranges: counts.orphan_counter_ranges,
+            counts,
+            warnings,
+            started_unix_ns: info.started_unix_ns,
+            finished_unix_ns: info.finished_unix_ns,
+        };
+        Report {
+            meta,
+            ranges: aggregation.ranges,
+            kernels: rows,
+        }
+    }
+
+    /// Correlates, aggregates and assembles in one step.
+    pub fn analyze(
+        info: CaptureInfo,
+        metrics: &MetricSet,
+        tree: &SessionTree,
+        correlator: Correlator,
+    ) -> Self {
+        let correlation = correlator.finish(tree, metrics, info.mode);
+        let aggregation = aggregate(tree, &correlation, metrics, info.mode);
+        Report::build(info, metrics, correlation, aggregation)
+    }
+
+    /// Metric column names, in order.
+    pub fn metric_names(&self) -> Vec<&str> {
+        self.meta
+            .metrics
+            .iter()
+            .map(|r| r.metric.name.as_str())
+            .collect()
+    }
+
+    /// The summary table grouped by range path.
+    pub fn summary(&self) -> Summary {
+        Summary::of(self)
+    }
+}

@@ -1,0 +1,358 @@
+//! CSV exporters: per-range and per-kernel tables.
+//!
+//! Layer 3 (the safe profiler), report output. Each file starts with metadata lines that
+//! begin with `# ` (mode, time source, metric rules, dropped and flagged counts, warnings),
+//! then a header and one record per row, written by the `csv` crate. Read it back with
+//! `csv::ReaderBuilder::new().comment(Some(b'#'))` or pandas `read_csv(path, comment='#')`.
+//!
+//! Why every text field is quoted ([`QuoteStyle::NonNumeric`](::csv::QuoteStyle)): pandas
+//! cuts an *unquoted* field at a `#` (its comment character) even in the middle of a line,
+//! and a range or kernel name may contain one. Quoting also keeps a name that begins with
+//! `#` from being read as a comment line. The first column of each table is numeric, and
+//! metadata text has its line breaks escaped, so a comment never spills into the data.
+
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use ::csv::{QuoteStyle, WriterBuilder};
+
+use super::Report;
+use crate::error::{Error, Result};
+use crate::model::RangeId;
+
+/// Columns of the per-range table before the metric columns.
+pub const RANGE_COLUMNS: [&str; 12] = [
+    "range_slot",
+    "range_generation",
+    "path",
+    "name",
+    "depth",
+    "instance",
+    "thread",
+    "kernel_count",
+    "self_kernel_count",
+    "flagged_kernel_count",
+    "gpu_time_ns",
+    "wall_time_ns",
+];
+
+/// Columns of the per-range table after the metric columns.
+pub const RANGE_DERIVED_COLUMNS: [&str; 5] = [
+    "dram_read_bytes",
+    "dram_write_bytes",
+    "dram_read_gbps",
+    "dram_write_gbps",
+    "dram_total_gbps",
+];
+
+/// Columns of the per-kernel table before the metric columns.
+pub const KERNEL_COLUMNS: [&str; 24] = [
+    "correlation_id",
+    "cycle",
+    "ordinal",
+    "range_slot",
+    "range_generation",
+    "range_path",
+    "kernel_name",
+    "mangled_name",
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+    "registers_per_thread",
+    "shared_memory_bytes",
+    "stream_id",
+    "thread",
+    "device_id",
+    "start_ns",
+    "end_ns",
+    "duration_ns",
+    "time_source",
+    "status",
+];
+
+/// Writes one field at a time through a reused buffer (no allocation per field).
+struct RecordWriter<W: Write> {
+    csv: ::csv::Writer<W>,
+    buffer: String,
+    what: &'static str,
+}
+
+impl<W: Write> RecordWriter<W> {
+    fn new(out: W, what: &'static str) -> Self {
+        let csv = WriterBuilder::new()
+            .quote_style(QuoteStyle::NonNumeric)
+            .from_writer(out);
+        Self {
+            csv,
+            buffer: String::new(),
+            what,
+        }
+    }
+
+    fn text(&mut self, value: &str) -> Result<()> {
+        self.csv
+            .write_field(value)
+            .map_err(|e| csv_error(self.what, e))
+    }
+
+    fn display(&mut self, value: impl std::fmt::Display) -> Result<()> {
+        self.buffer.clear();
+        // Writing to a String cannot fail.
+        let _ = write!(self.buffer, "{value}");
+        self.csv
+            .write_field(self.buffer.as_bytes())
+            .map_err(|e| csv_error(self.what, e))
+    }
+
+    fn optional(&mut self, value: Option<impl std::fmt::Display>) -> Result<()> {
+        match value {
+            Some(v) => self.display(v),
+            None => self.text(""),
+        }
+    }
+
+    fn range_id(&mut self, id: Option<RangeId>) -> Result<()> {
+        self.optional(id.map(|i| i.slot))?;
+        self.optional(id.map(|i| i.generation))
+    }
+
+    fn end_record(&mut self) -> Result<()> {
+        self.csv
+            .write_record(None::<&[u8]>)
+            .map_err(|e| csv_error(self.what, e))
+    }
+
+    fn header<'a>(&mut self, names: impl IntoIterator<Item = &'a str>) -> Result<()> {
+        for name in names {
+            self.text(name)?;
+        }
+        self.end_record()
+    }
+
+    fn finish(mut self) -> Result<()> {
+        self.csv.flush().map_err(|e| Error::Serialize {
+            what: self.what,
+            message: e.to_string(),
+        })
+    }
+}
+
+fn csv_error(what: &'static str, error: ::csv::Error) -> Error {
+    Error::Serialize {
+        what,
+        message: error.to_string(),
+    }
+}
+
+/// A metadata line's text with line breaks and other control characters escaped, so it
+/// stays one comment line.
+fn comment_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+impl Report {
+    /// The `# ` metadata lines that head both CSV files.
+    pub fn csv_metadata_lines(&self, table: &str) -> Vec<String> {
+        let m = &self.meta;
+        let mut lines = vec![
+            format!("gmprof {} {table}", m.gmprof_version),
+            format!("mode: {}", m.mode.as_str()),
+            format!("time_source: {}", m.time_source),
+            format!(
+                "device: {} (chip {})",
+                m.device_name.as_deref().unwrap_or("unknown"),
+                m.chip.as_deref().unwrap_or("unknown")
+            ),
+        ];
+        for rule in &m.metrics {
+            lines.push(format!(
+                "metric: {} kind={} unit={} rule={} inputs={}",
+                rule.metric.name,
+                kind_name(rule.metric.kind),
+                rule.metric.unit,
+                rule.rule.as_str(),
+                rule.inputs.join("+")
+            ));
+        }
+        for derived in &m.derived_metrics {
+            let inputs = if derived.inputs.is_empty() {
+                "not collected (column empty)".to_owned()
+            } else {
+                derived.inputs.join("+")
+            };
+            lines.push(format!(
+                "derived: {} unit={} rule={} inputs={}",
+                derived.name,
+                derived.unit,
+                derived.rule.as_str(),
+                inputs
+            ));
+        }
+        lines.push(format!("counter_cycles: {}", m.counter_cycles));
+        lines.push(format!("kernels: {}", m.kernel_count));
+        lines.push(format!("total_gpu_time_ns: {}", m.total_gpu_time_ns));
+        lines.push(format!(
+            "dropped_counter_ranges: {}",
+            m.dropped_counter_ranges
+        ));
+        lines.push(format!(
+            "dropped_activity_records: {}",
+            m.dropped_activity_records
+        ));
+        lines.push(format!("flagged_kernel_rows: {}", m.flagged_kernel_rows));
+        lines.push(format!(
+            "orphan_counter_ranges: {}",
+            m.orphan_counter_ranges
+        ));
+        for warning in &m.warnings {
+            lines.push(format!("warning: {warning}"));
+        }
+        lines.into_iter().map(|l| comment_text(&l)).collect()
+    }
+
+    fn write_metadata<W: Write>(&self, out: &mut W, table: &str, what: &'static str) -> Result<()> {
+        for line in self.csv_metadata_lines(table) {
+            writeln!(out, "# {line}").map_err(|e| Error::Serialize {
+                what,
+                message: e.to_string(),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Writes the per-range CSV (metadata lines, header, one record per range row) to `out`.
+    pub fn write_csv_to<W: Write>(&self, mut out: W) -> Result<()> {
+        const WHAT: &str = "per-range CSV";
+        self.write_metadata(&mut out, "per-range report", WHAT)?;
+        let mut w = RecordWriter::new(out, WHAT);
+        let metric_names = self.metric_names();
+        w.header(
+            RANGE_COLUMNS
+                .iter()
+                .copied()
+                .chain(metric_names.iter().copied())
+                .chain(RANGE_DERIVED_COLUMNS.iter().copied()),
+        )?;
+        for row in &self.ranges {
+            w.range_id(row.range_id)?;
+            w.text(&row.path)?;
+            w.text(&row.name)?;
+            w.display(row.depth)?;
+            w.display(row.instance)?;
+            w.optional(row.thread)?;
+            w.display(row.kernel_count)?;
+            w.display(row.self_kernel_count)?;
+            w.display(row.flagged_kernel_count)?;
+            w.optional(row.gpu_time_ns)?;
+            w.optional(row.wall_time_ns)?;
+            for i in 0..metric_names.len() {
+                w.optional(row.metrics.get(i).copied().flatten())?;
+            }
+            w.optional(row.dram_read_bytes)?;
+            w.optional(row.dram_write_bytes)?;
+            w.optional(row.dram_read_gbps)?;
+            w.optional(row.dram_write_gbps)?;
+            w.optional(row.dram_total_gbps)?;
+            w.end_record()?;
+        }
+        w.finish()
+    }
+
+    /// Writes the per-kernel CSV (metadata lines, header, one record per kernel) to `out`.
+    pub fn write_kernels_csv_to<W: Write>(&self, mut out: W) -> Result<()> {
+        const WHAT: &str = "per-kernel CSV";
+        self.write_metadata(&mut out, "per-kernel report", WHAT)?;
+        let mut w = RecordWriter::new(out, WHAT);
+        let metric_names = self.metric_names();
+        w.header(
+            KERNEL_COLUMNS
+                .iter()
+                .copied()
+                .chain(metric_names.iter().copied()),
+        )?;
+        for k in &self.kernels {
+            w.display(k.correlation_id)?;
+            w.optional(k.cycle)?;
+            w.optional(k.ordinal)?;
+            w.range_id(k.range_id)?;
+            w.text(&k.range_path)?;
+            w.text(k.kernel_name.as_deref().unwrap_or(""))?;
+            w.text(k.mangled_name.as_deref().unwrap_or(""))?;
+            for axis in 0..3 {
+                w.optional(k.grid.map(|g| g[axis]))?;
+            }
+            for axis in 0..3 {
+                w.optional(k.block.map(|b| b[axis]))?;
+            }
+            w.optional(k.registers_per_thread)?;
+            w.optional(k.shared_memory_bytes)?;
+            w.optional(k.stream_id)?;
+            w.optional(k.thread)?;
+            w.optional(k.device_id)?;
+            w.optional(k.start_ns)?;
+            w.optional(k.end_ns)?;
+            w.optional(k.duration_ns)?;
+            w.text(k.time_source.as_str())?;
+            w.text(k.status.as_str())?;
+            for i in 0..metric_names.len() {
+                w.optional(k.metrics.get(i).copied().flatten())?;
+            }
+            w.end_record()?;
+        }
+        w.finish()
+    }
+
+    /// Writes the per-range CSV to a file.
+    pub fn write_csv(&self, path: impl AsRef<Path>) -> Result<()> {
+        write_file(path.as_ref(), |out| self.write_csv_to(out))
+    }
+
+    /// Writes the per-kernel CSV to a file.
+    pub fn write_kernels_csv(&self, path: impl AsRef<Path>) -> Result<()> {
+        write_file(path.as_ref(), |out| self.write_kernels_csv_to(out))
+    }
+}
+
+fn kind_name(kind: crate::model::MetricKind) -> &'static str {
+    match kind {
+        crate::model::MetricKind::Counter => "counter",
+        crate::model::MetricKind::Ratio => "ratio",
+        crate::model::MetricKind::Throughput => "throughput",
+    }
+}
+
+/// Creates `path`, hands a buffered writer to `write`, and flushes it; I/O errors name the
+/// file.
+pub(crate) fn write_file(
+    path: &Path,
+    write: impl FnOnce(&mut BufWriter<File>) -> Result<()>,
+) -> Result<()> {
+    let file = File::create(path).map_err(|e| Error::io(path, e))?;
+    let mut out = BufWriter::new(file);
+    write(&mut out)?;
+    out.flush().map_err(|e| Error::io(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comment_text_stays_on_one_line() {
+        assert_eq!(comment_text("a\nb\r\tc"), "a\\nb\\r\\tc");
+        assert_eq!(comment_text("naïve ✓"), "naïve ✓");
+    }
+}

@@ -1,0 +1,790 @@
+//! Analysis-layer tests: session tree, correlator, aggregation and report outputs, driven by
+//! synthetic capture records shaped like a real training loop (no GPU needed).
+//!
+//! Golden files in `tests/golden/` pin the CSV, JSON and summary formats; rewrite them with
+//! `GMPROF_BLESS=1 cargo test --test analysis`.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use gmprof::aggregate::{aggregate, rule_for, AggregationRule, RangeRow};
+use gmprof::correlate::{Correlator, KernelStatus, TimeSource};
+use gmprof::model::{
+    CounterRange, KernelActivity, LaunchApi, LaunchRecord, MetricKind, MetricSet, MetricSpec, ProfilingMode, RangeId,
+    ThreadId, GPU_TIME_METRIC,
+};
+use gmprof::report::{CaptureInfo, Report};
+use gmprof::session::{SessionTree, ROOT_PATH};
+use gmprof::Error;
+
+const READ: &str = "dram__bytes_read.sum";
+const WRITE: &str = "dram__bytes_write.sum";
+const SM_PCT: &str = "sm__throughput.avg.pct_of_peak_sustained_elapsed";
+
+fn spec(name: &str, kind: MetricKind, unit: &str) -> MetricSpec {
+    MetricSpec { name: name.into(), kind, unit: unit.into(), description: format!("{name} (synthetic)") }
+}
+
+/// time, read bytes, write bytes, SM throughput %.
+fn training_metrics() -> MetricSet {
+    MetricSet {
+        metrics: vec![
+            spec(GPU_TIME_METRIC, MetricKind::Counter, "nsecond"),
+            spec(READ, MetricKind::Counter, "byte"),
+            spec(WRITE, MetricKind::Counter, "byte"),
+            spec(SM_PCT, MetricKind::Throughput, "%"),
+        ],
+    }
+}
+
+/// A fake capture: hands out correlation ids, cycles and ordinals like the profiler does,
+/// and keeps each cycle's counter ranges until the cycle ends.
+struct Capture {
+    tree: SessionTree,
+    correlator: Correlator,
+    mode: ProfilingMode,
+    cycle_size: u32,
+    next_correlation: u32,
+    cycle: u32,
+    ordinal: u32,
+    clock: u64,
+    pending: Vec<CounterRange>,
+    /// When set, the next launch's activity record is "dropped by CUPTI".
+    drop_next_activity: bool,
+    dropped_activities: u64,
+}
+
+impl Capture {
+    fn new(mode: ProfilingMode, cycle_size: u32) -> Self {
+        Self {
+            tree: SessionTree::new(),
+            correlator: Correlator::new(),
+            mode,
+            cycle_size,
+            next_correlation: 1,
+            cycle: 0,
+            ordinal: 0,
+            clock: 1_000,
+            pending: Vec::new(),
+            drop_next_activity: false,
+            dropped_activities: 0,
+        }
+    }
+
+    fn tick(&mut self) -> u64 {
+        self.clock += 10;
+        self.clock
+    }
+
+    fn push(&mut self, name: &str, thread: ThreadId) -> RangeId {
+        let t = self.tick();
+        self.tree.push(name, thread, t)
+    }
+
+    fn pop(&mut self, thread: ThreadId) -> RangeId {
+        let t = self.tick();
+        self.tree.pop(thread, t).expect("balanced pop")
+    }
+
+    /// Launches one kernel on `thread`; `values` are the counters CUPTI will report for it.
+    fn launch(&mut self, thread: ThreadId, kernel: &str, values: Vec<f64>) -> u32 {
+        let correlation_id = self.next_correlation;
+        self.next_correlation += 1;
+        let range = self.tree.current(thread);
+        self.correlator.add_launch(LaunchRecord {
+            correlation_id,
+            thread,
+            range,
+            cycle: self.cycle,
+            ordinal: self.ordinal,
+            api: LaunchApi::Runtime,
+            api_name: "cudaLaunchKernel".into(),
+            context_id: 1,
+        });
+        let end = self.tick();
+        if std::mem::take(&mut self.drop_next_activity) {
+            self.dropped_activities += 1;
+        } else {
+            self.correlator.add_activity(KernelActivity {
+                correlation_id,
+                name: kernel.into(),
+                grid: [80, 1, 1],
+                block: [256, 1, 1],
+                registers_per_thread: 40,
+                static_shared_memory: 0,
+                dynamic_shared_memory: 4096,
+                stream_id: 7,
+                context_id: 1,
+                device_id: 0,
+                graph_id: 0,
+                // The range profiler collapses activity timestamps in counter modes.
+                start_ns: if self.mode == ProfilingMode::Trace { end - 5 } else { end },
+                end_ns: end,
+            });
+        }
+        if self.mode != ProfilingMode::Trace {
+            let name = match self.mode {
+                ProfilingMode::PerKernel => correlation_id.to_string(),
+                _ => self.ordinal.to_string(),
+            };
+            self.pending.push(CounterRange { cycle: self.cycle, index: self.ordinal, name, values });
+        }
+        self.ordinal += 1;
+        if self.ordinal == self.cycle_size {
+            self.end_cycle();
+        }
+        correlation_id
+    }
+
+    fn end_cycle(&mut self) {
+        if self.ordinal == 0 {
+            return;
+        }
+        let ranges = std::mem::take(&mut self.pending);
+        if self.mode != ProfilingMode::Trace {
+            self.correlator.add_counter_ranges(self.cycle, ranges);
+        }
+        self.cycle += 1;
+        self.ordinal = 0;
+    }
+
+    fn report(mut self) -> (Report, SessionTree) {
+        self.end_cycle();
+        let mut info = CaptureInfo::new(self.mode);
+        info.device_name = Some("NVIDIA H100 80GB HBM3".into());
+        info.chip = Some("GH100".into());
+        info.dropped_activity_records = self.dropped_activities;
+        info.started_unix_ns = Some(1_700_000_000_000_000_000);
+        info.finished_unix_ns = Some(1_700_000_001_000_000_000);
+        let finish = self.tick();
+        info.warnings = self.tree.close_all_open(finish);
+        let metrics = training_metrics();
+        let report = Report::analyze(info, &metrics, &self.tree, self.correlator);
+        (report, self.tree)
+    }
+}
+
+fn values(time: f64, read: f64, write: f64, pct: f64) -> Vec<f64> {
+    vec![time, read, write, pct]
+}
+
+/// Two training steps on thread 100 (forward, backward with a nested allreduce, optimizer),
+/// a data loader on thread 200 interleaving its own kernels, and kernels outside ranges.
+fn training_capture(mode: ProfilingMode) -> Capture {
+    let mut c = Capture::new(mode, 4);
+    c.launch(100, "init_weights", values(500.0, 0.0, 4096.0, 10.0));
+    for step in 0..2u32 {
+        let s = f64::from(step);
+        c.push("train_step", 100);
+        c.push("data_loader", 200);
+        c.push("forward", 100);
+        c.launch(100, "_Z4gemmILi128EEvPKfS1_Pfi", values(2000.0, 8000.0, 2000.0, 80.0));
+        c.launch(200, "decode_jpeg", values(300.0 + s, 600.0, 300.0, 20.0));
+        c.launch(100, "_Z7softmaxPfi", values(1000.0, 1000.0, 1000.0, 40.0));
+        c.pop(100);
+        c.pop(200);
+        c.push("backward", 100);
+        c.launch(100, "_Z4gemmILi128EEvPKfS1_Pfi", values(4000.0, 16000.0, 4000.0, 90.0));
+        c.push("allreduce", 100);
+        c.launch(100, "ncclKernel_AllReduce", values(1500.0, 3000.0, 3000.0, 5.0));
+        c.pop(100);
+        c.pop(100);
+        c.push("optimizer", 100);
+        c.launch(100, "adam_step", values(700.0, 2800.0, 1400.0, 30.0 + s));
+        c.pop(100);
+        c.pop(100);
+    }
+    c.launch(100, "copy_out", values(100.0, 100.0, 0.0, 2.0));
+    c
+}
+
+fn range<'a>(report: &'a Report, path: &str, instance: u32) -> &'a RangeRow {
+    report
+        .ranges
+        .iter()
+        .find(|r| r.path == path && r.instance == instance)
+        .unwrap_or_else(|| panic!("no range {path}#{instance}"))
+}
+
+fn metric(report: &Report, row: &RangeRow, name: &str) -> Option<f64> {
+    let index = report.metric_names().iter().position(|m| *m == name)?;
+    row.metrics.get(index).copied().flatten()
+}
+
+fn assert_close(actual: Option<f64>, expected: f64) {
+    let a = actual.unwrap_or_else(|| panic!("expected {expected}, got None"));
+    assert!((a - expected).abs() <= 1e-9 * expected.abs().max(1.0), "{a} != {expected}");
+}
+
+#[test]
+fn nested_ranges_are_inclusive_and_counted_per_instance() {
+    let (report, _) = training_capture(ProfilingMode::KernelReplay).report();
+    assert_eq!(report.meta.kernel_count, 2 + 2 * 6);
+    assert_eq!(report.meta.flagged_kernel_rows, 0, "{:?}", report.meta.warnings);
+
+    for step in 0..2 {
+        let s = f64::from(step);
+        let train = range(&report, "train_step", step);
+        // forward 2 + backward 2 (incl. allreduce) + optimizer 1; the loader's kernel is on
+        // another thread and belongs to data_loader.
+        assert_eq!(train.kernel_count, 5);
+        assert_eq!(train.self_kernel_count, 0);
+        assert_eq!(train.gpu_time_ns, Some(2000 + 1000 + 4000 + 1500 + 700));
+        assert_close(metric(&report, train, READ), 8000.0 + 1000.0 + 16000.0 + 3000.0 + 2800.0);
+
+        let backward = range(&report, "train_step/backward", step);
+        assert_eq!((backward.kernel_count, backward.self_kernel_count), (2, 1));
+        assert_eq!(backward.depth, 1);
+        assert_eq!(backward.gpu_time_ns, Some(5500));
+        let allreduce = range(&report, "train_step/backward/allreduce", step);
+        assert_eq!((allreduce.depth, allreduce.kernel_count), (2, 1));
+
+        let optimizer = range(&report, "train_step/optimizer", step);
+        assert_close(metric(&report, optimizer, SM_PCT), 30.0 + s);
+        assert_eq!(optimizer.instance, step);
+        assert!(optimizer.wall_time_ns.is_some());
+    }
+}
+
+#[test]
+fn kernels_belong_to_their_own_threads_innermost_range() {
+    let (report, tree) = training_capture(ProfilingMode::KernelReplay).report();
+    for k in report.kernels.iter().filter(|k| k.thread == Some(200)) {
+        assert_eq!(k.range_path, "data_loader");
+        assert_eq!(k.kernel_name.as_deref(), Some("decode_jpeg"));
+    }
+    let forward_kernels: Vec<&str> = report
+        .kernels
+        .iter()
+        .filter(|k| k.range_path == "train_step/forward")
+        .filter_map(|k| k.kernel_name.as_deref())
+        .collect();
+    assert_eq!(
+        forward_kernels,
+        ["void gemm<128>(float const*, float const*, float*, int)", "softmax(float*, int)"].repeat(2)
+    );
+    let loader = range(&report, "data_loader", 1);
+    assert_eq!(loader.thread, Some(200));
+    assert_eq!(loader.gpu_time_ns, Some(301));
+    let node = loader.range_id.and_then(|id| tree.get(id)).expect("node");
+    assert_eq!(node.parent, None, "data_loader is top level on its thread");
+}
+
+#[test]
+fn kernels_outside_ranges_go_to_the_root_row() {
+    let (report, _) = training_capture(ProfilingMode::KernelReplay).report();
+    let root = &report.ranges[0];
+    assert_eq!(root.path, ROOT_PATH);
+    assert_eq!(root.range_id, None);
+    assert_eq!((root.kernel_count, root.self_kernel_count), (2, 2));
+    assert_eq!(root.gpu_time_ns, Some(600));
+    let total: u64 = report.kernels.iter().filter_map(|k| k.duration_ns).sum();
+    assert_eq!(report.meta.total_gpu_time_ns, total);
+    // Top-level rows together hold every kernel exactly once.
+    let top: u64 = report.ranges.iter().filter(|r| r.depth == 0).map(|r| r.kernel_count).sum();
+    assert_eq!(top, report.meta.kernel_count);
+}
+
+/// A cycle of 5 launches; `keep` picks which counter ranges (index, name) CUPTI delivered.
+fn mismatched_cycle(ranges: &[(u32, &str)]) -> Report {
+    let mut tree = SessionTree::new();
+    let r = tree.push("step", 1, 0);
+    let mut correlator = Correlator::new();
+    for ordinal in 0..5u32 {
+        let correlation_id = 100 + ordinal;
+        correlator.add_launch(LaunchRecord {
+            correlation_id,
+            thread: 1,
+            range: Some(r),
+            cycle: 0,
+            ordinal,
+            api: LaunchApi::Driver,
+            api_name: "cuLaunchKernel".into(),
+            context_id: 1,
+        });
+        correlator.add_activity(activity(correlation_id, &format!("k{ordinal}")));
+    }
+    // A complete, healthy second cycle.
+    correlator.add_launch(LaunchRecord {
+        correlation_id: 200,
+        thread: 1,
+        range: Some(r),
+        cycle: 1,
+        ordinal: 0,
+        api: LaunchApi::Driver,
+        api_name: "cuLaunchKernel".into(),
+        context_id: 1,
+    });
+    correlator.add_activity(activity(200, "k_next"));
+    correlator.add_counter_ranges(1, vec![counter(1, 0, "0", 99.0)]);
+    // Counter values encode the ordinal they were measured for: 10 × (ordinal + 1).
+    let delivered = ranges
+        .iter()
+        .map(|&(index, name)| {
+            let measured_for: f64 = name.parse().expect("test names are ordinals");
+            counter(0, index, name, 10.0 * (measured_for + 1.0))
+        })
+        .collect();
+    correlator.add_counter_ranges(0, delivered);
+    tree.pop(1, 10).expect("pop");
+    Report::analyze(CaptureInfo::new(ProfilingMode::KernelReplay), &training_metrics(), &tree, correlator)
+}
+
+fn activity(correlation_id: u32, name: &str) -> KernelActivity {
+    KernelActivity {
+        correlation_id,
+        name: name.into(),
+        grid: [1, 1, 1],
+        block: [32, 1, 1],
+        registers_per_thread: 16,
+        static_shared_memory: 0,
+        dynamic_shared_memory: 0,
+        stream_id: 1,
+        context_id: 1,
+        device_id: 0,
+        graph_id: 0,
+        start_ns: 5,
+        end_ns: 5,
+    }
+}
+
+fn counter(cycle: u32, index: u32, name: &str, time: f64) -> CounterRange {
+    CounterRange { cycle, index, name: name.into(), values: vec![time, time * 2.0, time, 50.0] }
+}
+
+#[test]
+fn a_missing_counter_range_flags_the_cycle_and_never_shifts_rows() {
+    // CUPTI lost the range of ordinal 2; the rest kept their names but moved up an index.
+    let report = mismatched_cycle(&[(0, "0"), (1, "1"), (2, "3"), (3, "4")]);
+    let times: Vec<Option<u64>> = report.kernels.iter().map(|k| k.duration_ns).collect();
+    assert_eq!(times, vec![Some(10), Some(20), None, None, None, Some(99)]);
+    let statuses: Vec<KernelStatus> = report.kernels.iter().map(|k| k.status).collect();
+    assert_eq!(statuses[..5], [KernelStatus::CountMismatch; 5]);
+    assert_eq!(statuses[5], KernelStatus::Ok, "other cycles are unaffected");
+    assert_eq!(report.meta.flagged_kernel_rows, 5);
+    assert_eq!(report.meta.orphan_counter_ranges, 2);
+    assert!(
+        report.meta.warnings.iter().any(|w| w.contains("cycle 0: 4 counter range(s) for 5 launch(es)")),
+        "{:?}",
+        report.meta.warnings
+    );
+    let step = &report.ranges[0];
+    assert_eq!(step.flagged_kernel_count, 5);
+    assert_eq!(step.gpu_time_ns, Some(10 + 20 + 99));
+
+    // The last range lost instead: names still line up, values are kept but flagged.
+    let report = mismatched_cycle(&[(0, "0"), (1, "1"), (2, "2"), (3, "3")]);
+    let times: Vec<Option<u64>> = report.kernels.iter().map(|k| k.duration_ns).collect();
+    assert_eq!(times, vec![Some(10), Some(20), Some(30), Some(40), None, Some(99)]);
+    assert!(report.kernels[..5].iter().all(|k| k.status == KernelStatus::CountMismatch));
+
+    // Counts agree but a name does not: only that row is flagged.
+    let report = mismatched_cycle(&[(0, "0"), (1, "1"), (2, "2"), (3, "4"), (4, "3")]);
+    let statuses: Vec<KernelStatus> = report.kernels.iter().map(|k| k.status).collect();
+    assert_eq!(
+        statuses,
+        [
+            KernelStatus::Ok,
+            KernelStatus::Ok,
+            KernelStatus::Ok,
+            KernelStatus::NameMismatch,
+            KernelStatus::NameMismatch,
+            KernelStatus::Ok
+        ]
+    );
+    assert_eq!(report.kernels[3].metrics, vec![None; 4]);
+}
+
+#[test]
+fn dropped_activity_records_keep_their_counters() {
+    let mut tree = SessionTree::new();
+    let r = tree.push("lossy", 1, 0);
+    let mut rebuilt = Correlator::new();
+    let (kept, lost) = (7, 8);
+    for (ordinal, correlation_id) in [kept, lost].into_iter().enumerate() {
+        rebuilt.add_launch(LaunchRecord {
+            correlation_id,
+            thread: 1,
+            range: Some(r),
+            cycle: 0,
+            ordinal: ordinal as u32,
+            api: LaunchApi::Runtime,
+            api_name: "cudaLaunchKernel".into(),
+            context_id: 1,
+        });
+    }
+    // CUPTI delivered the activity record of `kept` only.
+    rebuilt.add_activity(activity(kept, "kept"));
+    rebuilt.add_counter_ranges(
+        0,
+        vec![
+            CounterRange { cycle: 0, index: 0, name: "0".into(), values: values(100.0, 1.0, 1.0, 1.0) },
+            CounterRange { cycle: 0, index: 1, name: "1".into(), values: values(200.0, 2.0, 2.0, 2.0) },
+        ],
+    );
+    tree.pop(1, 5).expect("pop");
+    let mut info = CaptureInfo::new(ProfilingMode::KernelReplay);
+    info.dropped_activity_records = 1;
+    let report = Report::analyze(info, &training_metrics(), &tree, rebuilt);
+    let lost_row = report.kernels.iter().find(|k| k.correlation_id == lost).expect("row kept");
+    assert_eq!(lost_row.status, KernelStatus::MissingActivity);
+    assert_eq!(lost_row.kernel_name, None);
+    assert_eq!(lost_row.duration_ns, Some(200), "counters survive a lost activity record");
+    assert_eq!(lost_row.range_path, "lossy");
+    let lossy = range(&report, "lossy", 0);
+    assert_eq!((lossy.kernel_count, lossy.flagged_kernel_count), (2, 1));
+    assert_eq!(lossy.gpu_time_ns, Some(300));
+    assert_eq!(report.meta.dropped_activity_records, 1);
+    assert!(report.meta.warnings.iter().any(|w| w.contains("missing_activity")));
+    let summary = report.summary().to_string();
+    assert!(summary.contains("dropped activity records: 1"), "{summary}");
+    assert!(summary.contains("flagged kernel rows: 1"), "{summary}");
+}
+
+#[test]
+fn aggregation_rules_match_hand_computed_values() {
+    let metrics = MetricSet {
+        metrics: vec![
+            spec(GPU_TIME_METRIC, MetricKind::Counter, "nsecond"),
+            spec(SM_PCT, MetricKind::Throughput, "%"),
+            spec("dram__sectors_read.sum", MetricKind::Counter, "sector"),
+            spec("dram__sectors_write.sum", MetricKind::Counter, "sector"),
+            spec("dram__sectors_read.sum.per_second", MetricKind::Throughput, "sector/second"),
+            spec("smsp__inst_executed.avg.per_cycle_active", MetricKind::Ratio, "inst/cycle"),
+            spec("sm__cycles_active.max", MetricKind::Counter, "cycle"),
+        ],
+    };
+    let rules: Vec<AggregationRule> = metrics.metrics.iter().map(|m| rule_for(m, &metrics)).collect();
+    assert_eq!(
+        rules,
+        [
+            AggregationRule::Sum,
+            AggregationRule::DurationWeighted,
+            AggregationRule::Sum,
+            AggregationRule::Sum,
+            AggregationRule::RatioOfSums,
+            AggregationRule::DurationWeighted,
+            AggregationRule::Sum,
+        ]
+    );
+
+    let mut tree = SessionTree::new();
+    let r = tree.push("region", 1, 0);
+    let mut correlator = Correlator::new();
+    // (time ns, SM %, sectors read, sectors written, IPC, max active cycles)
+    let kernels = [
+        (1000.0, 0.0, 100.0, 50.0, 1.0, 700.0),
+        (3000.0, 100.0, 300.0, f64::NAN, 3.0, 2100.0),
+        // No time measured: left out of every weighted sum, still counted.
+        (f64::NAN, 60.0, 40.0, 10.0, 9.0, 5.0),
+    ];
+    for (i, k) in kernels.iter().enumerate() {
+        let i = i as u32;
+        correlator.add_launch(LaunchRecord {
+            correlation_id: i + 1,
+            thread: 1,
+            range: Some(r),
+            cycle: 0,
+            ordinal: i,
+            api: LaunchApi::Runtime,
+            api_name: "cudaLaunchKernel".into(),
+            context_id: 1,
+        });
+        correlator.add_activity(activity(i + 1, "k"));
+        let per_second = k.2 / k.0 * 1e9;
+        correlator.add_counter_ranges(
+            0,
+            vec![CounterRange {
+                cycle: 0,
+                index: i,
+                name: i.to_string(),
+                values: vec![k.0, k.1, k.2, k.3, per_second, k.4, k.5],
+            }],
+        );
+    }
+    tree.pop(1, 1).expect("pop");
+    let correlation = correlator.finish(&tree, &metrics, ProfilingMode::KernelReplay);
+    let aggregation = aggregate(&tree, &correlation, &metrics, ProfilingMode::KernelReplay);
+    let row = &aggregation.ranges[0];
+    assert_eq!(row.kernel_count, 3);
+    assert_eq!(row.gpu_time_ns, Some(4000));
+    let v = |i: usize| row.metrics[i];
+    assert_close(v(0), 4000.0);
+    // 0% for 1 µs and 100% for 3 µs: 75%, not the plain mean 50% (nor 53.3% with kernel 3).
+    assert_close(v(1), 75.0);
+    assert_close(v(2), 440.0);
+    assert_close(v(3), 60.0);
+    // Σ sectors (of timed kernels) / Σ time: 400 sectors / 4000 ns = 1e8 sectors/s.
+    assert_close(v(4), 1e8);
+    // IPC weighted by time: (1·1000 + 3·3000) / 4000 = 2.5.
+    assert_close(v(5), 2.5);
+    assert_close(v(6), 2805.0);
+    // Bandwidths from sectors × 32 over the time of kernels with values.
+    assert_close(row.dram_read_bytes, 440.0 * 32.0);
+    assert_close(row.dram_read_gbps, 400.0 * 32.0 / 4000.0);
+    assert_close(row.dram_write_gbps, 50.0 * 32.0 / 1000.0);
+    assert_close(row.dram_total_gbps, 150.0 * 32.0 / 1000.0);
+}
+
+#[test]
+fn empty_derived_columns_without_their_inputs() {
+    let metrics = MetricSet { metrics: vec![spec(SM_PCT, MetricKind::Throughput, "%")] };
+    let mut tree = SessionTree::new();
+    let r = tree.push("r", 1, 0);
+    let mut correlator = Correlator::new();
+    correlator.add_launch(LaunchRecord {
+        correlation_id: 1,
+        thread: 1,
+        range: Some(r),
+        cycle: 0,
+        ordinal: 0,
+        api: LaunchApi::Runtime,
+        api_name: "cudaLaunchKernel".into(),
+        context_id: 1,
+    });
+    correlator.add_activity(activity(1, "k"));
+    correlator.add_counter_ranges(0, vec![CounterRange { cycle: 0, index: 0, name: "0".into(), values: vec![50.0] }]);
+    let report = Report::analyze(CaptureInfo::new(ProfilingMode::KernelReplay), &metrics, &tree, correlator);
+    let row = range(&report, "r", 0);
+    assert_eq!(row.metrics, vec![None], "no time: a weighted value is not guessed");
+    assert_eq!((row.dram_read_gbps, row.dram_total_gbps, row.gpu_time_ns), (None, None, None));
+    assert_eq!(report.kernels[0].metrics, vec![Some(50.0)]);
+    assert!(report.meta.derived_metrics.iter().all(|d| d.inputs.is_empty()));
+    assert!(report.meta.warnings.iter().any(|w| w.contains(GPU_TIME_METRIC)));
+}
+
+#[test]
+fn per_kernel_and_trace_modes() {
+    let (report, _) = training_capture(ProfilingMode::PerKernel).report();
+    assert_eq!(report.meta.flagged_kernel_rows, 0, "{:?}", report.meta.warnings);
+    assert_eq!(range(&report, "train_step", 1).gpu_time_ns, Some(9200));
+
+    let (report, _) = training_capture(ProfilingMode::Trace).report();
+    assert_eq!(report.meta.time_source, TimeSource::Activity);
+    assert!(report.kernels.iter().all(|k| k.duration_ns == Some(5) && k.status == KernelStatus::Ok));
+    assert_eq!(range(&report, "train_step", 0).gpu_time_ns, Some(25));
+}
+
+#[test]
+fn unbalanced_pushes_and_pops_lose_no_data() {
+    let mut tree = SessionTree::new();
+    let a = tree.push("a", 1, 0);
+    assert!(matches!(tree.pop(2, 1), Err(Error::PopWithoutPush { thread: 2 })));
+    assert!(matches!(tree.pop_id(a, 3, 1), Err(Error::PopFromOtherThread { pushed_on: 1, popped_on: 3, .. })));
+    assert_eq!(tree.current(1), Some(a));
+    let b = tree.push("b", 1, 2);
+    let warnings = tree.close_all_open(9);
+    assert_eq!(warnings.len(), 2);
+    assert_eq!(tree.get(b).and_then(|n| n.wall_ns()), Some(7));
+
+    let stale = a;
+    tree.reset();
+    let fresh = tree.push("a", 1, 10);
+    assert_eq!(fresh.slot, stale.slot);
+    assert!(tree.get(stale).is_none(), "a reused slot rejects the old id");
+    assert!(tree.get(fresh).is_some());
+}
+
+/// The small realistic report the golden files pin.
+fn golden_report() -> Report {
+    let mut c = training_capture(ProfilingMode::KernelReplay);
+    // One range left open at finish, a name that needs quoting, a lost activity record.
+    c.push("eval, \"final\"", 100);
+    c.launch(100, "_Z8evaluatePKfPfi", values(250.0, 500.0, 0.0, 15.0));
+    c.drop_next_activity = true;
+    c.launch(100, "lost_kernel", values(50.0, 64.0, 64.0, 1.0));
+    let (mut report, _) = c.report();
+    report.meta.gmprof_version = "GOLDEN".into();
+    report
+}
+
+fn golden_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name)
+}
+
+fn check_golden(name: &str, actual: &str) {
+    let path = golden_path(name);
+    if std::env::var("GMPROF_BLESS").is_ok_and(|v| v == "1") {
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("golden dir");
+        std::fs::write(&path, actual).expect("write golden");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; run with GMPROF_BLESS=1 to create it", path.display()));
+    assert!(
+        expected == actual,
+        "{} differs from the output (GMPROF_BLESS=1 rewrites it):\n--- expected\n{expected}\n--- actual\n{actual}",
+        path.display()
+    );
+}
+
+#[test]
+fn golden_outputs() {
+    let report = golden_report();
+    let mut ranges = Vec::new();
+    report.write_csv_to(&mut ranges).expect("ranges csv");
+    let mut kernels = Vec::new();
+    report.write_kernels_csv_to(&mut kernels).expect("kernels csv");
+    check_golden("ranges.csv", &String::from_utf8(ranges).expect("utf8"));
+    check_golden("kernels.csv", &String::from_utf8(kernels).expect("utf8"));
+    check_golden("report.json", &(report.to_json_string().expect("json") + "\n"));
+    check_golden("summary.txt", &report.summary().to_string());
+}
+
+#[test]
+fn json_round_trips() {
+    let report = golden_report();
+    let text = report.to_json_string().expect("json");
+    let back = Report::from_json(&text).expect("parse");
+    assert_eq!(back, report);
+    assert!(matches!(Report::from_json("{\"meta\": 1}"), Err(Error::InvalidConfig(_))));
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("report.json");
+    report.write_json(&path).expect("write");
+    assert_eq!(Report::read_json(&path).expect("read"), report);
+    report.write_csv(dir.path().join("ranges.csv")).expect("csv");
+    report.write_kernels_csv(dir.path().join("kernels.csv")).expect("csv");
+    assert!(matches!(report.write_csv(dir.path().join("no/such/dir.csv")), Err(Error::Io { .. })));
+}
+
+#[test]
+fn csv_round_trips_nasty_names() {
+    let names = [
+        "plain",
+        "with, comma",
+        "with \"quotes\"",
+        "multi\nline\r\nname",
+        "#starts with hash",
+        "mid # hash",
+        "ünïcødé ✓ 日本語",
+        "",
+        " padded ",
+    ];
+    let mut c = Capture::new(ProfilingMode::KernelReplay, 3);
+    for name in names {
+        c.push(name, 1);
+        c.launch(1, name, values(10.0, 1.0, 1.0, 1.0));
+        c.pop(1);
+    }
+    // A range left open, whose warning (with the nasty name) goes into the metadata lines.
+    c.push("open\nat, \"finish\"", 1);
+    let (report, _) = c.report();
+
+    let mut out = Vec::new();
+    report.write_csv_to(&mut out).expect("csv");
+    let mut reader = csv::ReaderBuilder::new().comment(Some(b'#')).from_reader(out.as_slice());
+    let headers = reader.headers().expect("headers").clone();
+    let path_col = headers.iter().position(|h| h == "path").expect("path column");
+    assert!(headers.iter().any(|h| h == SM_PCT), "metric columns named by metric");
+    let paths: Vec<String> = reader.records().map(|r| r.expect("record")[path_col].to_owned()).collect();
+    let mut expected: Vec<&str> = names.to_vec();
+    expected.push("open\nat, \"finish\"");
+    assert_eq!(paths, expected);
+
+    let mut out = Vec::new();
+    report.write_kernels_csv_to(&mut out).expect("csv");
+    let mut reader = csv::ReaderBuilder::new().comment(Some(b'#')).from_reader(out.as_slice());
+    let headers = reader.headers().expect("headers").clone();
+    let name_col = headers.iter().position(|h| h == "kernel_name").expect("kernel_name");
+    let status_col = headers.iter().position(|h| h == "status").expect("status");
+    let records: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("record")).collect();
+    let kernel_names: Vec<&str> = records.iter().map(|r| &r[name_col]).collect();
+    assert_eq!(kernel_names, names);
+    assert!(records.iter().all(|r| &r[status_col] == "ok"));
+    // Every metadata line is one comment line: the text before the header has no bare line.
+    let text = String::from_utf8(out).expect("utf8");
+    let header_at = text.find("\"correlation_id\"").expect("header");
+    assert!(text[..header_at].lines().all(|l| l.starts_with("# ")));
+}
+
+#[test]
+fn a_million_kernels_correlate_and_aggregate_exactly() {
+    const KERNELS: u32 = 1_000_000;
+    const RANGES: u32 = 1000;
+    const CYCLE: u32 = 2000;
+    let metrics = MetricSet {
+        metrics: vec![
+            spec(GPU_TIME_METRIC, MetricKind::Counter, "nsecond"),
+            spec(READ, MetricKind::Counter, "byte"),
+            spec(SM_PCT, MetricKind::Throughput, "%"),
+        ],
+    };
+    let mut tree = SessionTree::new();
+    let mut correlator = Correlator::new();
+    let mut ranges = Vec::with_capacity(CYCLE as usize);
+    let mut expected_bytes: u64 = 0;
+    let mut expected_time: u64 = 0;
+    let per_range = KERNELS / RANGES;
+    let mut current = None;
+    for i in 0..KERNELS {
+        if i % per_range == 0 {
+            if current.is_some() {
+                tree.pop(1, u64::from(i)).expect("pop");
+            }
+            current = Some(tree.push("layer", 1, u64::from(i)));
+        }
+        let (cycle, ordinal) = (i / CYCLE, i % CYCLE);
+        let time = 1000 + u64::from(i % 97);
+        let bytes = u64::from(i % 4096) * 1024;
+        expected_bytes += bytes;
+        expected_time += time;
+        correlator.add_launch(LaunchRecord {
+            correlation_id: i + 1,
+            thread: 1,
+            range: current,
+            cycle,
+            ordinal,
+            api: LaunchApi::Runtime,
+            api_name: String::new(),
+            context_id: 1,
+        });
+        correlator.add_activity(KernelActivity {
+            correlation_id: i + 1,
+            name: "_Z4gemmILi128EEvPKfS1_Pfi".into(),
+            grid: [1, 1, 1],
+            block: [1, 1, 1],
+            registers_per_thread: 1,
+            static_shared_memory: 0,
+            dynamic_shared_memory: 0,
+            stream_id: 1,
+            context_id: 1,
+            device_id: 0,
+            graph_id: 0,
+            start_ns: 0,
+            end_ns: 0,
+        });
+        ranges.push(CounterRange {
+            cycle,
+            index: ordinal,
+            name: ordinal.to_string(),
+            values: vec![time as f64, bytes as f64, 50.0],
+        });
+        if ordinal == CYCLE - 1 {
+            correlator.add_counter_ranges(cycle, std::mem::take(&mut ranges));
+        }
+    }
+    tree.pop(1, u64::from(KERNELS)).expect("pop");
+
+    let started = Instant::now();
+    let correlation = correlator.finish(&tree, &metrics, ProfilingMode::KernelReplay);
+    let correlated = started.elapsed();
+    let aggregation = aggregate(&tree, &correlation, &metrics, ProfilingMode::KernelReplay);
+    let total = started.elapsed();
+    eprintln!("1M kernels: correlate {correlated:?}, correlate+aggregate {total:?}");
+
+    assert_eq!(correlation.rows.len(), KERNELS as usize);
+    assert_eq!(correlation.counts.flagged_rows, 0);
+    assert_eq!(aggregation.ranges.len(), RANGES as usize);
+    assert_eq!(aggregation.total_gpu_time_ns, expected_time);
+    let bytes: f64 = aggregation.ranges.iter().filter_map(|r| r.metrics[1]).sum();
+    assert_eq!(bytes, expected_bytes as f64, "integer sums below 2^53 are exact in f64");
+    let time: u64 = aggregation.ranges.iter().filter_map(|r| r.gpu_time_ns).sum();
+    assert_eq!(time, expected_time);
+    assert!(aggregation.ranges.iter().all(|r| r.kernel_count == u64::from(per_range)));
+    assert!(aggregation.ranges.iter().all(|r| r.metrics[2] == Some(50.0)));
+    assert_eq!(
+        correlation.rows[12_345].kernel_name.as_deref(),
+        Some("void gemm<128>(float const*, float const*, float*, int)")
+    );
+}
