@@ -9,20 +9,16 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use gmprof::aggregate::aggregate;
 use gmprof::correlate::Correlator;
 use gmprof::model::{
-    CounterRange, KernelActivity, LaunchApi, LaunchRecord, MetricKind, MetricSet, MetricSpec,
-    ProfilingMode, GPU_TIME_METRIC,
+    CounterRange, KernelActivity, LaunchApi, LaunchRecord, MetricKind, MetricSet, MetricSpec, ProfilingMode,
+    GPU_TIME_METRIC,
 };
 use gmprof::session::SessionTree;
 
 const KERNELS: u32 = 1_000_000;
 const RANGES: u32 = 1000;
 const CYCLE: u32 = 2000;
-const KERNEL_NAMES: [&str; 4] = [
-    "_Z4gemmILi128EEvPKfS1_Pfi",
-    "_Z7softmaxPfi",
-    "_Z9layernormPKfPfS1_i",
-    "ncclKernel_AllReduce_RING_LL_Sum_float",
-];
+const KERNEL_NAMES: [&str; 4] =
+    ["_Z4gemmILi128EEvPKfS1_Pfi", "_Z7softmaxPfi", "_Z9layernormPKfPfS1_i", "ncclKernel_AllReduce_RING_LL_Sum_float"];
 
 /// The capture records of a synthetic session.
 struct Capture {
@@ -98,23 +94,14 @@ fn capture() -> Capture {
             cycle,
             index: ordinal,
             name: ordinal.to_string(),
-            values: vec![
-                f64::from(1000 + i % 97),
-                f64::from(i % 4096) * 1024.0,
-                f64::from(i % 100),
-            ],
+            values: vec![f64::from(1000 + i % 97), f64::from(i % 4096) * 1024.0, f64::from(i % 100)],
         });
         if ordinal == CYCLE - 1 {
             cycles.push((cycle, std::mem::take(&mut ranges)));
         }
     }
     let _ = tree.close_all_open(u64::from(KERNELS));
-    Capture {
-        tree,
-        launches,
-        activities,
-        cycles,
-    }
+    Capture { tree, launches, activities, cycles }
 }
 
 fn correlate_and_aggregate(c: &mut Criterion) {

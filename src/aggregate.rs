@@ -37,9 +37,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::correlate::{Correlation, KernelRow};
-use crate::model::{
-    MetricKind, MetricSet, MetricSpec, ProfilingMode, RangeId, ThreadId, GPU_TIME_METRIC,
-};
+use crate::model::{MetricKind, MetricSet, MetricSpec, ProfilingMode, RangeId, ThreadId, GPU_TIME_METRIC};
 use crate::session::{SessionTree, ROOT_PATH};
 
 /// Suffix of a rate metric whose base counter is the name without it.
@@ -187,17 +185,11 @@ pub fn metric_rules(set: &MetricSet, mode: ProfilingMode) -> Vec<MetricRule> {
     set.metrics
         .iter()
         .map(|spec| {
-            let rule = if mode == ProfilingMode::PerRange {
-                AggregationRule::MeasuredPerRange
-            } else {
-                rule_for(spec, set)
-            };
+            let rule =
+                if mode == ProfilingMode::PerRange { AggregationRule::MeasuredPerRange } else { rule_for(spec, set) };
             let inputs = match rule {
                 AggregationRule::RatioOfSums => {
-                    let base = spec
-                        .name
-                        .strip_suffix(PER_SECOND_SUFFIX)
-                        .unwrap_or(&spec.name);
+                    let base = spec.name.strip_suffix(PER_SECOND_SUFFIX).unwrap_or(&spec.name);
                     vec![base.to_owned(), GPU_TIME_METRIC.to_owned()]
                 }
                 AggregationRule::DurationWeighted => {
@@ -205,11 +197,7 @@ pub fn metric_rules(set: &MetricSet, mode: ProfilingMode) -> Vec<MetricRule> {
                 }
                 AggregationRule::Sum | AggregationRule::MeasuredPerRange => vec![spec.name.clone()],
             };
-            MetricRule {
-                metric: spec.clone(),
-                rule,
-                inputs,
-            }
+            MetricRule { metric: spec.clone(), rule, inputs }
         })
         .collect()
 }
@@ -235,12 +223,7 @@ impl DramInputs {
         let source = |bytes: &str, sectors: &str| {
             set.index_of(bytes)
                 .map(|index| ByteSource { index, scale: 1.0 })
-                .or_else(|| {
-                    set.index_of(sectors).map(|index| ByteSource {
-                        index,
-                        scale: DRAM_SECTOR_BYTES,
-                    })
-                })
+                .or_else(|| set.index_of(sectors).map(|index| ByteSource { index, scale: DRAM_SECTOR_BYTES }))
         };
         Self {
             read: source("dram__bytes_read.sum", "dram__sectors_read.sum"),
@@ -266,10 +249,7 @@ impl DramInputs {
     }
 
     fn describe(&self, set: &MetricSet) -> Vec<DerivedMetric> {
-        let name_of = |s: Option<ByteSource>| {
-            s.and_then(|s| set.metrics.get(s.index))
-                .map(|m| m.name.clone())
-        };
+        let name_of = |s: Option<ByteSource>| s.and_then(|s| set.metrics.get(s.index)).map(|m| m.name.clone());
         let with_time = |mut inputs: Vec<String>| {
             if inputs.is_empty() || set.index_of(GPU_TIME_METRIC).is_none() {
                 Vec::new()
@@ -305,11 +285,7 @@ impl DramInputs {
 
 fn bytes(source: Option<ByteSource>, values: &[Option<f64>]) -> Option<f64> {
     let source = source?;
-    values
-        .get(source.index)
-        .copied()
-        .flatten()
-        .map(|v| v * source.scale)
+    values.get(source.index).copied().flatten().map(|v| v * source.scale)
 }
 
 /// Running sums of one metric over a set of kernels.
@@ -405,17 +381,8 @@ pub fn aggregate(
 
     let mut total_gpu_time_ns = 0u64;
     for row in &correlation.rows {
-        let index = row
-            .range_id
-            .and_then(|id| tree.dense_index(id))
-            .filter(|i| *i < root)
-            .unwrap_or(root);
-        add_kernel(
-            &mut sums[index],
-            &mut metric_sums[index * metric_count..(index + 1) * metric_count],
-            row,
-            &dram,
-        );
+        let index = row.range_id.and_then(|id| tree.dense_index(id)).filter(|i| *i < root).unwrap_or(root);
+        add_kernel(&mut sums[index], &mut metric_sums[index * metric_count..(index + 1) * metric_count], row, &dram);
         total_gpu_time_ns = total_gpu_time_ns.saturating_add(row.duration_ns.unwrap_or(0));
     }
 
@@ -444,11 +411,8 @@ pub fn aggregate(
 
     let time_known = mode == ProfilingMode::Trace || metrics.index_of(GPU_TIME_METRIC).is_some();
     if !time_known && mode != ProfilingMode::PerRange {
-        let weighted: Vec<&str> = rules
-            .iter()
-            .filter(|r| r.rule != AggregationRule::Sum)
-            .map(|r| r.metric.name.as_str())
-            .collect();
+        let weighted: Vec<&str> =
+            rules.iter().filter(|r| r.rule != AggregationRule::Sum).map(|r| r.metric.name.as_str()).collect();
         if !weighted.is_empty() {
             warnings.push(format!(
                 "{GPU_TIME_METRIC} was not collected, so these metrics cannot be weighted by \
@@ -470,16 +434,11 @@ pub fn aggregate(
         let row_sums = &sums[index];
         let mut row = if mode == ProfilingMode::PerRange {
             let measured = correlation.range_counters.get(&node.id);
-            let values = measured
-                .cloned()
-                .unwrap_or_else(|| vec![None; metric_count]);
+            let values = measured.cloned().unwrap_or_else(|| vec![None; metric_count]);
             per_range_row(row_sums, values, metrics, &dram)
         } else {
-            let values = range_values(
-                &rules,
-                &metric_sums[index * metric_count..(index + 1) * metric_count],
-                metric_count,
-            );
+            let values =
+                range_values(&rules, &metric_sums[index * metric_count..(index + 1) * metric_count], metric_count);
             build_row(Some(node.id), row_sums, values, None)
         };
         row.range_id = Some(node.id);
@@ -492,22 +451,11 @@ pub fn aggregate(
         ranges.push(row);
     }
 
-    Aggregation {
-        rules,
-        derived: dram.describe(metrics),
-        ranges,
-        total_gpu_time_ns,
-        warnings,
-    }
+    Aggregation { rules, derived: dram.describe(metrics), ranges, total_gpu_time_ns, warnings }
 }
 
 /// Adds one kernel's values to its own range's sums.
-fn add_kernel(
-    sums: &mut RangeSums,
-    metric_sums: &mut [MetricSums],
-    row: &KernelRow,
-    dram: &DramInputs,
-) {
+fn add_kernel(sums: &mut RangeSums, metric_sums: &mut [MetricSums], row: &KernelRow, dram: &DramInputs) {
     let time = row.duration_ns.map(|t| t as f64);
     sums.kernels += 1;
     sums.self_kernels += 1;
@@ -527,11 +475,7 @@ fn add_kernel(
 }
 
 /// A range's metric values from its (inclusive) sums, by each metric's rule.
-fn range_values(
-    rules: &[MetricRule],
-    metric_sums: &[MetricSums],
-    metric_count: usize,
-) -> Vec<Option<f64>> {
+fn range_values(rules: &[MetricRule], metric_sums: &[MetricSums], metric_count: usize) -> Vec<Option<f64>> {
     let mut values = Vec::with_capacity(metric_count);
     for (m, rule) in rules.iter().enumerate() {
         let Some(own) = metric_sums.get(m) else {
@@ -557,12 +501,7 @@ fn range_values(
 }
 
 /// A row from summed kernels (every mode but PerRange).
-fn build_row(
-    range_id: Option<RangeId>,
-    sums: &RangeSums,
-    metrics: Vec<Option<f64>>,
-    wall: Option<u64>,
-) -> RangeRow {
+fn build_row(range_id: Option<RangeId>, sums: &RangeSums, metrics: Vec<Option<f64>>, wall: Option<u64>) -> RangeRow {
     RangeRow {
         range_id,
         path: ROOT_PATH.to_owned(),
@@ -585,16 +524,8 @@ fn build_row(
 }
 
 /// A row from CUPTI's measurement of the whole range (PerRange mode).
-fn per_range_row(
-    sums: &RangeSums,
-    values: Vec<Option<f64>>,
-    metrics: &MetricSet,
-    dram: &DramInputs,
-) -> RangeRow {
-    let time = metrics
-        .index_of(GPU_TIME_METRIC)
-        .and_then(|i| values.get(i).copied().flatten())
-        .filter(|t| *t >= 0.0);
+fn per_range_row(sums: &RangeSums, values: Vec<Option<f64>>, metrics: &MetricSet, dram: &DramInputs) -> RangeRow {
+    let time = metrics.index_of(GPU_TIME_METRIC).and_then(|i| values.get(i).copied().flatten()).filter(|t| *t >= 0.0);
     let per_ns = |b: Option<f64>| Some(b? / time.filter(|t| *t > 0.0)?);
     let read = dram.read_bytes(&values);
     let write = dram.write_bytes(&values);
@@ -615,12 +546,7 @@ mod tests {
     use super::*;
 
     fn spec(name: &str, kind: MetricKind) -> MetricSpec {
-        MetricSpec {
-            name: name.into(),
-            kind,
-            unit: String::new(),
-            description: String::new(),
-        }
+        MetricSpec { name: name.into(), kind, unit: String::new(), description: String::new() }
     }
 
     #[test]
@@ -631,14 +557,8 @@ mod tests {
                 spec("dram__bytes_read.sum", MetricKind::Counter),
                 spec("dram__bytes_read.sum.per_second", MetricKind::Throughput),
                 spec("lts__t_bytes.sum.per_second", MetricKind::Throughput),
-                spec(
-                    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
-                    MetricKind::Throughput,
-                ),
-                spec(
-                    "smsp__inst_executed.avg.per_cycle_active",
-                    MetricKind::Ratio,
-                ),
+                spec("sm__throughput.avg.pct_of_peak_sustained_elapsed", MetricKind::Throughput),
+                spec("smsp__inst_executed.avg.per_cycle_active", MetricKind::Ratio),
                 spec("sm__cycles_active.max", MetricKind::Counter),
             ],
         };
@@ -656,17 +576,12 @@ mod tests {
             ]
         );
         let recorded = metric_rules(&set, ProfilingMode::KernelReplay);
-        assert_eq!(
-            recorded[2].inputs,
-            vec!["dram__bytes_read.sum", GPU_TIME_METRIC]
-        );
+        assert_eq!(recorded[2].inputs, vec!["dram__bytes_read.sum", GPU_TIME_METRIC]);
         assert!(metric_rules(&set, ProfilingMode::PerRange)
             .iter()
             .all(|r| r.rule == AggregationRule::MeasuredPerRange));
         assert_eq!(
-            serde_json::to_string(&AggregationRule::DurationWeighted)
-                .ok()
-                .as_deref(),
+            serde_json::to_string(&AggregationRule::DurationWeighted).ok().as_deref(),
             Some("\"duration_weighted\"")
         );
     }
@@ -699,9 +614,6 @@ mod tests {
         assert_eq!(inputs.total_bytes(&values), Some(74.0));
         assert_eq!(inputs.total_bytes(&[Some(2.0), None]), None);
         let described = inputs.describe(&set);
-        assert!(
-            described.iter().all(|d| d.inputs.is_empty()),
-            "no time metric: no inputs"
-        );
+        assert!(described.iter().all(|d| d.inputs.is_empty()), "no time metric: no inputs");
     }
 }

@@ -154,11 +154,7 @@ impl SessionTree {
     /// With nothing open on `thread` this is [`Error::PopWithoutPush`] and the tree is left
     /// as it was.
     pub fn pop(&mut self, thread: ThreadId, timestamp_ns: u64) -> Result<RangeId> {
-        let id = self
-            .stacks
-            .get_mut(&thread)
-            .and_then(Vec::pop)
-            .ok_or(Error::PopWithoutPush { thread })?;
+        let id = self.stacks.get_mut(&thread).and_then(Vec::pop).ok_or(Error::PopWithoutPush { thread })?;
         if let Some(node) = self.get_mut(id) {
             node.pop_ns = Some(timestamp_ns);
         }
@@ -195,16 +191,9 @@ impl SessionTree {
             return Ok(id);
         }
         let path = node.path.clone();
-        let not_on_stack = || {
-            Error::InvalidState(format!(
-                "range '{path}' is open but not on its thread's stack"
-            ))
-        };
+        let not_on_stack = || Error::InvalidState(format!("range '{path}' is open but not on its thread's stack"));
         let stack = self.stacks.get_mut(&thread).ok_or_else(not_on_stack)?;
-        let position = stack
-            .iter()
-            .rposition(|open| *open == id)
-            .ok_or_else(not_on_stack)?;
+        let position = stack.iter().rposition(|open| *open == id).ok_or_else(not_on_stack)?;
         let closed: Vec<RangeId> = stack.drain(position..).collect();
         for above in closed.iter().skip(1) {
             if let Some(n) = self.get(*above) {
@@ -254,15 +243,11 @@ impl SessionTree {
     /// The node `id` names, or `None` when the id is stale (its slot was reused after a
     /// [`SessionTree::reset`]) or was never handed out by this tree.
     pub fn get(&self, id: RangeId) -> Option<&RangeNode> {
-        self.nodes
-            .get(id.slot as usize)
-            .filter(|node| node.id.generation == id.generation)
+        self.nodes.get(id.slot as usize).filter(|node| node.id.generation == id.generation)
     }
 
     fn get_mut(&mut self, id: RangeId) -> Option<&mut RangeNode> {
-        self.nodes
-            .get_mut(id.slot as usize)
-            .filter(|node| node.id.generation == id.generation)
+        self.nodes.get_mut(id.slot as usize).filter(|node| node.id.generation == id.generation)
     }
 
     /// A dense index (`0..len()`) for a valid id, for per-range arrays in analysis.
@@ -346,17 +331,11 @@ mod tests {
     fn pop_without_push_is_an_error_and_changes_nothing() {
         let mut tree = SessionTree::new();
         let a = tree.push("a", 1, 0);
-        assert!(matches!(
-            tree.pop(2, 5),
-            Err(Error::PopWithoutPush { thread: 2 })
-        ));
+        assert!(matches!(tree.pop(2, 5), Err(Error::PopWithoutPush { thread: 2 })));
         assert_eq!(tree.current(1), Some(a));
         assert!(tree.get(a).is_some_and(RangeNode::is_open));
         tree.pop(1, 9).expect("balanced pop");
-        assert!(matches!(
-            tree.pop(1, 10),
-            Err(Error::PopWithoutPush { thread: 1 })
-        ));
+        assert!(matches!(tree.pop(1, 10), Err(Error::PopWithoutPush { thread: 1 })));
         assert_eq!(tree.get(a).and_then(|n| n.pop_ns), Some(9));
     }
 
@@ -365,14 +344,7 @@ mod tests {
         let mut tree = SessionTree::new();
         let a = tree.push("a", 1, 0);
         let err = tree.pop_id(a, 2, 5).expect_err("other thread");
-        assert!(matches!(
-            err,
-            Error::PopFromOtherThread {
-                pushed_on: 1,
-                popped_on: 2,
-                ..
-            }
-        ));
+        assert!(matches!(err, Error::PopFromOtherThread { pushed_on: 1, popped_on: 2, .. }));
         assert!(tree.get(a).is_some_and(RangeNode::is_open));
         assert_eq!(tree.current(1), Some(a));
     }
@@ -404,21 +376,9 @@ mod tests {
         assert_ne!(new.generation, old.generation);
         assert!(tree.get(old).is_none());
         assert_eq!(tree.get(new).map(|n| n.name.as_str()), Some("b"));
-        assert_eq!(
-            tree.get(new).map(|n| n.instance),
-            Some(0),
-            "instances restart"
-        );
-        assert!(matches!(
-            tree.pop_id(old, 1, 3),
-            Err(Error::InvalidState(_))
-        ));
-        assert!(tree
-            .get(RangeId {
-                slot: 99,
-                generation: 0
-            })
-            .is_none());
+        assert_eq!(tree.get(new).map(|n| n.instance), Some(0), "instances restart");
+        assert!(matches!(tree.pop_id(old, 1, 3), Err(Error::InvalidState(_))));
+        assert!(tree.get(RangeId { slot: 99, generation: 0 }).is_none());
     }
 
     #[test]

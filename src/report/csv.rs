@@ -39,13 +39,8 @@ pub const RANGE_COLUMNS: [&str; 12] = [
 ];
 
 /// Columns of the per-range table after the metric columns.
-pub const RANGE_DERIVED_COLUMNS: [&str; 5] = [
-    "dram_read_bytes",
-    "dram_write_bytes",
-    "dram_read_gbps",
-    "dram_write_gbps",
-    "dram_total_gbps",
-];
+pub const RANGE_DERIVED_COLUMNS: [&str; 5] =
+    ["dram_read_bytes", "dram_write_bytes", "dram_read_gbps", "dram_write_gbps", "dram_total_gbps"];
 
 /// Columns of the per-kernel table before the metric columns.
 pub const KERNEL_COLUMNS: [&str; 24] = [
@@ -84,29 +79,19 @@ struct RecordWriter<W: Write> {
 
 impl<W: Write> RecordWriter<W> {
     fn new(out: W, what: &'static str) -> Self {
-        let csv = WriterBuilder::new()
-            .quote_style(QuoteStyle::NonNumeric)
-            .from_writer(out);
-        Self {
-            csv,
-            buffer: String::new(),
-            what,
-        }
+        let csv = WriterBuilder::new().quote_style(QuoteStyle::NonNumeric).from_writer(out);
+        Self { csv, buffer: String::new(), what }
     }
 
     fn text(&mut self, value: &str) -> Result<()> {
-        self.csv
-            .write_field(value)
-            .map_err(|e| csv_error(self.what, e))
+        self.csv.write_field(value).map_err(|e| csv_error(self.what, e))
     }
 
     fn display(&mut self, value: impl std::fmt::Display) -> Result<()> {
         self.buffer.clear();
         // Writing to a String cannot fail.
         let _ = write!(self.buffer, "{value}");
-        self.csv
-            .write_field(self.buffer.as_bytes())
-            .map_err(|e| csv_error(self.what, e))
+        self.csv.write_field(self.buffer.as_bytes()).map_err(|e| csv_error(self.what, e))
     }
 
     fn optional(&mut self, value: Option<impl std::fmt::Display>) -> Result<()> {
@@ -122,9 +107,7 @@ impl<W: Write> RecordWriter<W> {
     }
 
     fn end_record(&mut self) -> Result<()> {
-        self.csv
-            .write_record(None::<&[u8]>)
-            .map_err(|e| csv_error(self.what, e))
+        self.csv.write_record(None::<&[u8]>).map_err(|e| csv_error(self.what, e))
     }
 
     fn header<'a>(&mut self, names: impl IntoIterator<Item = &'a str>) -> Result<()> {
@@ -135,18 +118,12 @@ impl<W: Write> RecordWriter<W> {
     }
 
     fn finish(mut self) -> Result<()> {
-        self.csv.flush().map_err(|e| Error::Serialize {
-            what: self.what,
-            message: e.to_string(),
-        })
+        self.csv.flush().map_err(|e| Error::Serialize { what: self.what, message: e.to_string() })
     }
 }
 
 fn csv_error(what: &'static str, error: ::csv::Error) -> Error {
-    Error::Serialize {
-        what,
-        message: error.to_string(),
-    }
+    Error::Serialize { what, message: error.to_string() }
 }
 
 /// A metadata line's text with line breaks and other control characters escaped, so it
@@ -204,19 +181,10 @@ impl Report {
         lines.push(format!("counter_cycles: {}", m.counter_cycles));
         lines.push(format!("kernels: {}", m.kernel_count));
         lines.push(format!("total_gpu_time_ns: {}", m.total_gpu_time_ns));
-        lines.push(format!(
-            "dropped_counter_ranges: {}",
-            m.dropped_counter_ranges
-        ));
-        lines.push(format!(
-            "dropped_activity_records: {}",
-            m.dropped_activity_records
-        ));
+        lines.push(format!("dropped_counter_ranges: {}", m.dropped_counter_ranges));
+        lines.push(format!("dropped_activity_records: {}", m.dropped_activity_records));
         lines.push(format!("flagged_kernel_rows: {}", m.flagged_kernel_rows));
-        lines.push(format!(
-            "orphan_counter_ranges: {}",
-            m.orphan_counter_ranges
-        ));
+        lines.push(format!("orphan_counter_ranges: {}", m.orphan_counter_ranges));
         for warning in &m.warnings {
             lines.push(format!("warning: {warning}"));
         }
@@ -225,10 +193,7 @@ impl Report {
 
     fn write_metadata<W: Write>(&self, out: &mut W, table: &str, what: &'static str) -> Result<()> {
         for line in self.csv_metadata_lines(table) {
-            writeln!(out, "# {line}").map_err(|e| Error::Serialize {
-                what,
-                message: e.to_string(),
-            })?;
+            writeln!(out, "# {line}").map_err(|e| Error::Serialize { what, message: e.to_string() })?;
         }
         Ok(())
     }
@@ -277,12 +242,7 @@ impl Report {
         self.write_metadata(&mut out, "per-kernel report", WHAT)?;
         let mut w = RecordWriter::new(out, WHAT);
         let metric_names = self.metric_names();
-        w.header(
-            KERNEL_COLUMNS
-                .iter()
-                .copied()
-                .chain(metric_names.iter().copied()),
-        )?;
+        w.header(KERNEL_COLUMNS.iter().copied().chain(metric_names.iter().copied()))?;
         for k in &self.kernels {
             w.display(k.correlation_id)?;
             w.optional(k.cycle)?;
@@ -336,10 +296,7 @@ fn kind_name(kind: crate::model::MetricKind) -> &'static str {
 
 /// Creates `path`, hands a buffered writer to `write`, and flushes it; I/O errors name the
 /// file.
-pub(crate) fn write_file(
-    path: &Path,
-    write: impl FnOnce(&mut BufWriter<File>) -> Result<()>,
-) -> Result<()> {
+pub(crate) fn write_file(path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> Result<()>) -> Result<()> {
     let file = File::create(path).map_err(|e| Error::io(path, e))?;
     let mut out = BufWriter::new(file);
     write(&mut out)?;

@@ -14,18 +14,13 @@ use crate::error::{Error, Result};
 impl Report {
     /// The report as pretty-printed JSON.
     pub fn to_json_string(&self) -> Result<String> {
-        serde_json::to_string_pretty(self).map_err(|e| Error::Serialize {
-            what: "JSON report",
-            message: e.to_string(),
-        })
+        serde_json::to_string_pretty(self).map_err(|e| Error::Serialize { what: "JSON report", message: e.to_string() })
     }
 
     /// Writes the report as pretty-printed JSON to `out`.
     pub fn write_json_to<W: Write>(&self, out: W) -> Result<()> {
-        serde_json::to_writer_pretty(out, self).map_err(|e| Error::Serialize {
-            what: "JSON report",
-            message: e.to_string(),
-        })
+        serde_json::to_writer_pretty(out, self)
+            .map_err(|e| Error::Serialize { what: "JSON report", message: e.to_string() })
     }
 
     /// Writes the report as pretty-printed JSON to a file.
@@ -33,8 +28,7 @@ impl Report {
         write_file(path.as_ref(), |out| {
             self.write_json_to(&mut *out)?;
             // A trailing newline, as text files have.
-            out.write_all(b"\n")
-                .map_err(|e| Error::io(path.as_ref(), e))
+            out.write_all(b"\n").map_err(|e| Error::io(path.as_ref(), e))
         })
     }
 
@@ -56,9 +50,7 @@ impl Report {
         let path = path.as_ref();
         let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
         Self::from_json_reader(file).map_err(|e| match e {
-            Error::InvalidConfig(message) => {
-                Error::InvalidConfig(format!("{}: {message}", path.display()))
-            }
+            Error::InvalidConfig(message) => Error::InvalidConfig(format!("{}: {message}", path.display())),
             other => other,
         })
     }

@@ -118,18 +118,8 @@ pub struct Report {
 
 impl Report {
     /// Assembles a report from correlated and aggregated rows.
-    pub fn build(
-        info: CaptureInfo,
-        metrics: &MetricSet,
-        correlation: Correlation,
-        aggregation: Aggregation,
-    ) -> Self {
-        let Correlation {
-            rows,
-            counts,
-            warnings: correlation_warnings,
-            ..
-        } = correlation;
+    pub fn build(info: CaptureInfo, metrics: &MetricSet, correlation: Correlation, aggregation: Aggregation) -> Self {
+        let Correlation { rows, counts, warnings: correlation_warnings, .. } = correlation;
         let mut warnings = info.warnings;
         if info.dropped_counter_ranges > 0 {
             warnings.push(format!(
@@ -172,20 +162,11 @@ impl Report {
             started_unix_ns: info.started_unix_ns,
             finished_unix_ns: info.finished_unix_ns,
         };
-        Report {
-            meta,
-            ranges: aggregation.ranges,
-            kernels: rows,
-        }
+        Report { meta, ranges: aggregation.ranges, kernels: rows }
     }
 
     /// Correlates, aggregates and assembles in one step.
-    pub fn analyze(
-        info: CaptureInfo,
-        metrics: &MetricSet,
-        tree: &SessionTree,
-        correlator: Correlator,
-    ) -> Self {
+    pub fn analyze(info: CaptureInfo, metrics: &MetricSet, tree: &SessionTree, correlator: Correlator) -> Self {
         let correlation = correlator.finish(tree, metrics, info.mode);
         let aggregation = aggregate(tree, &correlation, metrics, info.mode);
         Report::build(info, metrics, correlation, aggregation)
@@ -193,11 +174,7 @@ impl Report {
 
     /// Metric column names, in order.
     pub fn metric_names(&self) -> Vec<&str> {
-        self.meta
-            .metrics
-            .iter()
-            .map(|r| r.metric.name.as_str())
-            .collect()
+        self.meta.metrics.iter().map(|r| r.metric.name.as_str()).collect()
     }
 
     /// The summary table grouped by range path.

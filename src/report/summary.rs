@@ -126,16 +126,11 @@ impl Summary {
                     share_pct: (total > 0).then(|| 100.0 * s.total_ns as f64 / total as f64),
                     kernels: s.kernels,
                     flagged_kernels: s.flagged,
-                    dram_gbps: (s.dram_known && s.dram_time_ns > 0)
-                        .then(|| s.dram_bytes / s.dram_time_ns as f64),
+                    dram_gbps: (s.dram_known && s.dram_time_ns > 0).then(|| s.dram_bytes / s.dram_time_ns as f64),
                 })
             })
             .collect();
-        rows.sort_by(|a, b| {
-            b.total_ns
-                .cmp(&a.total_ns)
-                .then_with(|| a.path.cmp(&b.path))
-        });
+        rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then_with(|| a.path.cmp(&b.path)));
 
         let device = format!(
             "{} (chip {})",
@@ -179,11 +174,7 @@ pub fn format_duration_ns(ns: f64) -> String {
 fn cell(text: &str) -> String {
     text.chars()
         .flat_map(|c| {
-            let escaped: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
+            let escaped: Vec<char> = if c.is_control() { c.escape_default().collect() } else { vec![c] };
             escaped
         })
         .collect()
@@ -210,18 +201,7 @@ impl fmt::Display for Summary {
             self.warning_count
         )?;
 
-        let header = [
-            "range",
-            "count",
-            "total",
-            "mean",
-            "min",
-            "max",
-            "share",
-            "kernels",
-            "flagged",
-            "DRAM GB/s",
-        ];
+        let header = ["range", "count", "total", "mean", "min", "max", "share", "kernels", "flagged", "DRAM GB/s"];
         let dash = || "-".to_owned();
         let table: Vec<[String; 10]> = self
             .rows
