@@ -57,6 +57,10 @@ struct Args {
     #[arg(long)]
     range_per_kernel: bool,
 
+    /// Do not flush activity buffers at range boundaries (measures what the flushes cost).
+    #[arg(long)]
+    no_flush: bool,
+
     /// If given, write ranges.csv, kernels.csv and report.json here.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -119,7 +123,11 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
 
     // ===================================== gmprof ======================================
     let mode = mode.expect("parsed above unless --no-profile");
-    let prof = gmprof::Profiler::builder().mode(mode).metrics(metrics).build()?;
+    let prof = gmprof::Profiler::builder()
+        .mode(mode)
+        .metrics(metrics)
+        .flush_on_range_boundaries(!args.no_flush)
+        .build()?;
 
     let start = Instant::now();
     {

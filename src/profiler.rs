@@ -194,6 +194,8 @@ struct Capture {
     cycle: u32,
     ordinal_in_cycle: u32,
     dropped_ranges: u64,
+    /// Auto ranges CUPTI numbered in earlier cycles (see `finish_cycle`).
+    auto_ranges_before_cycle: u64,
 }
 
 /// The session's records, behind one lock.
@@ -385,6 +387,7 @@ impl Profiler {
             cycle: 0,
             ordinal_in_cycle: 0,
             dropped_ranges: 0,
+            auto_ranges_before_cycle: 0,
         });
         Ok(Profiler { shared })
     }
@@ -657,12 +660,22 @@ impl Shared {
         let count = capture.counter_data.range_count(&self.cupti)?;
         let names: Vec<&str> = self.metric_names.iter().map(String::as_str).collect();
         let mut ranges = Vec::with_capacity(count);
+        // CUPTI numbers auto ranges from the profiler's enable, not per image: after a cycle
+        // of 1000 ranges the next image starts at "1000" (seen with CUPTI 13.0.1 on an H200).
+        // Rebase the numbers to the cycle, so the correlator's check (name == ordinal) stays
+        // a real check: a kernel CUPTI saw out of gmprof's order still shows as a mismatch.
+        let base = capture.auto_ranges_before_cycle;
         for index in 0..count {
             let image = capture.counter_data.bytes();
-            let name = capture.host.range_name(image, index, "/")?;
+            let raw_name = capture.host.range_name(image, index, "/")?;
+            let name = match raw_name.parse::<u64>() {
+                Ok(n) if n >= base => (n - base).to_string(),
+                _ => raw_name,
+            };
             let values = capture.host.evaluate(image, index, &names)?;
             ranges.push(CounterRange { cycle: capture.cycle, index: index as u32, name, values });
         }
+        capture.auto_ranges_before_cycle += (count + dropped) as u64;
         self.state.lock().correlator.add_counter_ranges(capture.cycle, ranges);
         Ok(())
     }

@@ -1,0 +1,171 @@
+//! GPU tests of the kernel-replay mode. They need an NVIDIA GPU, CUDA 13 and CUPTI, and run
+//! only with `--features gpu` (see README: "GPU tests"). Run them one at a time
+//! (`--test-threads=1`): CUPTI allows one profiler per process at a time.
+#![cfg(feature = "gpu")]
+
+#[path = "../examples/workloads/mod.rs"]
+#[allow(dead_code)]
+mod workloads;
+
+use gmprof::report::Report;
+use gmprof::{Profiler, ProfilingMode};
+use workloads::Gpu;
+
+const READ: &str = "dram__bytes_read.sum";
+const WRITE: &str = "dram__bytes_write.sum";
+
+fn metric(report: &Report, name: &str) -> usize {
+    report.metric_names().iter().position(|m| *m == name).unwrap_or_else(|| panic!("{name} not in report"))
+}
+
+fn range<'a>(report: &'a Report, path: &str) -> Vec<&'a gmprof::aggregate::RangeRow> {
+    report.ranges.iter().filter(|r| r.path == path).collect()
+}
+
+fn assert_close(what: &str, got: f64, want: f64, tolerance: f64) {
+    let rel = (got - want).abs() / want;
+    assert!(rel <= tolerance, "{what}: got {got}, want {want} (off by {:.2}%, allowed {:.0}%)", rel * 100.0, tolerance * 100.0);
+}
+
+#[test]
+fn vector_add_reads_eight_bytes_per_element() {
+    let n = 1 << 24;
+    let mut gpu = Gpu::new(0).expect("GPU");
+    gpu.prepare_vector_add(n).unwrap();
+    gpu.sync().unwrap();
+    let prof = Profiler::builder().mode(ProfilingMode::KernelReplay).metrics([READ, WRITE]).build().expect("profiler");
+    let launches = 3;
+    {
+        let _r = prof.range("vector_add");
+        for _ in 0..launches {
+            gpu.vector_add(n).unwrap();
+        }
+        gpu.sync().unwrap();
+    }
+    let report = prof.finish().expect("report");
+    println!("{}", report.summary());
+    gpu.verify_vector_add(n).unwrap();
+    assert_eq!(report.meta.dropped_counter_ranges, 0);
+    assert_eq!(report.meta.flagged_kernel_rows, 0, "warnings: {:?}", report.meta.warnings);
+    let rows = range(&report, "vector_add");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].kernel_count, launches as u64, "the range holds exactly the kernels launched");
+    let read = metric(&report, READ);
+    let per_kernel: Vec<f64> = report
+        .kernels
+        .iter()
+        .filter(|k| k.range_path == "vector_add")
+        .map(|k| k.metrics[read].expect("read bytes"))
+        .collect();
+    assert_eq!(per_kernel.len(), launches);
+    for bytes in &per_kernel {
+        assert_close("per-kernel DRAM read bytes", *bytes, 8.0 * n as f64, 0.02);
+    }
+    assert_close("range DRAM read bytes", rows[0].metrics[read].unwrap(), 8.0 * n as f64 * launches as f64, 0.02);
+    let gbps = rows[0].dram_read_gbps.expect("derived bandwidth");
+    assert!(gbps > 100.0 && gbps < 6000.0, "plausible HBM read bandwidth, got {gbps} GB/s");
+    for k in report.kernels.iter().filter(|k| k.range_path == "vector_add") {
+        assert!(k.duration_ns.unwrap() > 0, "kernel time comes from gpu__time_duration");
+        assert!(k.kernel_name.as_deref().unwrap_or("").contains("vector_add"), "{:?}", k.kernel_name);
+    }
+}
+
+#[test]
+fn nested_parent_equals_children_plus_own_kernels() {
+    let n = 1 << 22;
+    let mut gpu = Gpu::new(0).expect("GPU");
+    gpu.prepare_vector_add(n).unwrap();
+    gpu.sync().unwrap();
+    let prof = Profiler::builder().metrics([READ, WRITE]).build().expect("profiler");
+    for _step in 0..2 {
+        let _s = prof.range("train_step");
+        gpu.vector_add(n).unwrap(); // the parent's own kernel
+        {
+            let _f = prof.range("forward");
+            gpu.vector_add(n).unwrap();
+            gpu.vector_add(n).unwrap();
+        }
+        {
+            let _b = prof.range("backward");
+            gpu.tiny_kernel().unwrap();
+            gpu.vector_add(n).unwrap();
+        }
+        gpu.sync().unwrap();
+    }
+    gpu.vector_add(n).unwrap(); // outside any range: the root row keeps it
+    gpu.sync().unwrap();
+    let report = prof.finish().expect("report");
+    println!("{}", report.summary());
+    let read = metric(&report, READ);
+    let steps = range(&report, "train_step");
+    assert_eq!(steps.len(), 2);
+    for step in steps {
+        let children: Vec<_> = report.ranges.iter().filter(|r| r.depth == 1 && r.instance == step.instance).collect();
+        assert_eq!(children.len(), 2, "forward and backward of step {}", step.instance);
+        assert_eq!(step.kernel_count, 5);
+        assert_eq!(step.self_kernel_count, 1);
+        let own: f64 = report
+            .kernels
+            .iter()
+            .filter(|k| k.range_id == step.range_id)
+            .map(|k| k.metrics[read].unwrap())
+            .sum();
+        let sum_children: f64 = children.iter().map(|c| c.metrics[read].unwrap()).sum();
+        let parent = step.metrics[read].unwrap();
+        assert!((parent - (own + sum_children)).abs() <= 1e-6 * parent, "parent {parent} != own {own} + children {sum_children}");
+        let t_children: u64 = children.iter().map(|c| c.gpu_time_ns.unwrap()).sum();
+        assert!(step.gpu_time_ns.unwrap() > t_children);
+    }
+    let outside: Vec<_> = report.kernels.iter().filter(|k| k.range_id.is_none()).collect();
+    assert_eq!(outside.len(), 1, "the kernel outside ranges is kept");
+    assert_eq!(report.meta.flagged_kernel_rows, 0, "warnings: {:?}", report.meta.warnings);
+}
+
+#[test]
+fn counter_image_cycles_without_dropping_ranges() {
+    // Small cycles exercise stop/decode/evaluate/re-initialize/start many times.
+    let kernels: usize = std::env::var("GMPROF_GPU_TEST_KERNELS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
+    let mut gpu = Gpu::new(0).expect("GPU");
+    gpu.reset_tiny_count().unwrap();
+    let prof = Profiler::builder()
+        .metrics([READ])
+        .max_ranges_per_cycle(1000)
+        .flush_on_range_boundaries(false)
+        .build()
+        .expect("profiler");
+    let t0 = std::time::Instant::now();
+    {
+        let _r = prof.range("many");
+        for _ in 0..kernels {
+            gpu.tiny_kernel().unwrap();
+        }
+        gpu.sync().unwrap();
+    }
+    let elapsed = t0.elapsed();
+    let report = prof.finish().expect("report");
+    println!(
+        "{kernels} kernels in {:.1} s ({:.3} ms/kernel), {} counter cycles",
+        elapsed.as_secs_f64(),
+        elapsed.as_secs_f64() * 1e3 / kernels as f64,
+        report.meta.counter_cycles
+    );
+    assert_eq!(gpu.tiny_count().unwrap() as usize, kernels, "every kernel ran");
+    assert_eq!(report.meta.dropped_counter_ranges, 0);
+    assert_eq!(report.meta.dropped_activity_records, 0);
+    assert_eq!(report.meta.flagged_kernel_rows, 0, "warnings: {:?}", report.meta.warnings);
+    assert_eq!(range(&report, "many")[0].kernel_count, kernels as u64);
+    assert_eq!(report.kernels.len(), kernels);
+    assert!(report.meta.counter_cycles as usize >= kernels / 1000);
+}
+
+#[test]
+fn finished_profiler_refuses_more_work_and_a_second_one_starts() {
+    let _gpu = Gpu::new(0).expect("GPU");
+    let prof = Profiler::builder().build().expect("first");
+    let other = prof.clone();
+    prof.finish().expect("report");
+    assert!(other.push_range("late").is_err(), "ranges after finish are refused");
+    let again = Profiler::builder().build().expect("a new session after finish");
+    let report = again.finish().expect("second report");
+    assert_eq!(report.kernels.len(), 0);
+}
