@@ -275,14 +275,25 @@ fn parse_decimal_u32(text: &str) -> Option<u32> {
 /// A fast hasher for the small integer keys of analysis (correlation ids, cycles, range
 /// ids). The keys come from CUPTI and gmprof, not from an adversary, so SipHash's DoS
 /// resistance buys nothing and costs a large share of a million-kernel join.
+///
+/// The low 57 bits of the hash are the key itself (folded, for multi-word keys): hash tables
+/// pick the bucket from the low bits, so consecutive correlation ids land in neighbouring
+/// buckets and a join in launch order walks the table sequentially instead of missing the
+/// cache on every lookup. The top 7 bits, which the table uses as a tag to tell keys of one
+/// probe group apart, come from a multiplicative mix.
 #[derive(Default, Clone, Copy)]
-pub(crate) struct IdHasher(u64);
+pub(crate) struct IdHasher {
+    folded: u64,
+    mixed: u64,
+}
 
 const ID_HASH_MULTIPLIER: u64 = 0x517c_c1b7_2722_0a95;
+const ID_HASH_LOW_BITS: u64 = (1 << 57) - 1;
 
 impl IdHasher {
     fn mix(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(ID_HASH_MULTIPLIER);
+        self.folded = self.folded.rotate_left(7) ^ word;
+        self.mixed = (self.mixed.rotate_left(5) ^ word).wrapping_mul(ID_HASH_MULTIPLIER);
     }
 }
 
@@ -302,7 +313,7 @@ impl Hasher for IdHasher {
         self.mix(n as u64);
     }
     fn finish(&self) -> u64 {
-        self.0
+        (self.folded & ID_HASH_LOW_BITS) | (self.mixed & !ID_HASH_LOW_BITS)
     }
 }
 
@@ -350,6 +361,59 @@ pub struct Correlator {
 enum ActivitySlots {
     One(u32),
     Many(Vec<u32>),
+}
+
+/// The activity records of a session; each can be claimed by one row only.
+///
+/// A claimed record is swapped for an empty one (no allocation) and marked, rather than the
+/// whole list being rewrapped in `Option`s: that copy of a million records was a tenth of a
+/// large join.
+struct ActivityStore {
+    records: Vec<KernelActivity>,
+    claimed: Vec<bool>,
+}
+
+impl ActivityStore {
+    fn new(records: Vec<KernelActivity>) -> Self {
+        let claimed = vec![false; records.len()];
+        Self { records, claimed }
+    }
+
+    /// The record at `index`, unless it was claimed before (or does not exist).
+    fn take(&mut self, index: u32) -> Option<KernelActivity> {
+        let index = index as usize;
+        let claimed = self.claimed.get_mut(index)?;
+        if *claimed {
+            return None;
+        }
+        *claimed = true;
+        let record = self.records.get_mut(index)?;
+        Some(std::mem::replace(record, vacant_activity()))
+    }
+
+    /// The records no row claimed, in their original order.
+    fn into_unclaimed(self) -> Vec<KernelActivity> {
+        self.records.into_iter().zip(self.claimed).filter(|(_, claimed)| !claimed).map(|(r, _)| r).collect()
+    }
+}
+
+/// The placeholder left where a claimed activity record was.
+fn vacant_activity() -> KernelActivity {
+    KernelActivity {
+        correlation_id: 0,
+        name: String::new(),
+        grid: [0; 3],
+        block: [0; 3],
+        registers_per_thread: 0,
+        static_shared_memory: 0,
+        dynamic_shared_memory: 0,
+        stream_id: 0,
+        context_id: 0,
+        device_id: 0,
+        graph_id: 0,
+        start_ns: 0,
+        end_ns: 0,
+    }
 }
 
 /// State of [`Correlator::finish`] while it builds rows.
@@ -458,7 +522,7 @@ impl Correlator {
                 })
                 .or_insert(ActivitySlots::One(index));
         }
-        let mut activities: Vec<Option<KernelActivity>> = activities.into_iter().map(Some).collect();
+        let mut activities = ActivityStore::new(activities);
 
         // Counters joined by name rather than position.
         let mut per_kernel_counters: IdMap<u32, (u32, CounterRange)> = IdMap::default();
@@ -484,7 +548,7 @@ impl Correlator {
             }
         }
 
-        let mut rows: Vec<KernelRow> = Vec::with_capacity(launches.len().max(activities.len()));
+        let mut rows: Vec<KernelRow> = Vec::with_capacity(launches.len().max(activities.records.len()));
         let mut start = 0;
         while start < launches.len() {
             let cycle = launches[start].cycle;
@@ -533,7 +597,7 @@ impl Correlator {
         }
 
         // Activity records no launch claimed.
-        let mut unlaunched: Vec<KernelActivity> = activities.into_iter().flatten().collect();
+        let mut unlaunched: Vec<KernelActivity> = activities.into_unclaimed();
         if !unlaunched.is_empty() {
             unlaunched.sort_by_key(|a| (a.start_ns, a.correlation_id));
             builder.warnings.push(format!(
@@ -804,7 +868,7 @@ impl RowBuilder<'_> {
         launch: &LaunchRecord,
         counter: CounterMatch,
         by_correlation: &mut IdMap<u32, ActivitySlots>,
-        activities: &mut [Option<KernelActivity>],
+        activities: &mut ActivityStore,
         rows: &mut Vec<KernelRow>,
     ) {
         let graph_kernels = match by_correlation.remove(&launch.correlation_id) {
@@ -832,8 +896,7 @@ impl RowBuilder<'_> {
                 return;
             }
         };
-        let mut kernels: Vec<KernelActivity> =
-            graph_kernels.iter().filter_map(|&i| activities.get_mut(i as usize).and_then(Option::take)).collect();
+        let mut kernels: Vec<KernelActivity> = graph_kernels.iter().filter_map(|&i| activities.take(i)).collect();
         kernels.sort_by_key(|a| (a.start_ns, a.correlation_id));
         for activity in kernels {
             rows.push(self.row(Some(launch), Some(activity), CounterMatch::NotExpected, KernelStatus::GraphKernel));
@@ -846,10 +909,10 @@ impl RowBuilder<'_> {
         launch: &LaunchRecord,
         index: u32,
         counter: CounterMatch,
-        activities: &mut [Option<KernelActivity>],
+        activities: &mut ActivityStore,
         rows: &mut Vec<KernelRow>,
     ) {
-        let activity = activities.get_mut(index as usize).and_then(Option::take);
+        let activity = activities.take(index);
         let status = if activity.is_some() { KernelStatus::Ok } else { KernelStatus::MissingActivity };
         rows.push(self.row(Some(launch), activity, counter, status));
     }
