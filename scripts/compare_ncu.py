@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compares gmprof's per-kernel metrics with ncu's on the same kernels.
 
-    compare_ncu.py NCU_CSV GMPROF_KERNELS_CSV [--kernel SUBSTRING] [--bytes-tol 0.02] [--time-tol 0.10]
+    compare_ncu.py NCU_CSV GMPROF_KERNELS_CSV [--kernel SUBSTRING] [--skip-ncu N] [--bytes-tol 0.02] [--time-tol 0.10]
 
 NCU_CSV comes from `ncu --csv --print-units base --metrics gpu__time_duration.sum,dram__bytes_read.sum PROGRAM`;
 GMPROF_KERNELS_CSV is gmprof's kernels.csv for the same program. Kernels are paired in launch
@@ -43,10 +43,12 @@ def main():
     ap.add_argument("ncu_csv")
     ap.add_argument("gmprof_csv")
     ap.add_argument("--kernel", default="")
+    ap.add_argument("--skip-ncu", type=int, default=0,
+                    help="ignore the first N ncu kernels (warm-up launches made before gmprof starts)")
     ap.add_argument("--bytes-tol", type=float, default=0.02)
     ap.add_argument("--time-tol", type=float, default=0.10)
     a = ap.parse_args()
-    ncu = read_ncu(a.ncu_csv, a.kernel)
+    ncu = read_ncu(a.ncu_csv, a.kernel)[a.skip_ncu:]
     gm = read_gmprof(a.gmprof_csv, a.kernel)
     if not ncu or len(ncu) != len(gm):
         print(f"kernel counts differ: ncu {len(ncu)}, gmprof {len(gm)}")
