@@ -123,11 +123,8 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
 
     // ===================================== gmprof ======================================
     let mode = mode.expect("parsed above unless --no-profile");
-    let prof = gmprof::Profiler::builder()
-        .mode(mode)
-        .metrics(metrics)
-        .flush_on_range_boundaries(!args.no_flush)
-        .build()?;
+    let prof =
+        gmprof::Profiler::builder().mode(mode).metrics(metrics).flush_on_range_boundaries(!args.no_flush).build()?;
 
     let start = Instant::now();
     {

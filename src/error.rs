@@ -229,9 +229,7 @@ pub(crate) fn cupti_hint(code_name: &str) -> Option<&'static str> {
             "another tool in this process initialized CUPTI's legacy event/metric API, which \
              cannot be used together with the range profiler"
         }
-        "CUPTI_ERROR_INVALID_METRIC_NAME" => {
-            "run `gmprof metrics --filter WORD` to list valid metric names"
-        }
+        "CUPTI_ERROR_INVALID_METRIC_NAME" => "run `gmprof metrics --filter WORD` to list valid metric names",
         "CUPTI_ERROR_OUT_OF_MEMORY" => "host or device memory ran out while profiling",
         _ => return None,
     })
@@ -267,18 +265,12 @@ impl Error {
 
     /// Builds [`Error::Io`].
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io {
-            path: path.into(),
-            source,
-        }
+        Error::Io { path: path.into(), source }
     }
 
     /// Builds [`Error::Panic`] from a caught panic payload (for FFI boundaries).
     pub fn from_panic(location: &'static str, payload: &(dyn std::any::Any + Send)) -> Self {
-        Error::Panic {
-            location,
-            message: panic_message(payload),
-        }
+        Error::Panic { location, message: panic_message(payload) }
     }
 }
 

@@ -13,10 +13,7 @@ use crate::report::Report;
 static GLOBAL: Mutex<Option<Profiler>> = Mutex::new(None);
 
 fn global() -> Result<Profiler> {
-    GLOBAL
-        .lock()
-        .clone()
-        .ok_or_else(|| Error::InvalidState("no global profiler: call gmprof::init first".into()))
+    GLOBAL.lock().clone().ok_or_else(|| Error::InvalidState("no global profiler: call gmprof::init first".into()))
 }
 
 /// Builds the global profiler. Fails if one is already running.

@@ -47,7 +47,12 @@ impl MetricCatalog {
                     dim_unit: String::new(),
                     description: String::new(),
                 });
-                entries.push(CatalogEntry { unit: props.unit().to_owned(), description: props.description, name, kind });
+                entries.push(CatalogEntry {
+                    unit: props.unit().to_owned(),
+                    description: props.description,
+                    name,
+                    kind,
+                });
             }
         }
         entries.sort_by(|a, b| a.name.cmp(&b.name));

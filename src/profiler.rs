@@ -38,7 +38,9 @@ use crate::checked::{Cupti, Driver};
 use crate::correlate::Correlator;
 use crate::error::{Error, Result};
 use crate::metrics::MetricCatalog;
-use crate::model::{CounterRange, LaunchApi, LaunchRecord, MetricSet, ProfilingMode, RangeId, ThreadId, GPU_TIME_METRIC};
+use crate::model::{
+    CounterRange, LaunchApi, LaunchRecord, MetricSet, ProfilingMode, RangeId, ThreadId, GPU_TIME_METRIC,
+};
 use crate::report::{CaptureInfo, Report};
 use crate::session::SessionTree;
 
@@ -280,7 +282,9 @@ impl Profiler {
         let cupti = Cupti::load()?;
         let drv = driver::init()?;
         if driver::device_count(&drv)? == 0 {
-            return Err(Error::InvalidState("no CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)".into()));
+            return Err(Error::InvalidState(
+                "no CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)".into(),
+            ));
         }
         // Attach to the application's context, or the device's primary context (the one the
         // CUDA runtime, cudarc and PyTorch use).
@@ -318,9 +322,13 @@ impl Profiler {
         tracing::info!(passes, metrics = ?names, "gmprof: metric set needs {passes} replay pass(es)");
 
         let range_profiler = RangeProfiler::enable(&cupti, context)?;
-        let per_range = range_profiler.counter_data_size(&name_refs, 2, 2)?.saturating_sub(range_profiler.counter_data_size(&name_refs, 1, 1)?).max(1);
+        let per_range = range_profiler
+            .counter_data_size(&name_refs, 2, 2)?
+            .saturating_sub(range_profiler.counter_data_size(&name_refs, 1, 1)?)
+            .max(1);
         let ranges_per_cycle = (cfg.counter_image_budget / per_range).clamp(1, cfg.max_ranges_per_cycle);
-        let mut counter_data = range_profiler.create_counter_data(&name_refs, ranges_per_cycle, ranges_per_cycle as u32)?;
+        let mut counter_data =
+            range_profiler.create_counter_data(&name_refs, ranges_per_cycle, ranges_per_cycle as u32)?;
         let config = RangeConfig {
             range: RangeMode::Auto,
             replay: ReplayMode::Kernel,

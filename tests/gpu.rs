@@ -24,7 +24,12 @@ fn range<'a>(report: &'a Report, path: &str) -> Vec<&'a gmprof::aggregate::Range
 
 fn assert_close(what: &str, got: f64, want: f64, tolerance: f64) {
     let rel = (got - want).abs() / want;
-    assert!(rel <= tolerance, "{what}: got {got}, want {want} (off by {:.2}%, allowed {:.0}%)", rel * 100.0, tolerance * 100.0);
+    assert!(
+        rel <= tolerance,
+        "{what}: got {got}, want {want} (off by {:.2}%, allowed {:.0}%)",
+        rel * 100.0,
+        tolerance * 100.0
+    );
 }
 
 #[test]
@@ -104,15 +109,14 @@ fn nested_parent_equals_children_plus_own_kernels() {
         assert_eq!(children.len(), 2, "forward and backward of step {}", step.instance);
         assert_eq!(step.kernel_count, 5);
         assert_eq!(step.self_kernel_count, 1);
-        let own: f64 = report
-            .kernels
-            .iter()
-            .filter(|k| k.range_id == step.range_id)
-            .map(|k| k.metrics[read].unwrap())
-            .sum();
+        let own: f64 =
+            report.kernels.iter().filter(|k| k.range_id == step.range_id).map(|k| k.metrics[read].unwrap()).sum();
         let sum_children: f64 = children.iter().map(|c| c.metrics[read].unwrap()).sum();
         let parent = step.metrics[read].unwrap();
-        assert!((parent - (own + sum_children)).abs() <= 1e-6 * parent, "parent {parent} != own {own} + children {sum_children}");
+        assert!(
+            (parent - (own + sum_children)).abs() <= 1e-6 * parent,
+            "parent {parent} != own {own} + children {sum_children}"
+        );
         let t_children: u64 = children.iter().map(|c| c.gpu_time_ns.unwrap()).sum();
         assert!(step.gpu_time_ns.unwrap() > t_children);
     }

@@ -37,7 +37,11 @@ fn library_entry_points_return_the_clear_error() {
 
 #[test]
 fn cli_prints_the_error_and_exits_non_zero() {
-    for args in [&["metrics", "--filter", "dram"][..], &["passes", "dram__bytes_read.sum"][..], &["passes", "--chip", "GH100", "dram__bytes_read.sum"][..]] {
+    for args in [
+        &["metrics", "--filter", "dram"][..],
+        &["passes", "dram__bytes_read.sum"][..],
+        &["passes", "--chip", "GH100", "dram__bytes_read.sum"][..],
+    ] {
         let out = Command::new(env!("CARGO_BIN_EXE_gmprof"))
             .args(args)
             .env("GMPROF_CUPTI_LIB", "/nonexistent/libcupti.so")

@@ -60,7 +60,9 @@ fn chip_name(args: &ChipArgs, cupti: &Cupti) -> gmprof::Result<String> {
     let drv = driver::init()?;
     let count = driver::device_count(&drv)?;
     if count == 0 {
-        return Err(gmprof::Error::InvalidState("no CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)".into()));
+        return Err(gmprof::Error::InvalidState(
+            "no CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)".into(),
+        ));
     }
     let _api = target::ProfilerApi::initialize(cupti)?;
     target::chip_name(cupti, args.device)

@@ -16,8 +16,8 @@ use super::library::Cupti;
 use crate::error::Result;
 use crate::model::KernelActivity;
 use crate::sys::cupti::{
-    CUcontext, CUpti_Activity, CUpti_ActivityFlag, CUpti_ActivityKernel10, CUpti_ActivityKind,
-    CUpti_ActivityMemcpy6, CUpti_ActivityMemset4, CUptiResult,
+    CUcontext, CUptiResult, CUpti_Activity, CUpti_ActivityFlag, CUpti_ActivityKernel10, CUpti_ActivityKind,
+    CUpti_ActivityMemcpy6, CUpti_ActivityMemset4,
 };
 
 /// Size of one activity buffer. CUPTI recommends a few MB; 8 MB holds ~25k kernel records.
@@ -97,14 +97,10 @@ fn new_buffer() -> Box<[u64]> {
 
 unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max_records: *mut usize) {
     let result = catch_unwind(AssertUnwindSafe(|| {
-        let buf = REGISTRATION
-            .lock()
-            .as_mut()
-            .and_then(|r| r.pool.pop())
-            .unwrap_or_else(|| {
-                BUFFERS_ALLOCATED_LATE.fetch_add(1, Ordering::Relaxed);
-                new_buffer()
-            });
+        let buf = REGISTRATION.lock().as_mut().and_then(|r| r.pool.pop()).unwrap_or_else(|| {
+            BUFFERS_ALLOCATED_LATE.fetch_add(1, Ordering::Relaxed);
+            new_buffer()
+        });
         Box::into_raw(buf) as *mut u64 as *mut u8
     }));
     let ptr = result.unwrap_or_else(|_| {
@@ -173,7 +169,8 @@ unsafe fn decode_buffer(cupti: &Cupti, buffer: *mut u8, valid: usize) -> Vec<Act
         // SAFETY: CUPTI returned a pointer to a record inside the buffer.
         let kind = unsafe { (*record).kind };
         match kind {
-            CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_KERNEL | CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL => {
+            CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_KERNEL
+            | CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL => {
                 // SAFETY: records of these kinds are CUpti_ActivityKernel10 in CUPTI 13.
                 let k = unsafe { &*(record as *const CUpti_ActivityKernel10) };
                 let name = if k.name.is_null() {

@@ -9,9 +9,8 @@ use std::sync::Arc;
 use super::library::Cupti;
 use crate::error::Result;
 use crate::sys::cupti::{
-    CUpti_ApiCallbackSite, CUpti_CallbackData, CUpti_CallbackDomain, CUpti_CallbackId,
-    CUpti_SubscriberHandle, CUpti_driver_api_trace_cbid_enum as DriverCbid,
-    CUpti_runtime_api_trace_cbid_enum as RuntimeCbid,
+    CUpti_ApiCallbackSite, CUpti_CallbackData, CUpti_CallbackDomain, CUpti_CallbackId, CUpti_SubscriberHandle,
+    CUpti_driver_api_trace_cbid_enum as DriverCbid, CUpti_runtime_api_trace_cbid_enum as RuntimeCbid,
 };
 
 /// Which side of an API call a callback fires on.
@@ -82,10 +81,8 @@ pub const DRIVER_KERNEL_LAUNCHES: &[DriverCbid] = &[
     DriverCbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
 ];
 /// Driver graph launches.
-pub const DRIVER_GRAPH_LAUNCHES: &[DriverCbid] = &[
-    DriverCbid::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
-    DriverCbid::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
-];
+pub const DRIVER_GRAPH_LAUNCHES: &[DriverCbid] =
+    &[DriverCbid::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, DriverCbid::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz];
 /// Runtime launch callbacks gmprof subscribes to.
 pub const RUNTIME_KERNEL_LAUNCHES: &[RuntimeCbid] = &[
     RuntimeCbid::CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_v3020,
@@ -115,7 +112,12 @@ fn launch_kind(domain: ApiDomain, cbid: u32) -> LaunchKind {
     }
 }
 
-unsafe extern "C" fn trampoline(userdata: *mut c_void, domain: CUpti_CallbackDomain, cbid: CUpti_CallbackId, data: *const c_void) {
+unsafe extern "C" fn trampoline(
+    userdata: *mut c_void,
+    domain: CUpti_CallbackDomain,
+    cbid: CUpti_CallbackId,
+    data: *const c_void,
+) {
     if userdata.is_null() || data.is_null() {
         return;
     }

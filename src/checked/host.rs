@@ -15,9 +15,9 @@ use crate::sys::cupti::{
     CUpti_Profiler_Host_Deinitialize_Params, CUpti_Profiler_Host_EvaluateToGpuValues_Params,
     CUpti_Profiler_Host_GetBaseMetrics_Params, CUpti_Profiler_Host_GetConfigImageSize_Params,
     CUpti_Profiler_Host_GetConfigImage_Params, CUpti_Profiler_Host_GetMetricProperties_Params,
-    CUpti_Profiler_Host_GetNumOfPasses_Params, CUpti_Profiler_Host_GetRangeName_Params, CUpti_Profiler_Host_GetSubMetrics_Params,
-    CUpti_Profiler_Host_GetSupportedChips_Params, CUpti_Profiler_Host_Initialize_Params,
-    CUpti_Profiler_Host_Object,
+    CUpti_Profiler_Host_GetNumOfPasses_Params, CUpti_Profiler_Host_GetRangeName_Params,
+    CUpti_Profiler_Host_GetSubMetrics_Params, CUpti_Profiler_Host_GetSupportedChips_Params,
+    CUpti_Profiler_Host_Initialize_Params, CUpti_Profiler_Host_Object,
 };
 
 /// CUPTI's description of one metric.

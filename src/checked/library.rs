@@ -58,10 +58,8 @@ pub fn cupti_candidates() -> Vec<String> {
     if let Some(path) = std::env::var_os(CUPTI_LIB_ENV) {
         return vec![PathBuf::from(path).display().to_string()];
     }
-    let mut roots: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH"]
-        .iter()
-        .filter_map(|v| std::env::var_os(v).map(PathBuf::from))
-        .collect();
+    let mut roots: Vec<PathBuf> =
+        ["CUDA_HOME", "CUDA_PATH"].iter().filter_map(|v| std::env::var_os(v).map(PathBuf::from)).collect();
     roots.push(PathBuf::from("/usr/local/cuda"));
     let target = if cfg!(target_arch = "aarch64") { "sbsa-linux" } else { "x86_64-linux" };
     let mut out = Vec::new();
@@ -250,8 +248,12 @@ pub fn cupti_result_name(code: CUptiResult) -> String {
         CUptiResult::CUPTI_ERROR_HARDWARE_BUSY => "CUPTI_ERROR_HARDWARE_BUSY",
         CUptiResult::CUPTI_ERROR_NOT_SUPPORTED => "CUPTI_ERROR_NOT_SUPPORTED",
         CUptiResult::CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED => "CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED",
-        CUptiResult::CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_ON_DEVICE => "CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_ON_DEVICE",
-        CUptiResult::CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_WITH_MPS => "CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_WITH_MPS",
+        CUptiResult::CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_ON_DEVICE => {
+            "CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_ON_DEVICE"
+        }
+        CUptiResult::CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_WITH_MPS => {
+            "CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_WITH_MPS"
+        }
         CUptiResult::CUPTI_ERROR_CDP_TRACING_NOT_SUPPORTED => "CUPTI_ERROR_CDP_TRACING_NOT_SUPPORTED",
         CUptiResult::CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED => "CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED",
         CUptiResult::CUPTI_ERROR_CUDA_COMPILER_NOT_COMPATIBLE => "CUPTI_ERROR_CUDA_COMPILER_NOT_COMPATIBLE",
@@ -260,8 +262,12 @@ pub fn cupti_result_name(code: CUptiResult) -> String {
         CUptiResult::CUPTI_ERROR_OPENACC_UNDEFINED_ROUTINE => "CUPTI_ERROR_OPENACC_UNDEFINED_ROUTINE",
         CUptiResult::CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED => "CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED",
         CUptiResult::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED => "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED",
-        CUptiResult::CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES => "CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES",
-        CUptiResult::CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED => "CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED",
+        CUptiResult::CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES => {
+            "CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES"
+        }
+        CUptiResult::CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED => {
+            "CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED"
+        }
         CUptiResult::CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED => "CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED",
         CUptiResult::CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED => "CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED",
         CUptiResult::CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED => "CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED",
@@ -364,8 +370,8 @@ mod tests {
             // SAFETY: loading a library that does not exist runs no code.
             unsafe { libloading::Library::new(c) }
         })
-        .err()
-        .expect("nothing to load");
+        .map(|_| ())
+        .expect_err("nothing to load");
         assert_eq!(err.len(), 2);
         assert_eq!(err[0].reason, "no such file");
         assert!(err[1].candidate == "libgmprof-no-such-lib.so" && !err[1].reason.is_empty());

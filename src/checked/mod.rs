@@ -53,7 +53,6 @@ macro_rules! cupti_params {
     }};
 }
 
-
 pub mod activity;
 pub mod callback;
 pub mod driver;

@@ -9,8 +9,7 @@ use super::library::Cupti;
 use crate::error::{Error, Result};
 use crate::sys::cupti::{
     CUpti_ProfilerRange, CUpti_ProfilerReplayMode, CUpti_RangeProfiler_CounterDataImage_Initialize_Params,
-    CUpti_RangeProfiler_DecodeData_Params,
-    CUpti_RangeProfiler_Disable_Params, CUpti_RangeProfiler_Enable_Params,
+    CUpti_RangeProfiler_DecodeData_Params, CUpti_RangeProfiler_Disable_Params, CUpti_RangeProfiler_Enable_Params,
     CUpti_RangeProfiler_GetCounterDataInfo_Params, CUpti_RangeProfiler_GetCounterDataSize_Params,
     CUpti_RangeProfiler_Object, CUpti_RangeProfiler_PopRange_Params, CUpti_RangeProfiler_PushRange_Params,
     CUpti_RangeProfiler_SetConfig_Params, CUpti_RangeProfiler_Start_Params, CUpti_RangeProfiler_Stop_Params,
@@ -159,7 +158,12 @@ impl RangeProfiler {
     }
 
     /// A counter data image sized for `max_ranges` ranges of `metrics`, initialized.
-    pub fn create_counter_data(&self, metrics: &[&str], max_ranges: usize, max_tree_nodes: u32) -> Result<CounterDataImage> {
+    pub fn create_counter_data(
+        &self,
+        metrics: &[&str],
+        max_ranges: usize,
+        max_tree_nodes: u32,
+    ) -> Result<CounterDataImage> {
         let size = self.counter_data_size(metrics, max_ranges, max_tree_nodes)?;
         let mut image = CounterDataImage { bytes: vec![0u8; size] };
         self.initialize_counter_data(&mut image)?;
@@ -172,10 +176,15 @@ impl RangeProfiler {
         p.pRangeProfilerObject = self.object;
         p.counterDataSize = image.bytes.len();
         p.pCounterData = image.bytes.as_mut_ptr();
-        call_cupti!(self.cupti, cuptiRangeProfilerCounterDataImageInitialize, "initializing the counter data image", |f| {
-            // SAFETY: the image is writable for its whole length during the call.
-            unsafe { f(&mut p) }
-        })
+        call_cupti!(
+            self.cupti,
+            cuptiRangeProfilerCounterDataImageInitialize,
+            "initializing the counter data image",
+            |f| {
+                // SAFETY: the image is writable for its whole length during the call.
+                unsafe { f(&mut p) }
+            }
+        )
     }
 
     /// `cuptiRangeProfilerSetConfig`.
@@ -184,7 +193,12 @@ impl RangeProfiler {
     /// CUPTI keeps pointers to `config_image` and `counter_data` until the next `set_config`,
     /// decode or disable: the caller must keep both alive and unmoved (their heap buffers must
     /// not be reallocated) for that long.
-    pub unsafe fn set_config(&self, config_image: &[u8], counter_data: &mut CounterDataImage, config: &RangeConfig) -> Result<()> {
+    pub unsafe fn set_config(
+        &self,
+        config_image: &[u8],
+        counter_data: &mut CounterDataImage,
+        config: &RangeConfig,
+    ) -> Result<()> {
         let mut p = cupti_params!(CUpti_RangeProfiler_SetConfig_Params, targetNestingLevel);
         p.pRangeProfilerObject = self.object;
         p.configSize = config_image.len();
@@ -233,7 +247,8 @@ impl RangeProfiler {
 
     /// `cuptiRangeProfilerPushRange` (user ranges).
     pub fn push(&self, name: &str) -> Result<()> {
-        let name = CString::new(name).map_err(|_| Error::InvalidConfig(format!("range name contains NUL: {name:?}")))?;
+        let name =
+            CString::new(name).map_err(|_| Error::InvalidConfig(format!("range name contains NUL: {name:?}")))?;
         let mut p = cupti_params!(CUpti_RangeProfiler_PushRange_Params, pRangeName);
         p.pRangeProfilerObject = self.object;
         p.pRangeName = name.as_ptr();

@@ -7,8 +7,8 @@ use super::driver::Context;
 use super::library::Cupti;
 use crate::error::Result;
 use crate::sys::cupti::{
-    CUpti_Device_GetChipName_Params, CUpti_Profiler_DeInitialize_Params,
-    CUpti_Profiler_GetCounterAvailability_Params, CUpti_Profiler_Initialize_Params,
+    CUpti_Device_GetChipName_Params, CUpti_Profiler_DeInitialize_Params, CUpti_Profiler_GetCounterAvailability_Params,
+    CUpti_Profiler_Initialize_Params,
 };
 
 /// CUPTI's profiler API, initialized; de-initialized on drop.
