@@ -6,10 +6,10 @@
 //! counts, warnings) into one serializable value. Exporters:
 //!
 //! - [`Report::write_csv`] (per range) and [`Report::write_kernels_csv`] (per kernel), see
-//!   [`csv`](self::csv): `# ` metadata lines, then CSV rows written by the `csv` crate.
-//! - [`Report::write_json`] / [`Report::from_json`], see [`json`](self::json): the whole
+//!   [`csv`]: `# ` metadata lines, then CSV rows written by the `csv` crate.
+//! - [`Report::write_json`] / [`Report::from_json`], see [`json`]: the whole
 //!   report, round-trippable (for `gmprof report` on a saved run).
-//! - [`Report::summary`], see [`summary`](self::summary): a text table grouped by range path.
+//! - [`Report::summary`], see [`summary`]: a text table grouped by range path.
 //!
 //! Dropped and flagged counts are part of every output's header, never only of the JSON:
 //! a table that looks complete but is missing kernels is worse than no table.
