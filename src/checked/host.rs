@@ -20,6 +20,11 @@ use crate::sys::cupti::{
     CUpti_Profiler_Host_Initialize_Params, CUpti_Profiler_Host_Object,
 };
 
+/// Serializes host object creation and release across the process: concurrent
+/// `cuptiProfilerHostInitialize` calls from several threads failed with CUPTI_ERROR_UNKNOWN
+/// (seen with CUPTI 13.0 when tests created catalogs in parallel).
+static HOST_LIFECYCLE: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
 /// CUPTI's description of one metric.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MetricProperties {
@@ -122,6 +127,7 @@ impl ProfilerHost {
         p.profilerType = CUpti_ProfilerType::CUPTI_PROFILER_TYPE_RANGE_PROFILER;
         p.pChipName = chip_c.as_ptr();
         p.pCounterAvailabilityImage = availability.map_or(std::ptr::null(), |a| a.as_ptr());
+        let _serialized = HOST_LIFECYCLE.lock();
         call_cupti!(cupti, cuptiProfilerHostInitialize, "creating the profiler host object", |f| {
             // SAFETY: the chip name and availability image outlive the call; CUPTI copies
             // what it keeps.
@@ -302,6 +308,7 @@ impl ProfilerHost {
         }
         let mut p = cupti_params!(CUpti_Profiler_Host_Deinitialize_Params, pHostObject);
         p.pHostObject = std::mem::replace(&mut self.object, std::ptr::null_mut());
+        let _serialized = HOST_LIFECYCLE.lock();
         call_cupti!(self.cupti, cuptiProfilerHostDeinitialize, "releasing the profiler host object", |f| {
             // SAFETY: the object is live and released exactly once (nulled above).
             unsafe { f(&mut p) }
