@@ -29,13 +29,9 @@ cuCtxGetCurrent|cuCtxSetCurrent|cuCtxGetDevice|cuCtxSynchronize|cuCtxGetId|cuGet
 cuGetErrorString";
 
 fn main() {
-    for var in [
-        "GMPROF_CUDA_INCLUDE",
-        "CUDA_HOME",
-        "CUDA_PATH",
-        "GMPROF_USE_COMMITTED_BINDINGS",
-        "GMPROF_BINDINGS_OUT_DIR",
-    ] {
+    for var in
+        ["GMPROF_CUDA_INCLUDE", "CUDA_HOME", "CUDA_PATH", "GMPROF_USE_COMMITTED_BINDINGS", "GMPROF_BINDINGS_OUT_DIR"]
+    {
         println!("cargo:rerun-if-env-changed={var}");
     }
     println!("cargo:rerun-if-changed=wrapper.h");
@@ -85,9 +81,8 @@ fn main() {
         for name in OUTPUTS {
             let src = committed.join(name);
             println!("cargo:rerun-if-changed={}", src.display());
-            fs::copy(&src, out_dir.join(name)).unwrap_or_else(|e| {
-                panic!("committed bindings {} are missing: {e}", src.display())
-            });
+            fs::copy(&src, out_dir.join(name))
+                .unwrap_or_else(|e| panic!("committed bindings {} are missing: {e}", src.display()));
         }
         println!("cargo:rustc-cfg=gmprof_bindings=\"committed\"");
     }
@@ -134,10 +129,7 @@ fn generate(manifest_dir: &Path, includes: &[PathBuf], out_dir: &Path) -> Result
             .header(wrapper.to_string_lossy())
             .clang_args(["-x", "c++", "-std=c++17"])
             .clang_args(includes.iter().map(|d| format!("-I{}", d.display())))
-            .default_enum_style(bindgen::EnumVariation::NewType {
-                is_bitfield: false,
-                is_global: false,
-            })
+            .default_enum_style(bindgen::EnumVariation::NewType { is_bitfield: false, is_global: false })
             .derive_default(true)
             .derive_debug(true)
             .layout_tests(true)
@@ -157,9 +149,7 @@ fn generate(manifest_dir: &Path, includes: &[PathBuf], out_dir: &Path) -> Result
         .dynamic_link_require_all(false)
         .generate()
         .map_err(|e| e.to_string())?;
-    cupti
-        .write_to_file(out_dir.join("cupti.rs"))
-        .map_err(|e| e.to_string())?;
+    cupti.write_to_file(out_dir.join("cupti.rs")).map_err(|e| e.to_string())?;
 
     // The CUDA driver: only the functions gmprof calls; their types come from cupti.rs.
     let driver = base()?
@@ -170,8 +160,6 @@ fn generate(manifest_dir: &Path, includes: &[PathBuf], out_dir: &Path) -> Result
         .dynamic_link_require_all(false)
         .generate()
         .map_err(|e| e.to_string())?;
-    driver
-        .write_to_file(out_dir.join("driver.rs"))
-        .map_err(|e| e.to_string())?;
+    driver.write_to_file(out_dir.join("driver.rs")).map_err(|e| e.to_string())?;
     Ok(())
 }

@@ -132,6 +132,15 @@ pub struct RangeRow {
     pub gpu_time_ns: Option<u64>,
     /// Pop − push, ns, when both are known.
     pub wall_time_ns: Option<u64>,
+    /// Push timestamp, ns on the CUPTI clock (the clock of activity records).
+    #[serde(default)]
+    pub start_ns: Option<u64>,
+    /// Pop timestamp, ns on the CUPTI clock; `None` while open.
+    #[serde(default)]
+    pub end_ns: Option<u64>,
+    /// The enclosing range, `None` for top-level ranges and the root row.
+    #[serde(default)]
+    pub parent_id: Option<RangeId>,
     /// One value per metric of the session's [`MetricSet`], by its rule.
     pub metrics: Vec<Option<f64>>,
     /// Σ DRAM bytes read.
@@ -448,6 +457,9 @@ pub fn aggregate(
         row.instance = node.instance;
         row.thread = Some(node.thread);
         row.wall_time_ns = node.wall_ns();
+        row.start_ns = Some(node.push_ns);
+        row.end_ns = node.pop_ns;
+        row.parent_id = node.parent;
         ranges.push(row);
     }
 
@@ -514,6 +526,9 @@ fn build_row(range_id: Option<RangeId>, sums: &RangeSums, metrics: Vec<Option<f6
         flagged_kernel_count: sums.flagged,
         gpu_time_ns: (sums.kernels == 0 || sums.timed_kernels > 0).then_some(sums.time_ns),
         wall_time_ns: wall,
+        start_ns: None,
+        end_ns: None,
+        parent_id: None,
         metrics,
         dram_read_bytes: sums.dram[0].total(),
         dram_write_bytes: sums.dram[1].total(),

@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::model::RangeId;
 
 /// Columns of the per-range table before the metric columns.
-pub const RANGE_COLUMNS: [&str; 12] = [
+pub const RANGE_COLUMNS: [&str; 14] = [
     "range_slot",
     "range_generation",
     "path",
@@ -36,6 +36,8 @@ pub const RANGE_COLUMNS: [&str; 12] = [
     "flagged_kernel_count",
     "gpu_time_ns",
     "wall_time_ns",
+    "start_ns",
+    "end_ns",
 ];
 
 /// Columns of the per-range table after the metric columns.
@@ -223,6 +225,8 @@ impl Report {
             w.display(row.flagged_kernel_count)?;
             w.optional(row.gpu_time_ns)?;
             w.optional(row.wall_time_ns)?;
+            w.optional(row.start_ns)?;
+            w.optional(row.end_ns)?;
             for i in 0..metric_names.len() {
                 w.optional(row.metrics.get(i).copied().flatten())?;
             }
