@@ -164,3 +164,143 @@ impl MetricSet {
 
 /// The name of the metric kernel time is taken from in counter modes.
 pub const GPU_TIME_METRIC: &str = "gpu__time_duration.sum";
+
+/// What a memory transfer record describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransferKind {
+    /// Host to device copy.
+    MemcpyHtoD,
+    /// Device to host copy.
+    MemcpyDtoH,
+    /// Device to device copy.
+    MemcpyDtoD,
+    /// Peer (device to other device) copy.
+    MemcpyPtoP,
+    /// Any other copy direction (host to host, arrays).
+    MemcpyOther,
+    /// A memset.
+    Memset,
+}
+
+impl TransferKind {
+    /// From CUPTI's `CUpti_ActivityMemcpyKind` value.
+    pub fn from_cupti_copy_kind(kind: u8) -> Self {
+        match kind {
+            1 => TransferKind::MemcpyHtoD,
+            2 => TransferKind::MemcpyDtoH,
+            8 => TransferKind::MemcpyDtoD,
+            10 => TransferKind::MemcpyPtoP,
+            _ => TransferKind::MemcpyOther,
+        }
+    }
+
+    /// The name used in outputs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransferKind::MemcpyHtoD => "memcpy_htod",
+            TransferKind::MemcpyDtoH => "memcpy_dtoh",
+            TransferKind::MemcpyDtoD => "memcpy_dtod",
+            TransferKind::MemcpyPtoP => "memcpy_ptop",
+            TransferKind::MemcpyOther => "memcpy_other",
+            TransferKind::Memset => "memset",
+        }
+    }
+}
+
+/// A memcpy or memset API call, recorded by its callback when it happens.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TransferCall {
+    /// CUPTI correlation id, shared with the transfer's activity record.
+    pub correlation_id: u32,
+    /// The calling thread.
+    pub thread: ThreadId,
+    /// The innermost open range of that thread at the call.
+    pub range: Option<RangeId>,
+    /// CUDA function name, e.g. `cuMemcpyHtoDAsync_v2`.
+    pub api_name: String,
+}
+
+/// A memcpy or memset activity record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TransferActivity {
+    /// CUPTI correlation id.
+    pub correlation_id: u32,
+    /// Direction, or memset.
+    pub kind: TransferKind,
+    /// Bytes copied or set.
+    pub bytes: u64,
+    /// Start, ns (CUPTI clock).
+    pub start_ns: u64,
+    /// End, ns (CUPTI clock).
+    pub end_ns: u64,
+    /// CUDA stream id.
+    pub stream_id: u32,
+    /// CUDA context id.
+    pub context_id: u32,
+    /// Device ordinal.
+    pub device_id: u32,
+}
+
+/// A pair of readings of the CUPTI clock and the system wall clock, taken back to back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockPair {
+    /// `cuptiGetTimestamp`, ns.
+    pub cupti_ns: u64,
+    /// System wall clock, ns since the Unix epoch.
+    pub unix_ns: u64,
+}
+
+/// Clock pairs at start and finish: they convert CUPTI timestamps to wall time and measure
+/// how far the two clocks drifted apart during the session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockSync {
+    /// Taken when profiling started.
+    pub start: ClockPair,
+    /// Taken when profiling finished.
+    pub finish: ClockPair,
+}
+
+impl ClockSync {
+    /// Wall-clock ns since the Unix epoch for a CUPTI timestamp, interpolating linearly
+    /// between the two pairs (extrapolating outside them).
+    pub fn to_unix_ns(&self, cupti_ns: u64) -> u64 {
+        let span_cupti = self.finish.cupti_ns as f64 - self.start.cupti_ns as f64;
+        let span_unix = self.finish.unix_ns as f64 - self.start.unix_ns as f64;
+        let rate = if span_cupti > 0.0 { span_unix / span_cupti } else { 1.0 };
+        let offset = (cupti_ns as f64 - self.start.cupti_ns as f64) * rate;
+        (self.start.unix_ns as f64 + offset).round().max(0.0) as u64
+    }
+
+    /// How much the wall clock gained on the CUPTI clock over the session, ns (negative when
+    /// it lost).
+    pub fn drift_ns(&self) -> i64 {
+        let cupti = self.finish.cupti_ns as i64 - self.start.cupti_ns as i64;
+        let unix = self.finish.unix_ns as i64 - self.start.unix_ns as i64;
+        unix - cupti
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_sync_interpolates_and_reports_drift() {
+        let sync = ClockSync {
+            start: ClockPair { cupti_ns: 1_000, unix_ns: 1_700_000_000_000_000_000 },
+            finish: ClockPair { cupti_ns: 1_000_001_000, unix_ns: 1_700_000_001_000_000_500 },
+        };
+        assert_eq!(sync.drift_ns(), 500);
+        assert_eq!(sync.to_unix_ns(1_000), 1_700_000_000_000_000_000);
+        assert_eq!(sync.to_unix_ns(500_001_000), 1_700_000_000_500_000_250);
+        assert_eq!(sync.to_unix_ns(1_000_001_000), 1_700_000_001_000_000_500);
+    }
+
+    #[test]
+    fn copy_kinds_map_from_cupti() {
+        assert_eq!(TransferKind::from_cupti_copy_kind(1), TransferKind::MemcpyHtoD);
+        assert_eq!(TransferKind::from_cupti_copy_kind(2).as_str(), "memcpy_dtoh");
+        assert_eq!(TransferKind::from_cupti_copy_kind(99), TransferKind::MemcpyOther);
+    }
+}
