@@ -265,11 +265,12 @@ impl ClockSync {
     /// Wall-clock ns since the Unix epoch for a CUPTI timestamp, interpolating linearly
     /// between the two pairs (extrapolating outside them).
     pub fn to_unix_ns(&self, cupti_ns: u64) -> u64 {
-        let span_cupti = self.finish.cupti_ns as f64 - self.start.cupti_ns as f64;
-        let span_unix = self.finish.unix_ns as f64 - self.start.unix_ns as f64;
-        let rate = if span_cupti > 0.0 { span_unix / span_cupti } else { 1.0 };
-        let offset = (cupti_ns as f64 - self.start.cupti_ns as f64) * rate;
-        (self.start.unix_ns as f64 + offset).round().max(0.0) as u64
+        // Integer arithmetic: Unix-epoch nanoseconds need 61 bits, more than an f64 holds.
+        let span_cupti = self.finish.cupti_ns as i128 - self.start.cupti_ns as i128;
+        let span_unix = self.finish.unix_ns as i128 - self.start.unix_ns as i128;
+        let delta = cupti_ns as i128 - self.start.cupti_ns as i128;
+        let offset = if span_cupti > 0 { delta * span_unix / span_cupti } else { delta };
+        (self.start.unix_ns as i128 + offset).clamp(0, u64::MAX as i128) as u64
     }
 
     /// How much the wall clock gained on the CUPTI clock over the session, ns (negative when
