@@ -1,6 +1,10 @@
 //! Benchmark of the analysis layer: correlate and aggregate one million kernels (3 metrics,
 //! 1000 ranges, 500 counter cycles), as at the end of a long profiling session.
 //!
+//! A second benchmark runs the same session in trace mode, where kernels overlap (so every
+//! range computes the union of its kernel intervals) and one memcpy in ten kernels goes
+//! through the transfer join, then builds the report and its per-label statistics.
+//!
 //! Run with `cargo bench --bench analysis`; criterion reports kernels per second.
 
 use std::time::Duration;
@@ -10,8 +14,9 @@ use gmprof::aggregate::aggregate;
 use gmprof::correlate::Correlator;
 use gmprof::model::{
     CounterRange, KernelActivity, LaunchApi, LaunchRecord, MetricKind, MetricSet, MetricSpec, ProfilingMode,
-    GPU_TIME_METRIC,
+    TransferActivity, TransferCall, TransferKind, GPU_TIME_METRIC,
 };
+use gmprof::report::{CaptureInfo, Report};
 use gmprof::session::SessionTree;
 
 const KERNELS: u32 = 1_000_000;
@@ -139,5 +144,78 @@ fn correlate_and_aggregate(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, correlate_and_aggregate);
+/// Trace mode: kernel `i` runs `[2i, 2i + 3)`, overlapping the next by 1 ns; one memcpy per
+/// ten kernels.
+fn trace_report_and_stats(c: &mut Criterion) {
+    let data = capture();
+    let activities: Vec<KernelActivity> = data
+        .activities
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let mut a = a.clone();
+            a.start_ns = 2 * i as u64;
+            a.end_ns = a.start_ns + 3;
+            a
+        })
+        .collect();
+    let transfers: Vec<(TransferCall, TransferActivity)> = data
+        .launches
+        .iter()
+        .step_by(10)
+        .enumerate()
+        .map(|(i, l)| {
+            let correlation_id = KERNELS + 1 + i as u32;
+            let start_ns = 20 * i as u64 + 1;
+            (
+                TransferCall { correlation_id, thread: l.thread, range: l.range, api_name: "cuMemcpyAsync".into() },
+                TransferActivity {
+                    correlation_id,
+                    kind: TransferKind::MemcpyHtoD,
+                    bytes: 4096,
+                    start_ns,
+                    end_ns: start_ns + 2,
+                    stream_id: 8,
+                    context_id: 1,
+                    device_id: 0,
+                },
+            )
+        })
+        .collect();
+    let metrics = MetricSet::default();
+    let mut group = c.benchmark_group("analysis");
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(15));
+    group.throughput(Throughput::Elements(u64::from(KERNELS)));
+    group.bench_function("trace_report_stats_1m_kernels_100k_transfers", |b| {
+        b.iter_batched(
+            || {
+                let mut correlator = Correlator::new();
+                for l in &data.launches {
+                    correlator.add_launch(l.clone());
+                }
+                for a in &activities {
+                    correlator.add_activity(a.clone());
+                }
+                for (call, record) in &transfers {
+                    correlator.add_transfer_call(call.clone());
+                    correlator.add_transfer_activity(record.clone());
+                }
+                correlator
+            },
+            |correlator| {
+                let report = Report::analyze(CaptureInfo::new(ProfilingMode::Trace), &metrics, &data.tree, correlator);
+                let stats = report.stats();
+                assert_eq!(report.transfers.len(), transfers.len());
+                assert!(report.ranges.iter().all(|r| r.gpu_busy_ns <= r.gpu_time_ns));
+                (report, stats)
+            },
+            BatchSize::PerIteration,
+        );
+    });
+    group.finish();
+}
+
+criterion_group!(benches, correlate_and_aggregate, trace_report_and_stats);
 criterion_main!(benches);

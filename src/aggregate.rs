@@ -33,11 +33,30 @@
 //!
 //! A kernel without a value for a metric is left out of that metric's sums (numerator and
 //! denominator alike); the range's `flagged_kernel_count` says when that happened.
+//!
+//! # Time and transfers
+//!
+//! `gpu_time_ns` is the *sum* of kernel durations. In [`ProfilingMode::Trace`] kernels keep
+//! their real activity timestamps and may overlap (several streams), so a range also gets
+//! `gpu_busy_ns`: the length of the union of its kernels' `[start_ns, end_ns)` intervals
+//! (inclusive of nested ranges, across streams and devices), the time at least one of its
+//! kernels was running. It is at most `gpu_time_ns`, and smaller exactly when kernels
+//! overlapped. In counter modes the range profiler collapses activity timestamps (start ==
+//! end), so `gpu_busy_ns` is `None` there.
+//!
+//! Memcpy and memset rows ([`TransferRow`]) are attributed like kernels (the calling thread's
+//! innermost range, the root row without a call) and summed, inclusive of nested ranges:
+//! `transfer_count`, `transfer_bytes` (memcpy and memset together, also split into
+//! `memcpy_bytes` and `memset_bytes`), `transfer_time_ns` (Σ durations) and
+//! `transfer_gbps` = bytes / time (bytes per ns = GB/s, `None` when the time is 0). They do
+//! not count as kernels.
 
 use serde::{Deserialize, Serialize};
 
-use crate::correlate::{Correlation, KernelRow};
-use crate::model::{MetricKind, MetricSet, MetricSpec, ProfilingMode, RangeId, ThreadId, GPU_TIME_METRIC};
+use crate::correlate::{Correlation, KernelRow, TransferRow};
+use crate::model::{
+    MetricKind, MetricSet, MetricSpec, ProfilingMode, RangeId, ThreadId, TransferKind, GPU_TIME_METRIC,
+};
 use crate::session::{SessionTree, ROOT_PATH};
 
 /// Suffix of a rate metric whose base counter is the name without it.
@@ -141,6 +160,29 @@ pub struct RangeRow {
     /// The enclosing range, `None` for top-level ranges and the root row.
     #[serde(default)]
     pub parent_id: Option<RangeId>,
+    /// Length of the union of the kernels' `[start_ns, end_ns)` intervals, ns (inclusive of
+    /// nested ranges): time at least one kernel ran. Trace mode only; `None` in counter modes
+    /// and when no kernel of the range has timestamps.
+    #[serde(default)]
+    pub gpu_busy_ns: Option<u64>,
+    /// Memcpy and memset operations of this range and its nested ranges.
+    #[serde(default)]
+    pub transfer_count: u64,
+    /// Σ bytes of those transfers (memcpy and memset).
+    #[serde(default)]
+    pub transfer_bytes: u64,
+    /// Σ bytes copied by memcpy.
+    #[serde(default)]
+    pub memcpy_bytes: u64,
+    /// Σ bytes set by memset.
+    #[serde(default)]
+    pub memset_bytes: u64,
+    /// Σ transfer durations, ns.
+    #[serde(default)]
+    pub transfer_time_ns: u64,
+    /// `transfer_bytes / transfer_time_ns`, GB/s; `None` when the time is 0.
+    #[serde(default)]
+    pub transfer_gbps: Option<f64>,
     /// One value per metric of the session's [`MetricSet`], by its rule.
     pub metrics: Vec<Option<f64>>,
     /// Σ DRAM bytes read.
@@ -356,6 +398,38 @@ struct RangeSums {
     timed_kernels: u64,
     /// Read, write, total DRAM bytes.
     dram: [MetricSums; 3],
+    transfers: TransferSums,
+}
+
+/// Running sums of a range's memcpy and memset rows.
+#[derive(Clone, Copy, Debug, Default)]
+struct TransferSums {
+    count: u64,
+    memcpy_bytes: u64,
+    memset_bytes: u64,
+    time_ns: u64,
+}
+
+impl TransferSums {
+    fn add(&mut self, row: &TransferRow) {
+        self.count += 1;
+        match row.kind {
+            TransferKind::Memset => self.memset_bytes = self.memset_bytes.saturating_add(row.bytes),
+            _ => self.memcpy_bytes = self.memcpy_bytes.saturating_add(row.bytes),
+        }
+        self.time_ns = self.time_ns.saturating_add(row.duration_ns);
+    }
+
+    fn merge(&mut self, other: &TransferSums) {
+        self.count += other.count;
+        self.memcpy_bytes = self.memcpy_bytes.saturating_add(other.memcpy_bytes);
+        self.memset_bytes = self.memset_bytes.saturating_add(other.memset_bytes);
+        self.time_ns = self.time_ns.saturating_add(other.time_ns);
+    }
+
+    fn bytes(&self) -> u64 {
+        self.memcpy_bytes.saturating_add(self.memset_bytes)
+    }
 }
 
 impl RangeSums {
@@ -367,6 +441,7 @@ impl RangeSums {
         for (mine, theirs) in self.dram.iter_mut().zip(&other.dram) {
             mine.merge(theirs);
         }
+        self.transfers.merge(&other.transfers);
     }
 }
 
@@ -388,11 +463,23 @@ pub fn aggregate(
     let mut sums: Vec<RangeSums> = vec![RangeSums::default(); slots];
     let mut metric_sums: Vec<MetricSums> = vec![MetricSums::default(); slots * metric_count];
 
+    let index_of = |id: Option<RangeId>| id.and_then(|id| tree.dense_index(id)).filter(|i| *i < root).unwrap_or(root);
+    // Kernel intervals per range, for the busy time (trace mode only).
+    let track_busy = mode == ProfilingMode::Trace;
+    let mut intervals: Vec<Vec<(u64, u64)>> = if track_busy { vec![Vec::new(); slots] } else { Vec::new() };
     let mut total_gpu_time_ns = 0u64;
     for row in &correlation.rows {
-        let index = row.range_id.and_then(|id| tree.dense_index(id)).filter(|i| *i < root).unwrap_or(root);
+        let index = index_of(row.range_id);
         add_kernel(&mut sums[index], &mut metric_sums[index * metric_count..(index + 1) * metric_count], row, &dram);
         total_gpu_time_ns = total_gpu_time_ns.saturating_add(row.duration_ns.unwrap_or(0));
+        if track_busy {
+            if let (Some(start), Some(end)) = (row.start_ns, row.end_ns) {
+                intervals[index].push((start, end.max(start)));
+            }
+        }
+    }
+    for transfer in &correlation.transfers {
+        sums[index_of(transfer.range_id)].transfers.add(transfer);
     }
 
     // Roll children into parents, deepest first, so every row becomes inclusive. Parents
@@ -412,6 +499,14 @@ pub fn aggregate(
         }
         let child_sums = sums[child].clone();
         sums[parent].merge(&child_sums);
+        if track_busy {
+            // The child's list is final (its children came before it): coalesce it, then
+            // hand the parent the coalesced intervals.
+            let child_intervals = std::mem::take(&mut intervals[child]);
+            let coalesced = union_intervals(child_intervals);
+            intervals[parent].extend_from_slice(&coalesced);
+            intervals[child] = coalesced;
+        }
         for m in 0..metric_count {
             let child_metric = metric_sums[child * metric_count + m];
             metric_sums[parent * metric_count + m].merge(&child_metric);
@@ -431,10 +526,26 @@ pub fn aggregate(
         }
     }
 
+    // Busy time per range from the (now inclusive) interval lists.
+    let busy: Vec<Option<u64>> = if track_busy {
+        intervals
+            .into_iter()
+            .zip(&sums)
+            .map(|(list, s)| {
+                let timed = !list.is_empty();
+                (s.kernels == 0 || timed).then(|| union_intervals(list).iter().map(|(a, b)| b - a).sum())
+            })
+            .collect()
+    } else {
+        vec![None; slots]
+    };
+
     let mut ranges = Vec::with_capacity(slots);
-    if sums[root].kernels > 0 {
+    if sums[root].kernels > 0 || sums[root].transfers.count > 0 {
         let values = range_values(&rules, &metric_sums[root * metric_count..], metric_count);
-        ranges.push(build_row(None, &sums[root], values, None));
+        let mut row = build_row(None, &sums[root], values, None);
+        row.gpu_busy_ns = busy[root];
+        ranges.push(row);
     }
     for node in tree.nodes() {
         let Some(index) = tree.dense_index(node.id).filter(|i| *i < root) else {
@@ -460,10 +571,26 @@ pub fn aggregate(
         row.start_ns = Some(node.push_ns);
         row.end_ns = node.pop_ns;
         row.parent_id = node.parent;
+        row.gpu_busy_ns = busy[index];
         ranges.push(row);
     }
 
     Aggregation { rules, derived: dram.describe(metrics), ranges, total_gpu_time_ns, warnings }
+}
+
+/// Sorts and coalesces half-open intervals `[start, end)` into disjoint ones in start order;
+/// touching intervals merge, empty ones vanish.
+pub fn union_intervals(mut intervals: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    intervals.retain(|(start, end)| end > start);
+    intervals.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(intervals.len());
+    for (start, end) in intervals {
+        match merged.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => merged.push((start, end)),
+        }
+    }
+    merged
 }
 
 /// Adds one kernel's values to its own range's sums.
@@ -529,6 +656,14 @@ fn build_row(range_id: Option<RangeId>, sums: &RangeSums, metrics: Vec<Option<f6
         start_ns: None,
         end_ns: None,
         parent_id: None,
+        gpu_busy_ns: None,
+        transfer_count: sums.transfers.count,
+        transfer_bytes: sums.transfers.bytes(),
+        memcpy_bytes: sums.transfers.memcpy_bytes,
+        memset_bytes: sums.transfers.memset_bytes,
+        transfer_time_ns: sums.transfers.time_ns,
+        transfer_gbps: (sums.transfers.time_ns > 0)
+            .then(|| sums.transfers.bytes() as f64 / sums.transfers.time_ns as f64),
         metrics,
         dram_read_bytes: sums.dram[0].total(),
         dram_write_bytes: sums.dram[1].total(),
@@ -612,6 +747,17 @@ mod tests {
         t.add(Some(7.0), None);
         assert_eq!(t.weighted_mean(), None);
         assert_eq!(t.total(), Some(7.0));
+    }
+
+    #[test]
+    fn intervals_union_half_open() {
+        assert_eq!(union_intervals(vec![]), vec![]);
+        assert_eq!(union_intervals(vec![(5, 5), (3, 2)]), vec![], "empty and reversed vanish");
+        assert_eq!(
+            union_intervals(vec![(10, 20), (0, 5), (5, 8), (15, 30), (40, 41)]),
+            vec![(0, 8), (10, 30), (40, 41)]
+        );
+        assert_eq!(union_intervals(vec![(0, 100), (10, 20)]), vec![(0, 100)]);
     }
 
     #[test]

@@ -19,7 +19,16 @@
 //! and the correlation carries a warning saying what happened (also logged with
 //! `tracing::warn!`). Nothing is dropped: activity records without a launch become rows of
 //! their own, counter ranges without a launch are counted as orphans.
+//!
+//! Memory transfers (memcpy, memset) travel a fourth and fifth stream: [`TransferCall`]s from
+//! the API callback (which thread and range) and [`TransferActivity`] records (kind, bytes,
+//! GPU timestamps). They are joined by correlation id into [`TransferRow`]s, in time order
+//! ([`Correlation::transfers`]). A record without a call is never dropped: when a graph launch
+//! holds its correlation id (a memcpy or memset node of a CUDA graph) it goes to the graph
+//! launch's range with status `graph_transfer`, otherwise to the root row with status
+//! `unlaunched`.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -27,7 +36,8 @@ use std::hash::{BuildHasherDefault, Hasher};
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    CounterRange, KernelActivity, LaunchApi, LaunchRecord, MetricSet, ProfilingMode, RangeId, ThreadId, GPU_TIME_METRIC,
+    CounterRange, KernelActivity, LaunchApi, LaunchRecord, MetricSet, ProfilingMode, RangeId, ThreadId,
+    TransferActivity, TransferCall, TransferKind, GPU_TIME_METRIC,
 };
 use crate::session::{SessionTree, ROOT_PATH};
 
@@ -197,6 +207,76 @@ pub struct KernelRow {
     pub status: KernelStatus,
 }
 
+/// What the correlator could establish about one transfer row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransferStatus {
+    /// The API call and the activity record joined: thread and range are known.
+    Ok,
+    /// No API call was recorded, but a CUDA graph launch holds the correlation id (a memcpy
+    /// or memset node of a graph): attributed to the graph launch's thread and range.
+    GraphTransfer,
+    /// No API call was recorded (a context or thread gmprof did not capture): attributed to
+    /// the root row, without a thread.
+    Unlaunched,
+}
+
+impl TransferStatus {
+    /// The serialized name, e.g. `unlaunched`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransferStatus::Ok => "ok",
+            TransferStatus::GraphTransfer => "graph_transfer",
+            TransferStatus::Unlaunched => "unlaunched",
+        }
+    }
+}
+
+impl fmt::Display for TransferStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One memcpy or memset: its activity record joined with the API call that issued it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TransferRow {
+    /// CUPTI correlation id.
+    pub correlation_id: u32,
+    /// Copy direction, or memset.
+    pub kind: TransferKind,
+    /// Bytes copied or set.
+    pub bytes: u64,
+    /// Start, ns (CUPTI clock).
+    pub start_ns: u64,
+    /// End, ns (CUPTI clock).
+    pub end_ns: u64,
+    /// End − start, ns (0 when the timestamps are not ordered).
+    pub duration_ns: u64,
+    /// CUDA stream id.
+    pub stream_id: u32,
+    /// Device ordinal.
+    pub device_id: u32,
+    /// The innermost range open on the calling thread, `None` for the root row.
+    pub range_id: Option<RangeId>,
+    /// That range's path, or [`ROOT_PATH`].
+    pub range_path: String,
+    /// The calling thread; `None` without a recorded call.
+    pub thread: Option<ThreadId>,
+    /// CUDA function name of the call, e.g. `cuMemcpyHtoDAsync_v2`; `None` without a call.
+    #[serde(default)]
+    pub api_name: Option<String>,
+    /// What the join established.
+    pub status: TransferStatus,
+}
+
+impl TransferRow {
+    /// Bytes / duration, GB/s (bytes per ns); `None` for a zero duration.
+    pub fn gbps(&self) -> Option<f64> {
+        (self.duration_ns > 0).then(|| self.bytes as f64 / self.duration_ns as f64)
+    }
+}
+
 /// Counts of what [`Correlator::finish`] saw and did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CorrelationCounts {
@@ -226,8 +306,27 @@ pub struct CorrelationCounts {
     pub flagged_rows: u64,
     /// Counter ranges no launch (or range) claimed.
     pub orphan_counter_ranges: u64,
-    /// Launches whose range id the session tree did not know (attributed to the root).
+    /// Launches and transfer calls whose range id the session tree did not know
+    /// (attributed to the root).
     pub unknown_range_ids: u64,
+    /// Memcpy/memset API calls received.
+    #[serde(default)]
+    pub transfer_calls: u64,
+    /// Memcpy/memset activity records received.
+    #[serde(default)]
+    pub transfer_records: u64,
+    /// Transfer rows produced (one per activity record).
+    #[serde(default)]
+    pub transfer_rows: u64,
+    /// Transfer rows with status `unlaunched`.
+    #[serde(default)]
+    pub unlaunched_transfers: u64,
+    /// Transfer rows with status `graph_transfer`.
+    #[serde(default)]
+    pub graph_transfers: u64,
+    /// Transfer calls no activity record joined (CUPTI dropped records?).
+    #[serde(default)]
+    pub transfer_calls_without_activity: u64,
 }
 
 /// The joined result of a session.
@@ -240,6 +339,8 @@ pub struct Correlation {
     /// In [`ProfilingMode::PerRange`], the counter values CUPTI measured for each range
     /// (inclusive of nested ranges), by range; empty in the other modes.
     pub range_counters: HashMap<RangeId, Vec<Option<f64>>>,
+    /// One row per memcpy/memset activity record, in (start, correlation id) order.
+    pub transfers: Vec<TransferRow>,
     /// What was seen and flagged.
     pub counts: CorrelationCounts,
     /// Human-readable explanations of every disagreement, at most [`MAX_WARNINGS`] plus one
@@ -354,6 +455,8 @@ pub struct Correlator {
     activities: Vec<KernelActivity>,
     counter_cycles: BTreeMap<u32, Vec<CounterRange>>,
     counter_ranges: u64,
+    transfer_calls: Vec<TransferCall>,
+    transfer_activities: Vec<TransferActivity>,
     warnings: WarningLog,
 }
 
@@ -460,6 +563,16 @@ impl Correlator {
         self.counter_cycles.entry(cycle).or_default().extend(ranges);
     }
 
+    /// Adds one memcpy/memset API call.
+    pub fn add_transfer_call(&mut self, call: TransferCall) {
+        self.transfer_calls.push(call);
+    }
+
+    /// Adds one memcpy/memset activity record.
+    pub fn add_transfer_activity(&mut self, activity: TransferActivity) {
+        self.transfer_activities.push(activity);
+    }
+
     /// Number of launch records added so far.
     pub fn launch_count(&self) -> usize {
         self.launches.len()
@@ -475,7 +588,15 @@ impl Correlator {
     /// `metrics` is the session's metric set (the order of [`CounterRange::values`]);
     /// `tree` names the ranges of launch records.
     pub fn finish(self, tree: &SessionTree, metrics: &MetricSet, mode: ProfilingMode) -> Correlation {
-        let Correlator { mut launches, activities, mut counter_cycles, counter_ranges, warnings } = self;
+        let Correlator {
+            mut launches,
+            activities,
+            mut counter_cycles,
+            counter_ranges,
+            transfer_calls,
+            transfer_activities,
+            warnings,
+        } = self;
 
         let mut builder = RowBuilder {
             tree,
@@ -488,6 +609,8 @@ impl Correlator {
                 launches: launches.len() as u64,
                 activity_records: activities.len() as u64,
                 counter_ranges,
+                transfer_calls: transfer_calls.len() as u64,
+                transfer_records: transfer_activities.len() as u64,
                 ..CorrelationCounts::default()
             },
             warnings,
@@ -614,6 +737,8 @@ impl Correlator {
             }
         }
 
+        let transfers = builder.transfer_rows(transfer_calls, transfer_activities, &launches);
+
         let counts = &mut builder.counts;
         counts.kernel_rows = rows.len() as u64;
         for row in &rows {
@@ -645,13 +770,13 @@ impl Correlator {
         }
         if counts.unknown_range_ids > 0 {
             builder.warnings.push(format!(
-                "{} launch(es) name a range id the session does not know; they are reported \
+                "{} launch(es) or transfer call(s) name a range id the session does not know; they are reported \
                  under {}",
                 counts.unknown_range_ids, ROOT_PATH
             ));
         }
 
-        Correlation { rows, range_counters, counts: builder.counts, warnings: builder.warnings.finish() }
+        Correlation { rows, range_counters, transfers, counts: builder.counts, warnings: builder.warnings.finish() }
     }
 }
 
@@ -932,16 +1057,7 @@ impl RowBuilder<'_> {
             CounterMatch::NotExpected => (vec![None; self.metric_count], status),
         };
 
-        let mut range_id = launch.and_then(|l| l.range);
-        let range_path = match range_id.map(|id| self.tree.get(id)) {
-            Some(Some(node)) => node.path.clone(),
-            Some(None) => {
-                self.counts.unknown_range_ids += 1;
-                range_id = None;
-                ROOT_PATH.to_owned()
-            }
-            None => ROOT_PATH.to_owned(),
-        };
+        let (range_id, range_path) = self.resolve_range(launch.and_then(|l| l.range));
 
         let duration_ns = match self.time_source {
             TimeSource::GpuTimeDuration if self.mode != ProfilingMode::PerRange => self
@@ -991,6 +1107,117 @@ impl RowBuilder<'_> {
             row.mangled_name = Some(a.name);
         }
         row
+    }
+
+    /// A range id and its path; an id the tree does not know is counted and becomes the root.
+    fn resolve_range(&mut self, range_id: Option<RangeId>) -> (Option<RangeId>, String) {
+        match range_id.map(|id| (id, self.tree.get(id))) {
+            Some((id, Some(node))) => (Some(id), node.path.clone()),
+            Some((_, None)) => {
+                self.counts.unknown_range_ids += 1;
+                (None, ROOT_PATH.to_owned())
+            }
+            None => (None, ROOT_PATH.to_owned()),
+        }
+    }
+
+    /// Joins transfer records to their calls (or, failing that, to a graph launch with the
+    /// same correlation id); one row per record, in (start, correlation id) order.
+    fn transfer_rows(
+        &mut self,
+        calls: Vec<TransferCall>,
+        mut records: Vec<TransferActivity>,
+        launches: &[LaunchRecord],
+    ) -> Vec<TransferRow> {
+        if calls.is_empty() && records.is_empty() {
+            return Vec::new();
+        }
+        // Calls by correlation id; the first call of an id wins.
+        let mut by_correlation: IdMap<u32, (usize, bool)> = IdMap::default();
+        by_correlation.reserve(calls.len());
+        let mut duplicate_calls = 0u64;
+        for (index, call) in calls.iter().enumerate() {
+            match by_correlation.entry(call.correlation_id) {
+                Entry::Occupied(_) => duplicate_calls += 1,
+                Entry::Vacant(slot) => {
+                    slot.insert((index, false));
+                }
+            }
+        }
+        if duplicate_calls > 0 {
+            self.warnings.push(format!(
+                "{duplicate_calls} memcpy/memset call(s) repeat the correlation id of an earlier \
+                 call; their transfers are attributed to the first call"
+            ));
+        }
+        // Graph launches, for records whose correlation id no call holds.
+        let mut graph_launches: IdMap<u32, &LaunchRecord> = IdMap::default();
+        let callless = records.iter().any(|r| !by_correlation.contains_key(&r.correlation_id));
+        if callless {
+            for launch in launches.iter().filter(|l| l.api == LaunchApi::Graph) {
+                graph_launches.entry(launch.correlation_id).or_insert(launch);
+            }
+        }
+
+        records.sort_by_key(|r| (r.start_ns, r.correlation_id));
+        let mut rows = Vec::with_capacity(records.len());
+        for record in records {
+            let (thread, range, api_name, status) = match by_correlation.get_mut(&record.correlation_id) {
+                Some((index, claimed)) => {
+                    *claimed = true;
+                    let call = &calls[*index];
+                    (Some(call.thread), call.range, Some(call.api_name.clone()), TransferStatus::Ok)
+                }
+                None => match graph_launches.get(&record.correlation_id) {
+                    Some(launch) => (
+                        Some(launch.thread),
+                        launch.range,
+                        Some(launch.api_name.clone()),
+                        TransferStatus::GraphTransfer,
+                    ),
+                    None => (None, None, None, TransferStatus::Unlaunched),
+                },
+            };
+            let (range_id, range_path) = self.resolve_range(range);
+            rows.push(TransferRow {
+                correlation_id: record.correlation_id,
+                kind: record.kind,
+                bytes: record.bytes,
+                start_ns: record.start_ns,
+                end_ns: record.end_ns,
+                duration_ns: record.end_ns.saturating_sub(record.start_ns),
+                stream_id: record.stream_id,
+                device_id: record.device_id,
+                range_id,
+                range_path,
+                thread,
+                api_name,
+                status,
+            });
+        }
+
+        let counts = &mut self.counts;
+        counts.transfer_rows = rows.len() as u64;
+        counts.unlaunched_transfers = rows.iter().filter(|r| r.status == TransferStatus::Unlaunched).count() as u64;
+        counts.graph_transfers = rows.iter().filter(|r| r.status == TransferStatus::GraphTransfer).count() as u64;
+        counts.transfer_calls_without_activity = by_correlation.values().filter(|(_, claimed)| !claimed).count() as u64;
+        if counts.unlaunched_transfers > 0 {
+            let text = format!(
+                "{} memcpy/memset record(s) have no recorded call (issued from a context or thread \
+                 gmprof did not capture); they are reported under {ROOT_PATH} with status unlaunched",
+                counts.unlaunched_transfers
+            );
+            self.warnings.push(text);
+        }
+        if self.counts.transfer_calls_without_activity > 0 {
+            let text = format!(
+                "{} memcpy/memset call(s) have no activity record (CUPTI dropped activity \
+                 records?); they are not in the transfer table",
+                self.counts.transfer_calls_without_activity
+            );
+            self.warnings.push(text);
+        }
+        rows
     }
 
     /// The demangled form of a kernel name, cached: a session launches few distinct kernels
@@ -1206,6 +1433,49 @@ mod tests {
         assert_eq!(out.rows[0].range_path, ROOT_PATH);
         assert_eq!(out.counts.unknown_range_ids, 1);
         assert!(out.warnings.iter().any(|w| w.contains("range id")));
+    }
+
+    #[test]
+    fn transfers_join_by_correlation_id() {
+        let mut tree = SessionTree::new();
+        let stale = tree.push("old", 1, 0);
+        tree.reset();
+        let r = tree.push("copying", 1, 0);
+        let mut c = Correlator::new();
+        let record = |correlation_id: u32, start_ns: u64| TransferActivity {
+            correlation_id,
+            kind: TransferKind::MemcpyHtoD,
+            bytes: 100,
+            start_ns,
+            end_ns: start_ns + 10,
+            stream_id: 2,
+            context_id: 1,
+            device_id: 0,
+        };
+        let call = |correlation_id: u32, thread: ThreadId, range: Option<RangeId>| TransferCall {
+            correlation_id,
+            thread,
+            range,
+            api_name: "cuMemcpyHtoD_v2".into(),
+        };
+        c.add_transfer_call(call(1, 5, Some(r)));
+        // A repeated id: the first call wins.
+        c.add_transfer_call(call(1, 6, None));
+        // A range id of an earlier session: the root.
+        c.add_transfer_call(call(2, 5, Some(stale)));
+        c.add_transfer_activity(record(2, 50));
+        c.add_transfer_activity(record(1, 40));
+        let out = c.finish(&tree, &MetricSet::default(), ProfilingMode::Trace);
+        assert_eq!(out.transfers.len(), 2);
+        assert_eq!((out.transfers[0].correlation_id, out.transfers[0].thread), (1, Some(5)));
+        assert_eq!((out.transfers[0].range_id, out.transfers[0].range_path.as_str()), (Some(r), "copying"));
+        assert_eq!((out.transfers[1].range_id, out.transfers[1].range_path.as_str()), (None, ROOT_PATH));
+        assert_eq!(out.transfers[1].status, TransferStatus::Ok);
+        assert_eq!(out.counts.unknown_range_ids, 1);
+        assert_eq!((out.counts.transfer_calls, out.counts.transfer_rows), (3, 2));
+        assert_eq!(out.counts.transfer_calls_without_activity, 0);
+        assert!(out.warnings.iter().any(|w| w.contains("repeat the correlation id")), "{:?}", out.warnings);
+        assert_eq!(serde_json::to_string(&TransferStatus::Unlaunched).ok().as_deref(), Some("\"unlaunched\""));
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub mod model;
 pub mod profiler;
 pub mod report;
 pub mod session;
+pub mod stats;
 pub mod sys;
 
 pub use error::{Error, Result};

@@ -8,10 +8,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use gmprof::aggregate::{aggregate, rule_for, AggregationRule, RangeRow};
-use gmprof::correlate::{Correlator, KernelStatus, TimeSource};
+use gmprof::correlate::{Correlator, KernelStatus, TimeSource, TransferStatus};
 use gmprof::model::{
-    CounterRange, KernelActivity, LaunchApi, LaunchRecord, MetricKind, MetricSet, MetricSpec, ProfilingMode, RangeId,
-    ThreadId, GPU_TIME_METRIC,
+    ClockPair, ClockSync, CounterRange, KernelActivity, LaunchApi, LaunchRecord, MetricKind, MetricSet, MetricSpec,
+    ProfilingMode, RangeId, ThreadId, TransferActivity, TransferCall, TransferKind, GPU_TIME_METRIC,
 };
 use gmprof::report::{CaptureInfo, Report};
 use gmprof::session::{SessionTree, ROOT_PATH};
@@ -136,6 +136,34 @@ impl Capture {
         correlation_id
     }
 
+    /// One memcpy or memset of `bytes`, 4 ns long; issued by `thread` (a recorded call), or
+    /// with no call recorded when `thread` is `None`.
+    fn transfer(&mut self, thread: Option<ThreadId>, kind: TransferKind, bytes: u64) -> u32 {
+        let correlation_id = self.next_correlation;
+        self.next_correlation += 1;
+        if let Some(thread) = thread {
+            let api_name = if kind == TransferKind::Memset { "cuMemsetD8Async" } else { "cuMemcpyAsync" };
+            self.correlator.add_transfer_call(TransferCall {
+                correlation_id,
+                thread,
+                range: self.tree.current(thread),
+                api_name: api_name.into(),
+            });
+        }
+        let end = self.tick();
+        self.correlator.add_transfer_activity(TransferActivity {
+            correlation_id,
+            kind,
+            bytes,
+            start_ns: end - 4,
+            end_ns: end,
+            stream_id: 9,
+            context_id: 1,
+            device_id: 0,
+        });
+        correlation_id
+    }
+
     fn end_cycle(&mut self) {
         if self.ordinal == 0 {
             return;
@@ -158,6 +186,10 @@ impl Capture {
         info.finished_unix_ns = Some(1_700_000_001_000_000_000);
         let finish = self.tick();
         info.warnings = self.tree.close_all_open(finish);
+        info.clock = Some(ClockSync {
+            start: ClockPair { cupti_ns: 1_000, unix_ns: 1_700_000_000_000_000_000 },
+            finish: ClockPair { cupti_ns: 1_000 + 1_000_000_000, unix_ns: 1_700_000_001_000_000_250 },
+        });
         let metrics = training_metrics();
         let report = Report::analyze(info, &metrics, &self.tree, self.correlator);
         (report, self.tree)
@@ -180,6 +212,7 @@ fn training_capture(mode: ProfilingMode) -> Capture {
         c.push("forward", 100);
         c.launch(100, "_Z4gemmILi128EEvPKfS1_Pfi", values(2000.0, 8000.0, 2000.0, 80.0));
         c.launch(200, "decode_jpeg", values(300.0 + s, 600.0, 300.0, 20.0));
+        c.transfer(Some(200), TransferKind::MemcpyHtoD, 4096);
         c.launch(100, "_Z7softmaxPfi", values(1000.0, 1000.0, 1000.0, 40.0));
         c.pop(100);
         c.pop(200);
@@ -191,10 +224,13 @@ fn training_capture(mode: ProfilingMode) -> Capture {
         c.pop(100);
         c.push("optimizer", 100);
         c.launch(100, "adam_step", values(700.0, 2800.0, 1400.0, 30.0 + s));
+        c.transfer(Some(100), TransferKind::Memset, 1024);
         c.pop(100);
         c.pop(100);
     }
     c.launch(100, "copy_out", values(100.0, 100.0, 0.0, 2.0));
+    // A copy issued from a thread gmprof did not capture.
+    c.transfer(None, TransferKind::MemcpyDtoH, 512);
     c
 }
 
@@ -629,6 +665,13 @@ fn golden_outputs() {
     check_golden("kernels.csv", &String::from_utf8(kernels).expect("utf8"));
     check_golden("report.json", &(report.to_json_string().expect("json") + "\n"));
     check_golden("summary.txt", &report.summary().to_string());
+    let mut transfers = Vec::new();
+    report.write_transfers_csv_to(&mut transfers).expect("transfers csv");
+    check_golden("transfers.csv", &String::from_utf8(transfers).expect("utf8"));
+    let mut stats = Vec::new();
+    report.write_stats_csv_to(&mut stats).expect("stats csv");
+    check_golden("stats.csv", &String::from_utf8(stats).expect("utf8"));
+    check_golden("stats.txt", &report.stats().to_string());
 }
 
 #[test]
@@ -645,6 +688,8 @@ fn json_round_trips() {
     assert_eq!(Report::read_json(&path).expect("read"), report);
     report.write_csv(dir.path().join("ranges.csv")).expect("csv");
     report.write_kernels_csv(dir.path().join("kernels.csv")).expect("csv");
+    report.write_transfers_csv(dir.path().join("transfers.csv")).expect("csv");
+    report.write_stats_csv(dir.path().join("stats.csv")).expect("csv");
     assert!(matches!(report.write_csv(dir.path().join("no/such/dir.csv")), Err(Error::Io { .. })));
 }
 
@@ -787,4 +832,212 @@ fn a_million_kernels_correlate_and_aggregate_exactly() {
         correlation.rows[12_345].kernel_name.as_deref(),
         Some("void gemm<128>(float const*, float const*, float*, int)")
     );
+}
+
+/// A trace-mode kernel of `range` on `stream`, running `[start, end)`.
+fn trace_kernel(c: &mut Correlator, correlation_id: u32, range: Option<RangeId>, stream: u32, start: u64, end: u64) {
+    c.add_launch(LaunchRecord {
+        correlation_id,
+        thread: 1,
+        range,
+        cycle: 0,
+        ordinal: correlation_id,
+        api: LaunchApi::Runtime,
+        api_name: "cudaLaunchKernel".into(),
+        context_id: 1,
+    });
+    let mut a = activity(correlation_id, "k");
+    a.stream_id = stream;
+    a.start_ns = start;
+    a.end_ns = end;
+    c.add_activity(a);
+}
+
+#[test]
+fn busy_time_is_the_union_of_overlapping_kernels() {
+    let mut tree = SessionTree::new();
+    let step = tree.push("step", 1, 0);
+    let mut c = Correlator::new();
+    // Two streams overlap by 50 ns: sum 200, union [0, 150) = 150.
+    trace_kernel(&mut c, 0, Some(step), 1, 0, 100);
+    trace_kernel(&mut c, 1, Some(step), 2, 50, 150);
+    let inner = tree.push("inner", 1, 130);
+    // Overlaps the parent's second kernel by 10 ns, then a disjoint one and one inside it.
+    trace_kernel(&mut c, 2, Some(inner), 1, 140, 200);
+    trace_kernel(&mut c, 3, Some(inner), 1, 300, 310);
+    trace_kernel(&mut c, 4, Some(inner), 2, 302, 305);
+    tree.pop(1, 400).expect("pop inner");
+    tree.pop(1, 500).expect("pop step");
+    // Outside every range: the root row, [1000, 1010) and a touching [1010, 1020).
+    trace_kernel(&mut c, 5, None, 1, 1000, 1010);
+    trace_kernel(&mut c, 6, None, 2, 1010, 1020);
+    let report = Report::analyze(CaptureInfo::new(ProfilingMode::Trace), &MetricSet::default(), &tree, c);
+
+    let inner_row = range(&report, "step/inner", 0);
+    assert_eq!(inner_row.gpu_time_ns, Some(60 + 10 + 3));
+    assert_eq!(inner_row.gpu_busy_ns, Some(60 + 10), "[140,200) + [300,310) ⊇ [302,305)");
+    let step_row = range(&report, "step", 0);
+    assert_eq!(step_row.gpu_time_ns, Some(100 + 100 + 73), "kernel_time sum keeps overlaps");
+    // Inclusive: [0,150) ∪ [140,200) ∪ [300,310) = [0,200) + [300,310).
+    assert_eq!(step_row.gpu_busy_ns, Some(210));
+    assert!(step_row.gpu_busy_ns < step_row.gpu_time_ns);
+    let root = range(&report, ROOT_PATH, 0);
+    assert_eq!((root.gpu_time_ns, root.gpu_busy_ns), (Some(20), Some(20)));
+
+    // The column is in the CSV.
+    let mut out = Vec::new();
+    report.write_csv_to(&mut out).expect("csv");
+    let mut reader = csv::ReaderBuilder::new().comment(Some(b'#')).from_reader(out.as_slice());
+    let headers = reader.headers().expect("headers").clone();
+    let busy = headers.iter().position(|h| h == "gpu_busy_ns").expect("gpu_busy_ns");
+    let values: Vec<String> = reader.records().map(|r| r.expect("record")[busy].to_owned()).collect();
+    assert_eq!(values, ["20", "210", "70"]);
+}
+
+#[test]
+fn busy_time_is_left_empty_in_counter_modes() {
+    let (report, _) = training_capture(ProfilingMode::KernelReplay).report();
+    assert!(report.ranges.iter().all(|r| r.gpu_busy_ns.is_none()));
+    let (report, _) = training_capture(ProfilingMode::Trace).report();
+    // Trace-mode kernels of the synthetic capture run one after the other: busy == sum.
+    assert!(report.ranges.iter().all(|r| r.gpu_busy_ns.is_some() && r.gpu_busy_ns == r.gpu_time_ns));
+}
+
+fn transfer_record(
+    correlation_id: u32,
+    kind: TransferKind,
+    bytes: u64,
+    start_ns: u64,
+    end_ns: u64,
+) -> TransferActivity {
+    TransferActivity { correlation_id, kind, bytes, start_ns, end_ns, stream_id: 3, context_id: 1, device_id: 0 }
+}
+
+fn transfer_call(correlation_id: u32, thread: ThreadId, range: Option<RangeId>) -> TransferCall {
+    TransferCall { correlation_id, thread, range, api_name: "cuMemcpyAsync".into() }
+}
+
+#[test]
+fn transfers_go_to_the_calling_threads_range() {
+    let mut tree = SessionTree::new();
+    let a = tree.push("a", 1, 0);
+    let b = tree.push("b", 2, 1);
+    let ac = tree.push("c", 1, 2);
+    let mut c = Correlator::new();
+    // Records arrive before their calls and out of time order on purpose.
+    c.add_transfer_activity(transfer_record(12, TransferKind::MemcpyDtoH, 3000, 200, 300));
+    c.add_transfer_activity(transfer_record(10, TransferKind::MemcpyHtoD, 1000, 0, 100));
+    c.add_transfer_activity(transfer_record(11, TransferKind::Memset, 500, 10, 20));
+    c.add_transfer_call(transfer_call(10, 1, Some(a)));
+    c.add_transfer_call(TransferCall {
+        correlation_id: 11,
+        thread: 2,
+        range: Some(b),
+        api_name: "cuMemsetD32Async".into(),
+    });
+    c.add_transfer_call(transfer_call(12, 1, Some(ac)));
+    // No call recorded: the root row.
+    c.add_transfer_activity(transfer_record(99, TransferKind::MemcpyDtoD, 64, 50, 50));
+    // A call whose record CUPTI dropped.
+    c.add_transfer_call(transfer_call(13, 1, Some(a)));
+    // A memcpy node of a graph launch: no call, the graph launch's correlation id.
+    c.add_launch(LaunchRecord {
+        correlation_id: 20,
+        thread: 2,
+        range: Some(b),
+        cycle: 0,
+        ordinal: 0,
+        api: LaunchApi::Graph,
+        api_name: "cuGraphLaunch".into(),
+        context_id: 1,
+    });
+    c.add_transfer_activity(transfer_record(20, TransferKind::MemcpyPtoP, 800, 400, 410));
+    tree.pop(1, 500).expect("pop c");
+    tree.pop(1, 600).expect("pop a");
+    tree.pop(2, 700).expect("pop b");
+    let mut info = CaptureInfo::new(ProfilingMode::Trace);
+    info.clock = Some(ClockSync {
+        start: ClockPair { cupti_ns: 0, unix_ns: 1_000_000 },
+        finish: ClockPair { cupti_ns: 1_000, unix_ns: 1_000_900 },
+    });
+    let report = Report::analyze(info, &MetricSet::default(), &tree, c);
+
+    let t = &report.transfers;
+    let ids: Vec<u32> = t.iter().map(|t| t.correlation_id).collect();
+    assert_eq!(ids, [10, 11, 99, 12, 20], "time order");
+    assert_eq!((t[0].range_path.as_str(), t[0].thread, t[0].status), ("a", Some(1), TransferStatus::Ok));
+    assert_eq!((t[1].range_path.as_str(), t[1].thread), ("b", Some(2)));
+    assert_eq!(t[1].api_name.as_deref(), Some("cuMemsetD32Async"));
+    assert_eq!((t[2].range_path.as_str(), t[2].range_id, t[2].thread), (ROOT_PATH, None, None));
+    assert_eq!(t[2].status, TransferStatus::Unlaunched);
+    assert_eq!((t[3].range_path.as_str(), t[3].duration_ns), ("a/c", 100));
+    assert_eq!((t[4].range_path.as_str(), t[4].thread, t[4].status), ("b", Some(2), TransferStatus::GraphTransfer));
+    assert_eq!(t[0].gbps(), Some(10.0));
+    assert_eq!(t[2].gbps(), None, "zero duration");
+
+    let counts = &report.meta.counts;
+    assert_eq!((counts.transfer_calls, counts.transfer_records, counts.transfer_rows), (4, 5, 5));
+    assert_eq!((counts.unlaunched_transfers, counts.graph_transfers), (1, 1));
+    assert_eq!(counts.transfer_calls_without_activity, 1);
+    assert!(report.meta.warnings.iter().any(|w| w.contains("status unlaunched")), "{:?}", report.meta.warnings);
+    assert!(report.meta.warnings.iter().any(|w| w.contains("no activity record")));
+
+    // Per range, inclusive of nested ranges.
+    let row_a = range(&report, "a", 0);
+    assert_eq!(
+        (row_a.transfer_count, row_a.transfer_bytes, row_a.memcpy_bytes, row_a.memset_bytes),
+        (2, 4000, 4000, 0)
+    );
+    assert_eq!(row_a.transfer_time_ns, 200);
+    assert_eq!(row_a.transfer_gbps, Some(20.0));
+    assert_eq!(row_a.kernel_count, 0, "transfers are not kernels");
+    let row_c = range(&report, "a/c", 0);
+    assert_eq!((row_c.transfer_count, row_c.transfer_bytes, row_c.transfer_gbps), (1, 3000, Some(30.0)));
+    let row_b = range(&report, "b", 0);
+    assert_eq!((row_b.transfer_count, row_b.memcpy_bytes, row_b.memset_bytes), (2, 800, 500));
+    assert_eq!((row_b.transfer_bytes, row_b.transfer_time_ns), (1300, 20));
+    // The root row exists for an unlaunched transfer alone.
+    let root = &report.ranges[0];
+    assert_eq!((root.range_id, root.kernel_count, root.transfer_count, root.transfer_bytes), (None, 0, 1, 64));
+    assert_eq!((root.transfer_time_ns, root.transfer_gbps), (0, None));
+
+    // Clock drift: the wall clock gained 900 − 1000 = −100 ns.
+    assert_eq!(report.meta.clock_drift_ns, Some(-100));
+    assert!(report.summary().to_string().contains("clock drift -100 ns"), "{}", report.summary());
+    assert!(report.summary().to_string().contains("transfers: 5 | memcpy 4864 B | memset 500 B"));
+
+    // The transfer CSV reads back.
+    let mut out = Vec::new();
+    report.write_transfers_csv_to(&mut out).expect("csv");
+    let text = String::from_utf8(out).expect("utf8");
+    assert!(text.contains("# clock_drift_ns: -100\n"), "{text}");
+    let mut reader = csv::ReaderBuilder::new().comment(Some(b'#')).from_reader(text.as_bytes());
+    let headers = reader.headers().expect("headers").clone();
+    let col = |name: &str| headers.iter().position(|h| h == name).unwrap_or_else(|| panic!("{name}"));
+    let (kind, path, status, thread) = (col("kind"), col("range_path"), col("status"), col("thread"));
+    let records: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("record")).collect();
+    let kinds: Vec<&str> = records.iter().map(|r| &r[kind]).collect();
+    assert_eq!(kinds, ["memcpy_htod", "memset", "memcpy_dtod", "memcpy_dtoh", "memcpy_ptop"]);
+    assert_eq!((&records[2][path], &records[2][status], &records[2][thread]), (ROOT_PATH, "unlaunched", ""));
+}
+
+#[test]
+fn reports_without_the_new_fields_still_read() {
+    let report = golden_report();
+    let mut value: serde_json::Value = serde_json::from_str(&report.to_json_string().expect("json")).expect("value");
+    let object = value.as_object_mut().expect("object");
+    object.remove("transfers");
+    let meta = object.get_mut("meta").and_then(|m| m.as_object_mut()).expect("meta");
+    meta.remove("clock");
+    meta.remove("clock_drift_ns");
+    for range in object.get_mut("ranges").and_then(|r| r.as_array_mut()).expect("ranges") {
+        let range = range.as_object_mut().expect("range");
+        for field in ["gpu_busy_ns", "transfer_count", "transfer_bytes", "transfer_gbps", "memcpy_bytes"] {
+            range.remove(field);
+        }
+    }
+    let back = Report::from_json(&value.to_string()).expect("older report");
+    assert!(back.transfers.is_empty());
+    assert_eq!(back.meta.clock_drift_ns, None);
+    assert_eq!(back.ranges[0].transfer_count, 0);
 }

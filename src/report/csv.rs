@@ -1,4 +1,5 @@
-//! CSV exporters: per-range and per-kernel tables.
+//! CSV exporters: per-range, per-kernel and per-transfer tables (and the statistics table
+//! of [`crate::stats`]).
 //!
 //! Layer 3 (the safe profiler), report output. Each file starts with metadata lines that
 //! begin with `# ` (mode, time source, metric rules, dropped and flagged counts, warnings),
@@ -23,7 +24,7 @@ use crate::error::{Error, Result};
 use crate::model::RangeId;
 
 /// Columns of the per-range table before the metric columns.
-pub const RANGE_COLUMNS: [&str; 14] = [
+pub const RANGE_COLUMNS: [&str; 21] = [
     "range_slot",
     "range_generation",
     "path",
@@ -38,6 +39,13 @@ pub const RANGE_COLUMNS: [&str; 14] = [
     "wall_time_ns",
     "start_ns",
     "end_ns",
+    "gpu_busy_ns",
+    "transfer_count",
+    "transfer_bytes",
+    "memcpy_bytes",
+    "memset_bytes",
+    "transfer_time_ns",
+    "transfer_gbps",
 ];
 
 /// Columns of the per-range table after the metric columns.
@@ -72,31 +80,50 @@ pub const KERNEL_COLUMNS: [&str; 24] = [
     "status",
 ];
 
+/// Columns of the per-transfer table.
+pub const TRANSFER_COLUMNS: [&str; 15] = [
+    "correlation_id",
+    "kind",
+    "bytes",
+    "start_ns",
+    "end_ns",
+    "duration_ns",
+    "gbps",
+    "stream_id",
+    "device_id",
+    "range_slot",
+    "range_generation",
+    "range_path",
+    "thread",
+    "api_name",
+    "status",
+];
+
 /// Writes one field at a time through a reused buffer (no allocation per field).
-struct RecordWriter<W: Write> {
+pub(crate) struct RecordWriter<W: Write> {
     csv: ::csv::Writer<W>,
     buffer: String,
     what: &'static str,
 }
 
 impl<W: Write> RecordWriter<W> {
-    fn new(out: W, what: &'static str) -> Self {
+    pub(crate) fn new(out: W, what: &'static str) -> Self {
         let csv = WriterBuilder::new().quote_style(QuoteStyle::NonNumeric).from_writer(out);
         Self { csv, buffer: String::new(), what }
     }
 
-    fn text(&mut self, value: &str) -> Result<()> {
+    pub(crate) fn text(&mut self, value: &str) -> Result<()> {
         self.csv.write_field(value).map_err(|e| csv_error(self.what, e))
     }
 
-    fn display(&mut self, value: impl std::fmt::Display) -> Result<()> {
+    pub(crate) fn display(&mut self, value: impl std::fmt::Display) -> Result<()> {
         self.buffer.clear();
         // Writing to a String cannot fail.
         let _ = write!(self.buffer, "{value}");
         self.csv.write_field(self.buffer.as_bytes()).map_err(|e| csv_error(self.what, e))
     }
 
-    fn optional(&mut self, value: Option<impl std::fmt::Display>) -> Result<()> {
+    pub(crate) fn optional(&mut self, value: Option<impl std::fmt::Display>) -> Result<()> {
         match value {
             Some(v) => self.display(v),
             None => self.text(""),
@@ -108,18 +135,18 @@ impl<W: Write> RecordWriter<W> {
         self.optional(id.map(|i| i.generation))
     }
 
-    fn end_record(&mut self) -> Result<()> {
+    pub(crate) fn end_record(&mut self) -> Result<()> {
         self.csv.write_record(None::<&[u8]>).map_err(|e| csv_error(self.what, e))
     }
 
-    fn header<'a>(&mut self, names: impl IntoIterator<Item = &'a str>) -> Result<()> {
+    pub(crate) fn header<'a>(&mut self, names: impl IntoIterator<Item = &'a str>) -> Result<()> {
         for name in names {
             self.text(name)?;
         }
         self.end_record()
     }
 
-    fn finish(mut self) -> Result<()> {
+    pub(crate) fn finish(mut self) -> Result<()> {
         self.csv.flush().map_err(|e| Error::Serialize { what: self.what, message: e.to_string() })
     }
 }
@@ -143,7 +170,7 @@ fn comment_text(text: &str) -> String {
 }
 
 impl Report {
-    /// The `# ` metadata lines that head both CSV files.
+    /// The `# ` metadata lines that head every CSV file.
     pub fn csv_metadata_lines(&self, table: &str) -> Vec<String> {
         let m = &self.meta;
         let mut lines = vec![
@@ -187,13 +214,23 @@ impl Report {
         lines.push(format!("dropped_activity_records: {}", m.dropped_activity_records));
         lines.push(format!("flagged_kernel_rows: {}", m.flagged_kernel_rows));
         lines.push(format!("orphan_counter_ranges: {}", m.orphan_counter_ranges));
+        lines.push(format!("transfers: {}", self.transfers.len()));
+        if let Some(clock) = &m.clock {
+            lines.push(format!(
+                "clock: cupti_ns {} = unix_ns {} at start, cupti_ns {} = unix_ns {} at finish",
+                clock.start.cupti_ns, clock.start.unix_ns, clock.finish.cupti_ns, clock.finish.unix_ns
+            ));
+        }
+        if let Some(drift) = m.clock_drift_ns {
+            lines.push(format!("clock_drift_ns: {drift}"));
+        }
         for warning in &m.warnings {
             lines.push(format!("warning: {warning}"));
         }
         lines.into_iter().map(|l| comment_text(&l)).collect()
     }
 
-    fn write_metadata<W: Write>(&self, out: &mut W, table: &str, what: &'static str) -> Result<()> {
+    pub(crate) fn write_metadata<W: Write>(&self, out: &mut W, table: &str, what: &'static str) -> Result<()> {
         for line in self.csv_metadata_lines(table) {
             writeln!(out, "# {line}").map_err(|e| Error::Serialize { what, message: e.to_string() })?;
         }
@@ -227,6 +264,13 @@ impl Report {
             w.optional(row.wall_time_ns)?;
             w.optional(row.start_ns)?;
             w.optional(row.end_ns)?;
+            w.optional(row.gpu_busy_ns)?;
+            w.display(row.transfer_count)?;
+            w.display(row.transfer_bytes)?;
+            w.display(row.memcpy_bytes)?;
+            w.display(row.memset_bytes)?;
+            w.display(row.transfer_time_ns)?;
+            w.optional(row.transfer_gbps)?;
             for i in 0..metric_names.len() {
                 w.optional(row.metrics.get(i).copied().flatten())?;
             }
@@ -279,6 +323,33 @@ impl Report {
         w.finish()
     }
 
+    /// Writes the per-transfer CSV (metadata lines, header, one record per memcpy/memset) to
+    /// `out`.
+    pub fn write_transfers_csv_to<W: Write>(&self, mut out: W) -> Result<()> {
+        const WHAT: &str = "per-transfer CSV";
+        self.write_metadata(&mut out, "per-transfer report", WHAT)?;
+        let mut w = RecordWriter::new(out, WHAT);
+        w.header(TRANSFER_COLUMNS)?;
+        for t in &self.transfers {
+            w.display(t.correlation_id)?;
+            w.text(t.kind.as_str())?;
+            w.display(t.bytes)?;
+            w.display(t.start_ns)?;
+            w.display(t.end_ns)?;
+            w.display(t.duration_ns)?;
+            w.optional(t.gbps())?;
+            w.display(t.stream_id)?;
+            w.display(t.device_id)?;
+            w.range_id(t.range_id)?;
+            w.text(&t.range_path)?;
+            w.optional(t.thread)?;
+            w.text(t.api_name.as_deref().unwrap_or(""))?;
+            w.text(t.status.as_str())?;
+            w.end_record()?;
+        }
+        w.finish()
+    }
+
     /// Writes the per-range CSV to a file.
     pub fn write_csv(&self, path: impl AsRef<Path>) -> Result<()> {
         write_file(path.as_ref(), |out| self.write_csv_to(out))
@@ -287,6 +358,11 @@ impl Report {
     /// Writes the per-kernel CSV to a file.
     pub fn write_kernels_csv(&self, path: impl AsRef<Path>) -> Result<()> {
         write_file(path.as_ref(), |out| self.write_kernels_csv_to(out))
+    }
+
+    /// Writes the per-transfer CSV to a file.
+    pub fn write_transfers_csv(&self, path: impl AsRef<Path>) -> Result<()> {
+        write_file(path.as_ref(), |out| self.write_transfers_csv_to(out))
     }
 }
 

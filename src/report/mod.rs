@@ -5,8 +5,11 @@
 //! needs to trust them (mode, time source, the rule of each metric, dropped and flagged
 //! counts, warnings) into one serializable value. Exporters:
 //!
-//! - [`Report::write_csv`] (per range) and [`Report::write_kernels_csv`] (per kernel), see
-//!   [`csv`]: `# ` metadata lines, then CSV rows written by the `csv` crate.
+//! - [`Report::write_csv`] (per range), [`Report::write_kernels_csv`] (per kernel) and
+//!   [`Report::write_transfers_csv`] (per memcpy/memset), see [`csv`]: `# ` metadata lines,
+//!   then CSV rows written by the `csv` crate.
+//! - [`Report::write_stats_csv`], see [`crate::stats`]: count, total, mean, min, max, p50,
+//!   p99 and share per range path and per (range path, kernel name).
 //! - [`Report::write_json`] / [`Report::from_json`], see [`json`]: the whole
 //!   report, round-trippable (for `gmprof report` on a saved run).
 //! - [`Report::summary`], see [`summary`]: a text table grouped by range path.
@@ -21,8 +24,8 @@ pub mod summary;
 use serde::{Deserialize, Serialize};
 
 use crate::aggregate::{aggregate, Aggregation, DerivedMetric, MetricRule, RangeRow};
-use crate::correlate::{Correlation, CorrelationCounts, Correlator, KernelRow, TimeSource};
-use crate::model::{MetricSet, ProfilingMode};
+use crate::correlate::{Correlation, CorrelationCounts, Correlator, KernelRow, TimeSource, TransferRow};
+use crate::model::{ClockSync, MetricSet, ProfilingMode};
 use crate::session::SessionTree;
 
 pub use self::summary::{Summary, SummaryRow};
@@ -46,6 +49,8 @@ pub struct CaptureInfo {
     pub finished_unix_ns: Option<u64>,
     /// Warnings from capture (e.g. [`SessionTree::close_all_open`]'s).
     pub warnings: Vec<String>,
+    /// CUPTI-clock/wall-clock pairs taken at start and finish, when capture took them.
+    pub clock: Option<ClockSync>,
 }
 
 impl CaptureInfo {
@@ -60,6 +65,7 @@ impl CaptureInfo {
             started_unix_ns: None,
             finished_unix_ns: None,
             warnings: Vec::new(),
+            clock: None,
         }
     }
 }
@@ -103,9 +109,17 @@ pub struct ReportMeta {
     pub started_unix_ns: Option<u64>,
     /// Wall-clock end, ns since the Unix epoch.
     pub finished_unix_ns: Option<u64>,
+    /// CUPTI-clock/wall-clock pairs of the session; they convert the CUPTI timestamps of
+    /// rows to Unix time ([`ClockSync::to_unix_ns`]).
+    #[serde(default)]
+    pub clock: Option<ClockSync>,
+    /// How much the wall clock gained on the CUPTI clock over the session, ns
+    /// ([`ClockSync::drift_ns`]).
+    #[serde(default)]
+    pub clock_drift_ns: Option<i64>,
 }
 
-/// A session's report: metadata, per-range rows, per-kernel rows.
+/// A session's report: metadata, per-range rows, per-kernel rows, per-transfer rows.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     /// Metadata.
@@ -114,12 +128,15 @@ pub struct Report {
     pub ranges: Vec<RangeRow>,
     /// Per-kernel rows in launch order.
     pub kernels: Vec<KernelRow>,
+    /// Memcpy and memset rows in (start, correlation id) order.
+    #[serde(default)]
+    pub transfers: Vec<TransferRow>,
 }
 
 impl Report {
     /// Assembles a report from correlated and aggregated rows.
     pub fn build(info: CaptureInfo, metrics: &MetricSet, correlation: Correlation, aggregation: Aggregation) -> Self {
-        let Correlation { rows, counts, warnings: correlation_warnings, .. } = correlation;
+        let Correlation { rows, counts, transfers, warnings: correlation_warnings, .. } = correlation;
         let mut warnings = info.warnings;
         if info.dropped_counter_ranges > 0 {
             warnings.push(format!(
@@ -161,8 +178,10 @@ impl Report {
             warnings,
             started_unix_ns: info.started_unix_ns,
             finished_unix_ns: info.finished_unix_ns,
+            clock: info.clock,
+            clock_drift_ns: info.clock.map(|c| c.drift_ns()),
         };
-        Report { meta, ranges: aggregation.ranges, kernels: rows }
+        Report { meta, ranges: aggregation.ranges, kernels: rows, transfers }
     }
 
     /// Correlates, aggregates and assembles in one step.

@@ -3,7 +3,8 @@
 //! Layer 3 (the safe profiler), report output for people: what `gmprof` prints at the end of
 //! a run. One line per range path (all instances of `train_step/forward` together), sorted
 //! by total GPU time, under a header that always states the mode, the device and the
-//! dropped and flagged counts.
+//! dropped and flagged counts, plus the clock drift and the memcpy/memset totals when the
+//! report has them.
 //!
 //! Range rows are inclusive, so the shares of a parent and its children overlap and the
 //! share column does not add up to 100%.
@@ -14,6 +15,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::Report;
+use crate::model::TransferKind;
 
 /// One range path's statistics over its instances.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -63,6 +65,21 @@ pub struct Summary {
     pub orphan_counter_ranges: u64,
     /// Number of warnings in the report.
     pub warning_count: usize,
+    /// Wall clock minus CUPTI clock over the session, ns, when clock pairs were taken.
+    #[serde(default)]
+    pub clock_drift_ns: Option<i64>,
+    /// Memcpy and memset rows.
+    #[serde(default)]
+    pub transfer_count: u64,
+    /// Σ bytes copied by memcpy.
+    #[serde(default)]
+    pub memcpy_bytes: u64,
+    /// Σ bytes set by memset.
+    #[serde(default)]
+    pub memset_bytes: u64,
+    /// Σ transfer durations, ns.
+    #[serde(default)]
+    pub transfer_time_ns: u64,
     /// One row per range path, by total GPU time, largest first.
     pub rows: Vec<SummaryRow>,
 }
@@ -148,6 +165,19 @@ impl Summary {
             flagged_kernel_rows: meta.flagged_kernel_rows,
             orphan_counter_ranges: meta.orphan_counter_ranges,
             warning_count: meta.warnings.len(),
+            clock_drift_ns: meta.clock_drift_ns,
+            transfer_count: report.transfers.len() as u64,
+            memcpy_bytes: report
+                .transfers
+                .iter()
+                .filter(|t| t.kind != TransferKind::Memset)
+                .fold(0u64, |sum, t| sum.saturating_add(t.bytes)),
+            memset_bytes: report
+                .transfers
+                .iter()
+                .filter(|t| t.kind == TransferKind::Memset)
+                .fold(0u64, |sum, t| sum.saturating_add(t.bytes)),
+            transfer_time_ns: report.transfers.iter().fold(0u64, |sum, t| sum.saturating_add(t.duration_ns)),
             rows,
         }
     }
@@ -171,7 +201,7 @@ pub fn format_duration_ns(ns: f64) -> String {
 }
 
 /// Text for a table cell: control characters escaped, so a name cannot break the layout.
-fn cell(text: &str) -> String {
+pub(crate) fn cell(text: &str) -> String {
     text.chars()
         .flat_map(|c| {
             let escaped: Vec<char> = if c.is_control() { c.escape_default().collect() } else { vec![c] };
@@ -182,7 +212,7 @@ fn cell(text: &str) -> String {
 
 impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
+        write!(
             f,
             "gmprof {} | mode {} | {} | {} kernels, {} GPU time",
             self.gmprof_version,
@@ -191,6 +221,10 @@ impl fmt::Display for Summary {
             self.kernel_count,
             format_duration_ns(self.total_gpu_time_ns as f64)
         )?;
+        if let Some(drift) = self.clock_drift_ns {
+            write!(f, " | clock drift {drift:+} ns")?;
+        }
+        writeln!(f)?;
         writeln!(
             f,
             "dropped counter ranges: {} | dropped activity records: {} | flagged kernel rows: {} | orphan counter ranges: {} | warnings: {}",
@@ -200,6 +234,19 @@ impl fmt::Display for Summary {
             self.orphan_counter_ranges,
             self.warning_count
         )?;
+        if self.transfer_count > 0 {
+            let time = self.transfer_time_ns;
+            let bytes = self.memcpy_bytes.saturating_add(self.memset_bytes);
+            writeln!(
+                f,
+                "transfers: {} | memcpy {} B | memset {} B | {} | {}",
+                self.transfer_count,
+                self.memcpy_bytes,
+                self.memset_bytes,
+                format_duration_ns(time as f64),
+                if time > 0 { format!("{:.2} GB/s", bytes as f64 / time as f64) } else { "- GB/s".to_owned() }
+            )?;
+        }
 
         let header = ["range", "count", "total", "mean", "min", "max", "share", "kernels", "flagged", "DRAM GB/s"];
         let dash = || "-".to_owned();
