@@ -58,8 +58,16 @@ struct Args {
     range_per_kernel: bool,
 
     /// Do not flush activity buffers at range boundaries (measures what the flushes cost).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "flush")]
     no_flush: bool,
+
+    /// Flush activity buffers at every range boundary (the default in kernel_replay only).
+    #[arg(long)]
+    flush: bool,
+
+    /// Time the same launches unprofiled first, in this process, and print the overhead.
+    #[arg(long)]
+    compare: bool,
 
     /// If given, write ranges.csv, kernels.csv and report.json here.
     #[arg(long)]
@@ -123,8 +131,21 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
 
     // ===================================== gmprof ======================================
     let mode = mode.expect("parsed above unless --no-profile");
-    let prof =
-        gmprof::Profiler::builder().mode(mode).metrics(metrics).flush_on_range_boundaries(!args.no_flush).build()?;
+    let baseline = if args.compare {
+        let start = Instant::now();
+        for _ in 0..args.kernels {
+            gpu.vector_add(args.size)?;
+        }
+        gpu.sync()?;
+        Some(start.elapsed())
+    } else {
+        None
+    };
+    let mut builder = gmprof::Profiler::builder().mode(mode).metrics(metrics);
+    if args.flush || args.no_flush {
+        builder = builder.flush_on_range_boundaries(args.flush);
+    }
+    let prof = builder.build()?;
 
     let start = Instant::now();
     {
@@ -155,5 +176,14 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
 
     gpu.verify_vector_add(args.size)?;
     report_line(&args.mode, wall.as_secs_f64() * 1e3, finish.as_secs_f64() * 1e3);
+    if let Some(base) = baseline {
+        println!(
+            "synthetic overhead mode={} unprofiled_ms={:.3} profiled_ms={:.3} ratio={:.3}",
+            args.mode,
+            base.as_secs_f64() * 1e3,
+            wall.as_secs_f64() * 1e3,
+            wall.as_secs_f64() / base.as_secs_f64()
+        );
+    }
     Ok(())
 }

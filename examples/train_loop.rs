@@ -62,6 +62,10 @@ struct Args {
     #[arg(long)]
     no_profile: bool,
 
+    /// Run the same steps unprofiled first, in this process, and print the overhead ratio.
+    #[arg(long)]
+    compare: bool,
+
     /// Print the loss every N steps (0: never).
     #[arg(long, default_value_t = 1)]
     log_every: usize,
@@ -141,17 +145,20 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
         Ok(())
     };
 
-    if args.no_profile {
+    let unprofiled = |mlp: &mut Mlp| -> Result<std::time::Duration, Box<dyn Error>> {
         let start = Instant::now();
         for step in 0..args.steps {
             mlp.forward()?;
             mlp.backward()?;
             mlp.update(args.lr)?;
             // Reading the loss synchronises; that is part of the loop in both variants.
-            log(step, &mlp)?;
+            log(step, mlp)?;
         }
         gpu.sync()?;
-        let wall = start.elapsed();
+        Ok(start.elapsed())
+    };
+    if args.no_profile {
+        let wall = unprofiled(&mut mlp)?;
         println!(
             "wall time: {:.3} ms for {} steps ({:.3} ms/step), unprofiled",
             wall.as_secs_f64() * 1e3,
@@ -160,6 +167,7 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
         );
         return Ok(());
     }
+    let baseline = if args.compare { Some(unprofiled(&mut mlp)?) } else { None };
 
     // ===================================== gmprof ======================================
     let mode = mode.expect("parsed above unless --no-profile");
@@ -207,5 +215,14 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
         args.mode
     );
     println!("wrote {}/{{ranges.csv,kernels.csv,report.json}}", args.out.display());
+    if let Some(base) = baseline {
+        println!(
+            "train_loop overhead mode={} unprofiled_ms={:.3} profiled_ms={:.3} ratio={:.3}",
+            args.mode,
+            base.as_secs_f64() * 1e3,
+            loop_time.as_secs_f64() * 1e3,
+            loop_time.as_secs_f64() / base.as_secs_f64()
+        );
+    }
     Ok(())
 }

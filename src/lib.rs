@@ -20,6 +20,7 @@ pub mod checked;
 pub mod correlate;
 pub mod error;
 mod global;
+mod hub;
 pub mod metrics;
 pub mod model;
 pub mod profiler;

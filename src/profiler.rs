@@ -1,12 +1,25 @@
 //! The profiler: drives CUPTI capture and hands the records to analysis.
 //!
 //! Layer 3. A [`Profiler`] attaches to the current CUDA context (or a device's primary
-//! context), subscribes to the driver and runtime launch callbacks, enables kernel activity
-//! records and the range profiler, and keeps a [`SessionTree`] of the user's ranges. Each
-//! launch is recorded as it happens (correlation id, thread, innermost open range, counter
-//! cycle and ordinal); activity buffers are flushed at range boundaries; counter images are
-//! decoded and evaluated cycle by cycle. [`Profiler::finish`] correlates and aggregates into a
-//! [`Report`].
+//! context) and joins the process-wide capture hub ([`crate::hub`]), which routes the driver
+//! and runtime launch and transfer callbacks and the activity records of that context to it.
+//! It keeps a [`SessionTree`] of the user's ranges. Each launch is recorded as it happens
+//! (correlation id, thread, innermost open range, counter cycle and ordinal); activity
+//! buffers are flushed at range boundaries; in counter modes the range profiler's images are
+//! decoded and evaluated cycle by cycle. [`Profiler::finish`] correlates and aggregates into
+//! a [`Report`].
+//!
+//! # Modes
+//! - [`ProfilingMode::KernelReplay`]: CUPTI auto range + kernel replay; kernel time from
+//!   `gpu__time_duration.sum` (activity records have start == end while it runs).
+//! - [`ProfilingMode::Trace`]: activity and callbacks only, no counters; kernels, memcpys and
+//!   memsets carry their real start and end. Range push and pop times come from
+//!   `cuptiGetTimestamp`, the clock of the activity records, so the whole trace lives in one
+//!   clock domain; (CUPTI, wall clock) pairs taken at start and finish convert it to wall
+//!   time and measure the drift between the two.
+//!
+//! One profiler per CUDA context may run at a time (one per GPU); profilers may follow one
+//! another in a process, and never see each other's records.
 //!
 //! # Kernel replay and the launch gate
 //! In [`ProfilingMode::KernelReplay`] CUPTI numbers counter ranges "0", "1", ... in the order
@@ -23,13 +36,13 @@
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
-use crate::checked::activity::{self, ActivityKinds, ActivityRecord, ActivityTracing};
-use crate::checked::callback::{ApiCallback, ApiDomain, CallbackSite, LaunchKind, Subscriber};
+use crate::checked::activity::{self, ActivityRecord};
+use crate::checked::callback::{ApiCallback, ApiDomain, CallbackSite, LaunchKind};
 use crate::checked::driver::{self, Context, PrimaryContext};
 use crate::checked::host::ProfilerHost;
 use crate::checked::range_profiler::{CounterDataImage, RangeConfig, RangeMode, RangeProfiler, ReplayMode};
@@ -37,9 +50,11 @@ use crate::checked::target::{self, ProfilerApi};
 use crate::checked::{Cupti, Driver};
 use crate::correlate::Correlator;
 use crate::error::{Error, Result};
+use crate::hub::{self, CaptureSession, HubMembership};
 use crate::metrics::MetricCatalog;
 use crate::model::{
-    CounterRange, LaunchApi, LaunchRecord, MetricSet, ProfilingMode, RangeId, ThreadId, GPU_TIME_METRIC,
+    ClockPair, ClockSync, CounterRange, LaunchApi, LaunchRecord, MetricSet, ProfilingMode, RangeId, ThreadId,
+    TransferCall, GPU_TIME_METRIC,
 };
 use crate::report::{CaptureInfo, Report};
 use crate::session::SessionTree;
@@ -48,8 +63,6 @@ use crate::session::SessionTree;
 pub const DEFAULT_COUNTER_IMAGE_BUDGET: usize = 256 << 20;
 /// Default upper bound of ranges per counter cycle.
 pub const DEFAULT_MAX_RANGES_PER_CYCLE: usize = 2000;
-/// Activity buffers allocated before profiling starts.
-const PREALLOCATED_ACTIVITY_BUFFERS: usize = 4;
 
 /// Configures and builds a [`Profiler`].
 #[derive(Clone, Debug)]
@@ -58,7 +71,7 @@ pub struct ProfilerBuilder {
     metrics: Vec<String>,
     mode: ProfilingMode,
     device: Option<usize>,
-    flush_on_range_boundaries: bool,
+    flush_on_range_boundaries: Option<bool>,
     counter_image_budget: usize,
     max_ranges_per_cycle: usize,
 }
@@ -69,7 +82,7 @@ impl Default for ProfilerBuilder {
             metrics: vec!["dram__bytes_read.sum".into(), "dram__bytes_write.sum".into()],
             mode: ProfilingMode::KernelReplay,
             device: None,
-            flush_on_range_boundaries: true,
+            flush_on_range_boundaries: None,
             counter_image_budget: DEFAULT_COUNTER_IMAGE_BUDGET,
             max_ranges_per_cycle: DEFAULT_MAX_RANGES_PER_CYCLE,
         }
@@ -100,12 +113,15 @@ impl ProfilerBuilder {
         self
     }
 
-    /// Flush activity buffers at every push and pop (default on), so a range's records are
-    /// in hand when it closes. Off, records arrive when CUPTI's buffers fill or at finish:
-    /// cheaper per range, and the report is the same, since rows are joined by correlation
-    /// id, not by arrival.
+    /// Flush activity buffers at every push and pop, so a range's records are in hand when
+    /// it closes. Off, records arrive when CUPTI's buffers fill or at finish. The report is
+    /// the same either way, since rows are joined by correlation id, not by arrival.
+    ///
+    /// A flush costs about 0.4 ms (measured on an H200, see BENCHMARKS.md): noise next to
+    /// kernel replay's ~12 ms per kernel, so it defaults on in `KernelReplay`, but many
+    /// kernels' worth in `Trace`, where it defaults off.
     pub fn flush_on_range_boundaries(mut self, on: bool) -> Self {
-        self.flush_on_range_boundaries = on;
+        self.flush_on_range_boundaries = Some(on);
         self
     }
 
@@ -181,23 +197,36 @@ thread_local! {
     static HOLDS_GATE: Cell<bool> = const { Cell::new(false) };
 }
 
-/// CUPTI objects of a live capture; dropped (in field order) when the capture ends.
+/// What a live capture holds; dropped (in field order) when the capture ends.
 struct Capture {
-    subscriber: Option<Subscriber>,
+    membership: Option<HubMembership>,
+    counters: Option<Counters>,
+    _primary: Option<PrimaryContext>,
+    context: Context,
+}
+
+/// The range profiler side of a counter mode.
+struct Counters {
     range_profiler: Option<RangeProfiler>,
     counter_data: CounterDataImage,
     config_image: Vec<u8>,
     config: RangeConfig,
     host: ProfilerHost,
-    activity: Option<ActivityTracing>,
     _api: ProfilerApi,
-    _primary: Option<PrimaryContext>,
-    context: Context,
     cycle: u32,
     ordinal_in_cycle: u32,
     dropped_ranges: u64,
     /// Auto ranges CUPTI numbered in earlier cycles (see `finish_cycle`).
     auto_ranges_before_cycle: u64,
+}
+
+/// What `start_counters` sets up.
+struct CounterSetup {
+    counters: Counters,
+    metric_set: MetricSet,
+    names: Vec<String>,
+    passes: usize,
+    chip: String,
 }
 
 /// The session's records, behind one lock.
@@ -212,6 +241,9 @@ struct SessionState {
 struct Shared {
     cupti: Cupti,
     driver: Driver,
+    clock_start: ClockPair,
+    /// Launches seen (trace mode numbers them here; counter modes per cycle).
+    launches: std::sync::atomic::AtomicU32,
     mode: ProfilingMode,
     metric_set: MetricSet,
     metric_names: Vec<String>,
@@ -273,87 +305,52 @@ impl Profiler {
     }
 
     fn start(cfg: ProfilerBuilder) -> Result<Profiler> {
-        if cfg.mode != ProfilingMode::KernelReplay {
+        if matches!(cfg.mode, ProfilingMode::PerKernel | ProfilingMode::PerRange) {
             return Err(Error::InvalidConfig(format!(
-                "mode {} is not available in this version of gmprof; use kernel_replay",
+                "mode {} is not available in this version of gmprof; use kernel_replay or trace",
                 cfg.mode.as_str()
             )));
         }
         let cupti = Cupti::load()?;
         let drv = driver::init()?;
         if driver::device_count(&drv)? == 0 {
-            return Err(Error::InvalidState(
-                "no CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)".into(),
-            ));
+            return Err(Error::InvalidState("no CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)".into()));
         }
         // Attach to the application's context, or the device's primary context (the one the
         // CUDA runtime, cudarc and PyTorch use).
-        let (context, primary, device) = match driver::current_context(&drv)? {
-            Some(ctx) => (ctx, None, driver::current_device(&drv)?),
-            None => {
-                let ordinal = cfg.device.unwrap_or(0);
-                let dev = driver::device(&drv, ordinal as i32)?;
+        let (context, primary, device) = match (driver::current_context(&drv)?, cfg.device) {
+            (Some(ctx), None) => (ctx, None, driver::current_device(&drv)?),
+            (_, ordinal) => {
+                let dev = driver::device(&drv, ordinal.unwrap_or(0) as i32)?;
                 let primary = PrimaryContext::retain(&drv, dev)?;
                 driver::set_current(&drv, primary.context())?;
                 (primary.context(), Some(primary), dev)
             }
         };
         let device_name = driver::device_name(&drv, device)?;
-        let api = ProfilerApi::initialize(&cupti)?;
-        let chip = target::chip_name(&cupti, device as usize)?;
+        let context_id = activity::context_id(&cupti, context)?;
 
-        // Metrics: gpu__time_duration.sum first, then the user's, without duplicates.
-        let mut names: Vec<String> = vec![GPU_TIME_METRIC.to_owned()];
-        for m in &cfg.metrics {
-            let m = m.trim();
-            if !m.is_empty() && !names.iter().any(|n| n == m) {
-                names.push(m.to_owned());
-            }
-        }
-        let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        let catalog = MetricCatalog::for_chip(&cupti, &chip)?;
-        let specs = catalog.validate(&name_refs)?;
-        drop(catalog);
-        let availability = target::counter_availability(&cupti, context)?;
-        let mut host = ProfilerHost::new(&cupti, &chip, Some(&availability))?;
-        host.add_metrics(&name_refs)?;
-        let config_image = host.config_image()?;
-        let passes = host.num_passes(&config_image)?;
-        tracing::info!(passes, metrics = ?names, "gmprof: metric set needs {passes} replay pass(es)");
-
-        let range_profiler = RangeProfiler::enable(&cupti, context)?;
-        let per_range = range_profiler
-            .counter_data_size(&name_refs, 2, 2)?
-            .saturating_sub(range_profiler.counter_data_size(&name_refs, 1, 1)?)
-            .max(1);
-        let ranges_per_cycle = (cfg.counter_image_budget / per_range).clamp(1, cfg.max_ranges_per_cycle);
-        let mut counter_data =
-            range_profiler.create_counter_data(&name_refs, ranges_per_cycle, ranges_per_cycle as u32)?;
-        let config = RangeConfig {
-            range: RangeMode::Auto,
-            replay: ReplayMode::Kernel,
-            max_ranges_per_pass: ranges_per_cycle,
-            num_nesting_levels: 1,
-            min_nesting_level: 1,
-            pass_index: 0,
-            target_nesting_level: 1,
+        let (counters, metric_set, names, passes, chip) = if cfg.mode == ProfilingMode::Trace {
+            (None, MetricSet::default(), Vec::new(), 0, String::new())
+        } else {
+            let c = Self::start_counters(&cfg, &cupti, context, device)?;
+            (Some(c.counters), c.metric_set, c.names, c.passes, c.chip)
         };
-        // SAFETY: both images live in the Capture below, which outlives the range profiler
-        // (it is disabled first) and never reallocates them.
-        unsafe { range_profiler.set_config(&config_image, &mut counter_data, &config)? };
-        tracing::debug!(ranges_per_cycle, image_bytes = counter_data.len(), "gmprof: counter image");
 
+        let clock_start = ClockPair { cupti_ns: activity::timestamp(&cupti)?, unix_ns: unix_ns() };
         let shared = Arc::new(Shared {
             cupti,
             driver: drv,
+            clock_start,
+            launches: std::sync::atomic::AtomicU32::new(0),
             mode: cfg.mode,
-            metric_set: MetricSet { metrics: specs },
+            metric_set,
             metric_names: names,
             passes,
-            flush_on_range_boundaries: cfg.flush_on_range_boundaries,
+            flush_on_range_boundaries: cfg.flush_on_range_boundaries.unwrap_or(cfg.mode == ProfilingMode::KernelReplay),
             device_name,
             chip,
-            started_unix_ns: unix_ns(),
+            started_unix_ns: clock_start.unix_ns,
             capture: Mutex::new(None),
             state: Mutex::new(SessionState {
                 tree: SessionTree::new(),
@@ -365,39 +362,82 @@ impl Profiler {
             launch_gate: Mutex::new(()),
             finished: AtomicBool::new(false),
         });
-
-        let queue = Arc::clone(&shared.incoming);
-        let sink: activity::ActivitySink = Arc::new(move |mut records| queue.lock().append(&mut records));
-        let activity = ActivityTracing::start(&cupti, ActivityKinds::Kernels, PREALLOCATED_ACTIVITY_BUFFERS, sink)?;
-
-        let weak: Weak<Shared> = Arc::downgrade(&shared);
-        let subscriber = Subscriber::subscribe_launches(
-            &cupti,
-            Arc::new(move |cb: &ApiCallback<'_>| {
-                if let Some(shared) = weak.upgrade() {
-                    shared.on_launch_callback(cb);
-                }
-            }),
-        )?;
-
-        range_profiler.start()?;
-        *shared.capture.lock() = Some(Capture {
-            subscriber: Some(subscriber),
-            range_profiler: Some(range_profiler),
-            counter_data,
-            config_image,
-            config,
-            host,
-            activity: Some(activity),
-            _api: api,
-            _primary: primary,
-            context,
-            cycle: 0,
-            ordinal_in_cycle: 0,
-            dropped_ranges: 0,
-            auto_ranges_before_cycle: 0,
-        });
+        // The capture is in place before the hub can route a callback to this session.
+        *shared.capture.lock() = Some(Capture { membership: None, counters, _primary: primary, context });
+        let session: Arc<dyn CaptureSession> = shared.clone();
+        let membership = hub::join(&cupti, context_id, Arc::downgrade(&session))?;
+        let mut guard = shared.capture.lock();
+        if let Some(capture) = guard.as_mut() {
+            if let Some(rp) = capture.counters.as_ref().and_then(|c| c.range_profiler.as_ref()) {
+                rp.start()?;
+            }
+            capture.membership = Some(membership);
+        }
+        drop(guard);
         Ok(Profiler { shared })
+    }
+
+    /// Sets up the range profiler of a counter mode: metrics, configuration, counter image.
+    fn start_counters(cfg: &ProfilerBuilder, cupti: &Cupti, context: Context, device: i32) -> Result<CounterSetup> {
+        let api = ProfilerApi::initialize(cupti)?;
+        let chip = target::chip_name(cupti, device as usize)?;
+        // Metrics: gpu__time_duration.sum first, then the user's, without duplicates.
+        let mut names: Vec<String> = vec![GPU_TIME_METRIC.to_owned()];
+        for m in &cfg.metrics {
+            let m = m.trim();
+            if !m.is_empty() && !names.iter().any(|n| n == m) {
+                names.push(m.to_owned());
+            }
+        }
+        let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let catalog = MetricCatalog::for_chip(cupti, &chip)?;
+        let specs = catalog.validate(&name_refs)?;
+        drop(catalog);
+        let availability = target::counter_availability(cupti, context)?;
+        let mut host = ProfilerHost::new(cupti, &chip, Some(&availability))?;
+        host.add_metrics(&name_refs)?;
+        let config_image = host.config_image()?;
+        let passes = host.num_passes(&config_image)?;
+        tracing::info!(passes, metrics = ?names, "gmprof: metric set needs {passes} replay pass(es)");
+
+        let range_profiler = RangeProfiler::enable(cupti, context)?;
+        let per_range = range_profiler
+            .counter_data_size(&name_refs, 2, 2)?
+            .saturating_sub(range_profiler.counter_data_size(&name_refs, 1, 1)?)
+            .max(1);
+        let ranges_per_cycle = (cfg.counter_image_budget / per_range).clamp(1, cfg.max_ranges_per_cycle);
+        let mut counter_data = range_profiler.create_counter_data(&name_refs, ranges_per_cycle, ranges_per_cycle as u32)?;
+        let config = RangeConfig {
+            range: RangeMode::Auto,
+            replay: ReplayMode::Kernel,
+            max_ranges_per_pass: ranges_per_cycle,
+            num_nesting_levels: 1,
+            min_nesting_level: 1,
+            pass_index: 0,
+            target_nesting_level: 1,
+        };
+        // SAFETY: both images move into `Counters`, whose heap buffers never reallocate and
+        // outlive the range profiler (it is disabled before they drop).
+        unsafe { range_profiler.set_config(&config_image, &mut counter_data, &config)? };
+        tracing::debug!(ranges_per_cycle, image_bytes = counter_data.len(), "gmprof: counter image");
+        Ok(CounterSetup {
+            counters: Counters {
+                range_profiler: Some(range_profiler),
+                counter_data,
+                config_image,
+                config,
+                host,
+                _api: api,
+                cycle: 0,
+                ordinal_in_cycle: 0,
+                dropped_ranges: 0,
+                auto_ranges_before_cycle: 0,
+            },
+            metric_set: MetricSet { metrics: specs },
+            names,
+            passes,
+            chip,
+        })
     }
 
     /// The collection mode.
@@ -487,60 +527,73 @@ impl Profiler {
             .lock()
             .take()
             .ok_or_else(|| Error::InvalidState("the profiler has no live capture".into()))?;
-        // No more launches are recorded from here on.
-        if let Some(sub) = capture.subscriber.take() {
-            sub.shutdown()?;
-        }
         driver::set_current(&shared.driver, capture.context)?;
         driver::synchronize(&shared.driver)?;
-        shared.finish_cycle(&mut capture)?;
-        if let Some(rp) = capture.range_profiler.take() {
-            rp.shutdown()?;
+        let clock_finish = ClockPair { cupti_ns: activity::timestamp(&shared.cupti)?, unix_ns: unix_ns() };
+        let mut cycles = 0;
+        let mut dropped_ranges = 0;
+        if let Some(mut counters) = capture.counters.take() {
+            shared.finish_cycle(&mut counters)?;
+            if let Some(rp) = counters.range_profiler.take() {
+                rp.shutdown()?;
+            }
+            cycles = counters.cycle + 1;
+            dropped_ranges = counters.dropped_ranges;
+            counters.host.shutdown()?;
+            counters._api.shutdown()?;
         }
+        // Leaving the hub flushes this context's records to us; the stats are read first.
         let mut dropped_records = 0;
-        if let Some(act) = capture.activity.take() {
-            act.flush()?;
-            let stats = act.stats();
+        if let Some(membership) = capture.membership.take() {
+            membership.flush()?;
+            let stats = membership.stats();
             dropped_records = stats.records_dropped;
+            let mut state = shared.state.lock();
             if stats.buffers_allocated_late > 0 {
-                shared.state.lock().warnings.push(format!(
+                state.warnings.push(format!(
                     "{} activity buffer(s) were allocated while profiling because the pool ran dry",
                     stats.buffers_allocated_late
                 ));
             }
             if stats.callback_panics > 0 {
-                shared.state.lock().warnings.push(format!(
+                state.warnings.push(format!(
                     "{} activity buffer(s) were lost to an internal error in gmprof's buffer callback",
                     stats.callback_panics
                 ));
             }
-            act.shutdown()?;
+            drop(state);
+            membership.leave()?;
         }
         shared.drain_activity();
-        let cycles = capture.cycle + 1;
-        let dropped_ranges = capture.dropped_ranges;
-        capture.host.shutdown()?;
-        drop(capture.counter_data);
-        drop(capture._api);
         drop(capture._primary);
 
-        let ts = activity::timestamp(&shared.cupti).unwrap_or(0);
         let mut state = shared.state.lock();
-        let open = state.tree.close_all_open(ts);
+        let open = state.tree.close_all_open(clock_finish.cupti_ns);
         let mut warnings = std::mem::take(&mut state.warnings);
         warnings.extend(open);
         let mut info = CaptureInfo::new(shared.mode);
         info.device_name = Some(shared.device_name.clone());
-        info.chip = Some(shared.chip.clone());
+        info.chip = (!shared.chip.is_empty()).then(|| shared.chip.clone());
         info.dropped_counter_ranges = dropped_ranges;
         info.dropped_activity_records = dropped_records;
         info.started_unix_ns = Some(shared.started_unix_ns);
-        info.finished_unix_ns = Some(unix_ns());
+        info.finished_unix_ns = Some(clock_finish.unix_ns);
+        info.clock = Some(ClockSync { start: shared.clock_start, finish: clock_finish });
         info.warnings = warnings;
         let correlator = std::mem::take(&mut state.correlator);
         let report = Report::analyze(info, &shared.metric_set, &state.tree, correlator);
         tracing::debug!(cycles, elapsed = ?t0.elapsed(), "gmprof: finished");
         Ok(report)
+    }
+}
+
+impl CaptureSession for Shared {
+    fn on_api_callback(&self, cb: &ApiCallback<'_>) {
+        self.on_launch_callback(cb);
+    }
+
+    fn on_records(&self, mut records: Vec<ActivityRecord>) {
+        self.incoming.lock().append(&mut records);
     }
 }
 
@@ -552,11 +605,19 @@ impl Shared {
         }
         let mut state = self.state.lock();
         for record in records {
-            if let ActivityRecord::Kernel(mut k) = record {
-                if let Some(outer) = state.aliases.get(&k.correlation_id) {
-                    k.correlation_id = *outer;
+            match record {
+                ActivityRecord::Kernel(mut k) => {
+                    if let Some(outer) = state.aliases.get(&k.correlation_id) {
+                        k.correlation_id = *outer;
+                    }
+                    state.correlator.add_activity(k);
                 }
-                state.correlator.add_activity(k);
+                ActivityRecord::Transfer(mut t) => {
+                    if let Some(outer) = state.aliases.get(&t.correlation_id) {
+                        t.correlation_id = *outer;
+                    }
+                    state.correlator.add_transfer_activity(t);
+                }
             }
         }
     }
@@ -571,8 +632,8 @@ impl Shared {
                     d.get()
                 });
                 if depth > 1 {
-                    // The runtime launch calls a driver launch inside: same kernel. Map the
-                    // inner id to the outer so either id finds the launch.
+                    // The runtime calls the driver inside: the same kernel or copy. Map the
+                    // inner id to the outer so either id finds the call.
                     let outer = OUTER_CORRELATION.with(Cell::get);
                     if outer != cb.correlation_id {
                         self.state.lock().aliases.insert(cb.correlation_id, outer);
@@ -581,6 +642,10 @@ impl Shared {
                 }
                 OUTER_CORRELATION.with(|c| c.set(cb.correlation_id));
                 if self.finished.load(Ordering::Acquire) {
+                    return;
+                }
+                if cb.launch == LaunchKind::Transfer {
+                    self.record_transfer(cb);
                     return;
                 }
                 if self.mode == ProfilingMode::KernelReplay {
@@ -604,19 +669,36 @@ impl Shared {
         }
     }
 
+    fn record_transfer(&self, cb: &ApiCallback<'_>) {
+        let thread = current_thread_id();
+        let mut state = self.state.lock();
+        let range = state.tree.current(thread);
+        state.correlator.add_transfer_call(TransferCall {
+            correlation_id: cb.correlation_id,
+            thread,
+            range,
+            api_name: cb.function_name.to_owned(),
+        });
+    }
+
     fn record_launch(&self, cb: &ApiCallback<'_>) {
         let (cycle, ordinal) = {
             let mut guard = self.capture.lock();
             let Some(capture) = guard.as_mut() else { return };
-            if capture.ordinal_in_cycle as usize >= capture.config.max_ranges_per_pass {
-                if let Err(e) = self.cycle_counter_image(capture) {
-                    tracing::error!("gmprof: could not cycle the counter image: {e}");
-                    self.state.lock().warnings.push(format!("counter image cycle failed: {e}"));
+            match capture.counters.as_mut() {
+                Some(counters) => {
+                    if counters.ordinal_in_cycle as usize >= counters.config.max_ranges_per_pass {
+                        if let Err(e) = self.cycle_counter_image(counters) {
+                            tracing::error!("gmprof: could not cycle the counter image: {e}");
+                            self.state.lock().warnings.push(format!("counter image cycle failed: {e}"));
+                        }
+                    }
+                    let at = (counters.cycle, counters.ordinal_in_cycle);
+                    counters.ordinal_in_cycle += 1;
+                    at
                 }
+                None => (0, self.launches.fetch_add(1, Ordering::Relaxed)),
             }
-            let at = (capture.cycle, capture.ordinal_in_cycle);
-            capture.ordinal_in_cycle += 1;
-            at
         };
         let thread = current_thread_id();
         let mut state = self.state.lock();
@@ -638,53 +720,53 @@ impl Shared {
     }
 
     /// Stops the profiler, evaluates the full image, re-initializes it and starts again.
-    fn cycle_counter_image(&self, capture: &mut Capture) -> Result<()> {
-        self.finish_cycle(capture)?;
-        let Some(rp) = capture.range_profiler.as_ref() else { return Ok(()) };
-        rp.initialize_counter_data(&mut capture.counter_data)?;
-        // SAFETY: the images live in `capture` and outlive the range profiler.
-        unsafe { rp.set_config(&capture.config_image, &mut capture.counter_data, &capture.config)? };
+    fn cycle_counter_image(&self, counters: &mut Counters) -> Result<()> {
+        self.finish_cycle(counters)?;
+        let Some(rp) = counters.range_profiler.as_ref() else { return Ok(()) };
+        rp.initialize_counter_data(&mut counters.counter_data)?;
+        // SAFETY: the images live in `counters` and outlive the range profiler.
+        unsafe { rp.set_config(&counters.config_image, &mut counters.counter_data, &counters.config)? };
         rp.start()?;
-        capture.cycle += 1;
-        capture.ordinal_in_cycle = 0;
+        counters.cycle += 1;
+        counters.ordinal_in_cycle = 0;
         Ok(())
     }
 
     /// Stops and decodes the current cycle and hands its counter ranges to the correlator.
-    fn finish_cycle(&self, capture: &mut Capture) -> Result<()> {
-        let Some(rp) = capture.range_profiler.as_ref() else { return Ok(()) };
+    fn finish_cycle(&self, counters: &mut Counters) -> Result<()> {
+        let Some(rp) = counters.range_profiler.as_ref() else { return Ok(()) };
         let stop = rp.stop()?;
         if !stop.all_passes_submitted {
             self.state.lock().warnings.push(format!(
                 "counter cycle {}: CUPTI reported pass {} without all passes submitted",
-                capture.cycle, stop.pass_index
+                counters.cycle, stop.pass_index
             ));
         }
         let dropped = rp.decode()?;
         if dropped > 0 {
-            tracing::warn!("gmprof: CUPTI dropped {dropped} counter range(s) in cycle {}", capture.cycle);
-            capture.dropped_ranges += dropped as u64;
+            tracing::warn!("gmprof: CUPTI dropped {dropped} counter range(s) in cycle {}", counters.cycle);
+            counters.dropped_ranges += dropped as u64;
         }
-        let count = capture.counter_data.range_count(&self.cupti)?;
+        let count = counters.counter_data.range_count(&self.cupti)?;
         let names: Vec<&str> = self.metric_names.iter().map(String::as_str).collect();
         let mut ranges = Vec::with_capacity(count);
         // CUPTI numbers auto ranges from the profiler's enable, not per image: after a cycle
         // of 1000 ranges the next image starts at "1000" (seen with CUPTI 13.0.1 on an H200).
         // Rebase the numbers to the cycle, so the correlator's check (name == ordinal) stays
         // a real check: a kernel CUPTI saw out of gmprof's order still shows as a mismatch.
-        let base = capture.auto_ranges_before_cycle;
+        let base = counters.auto_ranges_before_cycle;
         for index in 0..count {
-            let image = capture.counter_data.bytes();
-            let raw_name = capture.host.range_name(image, index, "/")?;
+            let image = counters.counter_data.bytes();
+            let raw_name = counters.host.range_name(image, index, "/")?;
             let name = match raw_name.parse::<u64>() {
                 Ok(n) if n >= base => (n - base).to_string(),
                 _ => raw_name,
             };
-            let values = capture.host.evaluate(image, index, &names)?;
-            ranges.push(CounterRange { cycle: capture.cycle, index: index as u32, name, values });
+            let values = counters.host.evaluate(image, index, &names)?;
+            ranges.push(CounterRange { cycle: counters.cycle, index: index as u32, name, values });
         }
-        capture.auto_ranges_before_cycle += (count + dropped) as u64;
-        self.state.lock().correlator.add_counter_ranges(capture.cycle, ranges);
+        counters.auto_ranges_before_cycle += (count + dropped) as u64;
+        self.state.lock().correlator.add_counter_ranges(counters.cycle, ranges);
         Ok(())
     }
 }

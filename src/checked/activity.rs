@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 
 use super::library::Cupti;
 use crate::error::Result;
-use crate::model::KernelActivity;
+use crate::model::{KernelActivity, TransferActivity, TransferKind};
 use crate::sys::cupti::{
     CUcontext, CUptiResult, CUpti_Activity, CUpti_ActivityFlag, CUpti_ActivityKernel10, CUpti_ActivityKind,
     CUpti_ActivityMemcpy6, CUpti_ActivityMemset4,
@@ -25,55 +25,23 @@ pub const BUFFER_SIZE: usize = 8 << 20;
 /// CUPTI requires activity buffers aligned to 8 bytes.
 const BUFFER_WORDS: usize = BUFFER_SIZE / 8;
 
-/// A memcpy activity record.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct MemcpyActivity {
-    /// Correlation id of the API call.
-    pub correlation_id: u32,
-    /// Bytes copied.
-    pub bytes: u64,
-    /// CUpti_ActivityMemcpyKind (1 = HtoD, 2 = DtoH, 8 = DtoD, ...).
-    pub copy_kind: u8,
-    /// Start, ns.
-    pub start_ns: u64,
-    /// End, ns.
-    pub end_ns: u64,
-    /// Stream.
-    pub stream_id: u32,
-    /// Context.
-    pub context_id: u32,
-    /// Device.
-    pub device_id: u32,
-}
-
-/// A memset activity record.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct MemsetActivity {
-    /// Correlation id of the API call.
-    pub correlation_id: u32,
-    /// Bytes set.
-    pub bytes: u64,
-    /// Start, ns.
-    pub start_ns: u64,
-    /// End, ns.
-    pub end_ns: u64,
-    /// Stream.
-    pub stream_id: u32,
-    /// Context.
-    pub context_id: u32,
-    /// Device.
-    pub device_id: u32,
-}
-
 /// One decoded activity record.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ActivityRecord {
     /// A kernel execution.
     Kernel(KernelActivity),
-    /// A memory copy.
-    Memcpy(MemcpyActivity),
-    /// A memory set.
-    Memset(MemsetActivity),
+    /// A memcpy or memset.
+    Transfer(TransferActivity),
+}
+
+impl ActivityRecord {
+    /// The CUDA context the record belongs to.
+    pub fn context_id(&self) -> u32 {
+        match self {
+            ActivityRecord::Kernel(k) => k.context_id,
+            ActivityRecord::Transfer(t) => t.context_id,
+        }
+    }
 }
 
 /// Receives the records of each completed buffer. Called on CUPTI's thread or on the thread
@@ -198,10 +166,10 @@ unsafe fn decode_buffer(cupti: &Cupti, buffer: *mut u8, valid: usize) -> Vec<Act
             CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY => {
                 // SAFETY: MEMCPY records are CUpti_ActivityMemcpy6 in CUPTI 13.
                 let m = unsafe { &*(record as *const CUpti_ActivityMemcpy6) };
-                out.push(ActivityRecord::Memcpy(MemcpyActivity {
+                out.push(ActivityRecord::Transfer(TransferActivity {
                     correlation_id: m.correlationId,
                     bytes: m.bytes,
-                    copy_kind: m.copyKind,
+                    kind: TransferKind::from_cupti_copy_kind(m.copyKind),
                     start_ns: m.start,
                     end_ns: m.end,
                     stream_id: m.streamId,
@@ -212,9 +180,10 @@ unsafe fn decode_buffer(cupti: &Cupti, buffer: *mut u8, valid: usize) -> Vec<Act
             CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET => {
                 // SAFETY: MEMSET records are CUpti_ActivityMemset4 in CUPTI 13.
                 let m = unsafe { &*(record as *const CUpti_ActivityMemset4) };
-                out.push(ActivityRecord::Memset(MemsetActivity {
+                out.push(ActivityRecord::Transfer(TransferActivity {
                     correlation_id: m.correlationId,
                     bytes: m.bytes,
+                    kind: TransferKind::Memset,
                     start_ns: m.start,
                     end_ns: m.end,
                     stream_id: m.streamId,
@@ -376,6 +345,16 @@ pub fn flush_all(cupti: &Cupti, forced: bool) -> Result<()> {
         // SAFETY: plain flag argument; completion callbacks run on this thread.
         unsafe { f(flag) }
     })
+}
+
+/// CUPTI's id of a context, the one activity records and callbacks carry.
+pub fn context_id(cupti: &Cupti, ctx: crate::checked::driver::Context) -> Result<u32> {
+    let mut id = 0u32;
+    call_cupti!(cupti, cuptiGetContextId, "reading the context id", |f| {
+        // SAFETY: `ctx` is a live context; `id` is a valid out-pointer.
+        unsafe { f(ctx.as_raw(), &mut id) }
+    })?;
+    Ok(id)
 }
 
 /// The CUPTI timestamp (ns), the clock activity records use.

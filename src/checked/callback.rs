@@ -31,13 +31,15 @@ pub enum ApiDomain {
     Runtime,
 }
 
-/// What kind of launch an API call performs.
+/// What an API call gmprof listens to does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LaunchKind {
-    /// One kernel.
+    /// Launches one kernel.
     Kernel,
-    /// A CUDA graph: any number of kernels under one correlation id.
+    /// Launches a CUDA graph: any number of kernels under one correlation id.
     Graph,
+    /// A memcpy or memset.
+    Transfer,
 }
 
 /// One API callback, decoded.
@@ -55,7 +57,7 @@ pub struct ApiCallback<'a> {
     pub function_name: &'a str,
     /// The context's unique id.
     pub context_uid: u32,
-    /// Kernel or graph launch.
+    /// Kernel launch, graph launch or transfer.
     pub launch: LaunchKind,
 }
 
@@ -66,6 +68,8 @@ pub type ApiHandler = Arc<dyn Fn(&ApiCallback<'_>) + Send + Sync>;
 struct HandlerBox {
     handler: ApiHandler,
     panics: AtomicU64,
+    driver_transfers: Vec<u32>,
+    runtime_transfers: Vec<u32>,
 }
 
 /// Driver launch callbacks gmprof subscribes to.
@@ -100,7 +104,14 @@ pub const RUNTIME_GRAPH_LAUNCHES: &[RuntimeCbid] = &[
     RuntimeCbid::CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
 ];
 
-fn launch_kind(domain: ApiDomain, cbid: u32) -> LaunchKind {
+fn launch_kind(boxed: &HandlerBox, domain: ApiDomain, cbid: u32) -> LaunchKind {
+    let transfer = match domain {
+        ApiDomain::Driver => boxed.driver_transfers.binary_search(&cbid).is_ok(),
+        ApiDomain::Runtime => boxed.runtime_transfers.binary_search(&cbid).is_ok(),
+    };
+    if transfer {
+        return LaunchKind::Transfer;
+    }
     let graph = match domain {
         ApiDomain::Driver => DRIVER_GRAPH_LAUNCHES.iter().any(|c| c.0 == cbid),
         ApiDomain::Runtime => RUNTIME_GRAPH_LAUNCHES.iter().any(|c| c.0 == cbid),
@@ -110,6 +121,29 @@ fn launch_kind(domain: ApiDomain, cbid: u32) -> LaunchKind {
     } else {
         LaunchKind::Kernel
     }
+}
+
+/// Callback ids of a domain whose API name contains `Memcpy` or `Memset`, sorted. Found by
+/// name so that every variant (async, 2D, 3D, per-thread stream, peer) is covered.
+fn transfer_cbids(cupti: &Cupti, domain: CUpti_CallbackDomain, size: u32) -> Vec<u32> {
+    let Ok(get_name) = cupti.raw().cuptiGetCallbackName.as_ref() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for cbid in 1..size {
+        let mut name: *const std::os::raw::c_char = std::ptr::null();
+        // SAFETY: `name` is a valid out-pointer; CUPTI stores a static string or fails.
+        let rc = unsafe { get_name(domain, cbid, &mut name) };
+        if rc != crate::sys::cupti::CUptiResult::CUPTI_SUCCESS || name.is_null() {
+            continue;
+        }
+        // SAFETY: CUPTI's callback names are static NUL-terminated strings.
+        let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+        if name.contains("Memcpy") || name.contains("Memset") {
+            out.push(cbid);
+        }
+    }
+    out
 }
 
 unsafe extern "C" fn trampoline(
@@ -149,7 +183,7 @@ unsafe extern "C" fn trampoline(
             correlation_id: cb.correlationId,
             function_name,
             context_uid: cb.contextUid,
-            launch: launch_kind(domain, cbid),
+            launch: launch_kind(boxed, domain, cbid),
         };
         (boxed.handler)(&event);
     }));
@@ -181,9 +215,22 @@ unsafe impl Sync for Subscriber {}
 
 impl Subscriber {
     /// Subscribes `handler` and enables the kernel and graph launch callbacks of the driver
-    /// and runtime APIs.
-    pub fn subscribe_launches(cupti: &Cupti, handler: ApiHandler) -> Result<Subscriber> {
-        let userdata = Box::into_raw(Box::new(HandlerBox { handler, panics: AtomicU64::new(0) }));
+    /// and runtime APIs, and, with `transfers`, their memcpy and memset callbacks.
+    pub fn subscribe_launches(cupti: &Cupti, handler: ApiHandler, transfers: bool) -> Result<Subscriber> {
+        let (driver_transfers, runtime_transfers) = if transfers {
+            (
+                transfer_cbids(cupti, CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API, DriverCbid::CUPTI_DRIVER_TRACE_CBID_SIZE.0),
+                transfer_cbids(cupti, CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RUNTIME_API, RuntimeCbid::CUPTI_RUNTIME_TRACE_CBID_SIZE.0),
+            )
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        let userdata = Box::into_raw(Box::new(HandlerBox {
+            handler,
+            panics: AtomicU64::new(0),
+            driver_transfers: driver_transfers.clone(),
+            runtime_transfers: runtime_transfers.clone(),
+        }));
         let mut handle: CUpti_SubscriberHandle = std::ptr::null_mut();
         let subscribed = call_cupti!(cupti, cuptiSubscribe, "subscribing to CUPTI callbacks", |f| {
             // SAFETY: the trampoline never unwinds; `userdata` stays valid until unsubscribe.
@@ -202,6 +249,12 @@ impl Subscriber {
         }
         for cbid in RUNTIME_KERNEL_LAUNCHES.iter().chain(RUNTIME_GRAPH_LAUNCHES) {
             sub.enable(runtime, cbid.0)?;
+        }
+        for cbid in driver_transfers {
+            sub.enable(driver, cbid)?;
+        }
+        for cbid in runtime_transfers {
+            sub.enable(runtime, cbid)?;
         }
         Ok(sub)
     }

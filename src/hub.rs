@@ -1,0 +1,175 @@
+//! The process-wide capture hub.
+//!
+//! Layer 3. CUPTI allows one callback subscriber and one pair of activity buffer callbacks
+//! per process, but gmprof allows a profiler per CUDA context (one per GPU) and profilers
+//! one after another. The hub owns the subscriber and the activity registration while any
+//! session is live, and routes each API callback and each activity record to the session of
+//! its CUDA context. The last session to leave tears both down, so the next session starts
+//! from a clean registration and no record of an old session reaches a new one.
+
+use std::sync::{Arc, Weak};
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::checked::activity::{self, ActivityKinds, ActivityRecord, ActivityStats, ActivityTracing};
+use crate::checked::callback::{ApiCallback, Subscriber};
+use crate::checked::Cupti;
+use crate::error::{Error, Result};
+
+/// Activity buffers allocated when the hub starts.
+const PREALLOCATED_ACTIVITY_BUFFERS: usize = 8;
+
+/// A live profiling session, as the hub sees it.
+pub(crate) trait CaptureSession: Send + Sync {
+    /// Handles a launch or transfer callback of this session's context. Runs inside the
+    /// application's CUDA call.
+    fn on_api_callback(&self, cb: &ApiCallback<'_>);
+    /// Receives activity records of this session's context. Runs on CUPTI's thread or on a
+    /// flushing thread; must only queue.
+    fn on_records(&self, records: Vec<ActivityRecord>);
+}
+
+struct Route {
+    context_id: u32,
+    session: Weak<dyn CaptureSession>,
+}
+
+struct Registration {
+    subscriber: Subscriber,
+    activity: ActivityTracing,
+}
+
+/// Sessions by CUDA context id. Read in every callback; written on join and leave.
+static ROUTES: RwLock<Vec<Route>> = RwLock::new(Vec::new());
+/// The CUPTI registration, present while any session is live.
+static REGISTRATION: Mutex<Option<Registration>> = Mutex::new(None);
+
+fn session_for(context_id: u32) -> Option<Arc<dyn CaptureSession>> {
+    // The lock is released before the session runs: a session may block (the kernel-replay
+    // launch gate), and join/leave must never wait on it while holding the table.
+    ROUTES.read().iter().find(|r| r.context_id == context_id).and_then(|r| r.session.upgrade())
+}
+
+fn route_callback(cb: &ApiCallback<'_>) {
+    if let Some(session) = session_for(cb.context_uid) {
+        session.on_api_callback(cb);
+    }
+}
+
+fn route_records(records: Vec<ActivityRecord>) {
+    let mut records = records;
+    while let Some(first) = records.first() {
+        let ctx = first.context_id();
+        let (mine, rest): (Vec<_>, Vec<_>) = records.into_iter().partition(|r| r.context_id() == ctx);
+        if let Some(session) = session_for(ctx) {
+            session.on_records(mine);
+        }
+        records = rest;
+    }
+}
+
+/// Membership of one session; leaving happens in [`HubMembership::leave`] or on drop.
+#[must_use = "dropping the membership detaches the session from CUPTI"]
+pub(crate) struct HubMembership {
+    cupti: Cupti,
+    context_id: u32,
+    stats_at_join: ActivityStats,
+    left: bool,
+}
+
+impl std::fmt::Debug for HubMembership {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HubMembership").field("context_id", &self.context_id).finish_non_exhaustive()
+    }
+}
+
+/// Attaches `session` for CUDA context `context_id`, starting CUPTI's callbacks and
+/// activity tracing if it is the first session.
+pub(crate) fn join(cupti: &Cupti, context_id: u32, session: Weak<dyn CaptureSession>) -> Result<HubMembership> {
+    let mut registration = REGISTRATION.lock();
+    {
+        let mut routes = ROUTES.write();
+        routes.retain(|r| r.session.strong_count() > 0);
+        if routes.iter().any(|r| r.context_id == context_id) {
+            return Err(Error::InvalidState(format!(
+                "a gmprof profiler is already attached to CUDA context {context_id}; finish it first"
+            )));
+        }
+        routes.push(Route { context_id, session });
+    }
+    if registration.is_none() {
+        let started = (|| {
+            let activity = ActivityTracing::start(
+                cupti,
+                ActivityKinds::KernelsAndMemory,
+                PREALLOCATED_ACTIVITY_BUFFERS,
+                Arc::new(route_records),
+            )?;
+            let subscriber = Subscriber::subscribe_launches(cupti, Arc::new(route_callback), true)?;
+            Ok::<_, Error>(Registration { subscriber, activity })
+        })();
+        match started {
+            Ok(r) => *registration = Some(r),
+            Err(e) => {
+                ROUTES.write().retain(|r| r.context_id != context_id);
+                return Err(e);
+            }
+        }
+    }
+    let stats_at_join = registration.as_ref().map(|r| r.activity.stats()).unwrap_or_default();
+    Ok(HubMembership { cupti: *cupti, context_id, stats_at_join, left: false })
+}
+
+impl HubMembership {
+    /// Delivers every buffered activity record to its session now.
+    pub(crate) fn flush(&self) -> Result<()> {
+        activity::flush_all(&self.cupti, true)
+    }
+
+    /// Activity counters since this session joined (they are process-wide: a record CUPTI
+    /// dropped cannot be attributed to a context).
+    pub(crate) fn stats(&self) -> ActivityStats {
+        let now = REGISTRATION.lock().as_ref().map(|r| r.activity.stats()).unwrap_or(self.stats_at_join);
+        ActivityStats {
+            records_dropped: now.records_dropped.saturating_sub(self.stats_at_join.records_dropped),
+            buffers_allocated_late: now.buffers_allocated_late.saturating_sub(self.stats_at_join.buffers_allocated_late),
+            callback_panics: now.callback_panics.saturating_sub(self.stats_at_join.callback_panics),
+        }
+    }
+
+    /// Flushes this session's records to it, detaches it, and tears CUPTI's registration
+    /// down when it was the last session.
+    pub(crate) fn leave(mut self) -> Result<()> {
+        self.detach()
+    }
+
+    fn detach(&mut self) -> Result<()> {
+        if std::mem::replace(&mut self.left, true) {
+            return Ok(());
+        }
+        let flushed = self.flush();
+        let mut registration = REGISTRATION.lock();
+        let empty = {
+            let mut routes = ROUTES.write();
+            routes.retain(|r| r.context_id != self.context_id && r.session.strong_count() > 0);
+            routes.is_empty()
+        };
+        let mut result = flushed;
+        if empty {
+            if let Some(reg) = registration.take() {
+                let sub = reg.subscriber.shutdown();
+                let act = reg.activity.shutdown();
+                result = result.and(sub).and(act);
+            }
+        }
+        result
+    }
+}
+
+impl Drop for HubMembership {
+    fn drop(&mut self) {
+        if let Err(e) = self.detach() {
+            tracing::warn!("gmprof: {e}");
+        }
+    }
+}
