@@ -28,6 +28,8 @@ pub mod report;
 pub mod session;
 pub mod stats;
 pub mod sys;
+pub mod timeline;
+pub mod trace_check;
 
 pub use error::{Error, Result};
 pub use global::{finish, init, is_initialized, pop_range, push_range};

@@ -2,15 +2,18 @@
 //!
 //! - `gmprof metrics [--filter WORD]` lists the metrics the GPU (or `--chip`) supports.
 //! - `gmprof passes METRIC,...` prints how many replay passes a metric set needs.
+//! - `gmprof check-trace FILE` checks a Chrome trace JSON file and exits 1 on any violation.
 //!
 //! Errors print as one readable message and exit with status 1; nothing panics.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use gmprof::checked::{driver, target, Cupti};
 use gmprof::metrics::MetricCatalog;
 use gmprof::model::MetricKind;
+use gmprof::trace_check::{check_trace_file, CheckOptions, DEFAULT_LAUNCH_LATENCY_ALLOWANCE_US};
 
 #[derive(Parser)]
 #[command(name = "gmprof", version, about = "Per-range GPU hardware metrics through NVIDIA CUPTI")]
@@ -49,6 +52,14 @@ enum Command {
         metrics: Vec<String>,
         #[command(flatten)]
         chip: ChipArgs,
+    },
+    /// Check a Chrome trace JSON file (gmprof's or another tool's) for well-formedness.
+    CheckTrace {
+        /// The trace file.
+        file: PathBuf,
+        /// How long after its range ended a kernel may start, in microseconds.
+        #[arg(long, default_value_t = DEFAULT_LAUNCH_LATENCY_ALLOWANCE_US)]
+        allowance_us: f64,
     },
 }
 
@@ -105,6 +116,33 @@ fn run(cli: Cli) -> gmprof::Result<()> {
             let passes = catalog.passes(&names)?;
             println!("{passes}");
             Ok(())
+        }
+        Command::CheckTrace { file, allowance_us } => {
+            if !(allowance_us.is_finite() && allowance_us >= 0.0) {
+                return Err(gmprof::Error::InvalidConfig(format!(
+                    "--allowance-us must be a non-negative number of microseconds, not {allowance_us}"
+                )));
+            }
+            let opts = CheckOptions { launch_latency_allowance_us: allowance_us };
+            let report = check_trace_file(&file, &opts).map_err(|e| match e {
+                gmprof::Error::Io { path, source } => {
+                    gmprof::Error::InvalidConfig(format!("could not read {}: {source}", path.display()))
+                }
+                other => other,
+            })?;
+            if report.is_ok() {
+                println!("{}: {} events, OK", file.display(), report.events);
+                return Ok(());
+            }
+            for violation in &report.violations {
+                println!("{}: {violation}", file.display());
+            }
+            Err(gmprof::Error::InvalidConfig(format!(
+                "{}: {} violation(s) in {} events",
+                file.display(),
+                report.violations.len(),
+                report.events
+            )))
         }
     }
 }

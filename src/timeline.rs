@@ -1,0 +1,631 @@
+//! Timeline export: a [`Report`] as Chrome trace event JSON, which Perfetto
+//! (<https://ui.perfetto.dev>) and `chrome://tracing` open.
+//!
+//! Layer 3 (the safe profiler), report output. [`Report::to_chrome_trace`] builds a
+//! [`ChromeTrace`] value; [`Report::write_chrome_trace`] and [`Report::write_chrome_trace_to`]
+//! serialize it with `serde_json` (nothing is written by hand). The file is the "JSON object
+//! format" of the trace event format:
+//!
+//! ```text
+//! {"traceEvents": [...], "displayTimeUnit": "ns", "otherData": {...}}
+//! ```
+//!
+//! # Tracks
+//!
+//! - Process [`CPU_PID`] ("CPU ranges") has one thread per CPU thread that pushed ranges
+//!   (tid = the OS thread id). Each range instance is a complete (`"X"`) event of category
+//!   `"range"` from push to pop; its args hold the path, depth, instance, `range_id` and
+//!   `parent_id` (`"slot.generation"`), kernel counts, GPU time and the range's metrics.
+//!   The `<root>` row has no timestamps and no event. A range without a pop timestamp (or
+//!   whose pop precedes its push) is left out and counted in `otherData.skipped`.
+//! - Each GPU is a process with pid [`GPU_PID_BASE`] + device ordinal ("GPU 0: NVIDIA
+//!   H100 ..."), with one thread per CUDA stream (tid = stream id, "stream 7"). Kernels are
+//!   `"X"` events of category `"kernel"` (name: the demangled kernel name; args: correlation
+//!   id, `range_id` and `range_path` of the launching range, grid, block, status, metrics);
+//!   memcpy and memset are `"X"` events of category `"transfer"` at their measured times.
+//! - In counter modes, each range's metrics are also counter (`"C"`) events on the CPU
+//!   process (tid [`COUNTER_TID`]), one per metric and range, at the range's push, with
+//!   `args.value`, so Perfetto draws a counter track per metric. A counter keeps its value
+//!   until the next range starts, so nested ranges show the value of the range that started
+//!   last; the range slices' args hold every range's exact values.
+//!
+//! Every `ts` and `dur` is in microseconds (floating point, so nanoseconds survive) relative
+//! to the earliest timestamp of the report, so the numbers stay small. `otherData` records
+//! that origin on the CUPTI clock and, when the report carries a clock pair, as Unix ns.
+//! Events are sorted by (pid, tid, ts), metadata first, and on one track an enclosing event
+//! comes before the events it contains.
+//!
+//! # Where kernel times come from
+//!
+//! In [`ProfilingMode::Trace`] kernels sit at the start and end their activity records
+//! measured. In the counter modes ([`ProfilingMode::KernelReplay`], `PerKernel`,
+//! `PerRange`) the range profiler collapses activity timestamps (start == end), so a
+//! kernel's *duration* is measured (`gpu__time_duration.sum`) but its *position* is not.
+//! gmprof then places kernels synthetically: in launch order, back to back per device, each
+//! starting at the push of the range that launched it or, when the GPU is still busy with
+//! earlier kernels (or with a measured transfer), right after them. (Kernels launched outside
+//! any range start at their collapsed activity timestamp instead.) The range profiler
+//! serializes kernels, so this layout never overlaps kernels, but the gaps and positions are
+//! invented: every such kernel carries `args.placement` = [`SYNTHETIC_PLACEMENT`] and
+//! `otherData.note` says so.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::Write;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::aggregate::RangeRow;
+use crate::correlate::{KernelStatus, TimeSource, TransferStatus};
+use crate::error::{Error, Result};
+use crate::model::{ProfilingMode, RangeId};
+use crate::report::csv::write_file;
+use crate::report::Report;
+
+/// Process id of the CPU process, which holds the ranges and the counter tracks.
+pub const CPU_PID: u64 = 1;
+
+/// GPU `d` is process `GPU_PID_BASE + d`.
+pub const GPU_PID_BASE: u64 = 100;
+
+/// Thread id of the counter events on [`CPU_PID`] (no OS thread has id 0).
+pub const COUNTER_TID: u64 = 0;
+
+/// `args.placement` of kernels whose position on the timeline is synthetic.
+pub const SYNTHETIC_PLACEMENT: &str = "synthetic: durations from counters, positions not measured";
+
+/// A whole trace: what [`Report::write_chrome_trace`] writes.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ChromeTrace {
+    /// The events, sorted: metadata first, then by (pid, tid, ts).
+    #[serde(rename = "traceEvents")]
+    pub trace_events: Vec<TraceEvent>,
+    /// How the viewer displays times: always `"ns"`.
+    #[serde(rename = "displayTimeUnit")]
+    pub display_time_unit: &'static str,
+    /// Everything else a reader needs to trust the trace.
+    #[serde(rename = "otherData")]
+    pub other_data: TraceInfo,
+}
+
+/// The trace event phases gmprof writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum Phase {
+    /// `"M"`: process or thread name.
+    #[serde(rename = "M")]
+    Metadata,
+    /// `"X"`: a complete event with a start and a duration.
+    #[serde(rename = "X")]
+    Complete,
+    /// `"C"`: a counter sample.
+    #[serde(rename = "C")]
+    Counter,
+}
+
+/// One trace event.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TraceEvent {
+    /// Range, kernel, transfer kind or metric name; `process_name` / `thread_name` for
+    /// metadata.
+    pub name: String,
+    /// `"range"`, `"kernel"`, `"transfer"` or `"metric"`; none for metadata.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cat: Option<&'static str>,
+    /// The phase.
+    pub ph: Phase,
+    /// Start, µs from [`TraceInfo::origin_cupti_ns`]; none for metadata.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ts: Option<f64>,
+    /// Duration, µs; complete events only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dur: Option<f64>,
+    /// Process: [`CPU_PID`] or [`GPU_PID_BASE`] + device.
+    pub pid: u64,
+    /// Thread: CPU thread id, stream id, or [`COUNTER_TID`].
+    pub tid: u64,
+    /// Details.
+    pub args: EventArgs,
+}
+
+/// The args of an event, by kind (serialized without a tag).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum EventArgs {
+    /// Of a metadata event.
+    Name {
+        /// The process or thread name.
+        name: String,
+    },
+    /// Of a range.
+    Range(RangeArgs),
+    /// Of a kernel.
+    Kernel(KernelArgs),
+    /// Of a memcpy or memset.
+    Transfer(TransferArgs),
+    /// Of a counter sample.
+    Counter {
+        /// The metric's value.
+        value: f64,
+    },
+}
+
+/// Args of a range event.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RangeArgs {
+    /// The range path, e.g. `train_step/forward`.
+    pub path: String,
+    /// 0 for top-level ranges.
+    pub depth: u32,
+    /// How many earlier instances of this path the session had.
+    pub instance: u32,
+    /// `"slot.generation"`.
+    pub range_id: String,
+    /// The enclosing range's id; absent for top-level ranges.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<String>,
+    /// Kernels of this range and its nested ranges.
+    pub kernel_count: u64,
+    /// Kernels launched while this range itself was innermost.
+    pub self_kernel_count: u64,
+    /// Of `kernel_count`, rows whose status is not `ok`.
+    pub flagged_kernel_count: u64,
+    /// Σ kernel durations, ns.
+    pub gpu_time_ns: Option<u64>,
+    /// Pop − push, ns.
+    pub wall_time_ns: Option<u64>,
+    /// The range's metrics and derived DRAM bandwidths by name (only those with a value).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub metrics: BTreeMap<String, f64>,
+}
+
+/// Args of a kernel event.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct KernelArgs {
+    /// CUPTI correlation id.
+    pub correlation_id: u32,
+    /// Path of the launching range, or `<root>`.
+    pub range_path: String,
+    /// `"slot.generation"` of the launching range; absent outside any range.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub range_id: Option<String>,
+    /// Grid dimensions.
+    pub grid: Option<[i32; 3]>,
+    /// Block dimensions.
+    pub block: Option<[i32; 3]>,
+    /// What the join established.
+    pub status: KernelStatus,
+    /// Kernel duration, ns.
+    pub duration_ns: Option<u64>,
+    /// [`SYNTHETIC_PLACEMENT`] in counter modes; absent when the position was measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement: Option<&'static str>,
+    /// The kernel's metrics by name (only those with a value).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub metrics: BTreeMap<String, f64>,
+}
+
+/// Args of a memcpy or memset event.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TransferArgs {
+    /// CUPTI correlation id.
+    pub correlation_id: u32,
+    /// Bytes copied or set.
+    pub bytes: u64,
+    /// Bytes / duration, GB/s.
+    pub gbps: Option<f64>,
+    /// Path of the calling range, or `<root>`.
+    pub range_path: String,
+    /// `"slot.generation"` of the calling range; absent outside any range.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub range_id: Option<String>,
+    /// The calling thread.
+    pub thread: Option<u64>,
+    /// CUDA function of the call, e.g. `cuMemcpyHtoDAsync_v2`.
+    pub api_name: Option<String>,
+    /// What the join established.
+    pub status: TransferStatus,
+}
+
+/// Rows of the report that have no event, by reason.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SkippedRows {
+    /// Ranges never popped (no end timestamp).
+    pub open_ranges: u64,
+    /// Ranges without a push timestamp, or popped before pushed.
+    pub ranges_without_times: u64,
+    /// Kernels without a device and stream, or (trace mode) without ordered activity
+    /// timestamps.
+    pub kernels_without_times: u64,
+    /// Transfers whose end precedes their start.
+    pub transfers_without_times: u64,
+}
+
+/// The trace's `otherData`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TraceInfo {
+    /// The gmprof version that wrote the report.
+    pub gmprof_version: String,
+    /// How counters were collected.
+    pub mode: ProfilingMode,
+    /// Where kernel durations come from.
+    pub time_source: TimeSource,
+    /// The GPU's name.
+    pub device_name: Option<String>,
+    /// The chip name.
+    pub chip: Option<String>,
+    /// `ts` 0, ns on the CUPTI clock.
+    pub origin_cupti_ns: u64,
+    /// `ts` 0, ns since the Unix epoch, when the report has a clock pair.
+    pub origin_unix_ns: Option<u64>,
+    /// `"measured"` or [`SYNTHETIC_PLACEMENT`].
+    pub kernel_placement: &'static str,
+    /// What a reader must know about the positions of events, when there is something.
+    pub note: Option<String>,
+    /// Counter ranges CUPTI dropped.
+    pub dropped_counter_ranges: u64,
+    /// Activity records CUPTI dropped.
+    pub dropped_activity_records: u64,
+    /// Kernel rows whose status is not `ok`.
+    pub flagged_kernel_rows: u64,
+    /// Rows that have no event.
+    pub skipped: SkippedRows,
+    /// Every warning of the report.
+    pub warnings: Vec<String>,
+}
+
+/// One memcpy or memset, as the timeline needs it.
+#[derive(Clone, Debug)]
+struct Transfer {
+    name: &'static str,
+    start_ns: u64,
+    end_ns: u64,
+    stream_id: u32,
+    device_id: u32,
+    args: TransferArgs,
+}
+
+/// A `RangeId` as `"slot.generation"`.
+fn id_text(id: RangeId) -> String {
+    format!("{}.{}", id.slot, id.generation)
+}
+
+/// ns on the CUPTI clock to µs from `origin`.
+fn micros(ns: u64, origin: u64) -> f64 {
+    ns.saturating_sub(origin) as f64 / 1000.0
+}
+
+/// Values by name, leaving out the missing and the non-finite.
+fn by_name<'a>(
+    names: impl Iterator<Item = &'a str>,
+    values: impl Iterator<Item = Option<f64>>,
+) -> BTreeMap<String, f64> {
+    names.zip(values).filter_map(|(n, v)| v.filter(|v| v.is_finite()).map(|v| (n.to_owned(), v))).collect()
+}
+
+fn range_metrics(report: &Report, row: &RangeRow) -> BTreeMap<String, f64> {
+    let mut metrics = by_name(report.metric_names().into_iter(), row.metrics.iter().copied());
+    let derived = [
+        (crate::aggregate::DRAM_READ_GBPS, row.dram_read_gbps),
+        (crate::aggregate::DRAM_WRITE_GBPS, row.dram_write_gbps),
+        (crate::aggregate::DRAM_TOTAL_GBPS, row.dram_total_gbps),
+    ];
+    metrics.extend(by_name(derived.iter().map(|(n, _)| *n), derived.iter().map(|(_, v)| *v)));
+    metrics
+}
+
+/// The report's transfers, as the timeline needs them.
+fn transfers(report: &Report) -> Vec<Transfer> {
+    report
+        .transfers
+        .iter()
+        .map(|t| Transfer {
+            name: t.kind.as_str(),
+            start_ns: t.start_ns,
+            end_ns: t.end_ns,
+            stream_id: t.stream_id,
+            device_id: t.device_id,
+            args: TransferArgs {
+                correlation_id: t.correlation_id,
+                bytes: t.bytes,
+                gbps: t.gbps(),
+                range_path: t.range_path.clone(),
+                range_id: t.range_id.map(id_text),
+                thread: t.thread,
+                api_name: t.api_name.clone(),
+                status: t.status,
+            },
+        })
+        .collect()
+}
+
+/// The Unix time of a CUPTI timestamp, when the report carries a clock pair.
+fn unix_ns(report: &Report, cupti_ns: u64) -> Option<u64> {
+    report.meta.clock.map(|clock| clock.to_unix_ns(cupti_ns))
+}
+
+fn metadata(name: &'static str, pid: u64, tid: u64, value: String) -> TraceEvent {
+    TraceEvent {
+        name: name.to_owned(),
+        cat: None,
+        ph: Phase::Metadata,
+        ts: None,
+        dur: None,
+        pid,
+        tid,
+        args: EventArgs::Name { name: value },
+    }
+}
+
+/// Places the kernels of a counter mode (see the module docs); `None` for kernels without
+/// a device and stream. Positions are absolute CUPTI ns.
+fn synthetic_positions(
+    report: &Report,
+    range_starts: &HashMap<RangeId, u64>,
+    transfers: &[Transfer],
+) -> Vec<Option<(u64, u64)>> {
+    // Measured transfers per device in start order: synthetic kernels go around them.
+    let mut busy: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
+    for t in transfers {
+        busy.entry(t.device_id).or_default().push((t.start_ns, t.end_ns));
+    }
+    for list in busy.values_mut() {
+        list.sort_unstable();
+    }
+    let mut cursor: HashMap<u32, (u64, usize)> = HashMap::new();
+    report
+        .kernels
+        .iter()
+        .map(|k| {
+            let (device, _stream) = (k.device_id?, k.stream_id?);
+            let anchor = k.range_id.and_then(|id| range_starts.get(&id).copied()).or(k.start_ns)?;
+            let dur = k.duration_ns.unwrap_or(0);
+            let (free_at, next) = cursor.entry(device).or_insert((0, 0));
+            let mut start = anchor.max(*free_at);
+            if let Some(list) = busy.get(&device) {
+                while let Some(&(t_start, t_end)) = list.get(*next) {
+                    if t_end <= start {
+                        *next += 1;
+                    } else if t_start < start.saturating_add(dur.max(1)) {
+                        // Overlaps (or a zero-length kernel sits inside) a measured transfer.
+                        start = t_end;
+                        *next += 1;
+                    } else {
+                        break;
+                    }
+                }
+            }
+            *free_at = start.saturating_add(dur);
+            Some((start, dur))
+        })
+        .collect()
+}
+
+impl Report {
+    /// The report as a Chrome trace (see the [module docs](crate::timeline)).
+    pub fn to_chrome_trace(&self) -> ChromeTrace {
+        let measured = self.meta.time_source == TimeSource::Activity;
+        let mut skipped = SkippedRows::default();
+        let mut kept_transfers = Vec::new();
+        for t in transfers(self) {
+            if t.end_ns >= t.start_ns {
+                kept_transfers.push(t);
+            } else {
+                skipped.transfers_without_times += 1;
+            }
+        }
+
+        // Ranges with both timestamps, as (row, start, end).
+        let mut ranges = Vec::new();
+        for row in self.ranges.iter().filter(|r| r.range_id.is_some()) {
+            match (row.start_ns, row.end_ns) {
+                (Some(start), Some(end)) if end >= start => ranges.push((row, start, end)),
+                (Some(_), None) => skipped.open_ranges += 1,
+                _ => skipped.ranges_without_times += 1,
+            }
+        }
+        let range_starts: HashMap<RangeId, u64> =
+            self.ranges.iter().filter_map(|r| Some((r.range_id?, r.start_ns?))).collect();
+
+        // Kernel positions (start, duration), absolute ns.
+        let positions: Vec<Option<(u64, u64)>> = if measured {
+            self.kernels
+                .iter()
+                .map(|k| {
+                    k.device_id?;
+                    k.stream_id?;
+                    let (start, end) = (k.start_ns?, k.end_ns?);
+                    Some((start, end.checked_sub(start)?))
+                })
+                .collect()
+        } else {
+            synthetic_positions(self, &range_starts, &kept_transfers)
+        };
+        skipped.kernels_without_times = positions.iter().filter(|p| p.is_none()).count() as u64;
+
+        let origin = ranges
+            .iter()
+            .map(|(_, start, _)| *start)
+            .chain(positions.iter().flatten().map(|(start, _)| *start))
+            .chain(kept_transfers.iter().map(|t| t.start_ns))
+            .min()
+            .unwrap_or(0);
+
+        let mut events = Vec::new();
+        let device_name = self.meta.device_name.as_deref();
+        let mut devices: BTreeSet<u32> = BTreeSet::new();
+        let mut streams: BTreeSet<(u32, u32)> = BTreeSet::new();
+        let mut threads: BTreeSet<u64> = BTreeSet::new();
+
+        let metric_names = self.metric_names();
+        let counter_mode = self.meta.mode != ProfilingMode::Trace;
+        for (row, start, end) in &ranges {
+            let Some(id) = row.range_id else { continue };
+            let thread = row.thread.unwrap_or(0);
+            threads.insert(thread);
+            let ts = micros(*start, origin);
+            if counter_mode {
+                for (name, value) in metric_names.iter().zip(&row.metrics) {
+                    if let Some(value) = value.filter(|v| v.is_finite()) {
+                        events.push(TraceEvent {
+                            name: (*name).to_owned(),
+                            cat: Some("metric"),
+                            ph: Phase::Counter,
+                            ts: Some(ts),
+                            dur: None,
+                            pid: CPU_PID,
+                            tid: COUNTER_TID,
+                            args: EventArgs::Counter { value },
+                        });
+                    }
+                }
+            }
+            events.push(TraceEvent {
+                name: row.name.clone(),
+                cat: Some("range"),
+                ph: Phase::Complete,
+                ts: Some(ts),
+                dur: Some((end - start) as f64 / 1000.0),
+                pid: CPU_PID,
+                tid: thread,
+                args: EventArgs::Range(RangeArgs {
+                    path: row.path.clone(),
+                    depth: row.depth,
+                    instance: row.instance,
+                    range_id: id_text(id),
+                    parent_id: row.parent_id.map(id_text),
+                    kernel_count: row.kernel_count,
+                    self_kernel_count: row.self_kernel_count,
+                    flagged_kernel_count: row.flagged_kernel_count,
+                    gpu_time_ns: row.gpu_time_ns,
+                    wall_time_ns: row.wall_time_ns,
+                    metrics: range_metrics(self, row),
+                }),
+            });
+        }
+
+        for (k, position) in self.kernels.iter().zip(&positions) {
+            let (Some((start, dur)), Some(device), Some(stream)) = (*position, k.device_id, k.stream_id) else {
+                continue;
+            };
+            devices.insert(device);
+            streams.insert((device, stream));
+            let name =
+                k.kernel_name.clone().or_else(|| k.mangled_name.clone()).unwrap_or_else(|| "<unknown kernel>".into());
+            events.push(TraceEvent {
+                name,
+                cat: Some("kernel"),
+                ph: Phase::Complete,
+                ts: Some(micros(start, origin)),
+                dur: Some(dur as f64 / 1000.0),
+                pid: GPU_PID_BASE + u64::from(device),
+                tid: u64::from(stream),
+                args: EventArgs::Kernel(KernelArgs {
+                    correlation_id: k.correlation_id,
+                    range_path: k.range_path.clone(),
+                    range_id: k.range_id.map(id_text),
+                    grid: k.grid,
+                    block: k.block,
+                    status: k.status,
+                    duration_ns: k.duration_ns,
+                    placement: (!measured).then_some(SYNTHETIC_PLACEMENT),
+                    metrics: by_name(metric_names.iter().copied(), k.metrics.iter().copied()),
+                }),
+            });
+        }
+
+        for t in kept_transfers {
+            devices.insert(t.device_id);
+            streams.insert((t.device_id, t.stream_id));
+            events.push(TraceEvent {
+                name: t.name.to_owned(),
+                cat: Some("transfer"),
+                ph: Phase::Complete,
+                ts: Some(micros(t.start_ns, origin)),
+                dur: Some((t.end_ns - t.start_ns) as f64 / 1000.0),
+                pid: GPU_PID_BASE + u64::from(t.device_id),
+                tid: u64::from(t.stream_id),
+                args: EventArgs::Transfer(t.args),
+            });
+        }
+
+        if !ranges.is_empty() {
+            events.push(metadata("process_name", CPU_PID, 0, "CPU ranges".into()));
+        }
+        for thread in threads {
+            events.push(metadata("thread_name", CPU_PID, thread, format!("thread {thread}")));
+        }
+        if counter_mode && events.iter().any(|e| e.ph == Phase::Counter) {
+            events.push(metadata("thread_name", CPU_PID, COUNTER_TID, "range metrics".into()));
+        }
+        for device in devices {
+            let label = match device_name {
+                Some(name) => format!("GPU {device}: {name}"),
+                None => format!("GPU {device}"),
+            };
+            events.push(metadata("process_name", GPU_PID_BASE + u64::from(device), 0, label));
+        }
+        for (device, stream) in streams {
+            events.push(metadata(
+                "thread_name",
+                GPU_PID_BASE + u64::from(device),
+                u64::from(stream),
+                format!("stream {stream}"),
+            ));
+        }
+
+        // Metadata first, then by track and time; on a track, enclosing events first.
+        events.sort_by(|a, b| {
+            (a.ph != Phase::Metadata)
+                .cmp(&(b.ph != Phase::Metadata))
+                .then(a.pid.cmp(&b.pid))
+                .then(a.tid.cmp(&b.tid))
+                .then(a.ts.unwrap_or(0.0).total_cmp(&b.ts.unwrap_or(0.0)))
+                .then(b.dur.unwrap_or(0.0).total_cmp(&a.dur.unwrap_or(0.0)))
+        });
+
+        let note = (!measured).then(|| {
+            format!(
+                "mode {}: kernel durations come from {} but CUPTI's activity timestamps are not real while \
+                 the range profiler runs; kernels are placed back to back from the push of their range \
+                 ({SYNTHETIC_PLACEMENT})",
+                self.meta.mode.as_str(),
+                crate::model::GPU_TIME_METRIC
+            )
+        });
+
+        ChromeTrace {
+            trace_events: events,
+            display_time_unit: "ns",
+            other_data: TraceInfo {
+                gmprof_version: self.meta.gmprof_version.clone(),
+                mode: self.meta.mode,
+                time_source: self.meta.time_source,
+                device_name: self.meta.device_name.clone(),
+                chip: self.meta.chip.clone(),
+                origin_cupti_ns: origin,
+                origin_unix_ns: unix_ns(self, origin),
+                kernel_placement: if measured { "measured" } else { SYNTHETIC_PLACEMENT },
+                note,
+                dropped_counter_ranges: self.meta.dropped_counter_ranges,
+                dropped_activity_records: self.meta.dropped_activity_records,
+                flagged_kernel_rows: self.meta.flagged_kernel_rows,
+                skipped,
+                warnings: self.meta.warnings.clone(),
+            },
+        }
+    }
+
+    /// Writes the report as a Chrome trace (compact JSON) to `out`.
+    pub fn write_chrome_trace_to<W: Write>(&self, out: W) -> Result<()> {
+        serde_json::to_writer(out, &self.to_chrome_trace())
+            .map_err(|e| Error::Serialize { what: "Chrome trace", message: e.to_string() })
+    }
+
+    /// Writes the report as a Chrome trace (compact JSON) to a file, e.g. `trace.json`.
+    pub fn write_chrome_trace(&self, path: impl AsRef<Path>) -> Result<()> {
+        write_file(path.as_ref(), |out| {
+            self.write_chrome_trace_to(&mut *out)?;
+            out.write_all(b"\n").map_err(|e| Error::io(path.as_ref(), e))
+        })
+    }
+}
