@@ -62,6 +62,11 @@ struct Args {
     #[arg(long)]
     no_profile: bool,
 
+    /// Synchronize the GPU before each range closes, so ranges cover their kernels' GPU time
+    /// (gmprof's `synchronize_on_pop`). Without it, ranges measure CPU enqueue time.
+    #[arg(long)]
+    sync_ranges: bool,
+
     /// Run the same steps unprofiled first, in this process, and print the overhead ratio.
     #[arg(long)]
     compare: bool,
@@ -171,7 +176,7 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
 
     // ===================================== gmprof ======================================
     let mode = mode.expect("parsed above unless --no-profile");
-    let prof = gmprof::Profiler::builder().mode(mode).metrics(metrics).build()?;
+    let prof = gmprof::Profiler::builder().mode(mode).metrics(metrics).synchronize_on_pop(args.sync_ranges).build()?;
 
     let start = Instant::now();
     for step in 0..args.steps {
@@ -202,7 +207,11 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
     report.write_csv(args.out.join("ranges.csv"))?;
     report.write_kernels_csv(args.out.join("kernels.csv"))?;
     report.write_json(args.out.join("report.json"))?;
+    report.write_transfers_csv(args.out.join("transfers.csv"))?;
+    report.write_stats_csv(args.out.join("stats.csv"))?;
+    report.write_chrome_trace(args.out.join("trace.json"))?;
     println!("{}", report.summary());
+    println!("{}", report.stats());
     // ===================================================================================
 
     println!(
@@ -214,7 +223,7 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
         total.as_secs_f64() * 1e3,
         args.mode
     );
-    println!("wrote {}/{{ranges.csv,kernels.csv,report.json}}", args.out.display());
+    println!("wrote {}/{{ranges.csv,kernels.csv,transfers.csv,stats.csv,report.json,trace.json}}", args.out.display());
     if let Some(base) = baseline {
         println!(
             "train_loop overhead mode={} unprofiled_ms={:.3} profiled_ms={:.3} ratio={:.3}",

@@ -132,7 +132,9 @@ impl HubMembership {
         let now = REGISTRATION.lock().as_ref().map(|r| r.activity.stats()).unwrap_or(self.stats_at_join);
         ActivityStats {
             records_dropped: now.records_dropped.saturating_sub(self.stats_at_join.records_dropped),
-            buffers_allocated_late: now.buffers_allocated_late.saturating_sub(self.stats_at_join.buffers_allocated_late),
+            buffers_allocated_late: now
+                .buffers_allocated_late
+                .saturating_sub(self.stats_at_join.buffers_allocated_late),
             callback_panics: now.callback_panics.saturating_sub(self.stats_at_join.callback_panics),
         }
     }

@@ -72,6 +72,7 @@ pub struct ProfilerBuilder {
     mode: ProfilingMode,
     device: Option<usize>,
     flush_on_range_boundaries: Option<bool>,
+    synchronize_on_pop: bool,
     counter_image_budget: usize,
     max_ranges_per_cycle: usize,
 }
@@ -83,6 +84,7 @@ impl Default for ProfilerBuilder {
             mode: ProfilingMode::KernelReplay,
             device: None,
             flush_on_range_boundaries: None,
+            synchronize_on_pop: false,
             counter_image_budget: DEFAULT_COUNTER_IMAGE_BUDGET,
             max_ranges_per_cycle: DEFAULT_MAX_RANGES_PER_CYCLE,
         }
@@ -122,6 +124,19 @@ impl ProfilerBuilder {
     /// kernels' worth in `Trace`, where it defaults off.
     pub fn flush_on_range_boundaries(mut self, on: bool) -> Self {
         self.flush_on_range_boundaries = Some(on);
+        self
+    }
+
+    /// Wait for the GPU before closing each range (off by default).
+    ///
+    /// Ranges are taken on the CPU, and CUDA launches are asynchronous: without a
+    /// synchronization a range can close long before its kernels run (an unsynchronized
+    /// training loop ran 90 ms ahead of the GPU on an H200), so its wall time says nothing
+    /// about its GPU work and its kernels fall outside it on a timeline. With this on, each
+    /// pop first synchronizes the calling thread's context, so every kernel a range launched
+    /// ends inside it; the price is the lost CPU/GPU overlap at every pop.
+    pub fn synchronize_on_pop(mut self, on: bool) -> Self {
+        self.synchronize_on_pop = on;
         self
     }
 
@@ -249,6 +264,7 @@ struct Shared {
     metric_names: Vec<String>,
     passes: usize,
     flush_on_range_boundaries: bool,
+    synchronize_on_pop: bool,
     device_name: String,
     chip: String,
     started_unix_ns: u64,
@@ -314,7 +330,9 @@ impl Profiler {
         let cupti = Cupti::load()?;
         let drv = driver::init()?;
         if driver::device_count(&drv)? == 0 {
-            return Err(Error::InvalidState("no CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)".into()));
+            return Err(Error::InvalidState(
+                "no CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)".into(),
+            ));
         }
         // Attach to the application's context, or the device's primary context (the one the
         // CUDA runtime, cudarc and PyTorch use).
@@ -348,6 +366,7 @@ impl Profiler {
             metric_names: names,
             passes,
             flush_on_range_boundaries: cfg.flush_on_range_boundaries.unwrap_or(cfg.mode == ProfilingMode::KernelReplay),
+            synchronize_on_pop: cfg.synchronize_on_pop,
             device_name,
             chip,
             started_unix_ns: clock_start.unix_ns,
@@ -406,7 +425,8 @@ impl Profiler {
             .saturating_sub(range_profiler.counter_data_size(&name_refs, 1, 1)?)
             .max(1);
         let ranges_per_cycle = (cfg.counter_image_budget / per_range).clamp(1, cfg.max_ranges_per_cycle);
-        let mut counter_data = range_profiler.create_counter_data(&name_refs, ranges_per_cycle, ranges_per_cycle as u32)?;
+        let mut counter_data =
+            range_profiler.create_counter_data(&name_refs, ranges_per_cycle, ranges_per_cycle as u32)?;
         let config = RangeConfig {
             range: RangeMode::Auto,
             replay: ReplayMode::Kernel,
@@ -476,7 +496,7 @@ impl Profiler {
     /// Closes the calling thread's innermost range.
     pub fn pop_range(&self) -> Result<()> {
         self.ensure_running()?;
-        let ts = self.boundary()?;
+        let ts = self.pop_boundary()?;
         let mut state = self.shared.state.lock();
         state.tree.pop(current_thread_id(), ts).map(|_| ())
     }
@@ -498,11 +518,19 @@ impl Profiler {
         if self.shared.finished.load(Ordering::Acquire) {
             return;
         }
-        let result = self.boundary().and_then(|ts| self.shared.state.lock().tree.pop_id(id, thread, ts));
+        let result = self.pop_boundary().and_then(|ts| self.shared.state.lock().tree.pop_id(id, thread, ts));
         if let Err(e) = result {
             tracing::warn!("gmprof: {e}");
             self.shared.state.lock().warnings.push(e.to_string());
         }
+    }
+
+    /// Work done at every pop: the optional synchronization, then [`Profiler::boundary`].
+    fn pop_boundary(&self) -> Result<u64> {
+        if self.shared.synchronize_on_pop {
+            driver::synchronize(&self.shared.driver)?;
+        }
+        self.boundary()
     }
 
     /// Work done at every push and pop: the timestamp, and the activity flush if enabled.

@@ -4,7 +4,6 @@
 #![cfg(feature = "gpu")]
 
 #[path = "../examples/workloads/mod.rs"]
-#[allow(dead_code)]
 mod workloads;
 
 use gmprof::report::Report;
@@ -172,4 +171,127 @@ fn finished_profiler_refuses_more_work_and_a_second_one_starts() {
     let again = Profiler::builder().build().expect("a new session after finish");
     let report = again.finish().expect("second report");
     assert_eq!(report.kernels.len(), 0);
+}
+
+fn check_timeline(report: &Report) {
+    let mut json = Vec::new();
+    report.write_chrome_trace_to(&mut json).expect("timeline");
+    let text = String::from_utf8(json).expect("utf-8");
+    let checked = gmprof::trace_check::check_trace_json(&text, &gmprof::trace_check::CheckOptions::default());
+    assert!(checked.violations.is_empty(), "timeline violations: {:#?}", checked.violations);
+    assert!(checked.events > report.kernels.len(), "ranges, kernels and metadata are all exported");
+}
+
+#[test]
+fn trace_mode_times_kernels_and_copies() {
+    let n = 1 << 22;
+    let mut gpu = Gpu::new(0).expect("GPU");
+    gpu.prepare_vector_add(n).unwrap();
+    gpu.sync().unwrap();
+    let host = vec![1.0f32; n];
+    let prof = Profiler::builder().mode(ProfilingMode::Trace).build().expect("profiler");
+    {
+        let _step = prof.range("step");
+        {
+            let _up = prof.range("upload");
+            let _dev = gpu.stream.clone_htod(&host).unwrap();
+            gpu.sync().unwrap();
+        }
+        {
+            let _c = prof.range("compute");
+            for _ in 0..4 {
+                gpu.vector_add(n).unwrap();
+            }
+            gpu.sync().unwrap();
+        }
+    }
+    let report = prof.finish().expect("report");
+    println!("{}", report.summary());
+    assert_eq!(report.meta.mode, ProfilingMode::Trace);
+    assert_eq!(report.meta.dropped_activity_records, 0);
+    assert_eq!(report.meta.flagged_kernel_rows, 0, "warnings: {:?}", report.meta.warnings);
+
+    // Kernels carry real start and end times in trace mode, inside their range.
+    let compute = range(&report, "step/compute")[0];
+    assert_eq!(compute.kernel_count, 4);
+    for k in report.kernels.iter().filter(|k| k.range_path == "step/compute") {
+        let (start, end) = (k.start_ns.unwrap(), k.end_ns.unwrap());
+        assert!(end > start, "real kernel times");
+        assert_eq!(k.duration_ns, Some(end - start));
+        assert!(start >= compute.start_ns.unwrap() && end <= compute.end_ns.unwrap(), "synchronized inside its range");
+    }
+    let busy = compute.gpu_busy_ns.expect("busy time in trace mode");
+    assert!(busy > 0 && busy <= compute.gpu_time_ns.unwrap(), "busy {busy} vs sum {:?}", compute.gpu_time_ns);
+
+    // The upload's bytes are what the program copied.
+    let uploads: Vec<_> = report.transfers.iter().filter(|t| t.range_path == "step/upload").collect();
+    let copied: u64 =
+        uploads.iter().filter(|t| t.kind == gmprof::model::TransferKind::MemcpyHtoD).map(|t| t.bytes).sum();
+    assert_eq!(copied, (n * 4) as u64, "transfers: {uploads:?}");
+    let upload = range(&report, "step/upload")[0];
+    assert!(upload.transfer_bytes >= (n * 4) as u64);
+
+    let clock = report.meta.clock.expect("clock pairs");
+    assert!(clock.finish.cupti_ns > clock.start.cupti_ns && clock.finish.unix_ns > clock.start.unix_ns);
+    println!("clock drift over the session: {} ns", clock.drift_ns());
+    check_timeline(&report);
+}
+
+#[test]
+fn sequential_trace_sessions_are_independent() {
+    let mut gpu = Gpu::new(0).expect("GPU");
+    let mut reports = Vec::new();
+    for (session, launches) in [(0, 3usize), (1, 5usize)] {
+        let prof = Profiler::builder().mode(ProfilingMode::Trace).build().expect("profiler");
+        {
+            let _r = prof.range(&format!("session{session}"));
+            for _ in 0..launches {
+                gpu.tiny_kernel().unwrap();
+            }
+            gpu.sync().unwrap();
+        }
+        reports.push(prof.finish().expect("report"));
+    }
+    assert_eq!(reports[0].kernels.len(), 3);
+    assert_eq!(reports[1].kernels.len(), 5);
+    assert!(reports[1].kernels.iter().all(|k| k.range_path == "session1"), "no data leaks between sessions");
+    assert!(range(&reports[1], "session0").is_empty());
+}
+
+#[test]
+fn threads_attribute_kernels_to_their_own_ranges() {
+    const THREADS: usize = 8;
+    const PER_THREAD: usize = 50;
+    let _gpu = Gpu::new(0).expect("GPU");
+    for mode in [ProfilingMode::Trace, ProfilingMode::KernelReplay] {
+        let prof = Profiler::builder().mode(mode).metrics([READ]).build().expect("profiler");
+        std::thread::scope(|s| {
+            for t in 0..THREADS {
+                let prof = prof.clone();
+                s.spawn(move || {
+                    let mut gpu = Gpu::new(0).expect("GPU per thread");
+                    for round in 0..2 {
+                        let _r = prof.range(&format!("thread{t}"));
+                        let _inner = prof.range(&format!("round{round}"));
+                        for _ in 0..PER_THREAD / 2 {
+                            gpu.tiny_kernel().unwrap();
+                        }
+                        gpu.sync().unwrap();
+                    }
+                });
+            }
+        });
+        let report = prof.finish().expect("report");
+        assert_eq!(report.meta.flagged_kernel_rows, 0, "{mode:?} warnings: {:?}", report.meta.warnings);
+        for t in 0..THREADS {
+            let rows = range(&report, &format!("thread{t}"));
+            assert_eq!(rows.len(), 2, "{mode:?}: two instances of thread{t}");
+            let owner = rows[0].thread;
+            assert_eq!(rows.iter().map(|r| r.kernel_count).sum::<u64>(), PER_THREAD as u64, "{mode:?} thread{t}");
+            for k in report.kernels.iter().filter(|k| k.range_path.starts_with(&format!("thread{t}/"))) {
+                assert_eq!(k.thread, owner, "{mode:?}: kernel attributed to another thread's range");
+            }
+        }
+        assert_eq!(report.kernels.len(), THREADS * PER_THREAD);
+    }
 }

@@ -219,8 +219,16 @@ impl Subscriber {
     pub fn subscribe_launches(cupti: &Cupti, handler: ApiHandler, transfers: bool) -> Result<Subscriber> {
         let (driver_transfers, runtime_transfers) = if transfers {
             (
-                transfer_cbids(cupti, CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API, DriverCbid::CUPTI_DRIVER_TRACE_CBID_SIZE.0),
-                transfer_cbids(cupti, CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RUNTIME_API, RuntimeCbid::CUPTI_RUNTIME_TRACE_CBID_SIZE.0),
+                transfer_cbids(
+                    cupti,
+                    CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API,
+                    DriverCbid::CUPTI_DRIVER_TRACE_CBID_SIZE.0,
+                ),
+                transfer_cbids(
+                    cupti,
+                    CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RUNTIME_API,
+                    RuntimeCbid::CUPTI_RUNTIME_TRACE_CBID_SIZE.0,
+                ),
             )
         } else {
             (Vec::new(), Vec::new())
