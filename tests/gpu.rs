@@ -295,3 +295,34 @@ fn threads_attribute_kernels_to_their_own_ranges() {
         assert_eq!(report.kernels.len(), THREADS * PER_THREAD);
     }
 }
+
+/// Needs a machine with two GPUs; on one GPU it says so and checks nothing else.
+#[test]
+fn one_profiler_per_gpu_in_one_process() {
+    let count = cudarc::driver::CudaContext::device_count().expect("device count");
+    if count < 2 {
+        eprintln!("one_profiler_per_gpu_in_one_process: needs 2 GPUs, found {count}; not run");
+        return;
+    }
+    let mut gpus = [Gpu::new(0).expect("GPU 0"), Gpu::new(1).expect("GPU 1")];
+    let profilers = [
+        Profiler::builder().mode(ProfilingMode::Trace).device(0).build().expect("profiler on GPU 0"),
+        Profiler::builder().mode(ProfilingMode::Trace).device(1).build().expect("profiler on GPU 1"),
+    ];
+    // Interleave the two devices' work inside both profilers' ranges.
+    let _r0 = profilers[0].range("on_gpu0");
+    let _r1 = profilers[1].range("on_gpu1");
+    for i in 0..8 {
+        gpus[i % 2].tiny_kernel().unwrap();
+    }
+    gpus[0].sync().unwrap();
+    gpus[1].sync().unwrap();
+    drop((_r0, _r1));
+    let [p0, p1] = profilers;
+    for (device, report) in [(0u32, p0.finish().expect("report 0")), (1u32, p1.finish().expect("report 1"))] {
+        assert_eq!(report.kernels.len(), 4, "GPU {device}: only its own kernels");
+        assert!(report.kernels.iter().all(|k| k.device_id == Some(device)), "GPU {device}");
+        assert_eq!(report.meta.flagged_kernel_rows, 0, "GPU {device}: {:?}", report.meta.warnings);
+        assert_eq!(range(&report, &format!("on_gpu{device}"))[0].kernel_count, 4);
+    }
+}
