@@ -85,6 +85,21 @@ pub fn driver_candidates() -> Vec<String> {
     vec!["libcuda.so.1".into(), "libcuda.so".into(), "/usr/lib/wsl/lib/libcuda.so.1".into()]
 }
 
+/// A symbol slot of a generated library table, or [`Error::MissingSymbol`] naming it.
+fn resolve<T: Copy>(
+    library: &'static str,
+    slot: &std::result::Result<T, libloading::Error>,
+    name: &'static str,
+    context: &str,
+) -> Result<T> {
+    slot.as_ref().copied().map_err(|e| Error::MissingSymbol {
+        library,
+        symbol: name,
+        context: context.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
 /// Tries each candidate in turn with `open`, recording why each one failed.
 fn load_first<T>(
     candidates: &[String],
@@ -169,12 +184,7 @@ impl Cupti {
         name: &'static str,
         context: &str,
     ) -> Result<T> {
-        slot.as_ref().copied().map_err(|e| Error::MissingSymbol {
-            library: "libcupti",
-            symbol: name,
-            context: context.to_owned(),
-            reason: e.to_string(),
-        })
+        resolve("libcupti", slot, name, context)
     }
 
     /// `Ok` for `CUPTI_SUCCESS`, else [`Error::Cupti`] with CUPTI's own description.
@@ -317,12 +327,7 @@ impl Driver {
         name: &'static str,
         context: &str,
     ) -> Result<T> {
-        slot.as_ref().copied().map_err(|e| Error::MissingSymbol {
-            library: "libcuda",
-            symbol: name,
-            context: context.to_owned(),
-            reason: e.to_string(),
-        })
+        resolve("libcuda", slot, name, context)
     }
 
     /// `Ok` for `CUDA_SUCCESS`, else [`Error::Cuda`] with the driver's description.
