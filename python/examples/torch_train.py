@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Train a tiny GPT-like model on random tokens, annotated with ranges.
+
+Two ways to get per-range GPU metrics:
+
+* default: ``torch.cuda.nvtx.range_push/pop`` around step/forward/backward/optimizer.
+  No gmprof code at all; a profiler that picks up NVTX ranges (a future ``gmprof run``)
+  can attribute kernels to them.
+* ``--gmprof``: the one-line-change path. ``gmprof.range(...)`` replaces the NVTX calls and
+  the script calls ``gmprof.init(mode=...)`` / ``gmprof.finish()`` itself.
+
+    python3 python/examples/torch_train.py --steps 20
+    python3 python/examples/torch_train.py --gmprof --mode trace --out gmprof-out
+
+Needs PyTorch with CUDA and a GPU. With ``--gmprof``, libgmprof.so must be findable (see
+python/README.md); ``PYTHONPATH=python`` or this script's own path fix finds the package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import time
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=20, help="training steps (default 20)")
+    p.add_argument("--batch", type=int, default=16, help="sequences per batch (default 16)")
+    p.add_argument("--seq", type=int, default=128, help="tokens per sequence (default 128)")
+    p.add_argument("--vocab", type=int, default=8192, help="vocabulary size (default 8192)")
+    p.add_argument("--d-model", type=int, default=256, help="model width (default 256)")
+    p.add_argument("--heads", type=int, default=4, help="attention heads (default 4)")
+    p.add_argument("--layers", type=int, default=2, help="transformer blocks (default 2)")
+    p.add_argument("--gmprof", action="store_true", help="annotate with gmprof.range instead of NVTX")
+    p.add_argument("--mode", default=None, help="gmprof mode: kernel_replay, per_kernel, per_range, trace")
+    p.add_argument("--metrics", default=None, help="comma-separated gmprof metrics")
+    p.add_argument("--out", default=None, help="gmprof output directory (default $GMPROF_OUT or gmprof-out)")
+    p.add_argument("--sync-on-pop", action="store_true", help="gmprof: synchronize before each range closes")
+    return p.parse_args(argv)
+
+
+def build_model(torch, args):
+    nn = torch.nn
+
+    class TinyGPT(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tok = nn.Embedding(args.vocab, args.d_model)
+            self.pos = nn.Embedding(args.seq, args.d_model)
+            layer = nn.TransformerEncoderLayer(
+                d_model=args.d_model,
+                nhead=args.heads,
+                dim_feedforward=4 * args.d_model,
+                dropout=0.0,
+                activation="gelu",
+                batch_first=True,
+                norm_first=True,
+            )
+            self.blocks = nn.TransformerEncoder(layer, num_layers=args.layers, enable_nested_tensor=False)
+            self.norm = nn.LayerNorm(args.d_model)
+            self.head = nn.Linear(args.d_model, args.vocab, bias=False)
+            mask = torch.triu(torch.full((args.seq, args.seq), float("-inf")), diagonal=1)
+            self.register_buffer("causal_mask", mask, persistent=False)
+
+        def forward(self, idx):
+            t = idx.shape[1]
+            pos = torch.arange(t, device=idx.device)
+            x = self.tok(idx) + self.pos(pos)
+            x = self.blocks(x, mask=self.causal_mask[:t, :t], is_causal=True)
+            return self.head(self.norm(x))
+
+    return TinyGPT()
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    import torch  # imported here so that --help and imports work without torch
+
+    if not torch.cuda.is_available():
+        print("torch_train.py: CUDA is not available", file=sys.stderr)
+        return 1
+
+    if args.gmprof:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+        import gmprof
+
+        def annotate(name):
+            return gmprof.range(name)
+
+    else:
+
+        @contextlib.contextmanager
+        def annotate(name):
+            torch.cuda.nvtx.range_push(name)
+            try:
+                yield
+            finally:
+                torch.cuda.nvtx.range_pop()
+
+    device = torch.device("cuda")
+    torch.manual_seed(0)
+    model = build_model(torch, args).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    # Random tokens, made once, so that the steps measure the model rather than data loading.
+    data = torch.randint(0, args.vocab, (args.batch, args.seq + 1), device=device)
+    inputs, targets = data[:, :-1], data[:, 1:]
+    torch.cuda.synchronize()
+
+    if args.gmprof:
+        # Initialize after the CUDA context exists, so that gmprof attaches to it.
+        gmprof.init(mode=args.mode, metrics=args.metrics, output_dir=args.out,
+                    synchronize_on_pop=args.sync_on_pop)
+
+    model.train()
+    start = time.perf_counter()
+    loss = None
+    for step in range(args.steps):
+        with annotate("step"):
+            with annotate("forward"):
+                logits = model(inputs)
+                loss = loss_fn(logits.reshape(-1, args.vocab), targets.reshape(-1))
+            with annotate("backward"):
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+            with annotate("optimizer"):
+                opt.step()
+            torch.cuda.synchronize()
+    elapsed = time.perf_counter() - start
+
+    print("%d steps in %.3f s (%.2f ms/step), final loss %.4f"
+          % (args.steps, elapsed, 1e3 * elapsed / max(args.steps, 1), loss.item() if loss is not None else float("nan")))
+    if args.gmprof:
+        out = gmprof.finish()
+        print("gmprof wrote %s" % out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

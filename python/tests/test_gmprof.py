@@ -1,0 +1,349 @@
+"""Tests for the gmprof Python module.
+
+Most tests inject a fake library through the internal hook ``gmprof._set_library`` and need
+neither a GPU nor libgmprof.so. ``RealLibraryTest`` runs against a built libgmprof.so when
+``GMPROF_TEST_LIBRARY`` points at one (tests/python_module.rs sets it).
+
+Run from the repository root: ``python3 -m unittest discover -s python/tests -v``.
+"""
+
+import ctypes
+import os
+import sys
+import threading
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+
+import gmprof  # noqa: E402
+
+
+class FakeLibrary:
+    """Records calls the way the C ABI would see them and returns scripted statuses."""
+
+    def __init__(self):
+        self.calls = []
+        self.statuses = {}  # function name -> list of statuses to return, in order
+        self.messages = {}  # status -> message for gmprof_last_error
+        self.last_error = b""
+        self.options = None
+
+    def _ret(self, fn):
+        queue = self.statuses.get(fn)
+        status = queue.pop(0) if queue else 0
+        self.last_error = self.messages.get(status, "").encode() if status else b""
+        return status
+
+    def gmprof_init(self, options):
+        o = options.contents
+        self.options = {
+            "mode": o.mode,
+            "metrics": o.metrics,
+            "output_dir": o.output_dir,
+            "device": o.device,
+            "synchronize_on_pop": o.synchronize_on_pop,
+        }
+        self.calls.append(("init",))
+        return self._ret("init")
+
+    def gmprof_push_range(self, name):
+        assert isinstance(name, bytes), name
+        self.calls.append(("push", name))
+        return self._ret("push")
+
+    def gmprof_pop_range(self):
+        self.calls.append(("pop",))
+        return self._ret("pop")
+
+    def gmprof_finish(self):
+        self.calls.append(("finish",))
+        return self._ret("finish")
+
+    def gmprof_last_error(self):
+        return self.last_error
+
+    def gmprof_version(self):
+        return b"0.1.0"
+
+
+class EnvMixin:
+    """Saves and restores the environment variables a test changes."""
+
+    VARS = ("GMPROF_DISABLE", "GMPROF_LIBRARY", "GMPROF_OUT", "GMPROF_CUPTI_LIB")
+
+    def setUp(self):
+        self._saved = {k: os.environ.get(k) for k in self.VARS}
+        for k in ("GMPROF_DISABLE", "GMPROF_OUT"):
+            os.environ.pop(k, None)
+
+    def tearDown(self):
+        for k, v in self._saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        gmprof._set_library(None)
+
+
+class FakeLibraryTest(EnvMixin, unittest.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.lib = FakeLibrary()
+        gmprof._set_library(self.lib)
+
+    def test_context_manager_pushes_and_pops_in_order(self):
+        with gmprof.range("step"):
+            with gmprof.range("forward"):
+                pass
+            with gmprof.range("backward"):
+                pass
+        self.assertEqual(
+            self.lib.calls,
+            [("push", b"step"), ("push", b"forward"), ("pop",), ("push", b"backward"), ("pop",), ("pop",)],
+        )
+
+    def test_decorator_with_name(self):
+        @gmprof.range("forward")
+        def forward(x):
+            """doc"""
+            self.lib.calls.append(("body", x))
+            return x * 2
+
+        self.assertEqual(forward(21), 42)
+        self.assertEqual(forward.__name__, "forward")
+        self.assertEqual(forward.__doc__, "doc")
+        self.assertEqual(self.lib.calls, [("push", b"forward"), ("body", 21), ("pop",)])
+
+    def test_decorator_without_arguments_uses_qualname(self):
+        class Model:
+            @gmprof.range
+            def backward(self):
+                return "done"
+
+        self.assertEqual(Model().backward(), "done")
+        qualname = Model.backward.__qualname__.encode()
+        self.assertTrue(qualname.endswith(b"Model.backward"), qualname)
+        self.assertEqual(self.lib.calls, [("push", qualname), ("pop",)])
+
+    def test_decorator_with_empty_call_uses_qualname(self):
+        @gmprof.range()
+        def step():
+            pass
+
+        step()
+        self.assertEqual(self.lib.calls, [("push", step.__qualname__.encode()), ("pop",)])
+
+    def test_context_manager_without_name_is_an_error(self):
+        with self.assertRaises(TypeError):
+            with gmprof.range():
+                pass
+        self.assertEqual(self.lib.calls, [])
+
+    def test_exception_pops_and_propagates(self):
+        with self.assertRaises(KeyError):
+            with gmprof.range("step"):
+                raise KeyError("boom")
+        self.assertEqual(self.lib.calls, [("push", b"step"), ("pop",)])
+
+        @gmprof.range("f")
+        def f():
+            raise ZeroDivisionError
+
+        with self.assertRaises(ZeroDivisionError):
+            f()
+        self.assertEqual(self.lib.calls[2:], [("push", b"f"), ("pop",)])
+
+    def test_pop_failure_during_exception_does_not_mask(self):
+        self.lib.statuses["pop"] = [gmprof.GMPROF_ERROR_UNBALANCED]
+        self.lib.messages[gmprof.GMPROF_ERROR_UNBALANCED] = "no open range on this thread"
+        with self.assertRaises(KeyError) as ctx:
+            with gmprof.range("step"):
+                raise KeyError("user error")
+        self.assertEqual(ctx.exception.args, ("user error",))
+        notes = getattr(ctx.exception, "__notes__", None)
+        if sys.version_info >= (3, 11):
+            self.assertTrue(notes and "GMPROF_ERROR_UNBALANCED" in notes[0], notes)
+
+    def test_pop_failure_without_exception_raises(self):
+        self.lib.statuses["pop"] = [gmprof.GMPROF_ERROR_UNBALANCED]
+        with self.assertRaises(gmprof.GmprofError) as ctx:
+            with gmprof.range("step"):
+                pass
+        self.assertEqual(ctx.exception.status_name, "GMPROF_ERROR_UNBALANCED")
+
+    def test_push_failure_skips_body_and_pop(self):
+        self.lib.statuses["push"] = [gmprof.GMPROF_ERROR_NOT_INITIALIZED]
+        ran = []
+        with self.assertRaises(gmprof.GmprofError):
+            with gmprof.range("step"):
+                ran.append(1)
+        self.assertEqual(ran, [])
+        self.assertEqual(self.lib.calls, [("push", b"step")])
+
+    def test_error_carries_status_name_and_message(self):
+        self.lib.statuses["pop"] = [gmprof.GMPROF_ERROR_UNBALANCED]
+        self.lib.messages[gmprof.GMPROF_ERROR_UNBALANCED] = "pop_range with no open range on this thread"
+        with self.assertRaises(gmprof.GmprofError) as ctx:
+            gmprof.pop_range()
+        err = ctx.exception
+        self.assertIsInstance(err, RuntimeError)
+        self.assertEqual(err.status, 4)
+        self.assertEqual(err.status_name, "GMPROF_ERROR_UNBALANCED")
+        self.assertEqual(err.message, "pop_range with no open range on this thread")
+        self.assertIn("GMPROF_ERROR_UNBALANCED", str(err))
+        self.assertIn("pop_range with no open range on this thread", str(err))
+        self.assertEqual(gmprof.GmprofError(99).status_name, "GMPROF_STATUS_99")
+
+    def test_nul_in_name_raises_value_error_before_c(self):
+        with self.assertRaises(ValueError):
+            gmprof.push_range("a\0b")
+        with self.assertRaises(ValueError):
+            gmprof.range("a\0b")
+        with self.assertRaises(ValueError):
+            gmprof.init(mode="trace\0")
+        with self.assertRaises(TypeError):
+            gmprof.push_range(42)
+        self.assertEqual(self.lib.calls, [])
+
+    def test_names_are_utf8(self):
+        gmprof.push_range("étape-步")
+        self.assertEqual(self.lib.calls, [("push", "étape-步".encode("utf-8"))])
+
+    def test_disabled_makes_no_calls(self):
+        os.environ["GMPROF_DISABLE"] = "1"
+        # Even a missing library must not matter.
+        gmprof._set_library(None)
+        os.environ["GMPROF_LIBRARY"] = "/nonexistent/libgmprof.so"
+        self.assertFalse(gmprof.is_enabled())
+        gmprof.init(mode="trace")
+        gmprof.push_range("a")
+        gmprof.pop_range()
+        with gmprof.range("b"):
+            pass
+
+        @gmprof.range
+        def f():
+            return 1
+
+        self.assertEqual(f(), 1)
+        self.assertIsNone(gmprof.finish())
+        self.assertFalse(gmprof.is_initialized())
+        self.assertEqual(self.lib.calls, [])
+
+    def test_init_options_and_metrics_list_joined(self):
+        gmprof.init(mode="per_range", metrics=["a.sum", "b.avg"], output_dir="out/dir", device=1,
+                    synchronize_on_pop=True)
+        self.assertTrue(gmprof.is_initialized())
+        opts = self.lib.options
+        self.assertEqual(opts["mode"], b"per_range")
+        self.assertEqual(opts["metrics"], b"a.sum,b.avg")
+        self.assertEqual(opts["output_dir"], os.path.abspath("out/dir").encode())
+        self.assertEqual(opts["device"], 1)
+        self.assertEqual(opts["synchronize_on_pop"], 1)
+        self.assertEqual(gmprof.finish(), os.path.abspath("out/dir"))
+        self.assertFalse(gmprof.is_initialized())
+        self.assertEqual(self.lib.calls, [("init",), ("finish",)])
+
+    def test_init_defaults(self):
+        gmprof.init(metrics="x,y")
+        opts = self.lib.options
+        self.assertIsNone(opts["mode"])
+        self.assertEqual(opts["metrics"], b"x,y")
+        self.assertEqual(opts["device"], -1)
+        self.assertEqual(opts["synchronize_on_pop"], 0)
+        self.assertEqual(gmprof.finish(), os.path.abspath("gmprof-out"))
+
+    def test_output_dir_from_env(self):
+        os.environ["GMPROF_OUT"] = "env-out"
+        gmprof.init()
+        self.assertEqual(self.lib.options["output_dir"], os.path.abspath("env-out").encode())
+        self.assertEqual(gmprof.finish(), os.path.abspath("env-out"))
+
+    def test_failed_init_leaves_uninitialized(self):
+        self.lib.statuses["init"] = [gmprof.GMPROF_ERROR_UNKNOWN_METRIC]
+        self.lib.messages[gmprof.GMPROF_ERROR_UNKNOWN_METRIC] = "unknown metric 'nope'"
+        with self.assertRaises(gmprof.GmprofError) as ctx:
+            gmprof.init(metrics=["nope"])
+        self.assertEqual(ctx.exception.status_name, "GMPROF_ERROR_UNKNOWN_METRIC")
+        self.assertIn("unknown metric 'nope'", str(ctx.exception))
+        self.assertFalse(gmprof.is_initialized())
+
+    def test_version(self):
+        self.assertEqual(gmprof.version(), "0.1.0")
+
+    def test_one_range_object_across_threads(self):
+        r = gmprof.range("worker")
+        barrier = threading.Barrier(4)
+
+        def work():
+            with r:
+                barrier.wait()
+
+        threads = [threading.Thread(target=work) for _ in (0, 1, 2, 3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(sorted(self.lib.calls), sorted([("push", b"worker")] * 4 + [("pop",)] * 4))
+
+
+class MissingLibraryTest(EnvMixin, unittest.TestCase):
+    def test_missing_library_lists_tried_paths(self):
+        gmprof._set_library(None)
+        os.environ["GMPROF_LIBRARY"] = "/nonexistent/dir/libgmprof.so"
+        with self.assertRaises(gmprof.GmprofError) as ctx:
+            gmprof.push_range("x")
+        err = ctx.exception
+        self.assertEqual(err.status_name, "GMPROF_ERROR_LIBRARY_NOT_FOUND")
+        self.assertIn("/nonexistent/dir/libgmprof.so", str(err))
+        self.assertIn("GMPROF_LIBRARY", str(err))
+
+    def test_default_candidates(self):
+        os.environ.pop("GMPROF_LIBRARY", None)
+        paths = gmprof._candidates()
+        pkg = os.path.dirname(os.path.abspath(gmprof.__file__))
+        self.assertEqual(paths[0], os.path.join(pkg, "libgmprof.so"))
+        root = os.path.dirname(os.path.dirname(pkg))
+        self.assertIn(os.path.join(root, "target", "release", "libgmprof.so"), paths)
+        self.assertGreaterEqual(len(paths), 3)
+
+
+@unittest.skipUnless(os.environ.get("GMPROF_TEST_LIBRARY"),
+                     "GMPROF_TEST_LIBRARY is not set to a built libgmprof.so")
+class RealLibraryTest(EnvMixin, unittest.TestCase):
+    def setUp(self):
+        super().setUp()
+        os.environ["GMPROF_LIBRARY"] = os.environ["GMPROF_TEST_LIBRARY"]
+        gmprof._set_library(None)
+
+    def test_version(self):
+        self.assertTrue(gmprof.version())
+        self.assertEqual(gmprof.library_path(), os.environ["GMPROF_TEST_LIBRARY"])
+
+    def test_init_without_cupti_reports_library_not_found(self):
+        os.environ["GMPROF_CUPTI_LIB"] = "/nonexistent/libcupti.so"
+        with self.assertRaises(gmprof.GmprofError) as ctx:
+            gmprof.init()
+        err = ctx.exception
+        self.assertEqual(err.status_name, "GMPROF_ERROR_LIBRARY_NOT_FOUND", str(err))
+        self.assertIn("libcupti could not be loaded", err.message)
+        self.assertFalse(gmprof.is_initialized())
+
+    def test_range_calls_without_init(self):
+        with self.assertRaises(gmprof.GmprofError) as ctx:
+            gmprof.push_range("x")
+        self.assertEqual(ctx.exception.status_name, "GMPROF_ERROR_NOT_INITIALIZED", str(ctx.exception))
+        with self.assertRaises(gmprof.GmprofError) as ctx:
+            gmprof.pop_range()
+        self.assertEqual(ctx.exception.status_name, "GMPROF_ERROR_NOT_INITIALIZED", str(ctx.exception))
+        with self.assertRaises(gmprof.GmprofError) as ctx:
+            gmprof.finish()
+        self.assertEqual(ctx.exception.status_name, "GMPROF_ERROR_NOT_INITIALIZED", str(ctx.exception))
+
+    def test_nul_checked_before_c(self):
+        with self.assertRaises(ValueError):
+            gmprof.push_range("a\0b")
+
+
+if __name__ == "__main__":
+    unittest.main()
