@@ -109,7 +109,7 @@ pub enum Error {
     InvalidConfig(String),
 
     /// Writing an output file failed.
-    #[error("could not write {path}: {source}")]
+    #[error("I/O error on {path}: {source}")]
     Io {
         /// The file.
         path: PathBuf,

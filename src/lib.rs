@@ -16,6 +16,7 @@
 //! tests use.
 
 pub mod aggregate;
+pub mod capi;
 pub mod checked;
 pub mod correlate;
 pub mod error;

@@ -54,3 +54,20 @@ fn cli_prints_the_error_and_exits_non_zero() {
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }
+
+#[test]
+fn report_command_reprints_saved_outputs_without_a_gpu() {
+    let golden = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/report.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_gmprof")).args(["report", golden]).output().expect("run gmprof");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report = gmprof::Report::read_json(golden).expect("golden report");
+    assert_eq!(stdout.trim_end(), report.summary().to_string().trim_end());
+    let out = Command::new(env!("CARGO_BIN_EXE_gmprof")).args(["report", golden, "--csv"]).output().expect("run");
+    let mut expected = Vec::new();
+    report.write_csv_to(&mut expected).unwrap();
+    assert_eq!(out.stdout, expected);
+    let out = Command::new(env!("CARGO_BIN_EXE_gmprof")).args(["report", "/nonexistent/dir"]).output().expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("gmprof: error:"));
+}

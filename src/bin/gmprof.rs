@@ -45,6 +45,17 @@ enum Command {
         #[command(flatten)]
         chip: ChipArgs,
     },
+    /// Print the summary of saved outputs (a directory with report.json, or the file).
+    Report {
+        /// Output directory written by gmprof (or its report.json).
+        path: std::path::PathBuf,
+        /// Print the per-range rows as CSV instead of the summary.
+        #[arg(long)]
+        csv: bool,
+        /// Also print the per-label statistics.
+        #[arg(long)]
+        stats: bool,
+    },
     /// Print how many replay passes a metric set needs.
     Passes {
         /// Comma-separated full metric names, e.g. dram__bytes_read.sum,gpu__time_duration.sum
@@ -104,6 +115,19 @@ fn run(cli: Cli) -> gmprof::Result<()> {
                     for name in catalog.full_names(e) {
                         println!("    {name}");
                     }
+                }
+            }
+            Ok(())
+        }
+        Command::Report { path, csv, stats } => {
+            let file = if path.is_dir() { path.join("report.json") } else { path };
+            let report = gmprof::Report::read_json(&file)?;
+            if csv {
+                report.write_csv_to(std::io::stdout().lock())?;
+            } else {
+                println!("{}", report.summary());
+                if stats {
+                    println!("{}", report.stats());
                 }
             }
             Ok(())

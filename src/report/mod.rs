@@ -70,6 +70,10 @@ impl CaptureInfo {
     }
 }
 
+/// The files [`Report::write_all`] writes.
+pub const OUTPUT_FILES: [&str; 6] =
+    ["ranges.csv", "kernels.csv", "transfers.csv", "stats.csv", "report.json", "trace.json"];
+
 /// Everything about a report except its rows.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ReportMeta {
@@ -189,6 +193,18 @@ impl Report {
         let correlation = correlator.finish(tree, metrics, info.mode);
         let aggregation = aggregate(tree, &correlation, metrics, info.mode);
         Report::build(info, metrics, correlation, aggregation)
+    }
+
+    /// Writes every output into `dir` (created if missing): the files of [`OUTPUT_FILES`].
+    pub fn write_all(&self, dir: impl AsRef<std::path::Path>) -> crate::Result<()> {
+        let dir = dir.as_ref();
+        std::fs::create_dir_all(dir).map_err(|e| crate::Error::io(dir, e))?;
+        self.write_csv(dir.join("ranges.csv"))?;
+        self.write_kernels_csv(dir.join("kernels.csv"))?;
+        self.write_transfers_csv(dir.join("transfers.csv"))?;
+        self.write_stats_csv(dir.join("stats.csv"))?;
+        self.write_json(dir.join("report.json"))?;
+        self.write_chrome_trace(dir.join("trace.json"))
     }
 
     /// Metric column names, in order.
