@@ -1,7 +1,7 @@
 //! The profiler: drives CUPTI capture and hands the records to analysis.
 //!
 //! Layer 3. A [`Profiler`] attaches to the current CUDA context (or a device's primary
-//! context) and joins the process-wide capture hub ([`crate::hub`]), which routes the driver
+//! context) and joins the process-wide capture hub (the private `hub` module), which routes the driver
 //! and runtime launch and transfer callbacks and the activity records of that context to it.
 //! It keeps a [`SessionTree`] of the user's ranges. Each launch is recorded as it happens
 //! (correlation id, thread, innermost open range, counter cycle and ordinal); activity
