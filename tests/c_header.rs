@@ -2,7 +2,6 @@
 //! exported, and every exported `gmprof_*` function is declared.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::process::Command;
 
 /// Function names declared in the header: identifiers `gmprof_*` directly followed by `(`.
@@ -23,12 +22,9 @@ fn declared() -> BTreeSet<String> {
     names
 }
 
-fn cdylib() -> PathBuf {
-    // The test binary lives in target/<profile>/deps; the cdylib in target/<profile>.
-    let exe = std::env::current_exe().expect("test path");
-    let profile_dir = exe.parent().and_then(|d| d.parent()).expect("target/<profile>");
-    profile_dir.join("libgmprof.so")
-}
+#[path = "common/cdylib.rs"]
+mod common;
+use common::cdylib;
 
 #[test]
 fn header_matches_the_library_exports() {

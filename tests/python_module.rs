@@ -1,18 +1,14 @@
 //! Runs the Python module's unit tests (`python/tests`) with `python3 -m unittest`.
 //!
-//! The tests use a fake library for the wrapper's logic; when the cdylib exists
-//! (`target/debug/libgmprof.so` or `target/release/libgmprof.so`), `GMPROF_TEST_LIBRARY`
-//! points at it so that the tests against the real C ABI run as well (no GPU needed).
+//! The tests use a fake library for the wrapper's logic, and `GMPROF_TEST_LIBRARY` points
+//! at the real `libgmprof.so` (built on demand, see `common/cdylib.rs`) so that the tests
+//! against the real C ABI run as well (no GPU needed).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-fn cdylib(root: &Path) -> Option<PathBuf> {
-    ["target/debug/libgmprof.so", "target/release/libgmprof.so"]
-        .iter()
-        .map(|rel| root.join(rel))
-        .find(|path| path.is_file())
-}
+#[path = "common/cdylib.rs"]
+mod common;
 
 #[test]
 fn python_module_unit_tests_pass() {
@@ -23,13 +19,9 @@ fn python_module_unit_tests_pass() {
         .current_dir(root)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env_remove("GMPROF_DISABLE");
-    match cdylib(root) {
-        Some(path) => {
-            eprintln!("GMPROF_TEST_LIBRARY={}", path.display());
-            command.env("GMPROF_TEST_LIBRARY", path);
-        }
-        None => eprintln!("no libgmprof.so under target/: the real-library Python tests are skipped"),
-    }
+    let lib = common::cdylib();
+    eprintln!("GMPROF_TEST_LIBRARY={}", lib.display());
+    command.env("GMPROF_TEST_LIBRARY", lib);
 
     let output = match command.output() {
         Ok(output) => output,

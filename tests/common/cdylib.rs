@@ -1,0 +1,29 @@
+//! Locates `libgmprof.so` for tests that load it (the C header check, the Python module).
+//!
+//! `cargo test` builds the crate as an rlib only, so the cdylib exists only after a
+//! `cargo build`. When it is missing, it is built here with a nested cargo into its own
+//! target directory, which never contends for the lock of the build running the tests.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+pub fn cdylib() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"));
+    let built = target.join("debug/libgmprof.so");
+    if built.exists() {
+        return built;
+    }
+    let own_dir = target.join("cdylib-for-tests");
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--lib", "--quiet", "--manifest-path"])
+        .arg(root.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&own_dir)
+        .status()
+        .expect("run cargo to build libgmprof.so");
+    assert!(status.success(), "cargo build --lib failed");
+    let lib = own_dir.join("debug/libgmprof.so");
+    assert!(lib.exists(), "{} missing after cargo build --lib", lib.display());
+    lib
+}
