@@ -49,7 +49,9 @@ typedef struct gmprof_options {
 /* Defaults for every field. */
 #define GMPROF_OPTIONS_INIT { 0, 0, 0, -1, 0 }
 
-/* Starts the process-wide profiler. options may be NULL (defaults and environment). */
+/* Starts the process-wide profiler. options may be NULL (defaults and environment).
+   GMPROF_RANGE_SCOPE=process attributes work of threads with no open range to the latest
+   range open on any thread (for frameworks that launch from helper threads). */
 gmprof_status gmprof_init(const gmprof_options *options);
 
 /* Opens a range named name (UTF-8) on the calling thread. */

@@ -201,6 +201,9 @@ pub unsafe extern "C" fn gmprof_init(options: *const Options) -> Status {
         if let Some(metrics) = metrics {
             builder = builder.metrics(metrics.split(',').map(str::trim).filter(|m| !m.is_empty()).map(String::from));
         }
+        if let Some(scope) = env_or(None, "GMPROF_RANGE_SCOPE") {
+            builder = builder.range_scope(scope.parse::<crate::profiler::RangeScope>().map_err(fail)?);
+        }
         if let Some(o) = opts {
             if o.device >= 0 {
                 builder = builder.device(o.device as usize);

@@ -35,5 +35,5 @@ pub mod trace_check;
 pub use error::{Error, Result};
 pub use global::{finish, init, is_initialized, pop_range, push_range};
 pub use model::ProfilingMode;
-pub use profiler::{Profiler, ProfilerBuilder, RangeGuard};
+pub use profiler::{Profiler, ProfilerBuilder, RangeGuard, RangeScope};
 pub use report::Report;

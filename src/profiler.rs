@@ -64,6 +64,30 @@ pub const DEFAULT_COUNTER_IMAGE_BUDGET: usize = 256 << 20;
 /// Default upper bound of ranges per counter cycle.
 pub const DEFAULT_MAX_RANGES_PER_CYCLE: usize = 2000;
 
+/// Which open range a kernel or transfer is attributed to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RangeScope {
+    /// The innermost open range of the launching thread; none means the `<root>` row.
+    #[default]
+    Thread,
+    /// As `Thread`, but a thread with no open range falls back to the most recently pushed
+    /// range still open on any thread. Use it when helper threads launch work on behalf of
+    /// a thread that holds the ranges: PyTorch runs backward on its autograd thread, whose
+    /// kernels otherwise all land in `<root>`.
+    Process,
+}
+
+impl std::str::FromStr for RangeScope {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "thread" => Ok(RangeScope::Thread),
+            "process" => Ok(RangeScope::Process),
+            other => Err(Error::InvalidConfig(format!("unknown range scope '{other}': use thread or process"))),
+        }
+    }
+}
+
 /// Configures and builds a [`Profiler`].
 #[derive(Clone, Debug)]
 #[must_use]
@@ -73,6 +97,7 @@ pub struct ProfilerBuilder {
     device: Option<usize>,
     flush_on_range_boundaries: Option<bool>,
     synchronize_on_pop: bool,
+    range_scope: RangeScope,
     counter_image_budget: usize,
     max_ranges_per_cycle: usize,
 }
@@ -85,6 +110,7 @@ impl Default for ProfilerBuilder {
             device: None,
             flush_on_range_boundaries: None,
             synchronize_on_pop: false,
+            range_scope: RangeScope::Thread,
             counter_image_budget: DEFAULT_COUNTER_IMAGE_BUDGET,
             max_ranges_per_cycle: DEFAULT_MAX_RANGES_PER_CYCLE,
         }
@@ -137,6 +163,12 @@ impl ProfilerBuilder {
     /// ends inside it; the price is the lost CPU/GPU overlap at every pop.
     pub fn synchronize_on_pop(mut self, on: bool) -> Self {
         self.synchronize_on_pop = on;
+        self
+    }
+
+    /// How kernels and transfers are attributed to ranges (default [`RangeScope::Thread`]).
+    pub fn range_scope(mut self, scope: RangeScope) -> Self {
+        self.range_scope = scope;
         self
     }
 
@@ -265,6 +297,7 @@ struct Shared {
     passes: usize,
     flush_on_range_boundaries: bool,
     synchronize_on_pop: bool,
+    range_scope: RangeScope,
     device_name: String,
     chip: String,
     started_unix_ns: u64,
@@ -367,6 +400,7 @@ impl Profiler {
             passes,
             flush_on_range_boundaries: cfg.flush_on_range_boundaries.unwrap_or(cfg.mode == ProfilingMode::KernelReplay),
             synchronize_on_pop: cfg.synchronize_on_pop,
+            range_scope: cfg.range_scope,
             device_name,
             chip,
             started_unix_ns: clock_start.unix_ns,
@@ -697,10 +731,18 @@ impl Shared {
         }
     }
 
+    /// The range a launch or transfer of `thread` belongs to, by the session's scope.
+    fn attribute(&self, tree: &SessionTree, thread: ThreadId) -> Option<RangeId> {
+        match self.range_scope {
+            RangeScope::Thread => tree.current(thread),
+            RangeScope::Process => tree.current(thread).or_else(|| tree.latest_open()),
+        }
+    }
+
     fn record_transfer(&self, cb: &ApiCallback<'_>) {
         let thread = current_thread_id();
         let mut state = self.state.lock();
-        let range = state.tree.current(thread);
+        let range = self.attribute(&state.tree, thread);
         state.correlator.add_transfer_call(TransferCall {
             correlation_id: cb.correlation_id,
             thread,
@@ -730,7 +772,7 @@ impl Shared {
         };
         let thread = current_thread_id();
         let mut state = self.state.lock();
-        let range = state.tree.current(thread);
+        let range = self.attribute(&state.tree, thread);
         state.correlator.add_launch(LaunchRecord {
             correlation_id: cb.correlation_id,
             thread,

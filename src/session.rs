@@ -217,6 +217,20 @@ impl SessionTree {
         self.stacks.get(&thread).and_then(|s| s.last().copied())
     }
 
+    /// The most recently pushed range still open on any thread.
+    ///
+    /// For work a program does on helper threads that push no ranges of their own, such as
+    /// PyTorch's autograd engine, which runs the backward pass on a worker thread while the
+    /// main thread waits inside its `backward` range.
+    pub fn latest_open(&self) -> Option<RangeId> {
+        self.stacks
+            .values()
+            .filter_map(|stack| stack.last().copied())
+            .filter_map(|id| self.get(id).map(|node| (node.push_ns, id)))
+            .max_by_key(|(push_ns, id)| (*push_ns, id.slot))
+            .map(|(_, id)| id)
+    }
+
     /// Closes every range still open, at `timestamp_ns`, and returns one warning per range.
     ///
     /// Called when a session finishes: an unbalanced push would otherwise leave a node
@@ -392,6 +406,22 @@ mod tests {
         assert!(warnings[1].contains("'a/b'"), "{warnings:?}");
         assert!(tree.nodes().all(|n| n.pop_ns == Some(50)));
         assert!(!tree.has_open_ranges());
+    }
+
+    #[test]
+    fn latest_open_is_the_newest_innermost_range_of_any_thread() {
+        let mut tree = SessionTree::new();
+        assert_eq!(tree.latest_open(), None);
+        let step = tree.push("step", 1, 10);
+        let loader = tree.push("loader", 2, 15);
+        let backward = tree.push("backward", 1, 20);
+        assert_eq!(tree.latest_open(), Some(backward));
+        tree.pop(1, 30).unwrap();
+        assert_eq!(tree.latest_open(), Some(loader), "loader (15) is newer than step (10)");
+        tree.pop(2, 31).unwrap();
+        assert_eq!(tree.latest_open(), Some(step));
+        tree.pop(1, 32).unwrap();
+        assert_eq!(tree.latest_open(), None);
     }
 
     #[test]
