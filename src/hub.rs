@@ -6,13 +6,17 @@
 //! session is live, and routes each API callback and each activity record to the session of
 //! its CUDA context. The last session to leave tears both down, so the next session starts
 //! from a clean registration and no record of an old session reaches a new one.
+//!
+//! An injected gmprof (see the `injection` module) pins the subscriber for the life of
+//! the process: it must hear NVTX ranges and context creation before any session exists.
+//! Then only the activity registration comes and goes with the sessions.
 
 use std::sync::{Arc, Weak};
 
 use parking_lot::{Mutex, RwLock};
 
 use crate::checked::activity::{self, ActivityKinds, ActivityRecord, ActivityStats, ActivityTracing};
-use crate::checked::callback::{ApiCallback, Subscriber};
+use crate::checked::callback::{ApiCallback, ContextHandler, NvtxHandler, Subscriber};
 use crate::checked::Cupti;
 use crate::error::{Error, Result};
 
@@ -36,7 +40,10 @@ struct Route {
 
 struct Registration {
     subscriber: Subscriber,
-    activity: ActivityTracing,
+    /// Present while any session is live.
+    activity: Option<ActivityTracing>,
+    /// Kept with no session (injection).
+    pinned: bool,
 }
 
 /// Sessions by CUDA context id. Read in every callback; written on join and leave.
@@ -68,6 +75,28 @@ fn route_records(records: Vec<ActivityRecord>) {
     }
 }
 
+fn activity_stats(registration: &Option<Registration>) -> ActivityStats {
+    registration.as_ref().and_then(|r| r.activity.as_ref()).map(|a| a.stats()).unwrap_or_default()
+}
+
+/// Subscribes for the rest of the process and routes NVTX range events and context events
+/// to the given handlers, in addition to the launch callbacks sessions use. For injection,
+/// which must hear a program's first context and NVTX ranges before any session exists.
+pub(crate) fn pin(cupti: &Cupti, nvtx: NvtxHandler, contexts: ContextHandler) -> Result<()> {
+    let mut registration = REGISTRATION.lock();
+    if registration.is_none() {
+        let subscriber = Subscriber::subscribe_launches(cupti, Arc::new(route_callback), true)?;
+        *registration = Some(Registration { subscriber, activity: None, pinned: false });
+    }
+    let Some(reg) = registration.as_mut() else {
+        return Err(Error::InvalidState("the capture hub lost its registration".into()));
+    };
+    reg.subscriber.watch_nvtx(nvtx)?;
+    reg.subscriber.watch_contexts(contexts)?;
+    reg.pinned = true;
+    Ok(())
+}
+
 /// Membership of one session; leaving happens in [`HubMembership::leave`] or on drop.
 #[must_use = "dropping the membership detaches the session from CUPTI"]
 pub(crate) struct HubMembership {
@@ -97,26 +126,31 @@ pub(crate) fn join(cupti: &Cupti, context_id: u32, session: Weak<dyn CaptureSess
         }
         routes.push(Route { context_id, session });
     }
-    if registration.is_none() {
-        let started = (|| {
-            let activity = ActivityTracing::start(
+    let started = (|| {
+        if registration.is_none() {
+            let subscriber = Subscriber::subscribe_launches(cupti, Arc::new(route_callback), true)?;
+            *registration = Some(Registration { subscriber, activity: None, pinned: false });
+        }
+        if let Some(reg) = registration.as_mut().filter(|r| r.activity.is_none()) {
+            reg.activity = Some(ActivityTracing::start(
                 cupti,
                 ActivityKinds::KernelsAndMemory,
                 PREALLOCATED_ACTIVITY_BUFFERS,
                 Arc::new(route_records),
-            )?;
-            let subscriber = Subscriber::subscribe_launches(cupti, Arc::new(route_callback), true)?;
-            Ok::<_, Error>(Registration { subscriber, activity })
-        })();
-        match started {
-            Ok(r) => *registration = Some(r),
-            Err(e) => {
-                ROUTES.write().retain(|r| r.context_id != context_id);
-                return Err(e);
+            )?);
+        }
+        Ok::<_, Error>(())
+    })();
+    if let Err(e) = started {
+        ROUTES.write().retain(|r| r.context_id != context_id);
+        if registration.as_ref().is_some_and(|r| !r.pinned && r.activity.is_none()) {
+            if let Some(reg) = registration.take() {
+                let _ = reg.subscriber.shutdown();
             }
         }
+        return Err(e);
     }
-    let stats_at_join = registration.as_ref().map(|r| r.activity.stats()).unwrap_or_default();
+    let stats_at_join = activity_stats(&registration);
     Ok(HubMembership { cupti: *cupti, context_id, stats_at_join, left: false })
 }
 
@@ -129,7 +163,9 @@ impl HubMembership {
     /// Activity counters since this session joined (they are process-wide: a record CUPTI
     /// dropped cannot be attributed to a context).
     pub(crate) fn stats(&self) -> ActivityStats {
-        let now = REGISTRATION.lock().as_ref().map(|r| r.activity.stats()).unwrap_or(self.stats_at_join);
+        let registration = REGISTRATION.lock();
+        let live = registration.as_ref().is_some_and(|r| r.activity.is_some());
+        let now = if live { activity_stats(&registration) } else { self.stats_at_join };
         ActivityStats {
             records_dropped: now.records_dropped.saturating_sub(self.stats_at_join.records_dropped),
             buffers_allocated_late: now
@@ -158,9 +194,13 @@ impl HubMembership {
         };
         let mut result = flushed;
         if empty {
-            if let Some(reg) = registration.take() {
+            if registration.as_ref().is_some_and(|r| r.pinned) {
+                if let Some(act) = registration.as_mut().and_then(|r| r.activity.take()) {
+                    result = result.and(act.shutdown());
+                }
+            } else if let Some(reg) = registration.take() {
                 let sub = reg.subscriber.shutdown();
-                let act = reg.activity.shutdown();
+                let act = reg.activity.map_or(Ok(()), ActivityTracing::shutdown);
                 result = result.and(sub).and(act);
             }
         }

@@ -1,17 +1,22 @@
-//! CUPTI callback subscription: gmprof hears each kernel launch as it happens.
+//! CUPTI callback subscription: gmprof hears each kernel launch as it happens, and, when
+//! injected into a program, its NVTX ranges and the creation and destruction of contexts.
 
+use std::borrow::Cow;
 use std::ffi::CStr;
 use std::os::raw::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use super::driver::Context;
 use super::library::Cupti;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::sys::cupti::{
-    CUpti_ApiCallbackSite, CUpti_CallbackData, CUpti_CallbackDomain, CUpti_CallbackId, CUpti_SubscriberHandle,
-    CUpti_driver_api_trace_cbid_enum as DriverCbid, CUpti_runtime_api_trace_cbid_enum as RuntimeCbid,
+    CUpti_ApiCallbackSite, CUpti_CallbackData, CUpti_CallbackDomain, CUpti_CallbackId, CUpti_CallbackIdResource,
+    CUpti_NvtxData, CUpti_ResourceData, CUpti_SubscriberHandle, CUpti_driver_api_trace_cbid_enum as DriverCbid,
+    CUpti_nvtx_api_trace_cbid as NvtxCbid, CUpti_runtime_api_trace_cbid_enum as RuntimeCbid,
 };
+use crate::sys::nvtx;
 
 /// Which side of an API call a callback fires on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,11 +70,123 @@ pub struct ApiCallback<'a> {
 /// must be quick; it must not call back into the same CUDA API.
 pub type ApiHandler = Arc<dyn Fn(&ApiCallback<'_>) + Send + Sync>;
 
+/// A push or pop of an NVTX range in the default domain (`nvtxRangePushA/W/Ex`,
+/// `nvtxRangePop`). Heard only when the program's NVTX calls reach CUPTI, which needs
+/// `NVTX_INJECTION64_PATH` pointing at libcupti.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NvtxEvent<'a> {
+    /// A range opened on the calling thread, with its message.
+    Push(Cow<'a, str>),
+    /// The calling thread's innermost range closed.
+    Pop,
+}
+
+/// The handler for NVTX events; runs on the thread that called NVTX.
+pub type NvtxHandler = Arc<dyn Fn(NvtxEvent<'_>) + Send + Sync>;
+
+/// A context's life event, heard in the resource domain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContextEvent {
+    /// The context was created (runs inside the creating CUDA call).
+    Created(Context),
+    /// The context is about to be destroyed; it is still usable during the callback.
+    DestroyStarting(Context),
+}
+
+/// The handler for context events.
+pub type ContextHandler = Arc<dyn Fn(ContextEvent) + Send + Sync>;
+
 struct HandlerBox {
     handler: ApiHandler,
+    nvtx: OnceLock<NvtxHandler>,
+    contexts: OnceLock<ContextHandler>,
     panics: AtomicU64,
     driver_transfers: Vec<u32>,
     runtime_transfers: Vec<u32>,
+}
+
+/// The default-domain NVTX range callbacks gmprof listens to.
+pub const NVTX_RANGE_CALLBACKS: &[NvtxCbid] = &[
+    NvtxCbid::CUPTI_CBID_NVTX_nvtxRangePushA,
+    NvtxCbid::CUPTI_CBID_NVTX_nvtxRangePushW,
+    NvtxCbid::CUPTI_CBID_NVTX_nvtxRangePushEx,
+    NvtxCbid::CUPTI_CBID_NVTX_nvtxRangePop,
+];
+
+/// Reads a NUL-terminated UTF-32 string (Linux `wchar_t`), at most 4096 characters.
+///
+/// # Safety
+/// `ptr` is NULL or points to a NUL-terminated `wchar_t` string.
+unsafe fn wide_string(ptr: *const i32) -> String {
+    let mut out = String::new();
+    if ptr.is_null() {
+        return out;
+    }
+    for i in 0..4096 {
+        // SAFETY: the string is NUL-terminated, and reading stops at the NUL.
+        let c = unsafe { *ptr.add(i) };
+        if c == 0 {
+            break;
+        }
+        out.push(char::from_u32(c as u32).unwrap_or(char::REPLACEMENT_CHARACTER));
+    }
+    out
+}
+
+/// Reads a NUL-terminated C string lossily; NULL reads as "".
+///
+/// # Safety
+/// `ptr` is NULL or points to a NUL-terminated string.
+unsafe fn c_string<'a>(ptr: *const std::os::raw::c_char) -> Cow<'a, str> {
+    if ptr.is_null() {
+        return Cow::Borrowed("");
+    }
+    // SAFETY: the caller guarantees a NUL-terminated string that outlives the callback.
+    unsafe { CStr::from_ptr(ptr) }.to_string_lossy()
+}
+
+/// Decodes an NVTX callback into a push or pop; `None` for calls gmprof ignores.
+///
+/// # Safety
+/// `data` is the `CUpti_NvtxData` CUPTI passed for callback `cbid`.
+unsafe fn nvtx_event<'a>(cbid: u32, data: &'a CUpti_NvtxData) -> Option<NvtxEvent<'a>> {
+    let params = data.functionParams;
+    if cbid == NvtxCbid::CUPTI_CBID_NVTX_nvtxRangePop.0 {
+        return Some(NvtxEvent::Pop);
+    }
+    if params.is_null() {
+        return None;
+    }
+    let name = if cbid == NvtxCbid::CUPTI_CBID_NVTX_nvtxRangePushA.0 {
+        // SAFETY: for nvtxRangePushA the parameters are nvtxRangePushA_params.
+        let p = unsafe { &*(params as *const nvtx::nvtxRangePushA_params) };
+        // SAFETY: NVTX passes the caller's NUL-terminated message.
+        unsafe { c_string(p.message) }
+    } else if cbid == NvtxCbid::CUPTI_CBID_NVTX_nvtxRangePushW.0 {
+        // SAFETY: for nvtxRangePushW the parameters are nvtxRangePushW_params.
+        let p = unsafe { &*(params as *const nvtx::nvtxRangePushW_params) };
+        // SAFETY: NVTX passes the caller's NUL-terminated wide message.
+        Cow::Owned(unsafe { wide_string(p.message) })
+    } else if cbid == NvtxCbid::CUPTI_CBID_NVTX_nvtxRangePushEx.0 {
+        // SAFETY: for nvtxRangePushEx the parameters are nvtxRangePushEx_params.
+        let p = unsafe { &*(params as *const nvtx::nvtxRangePushEx_params) };
+        if p.event_attrib.is_null() {
+            return Some(NvtxEvent::Push(Cow::Borrowed("<unnamed>")));
+        }
+        // SAFETY: a non-NULL attribute pointer points to the caller's attributes.
+        let attr = unsafe { &*p.event_attrib };
+        match attr.message_type {
+            // SAFETY: the message union holds a NUL-terminated ASCII string.
+            nvtx::NVTX_MESSAGE_TYPE_ASCII => unsafe { c_string(attr.message as *const std::os::raw::c_char) },
+            // SAFETY: the message union holds a NUL-terminated wide string.
+            nvtx::NVTX_MESSAGE_TYPE_UNICODE => Cow::Owned(unsafe { wide_string(attr.message as *const i32) }),
+            nvtx::NVTX_MESSAGE_TYPE_REGISTERED => Cow::Borrowed("<registered string>"),
+            _ => Cow::Borrowed("<unnamed>"),
+        }
+    } else {
+        return None;
+    };
+    Some(NvtxEvent::Push(name))
 }
 
 /// Driver launch callbacks gmprof subscribes to.
@@ -161,6 +278,38 @@ unsafe extern "C" fn trampoline(
     let domain = match domain {
         CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API => ApiDomain::Driver,
         CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RUNTIME_API => ApiDomain::Runtime,
+        CUpti_CallbackDomain::CUPTI_CB_DOMAIN_NVTX => {
+            let Some(handler) = boxed.nvtx.get() else { return };
+            let result = catch_unwind(AssertUnwindSafe(|| {
+                // SAFETY: for the NVTX domain CUPTI passes a CUpti_NvtxData for this call.
+                let nvtx_data = unsafe { &*(data as *const CUpti_NvtxData) };
+                // SAFETY: `nvtx_data` is the NVTX data of callback `cbid`.
+                if let Some(event) = unsafe { nvtx_event(cbid, nvtx_data) } {
+                    handler(event);
+                }
+            }));
+            if result.is_err() {
+                boxed.panics.fetch_add(1, Ordering::Relaxed);
+            }
+            return;
+        }
+        CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE => {
+            let Some(handler) = boxed.contexts.get() else { return };
+            let result = catch_unwind(AssertUnwindSafe(|| {
+                // SAFETY: for the resource domain CUPTI passes a CUpti_ResourceData.
+                let resource = unsafe { &*(data as *const CUpti_ResourceData) };
+                let context = Context(resource.context);
+                if cbid == CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_CREATED.0 {
+                    handler(ContextEvent::Created(context));
+                } else if cbid == CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING.0 {
+                    handler(ContextEvent::DestroyStarting(context));
+                }
+            }));
+            if result.is_err() {
+                boxed.panics.fetch_add(1, Ordering::Relaxed);
+            }
+            return;
+        }
         _ => return,
     };
     let result = catch_unwind(AssertUnwindSafe(|| {
@@ -235,6 +384,8 @@ impl Subscriber {
         };
         let userdata = Box::into_raw(Box::new(HandlerBox {
             handler,
+            nvtx: OnceLock::new(),
+            contexts: OnceLock::new(),
             panics: AtomicU64::new(0),
             driver_transfers: driver_transfers.clone(),
             runtime_transfers: runtime_transfers.clone(),
@@ -265,6 +416,29 @@ impl Subscriber {
             sub.enable(runtime, cbid)?;
         }
         Ok(sub)
+    }
+
+    /// Calls `handler` for every default-domain NVTX range push and pop. Set once per
+    /// subscriber.
+    pub fn watch_nvtx(&self, handler: NvtxHandler) -> Result<()> {
+        // SAFETY: `userdata` lives until `close`, which needs `&mut self`.
+        let boxed = unsafe { &*self.userdata };
+        boxed.nvtx.set(handler).map_err(|_| Error::InvalidState("NVTX callbacks are already watched".into()))?;
+        for cbid in NVTX_RANGE_CALLBACKS {
+            self.enable(CUpti_CallbackDomain::CUPTI_CB_DOMAIN_NVTX, cbid.0)?;
+        }
+        Ok(())
+    }
+
+    /// Calls `handler` when a context is created and when one starts being destroyed. Set
+    /// once per subscriber.
+    pub fn watch_contexts(&self, handler: ContextHandler) -> Result<()> {
+        // SAFETY: `userdata` lives until `close`, which needs `&mut self`.
+        let boxed = unsafe { &*self.userdata };
+        boxed.contexts.set(handler).map_err(|_| Error::InvalidState("context events are already watched".into()))?;
+        let resource = CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE;
+        self.enable(resource, CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_CREATED.0)?;
+        self.enable(resource, CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING.0)
     }
 
     fn enable(&self, domain: CUpti_CallbackDomain, cbid: u32) -> Result<()> {

@@ -90,3 +90,14 @@ pub fn counter_availability(cupti: &Cupti, ctx: Context) -> Result<Vec<u8>> {
     })?;
     Ok(image)
 }
+
+/// The ordinal of the device a context belongs to (`cuptiGetDeviceId`); works whether or
+/// not the context is current, so it can be asked inside a context-creation callback.
+pub fn device_ordinal(cupti: &Cupti, ctx: Context) -> Result<u32> {
+    let mut ordinal = 0u32;
+    call_cupti!(cupti, cuptiGetDeviceId, "asking which device a context belongs to", |f| {
+        // SAFETY: `ctx` is a live context and `ordinal` a valid out-pointer.
+        unsafe { f(ctx.as_raw(), &mut ordinal) }
+    })?;
+    Ok(ordinal)
+}
