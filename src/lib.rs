@@ -22,6 +22,8 @@ pub mod correlate;
 pub mod error;
 mod global;
 mod hub;
+pub mod injection;
+pub mod launch;
 pub mod metrics;
 pub mod model;
 pub mod profiler;

@@ -95,6 +95,7 @@ pub struct ProfilerBuilder {
     metrics: Vec<String>,
     mode: ProfilingMode,
     device: Option<usize>,
+    context: Option<Context>,
     flush_on_range_boundaries: Option<bool>,
     synchronize_on_pop: bool,
     range_scope: RangeScope,
@@ -108,6 +109,7 @@ impl Default for ProfilerBuilder {
             metrics: vec!["dram__bytes_read.sum".into(), "dram__bytes_write.sum".into()],
             mode: ProfilingMode::KernelReplay,
             device: None,
+            context: None,
             flush_on_range_boundaries: None,
             synchronize_on_pop: false,
             range_scope: RangeScope::Thread,
@@ -138,6 +140,12 @@ impl ProfilerBuilder {
     /// Profile this CUDA device's primary context when no context is current (default 0).
     pub fn device(mut self, ordinal: usize) -> Self {
         self.device = Some(ordinal);
+        self
+    }
+
+    /// Profile this context, current or not (injection attaches to each new context).
+    pub(crate) fn context(mut self, context: Context) -> Self {
+        self.context = Some(context);
         self
     }
 
@@ -369,9 +377,10 @@ impl Profiler {
         }
         // Attach to the application's context, or the device's primary context (the one the
         // CUDA runtime, cudarc and PyTorch use).
-        let (context, primary, device) = match (driver::current_context(&drv)?, cfg.device) {
-            (Some(ctx), None) => (ctx, None, driver::current_device(&drv)?),
-            (_, ordinal) => {
+        let (context, primary, device) = match (cfg.context, driver::current_context(&drv)?, cfg.device) {
+            (Some(ctx), _, _) => (ctx, None, driver::device(&drv, target::device_ordinal(&cupti, ctx)? as i32)?),
+            (None, Some(ctx), None) => (ctx, None, driver::current_device(&drv)?),
+            (None, _, ordinal) => {
                 let dev = driver::device(&drv, ordinal.unwrap_or(0) as i32)?;
                 let primary = PrimaryContext::retain(&drv, dev)?;
                 driver::set_current(&drv, primary.context())?;
@@ -432,8 +441,10 @@ impl Profiler {
 
     /// Sets up the range profiler of a counter mode: metrics, configuration, counter image.
     fn start_counters(cfg: &ProfilerBuilder, cupti: &Cupti, context: Context, device: i32) -> Result<CounterSetup> {
+        tracing::debug!("gmprof: initializing the profiler API");
         let api = ProfilerApi::initialize(cupti)?;
         let chip = target::chip_name(cupti, device as usize)?;
+        tracing::debug!(chip, "gmprof: chip");
         // Metrics: gpu__time_duration.sum first, then the user's, without duplicates.
         let mut names: Vec<String> = vec![GPU_TIME_METRIC.to_owned()];
         for m in &cfg.metrics {
@@ -447,6 +458,7 @@ impl Profiler {
         let specs = catalog.validate(&name_refs)?;
         drop(catalog);
         let availability = target::counter_availability(cupti, context)?;
+        tracing::debug!(bytes = availability.len(), "gmprof: counter availability");
         let mut host = ProfilerHost::new(cupti, &chip, Some(&availability))?;
         host.add_metrics(&name_refs)?;
         let config_image = host.config_image()?;
@@ -454,6 +466,7 @@ impl Profiler {
         tracing::info!(passes, metrics = ?names, "gmprof: metric set needs {passes} replay pass(es)");
 
         let range_profiler = RangeProfiler::enable(cupti, context)?;
+        tracing::debug!("gmprof: range profiler enabled");
         let per_range = range_profiler
             .counter_data_size(&name_refs, 2, 2)?
             .saturating_sub(range_profiler.counter_data_size(&name_refs, 1, 1)?)
@@ -589,13 +602,16 @@ impl Profiler {
             .lock()
             .take()
             .ok_or_else(|| Error::InvalidState("the profiler has no live capture".into()))?;
+        tracing::debug!("gmprof: finish: synchronizing the context");
         driver::set_current(&shared.driver, capture.context)?;
         driver::synchronize(&shared.driver)?;
         let clock_finish = ClockPair { cupti_ns: activity::timestamp(&shared.cupti)?, unix_ns: unix_ns() };
         let mut cycles = 0;
         let mut dropped_ranges = 0;
         if let Some(mut counters) = capture.counters.take() {
+            tracing::debug!("gmprof: finish: decoding the last counter cycle");
             shared.finish_cycle(&mut counters)?;
+            tracing::debug!("gmprof: finish: disabling the range profiler");
             if let Some(rp) = counters.range_profiler.take() {
                 rp.shutdown()?;
             }
@@ -607,6 +623,7 @@ impl Profiler {
         // Leaving the hub flushes this context's records to us; the stats are read first.
         let mut dropped_records = 0;
         if let Some(membership) = capture.membership.take() {
+            tracing::debug!("gmprof: finish: flushing activity");
             membership.flush()?;
             let stats = membership.stats();
             dropped_records = stats.records_dropped;
@@ -628,6 +645,7 @@ impl Profiler {
         }
         shared.drain_activity();
         drop(capture._primary);
+        tracing::debug!("gmprof: finish: analyzing");
 
         let mut state = shared.state.lock();
         let open = state.tree.close_all_open(clock_finish.cupti_ns);

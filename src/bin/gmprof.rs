@@ -3,6 +3,9 @@
 //! - `gmprof metrics [--filter WORD]` lists the metrics the GPU (or `--chip`) supports.
 //! - `gmprof passes METRIC,...` prints how many replay passes a metric set needs.
 //! - `gmprof check-trace FILE` checks a Chrome trace JSON file and exits 1 on any violation.
+//! - `gmprof run [OPTIONS] -- PROGRAM ARGS...` profiles an unmodified program through
+//!   injection and prints the summary; it exits with the program's status.
+//! - `gmprof report OUT` reprints the summary of saved outputs.
 //!
 //! Errors print as one readable message and exit with status 1; nothing panics.
 
@@ -11,6 +14,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use gmprof::checked::{driver, target, Cupti};
+use gmprof::launch::{LaunchOptions, LaunchPlan};
 use gmprof::metrics::MetricCatalog;
 use gmprof::model::MetricKind;
 use gmprof::trace_check::{check_trace_file, CheckOptions, DEFAULT_LAUNCH_LATENCY_ALLOWANCE_US};
@@ -64,6 +68,41 @@ enum Command {
         #[command(flatten)]
         chip: ChipArgs,
     },
+    /// Profile an unmodified CUDA program: NVTX ranges become gmprof ranges.
+    ///
+    /// Injects libgmprof.so through CUDA_INJECTION64_PATH and routes NVTX to CUPTI through
+    /// NVTX_INJECTION64_PATH; prints the summary when the program ends and exits with its
+    /// status.
+    Run {
+        /// kernel_replay, per_kernel, per_range or trace (default: the library's).
+        #[arg(long)]
+        mode: Option<String>,
+        /// Comma-separated full metric names.
+        #[arg(long, value_delimiter = ',')]
+        metrics: Vec<String>,
+        /// Follow only NVTX ranges with this name and ranges nested in them (repeatable or
+        /// comma-separated).
+        #[arg(long = "nvtx-include", value_delimiter = ',')]
+        nvtx_include: Vec<String>,
+        /// Output directory.
+        #[arg(short, long = "out", default_value = "gmprof-out")]
+        out: PathBuf,
+        /// How helper threads' kernels are attributed: process (default) or thread.
+        #[arg(long)]
+        range_scope: Option<String>,
+        /// Synchronize before each range closes.
+        #[arg(long)]
+        sync_on_pop: bool,
+        /// libgmprof.so to inject (default: next to this executable, or $GMPROF_LIBRARY).
+        #[arg(long = "lib")]
+        library: Option<PathBuf>,
+        /// Also print the per-label statistics.
+        #[arg(long)]
+        stats: bool,
+        /// The program and its arguments (after `--`).
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        program: Vec<std::ffi::OsString>,
+    },
     /// Check a Chrome trace JSON file (gmprof's or another tool's) for well-formedness.
     CheckTrace {
         /// The trace file.
@@ -98,8 +137,58 @@ fn kind_name(kind: MetricKind) -> &'static str {
     }
 }
 
-fn run(cli: Cli) -> gmprof::Result<()> {
+fn print_report(path: &std::path::Path, csv: bool, stats: bool) -> gmprof::Result<()> {
+    let file = if path.is_dir() { path.join("report.json") } else { path.to_owned() };
+    let report = gmprof::Report::read_json(&file)?;
+    if csv {
+        report.write_csv_to(std::io::stdout().lock())?;
+    } else {
+        println!("{}", report.summary());
+        if stats {
+            println!("{}", report.stats());
+        }
+    }
+    Ok(())
+}
+
+fn run(cli: Cli) -> gmprof::Result<ExitCode> {
+    if let Command::Run { mode, metrics, nvtx_include, out, range_scope, sync_on_pop, library, stats, program } =
+        cli.command
+    {
+        let opts = LaunchOptions {
+            mode,
+            metrics,
+            nvtx_include,
+            output_dir: out,
+            range_scope,
+            synchronize_on_pop: sync_on_pop,
+            library,
+            program,
+        };
+        let plan = LaunchPlan::new(&opts)?;
+        let outcome = plan.run()?;
+        if outcome.has_outputs() {
+            println!();
+            if let Err(e) = print_report(&outcome.output_dir, false, stats) {
+                eprintln!("gmprof: could not read the outputs back: {e}");
+            }
+        }
+        for line in outcome.messages() {
+            eprintln!("gmprof: {line}");
+        }
+        let code = match outcome.exit.code() {
+            Some(0) if !outcome.has_outputs() => 1,
+            Some(c) => c.clamp(0, 255) as u8,
+            None => 128,
+        };
+        return Ok(ExitCode::from(code));
+    }
+    run_tool(cli).map(|()| ExitCode::SUCCESS)
+}
+
+fn run_tool(cli: Cli) -> gmprof::Result<()> {
     match cli.command {
+        Command::Run { .. } => Ok(()),
         Command::Metrics { filter, full, chip } => {
             let cupti = Cupti::load()?;
             let chip = chip_name(&chip, &cupti)?;
@@ -119,19 +208,7 @@ fn run(cli: Cli) -> gmprof::Result<()> {
             }
             Ok(())
         }
-        Command::Report { path, csv, stats } => {
-            let file = if path.is_dir() { path.join("report.json") } else { path };
-            let report = gmprof::Report::read_json(&file)?;
-            if csv {
-                report.write_csv_to(std::io::stdout().lock())?;
-            } else {
-                println!("{}", report.summary());
-                if stats {
-                    println!("{}", report.stats());
-                }
-            }
-            Ok(())
-        }
+        Command::Report { path, csv, stats } => print_report(&path, csv, stats),
         Command::Passes { metrics, chip } => {
             let cupti = Cupti::load()?;
             let chip = chip_name(&chip, &cupti)?;
@@ -178,7 +255,7 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     match std::panic::catch_unwind(|| run(cli)) {
-        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Ok(code)) => code,
         Ok(Err(e)) => {
             eprintln!("gmprof: error: {e}");
             ExitCode::FAILURE

@@ -1,0 +1,586 @@
+//! Injection: gmprof inside an unmodified CUDA program.
+//!
+//! Layer 3. With `CUDA_INJECTION64_PATH=libgmprof.so`, the CUDA driver loads libgmprof
+//! while it initializes and calls [`InitializeInjection`]. gmprof then:
+//! - pins the capture hub's CUPTI subscriber and listens to context creation and to NVTX
+//!   range pushes and pops (CUPTI hears NVTX when `NVTX_INJECTION64_PATH` names libcupti;
+//!   `gmprof run` sets both);
+//! - starts a [`Profiler`] on the first context the program creates, inside the creation
+//!   callback, before the program can launch anything on it;
+//! - turns default-domain NVTX ranges (`nvtxRangePushA/W/Ex`, `nvtxRangePop`, and so
+//!   `torch.cuda.nvtx.range_push/pop`) into gmprof ranges, optionally only those under a
+//!   named range ([`InjectionConfig::nvtx_include`]);
+//! - finishes and writes its outputs when that context starts being destroyed or, at the
+//!   latest, when the process exits (an `atexit` handler), closing ranges the program left
+//!   open; and writes `injection.json`, which says what happened even when nothing was
+//!   profiled (no CUDA context, a start failure).
+//!
+//! Configuration comes from the environment ([`InjectionConfig::from_env`]). Only the
+//! first context is profiled (one GPU); later contexts are counted and reported.
+//! NVTX domain ranges (`nvtxDomainRangePushEx`) and start/end ranges are not followed, nor
+//! are NVTX ranges pushed before the program first initializes CUDA (gmprof is loaded by
+//! that initialization); the pops of such ranges are counted as unbalanced and ignored.
+
+use std::cell::RefCell;
+use std::ffi::c_int;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+use crate::checked::callback::{ContextEvent, NvtxEvent};
+use crate::checked::driver::Context;
+use crate::checked::Cupti;
+use crate::error::{Error, Result};
+use crate::model::ProfilingMode;
+use crate::profiler::{Profiler, RangeScope};
+
+/// The file in the output directory that records how an injected run went.
+pub const STATUS_FILE: &str = "injection.json";
+
+/// Environment variables the injected library reads.
+pub mod env {
+    /// Profiling mode (`kernel_replay`, `trace`, ...).
+    pub const MODE: &str = "GMPROF_MODE";
+    /// Comma-separated metric names.
+    pub const METRICS: &str = "GMPROF_METRICS";
+    /// Output directory (default `gmprof-out`).
+    pub const OUT: &str = "GMPROF_OUT";
+    /// Comma-separated NVTX range names: only these ranges and ranges nested in them become
+    /// gmprof ranges.
+    pub const NVTX_INCLUDE: &str = "GMPROF_NVTX_INCLUDE";
+    /// `thread` or `process` (default `process` when injected: frameworks launch from
+    /// helper threads, like PyTorch's autograd thread).
+    pub const RANGE_SCOPE: &str = "GMPROF_RANGE_SCOPE";
+    /// `1` to synchronize before every range closes.
+    pub const SYNC_ON_POP: &str = "GMPROF_SYNC_ON_POP";
+}
+
+/// What the injected profiler is told by the environment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InjectionConfig {
+    /// The profiling mode (`None`: the library default).
+    pub mode: Option<ProfilingMode>,
+    /// The metrics (`None`: the library default).
+    pub metrics: Option<Vec<String>>,
+    /// Where outputs go.
+    pub output_dir: PathBuf,
+    /// NVTX range names to follow, with everything nested in them; empty follows all.
+    pub nvtx_include: Vec<String>,
+    /// How helper threads' kernels are attributed.
+    pub range_scope: RangeScope,
+    /// Synchronize before each pop.
+    pub synchronize_on_pop: bool,
+}
+
+impl InjectionConfig {
+    /// Reads the configuration from the process environment.
+    pub fn from_env() -> Result<Self> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// Reads the configuration through `lookup` (the seam tests use).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let get = |k: &str| lookup(k).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+        let list = |v: String| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
+        Ok(InjectionConfig {
+            mode: get(env::MODE).map(|m| m.parse()).transpose()?,
+            metrics: get(env::METRICS).map(list),
+            output_dir: PathBuf::from(get(env::OUT).unwrap_or_else(|| "gmprof-out".into())),
+            nvtx_include: get(env::NVTX_INCLUDE).map(list).unwrap_or_default(),
+            range_scope: get(env::RANGE_SCOPE).map(|s| s.parse()).transpose()?.unwrap_or(RangeScope::Process),
+            synchronize_on_pop: match get(env::SYNC_ON_POP).as_deref() {
+                None | Some("0") | Some("false") | Some("no") => false,
+                Some("1") | Some("true") | Some("yes") => true,
+                Some(other) => return Err(Error::InvalidConfig(format!("{}={other}: use 1 or 0", env::SYNC_ON_POP))),
+            },
+        })
+    }
+}
+
+/// One NVTX range open on a thread, and whether it was handed to gmprof.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct OpenNvtxRange {
+    name: String,
+    forwarded: bool,
+}
+
+/// A thread's NVTX range stack: it decides which pushes become gmprof ranges and keeps pops
+/// matched to their pushes, so a filtered-out range never pops a gmprof range.
+#[derive(Debug, Default)]
+pub struct NvtxRangeStack {
+    open: Vec<OpenNvtxRange>,
+}
+
+/// What to do with an NVTX pop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PopAction {
+    /// Pop the matching gmprof range.
+    Forward,
+    /// The push was not forwarded; nothing to do.
+    Ignore,
+    /// A pop with no push on this thread.
+    Unbalanced,
+}
+
+impl NvtxRangeStack {
+    /// Whether a range named `name` opened now would be followed under `include`.
+    pub fn admits(&self, name: &str, include: &[String]) -> bool {
+        include.is_empty() || include.iter().any(|i| i == name) || self.open.iter().any(|r| r.forwarded)
+    }
+
+    /// Records a push. With `live` (a profiler is running) and a name the filter admits,
+    /// returns true: the caller forwards it, and reports back with [`Self::forward_failed`]
+    /// if that failed.
+    pub fn push(&mut self, name: &str, live: bool, include: &[String]) -> bool {
+        let forwarded = live && self.admits(name, include);
+        self.open.push(OpenNvtxRange { name: name.to_owned(), forwarded });
+        forwarded
+    }
+
+    /// Marks the innermost range as not forwarded (its gmprof push failed).
+    pub fn forward_failed(&mut self) {
+        if let Some(top) = self.open.last_mut() {
+            top.forwarded = false;
+        }
+    }
+
+    /// Records a pop.
+    pub fn pop(&mut self) -> PopAction {
+        match self.open.pop() {
+            Some(r) if r.forwarded => PopAction::Forward,
+            Some(_) => PopAction::Ignore,
+            None => PopAction::Unbalanced,
+        }
+    }
+
+    /// Once a profiler starts: marks the ranges already open that the filter admits as
+    /// forwarded (outermost first) and returns their names, to be pushed in that order.
+    pub fn adopt_open(&mut self, include: &[String]) -> Vec<String> {
+        let mut names = Vec::new();
+        let mut inside = false;
+        for r in &mut self.open {
+            if !r.forwarded && (include.is_empty() || inside || include.contains(&r.name)) {
+                r.forwarded = true;
+                names.push(r.name.clone());
+            }
+            inside |= r.forwarded;
+        }
+        names
+    }
+
+    /// Ranges open on this thread.
+    pub fn depth(&self) -> usize {
+        self.open.len()
+    }
+}
+
+/// How an injected run went; written to [`STATUS_FILE`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct InjectionStatus {
+    /// The profiled process.
+    pub pid: u32,
+    /// Its command line.
+    pub command: Vec<String>,
+    /// The mode asked for.
+    pub mode: Option<String>,
+    /// CUDA contexts the program created.
+    pub contexts_created: u64,
+    /// Whether a profiler ran on the first of them.
+    pub profiled: bool,
+    /// Why profiling did not start or failed to finish.
+    pub error: Option<String>,
+    /// What ended the session: `context destroyed`, `process exit`, or none.
+    pub finished_by: Option<String>,
+    /// Whether ranges.csv and the other outputs were written.
+    pub outputs_written: bool,
+    /// NVTX pushes heard (all threads).
+    pub nvtx_pushes: u64,
+    /// NVTX pushes that became gmprof ranges.
+    pub nvtx_ranges_followed: u64,
+    /// NVTX pops with no push on their thread.
+    pub nvtx_unbalanced_pops: u64,
+}
+
+impl InjectionStatus {
+    /// Reads `dir/injection.json`.
+    pub fn read(dir: &Path) -> Result<Self> {
+        let path = dir.join(STATUS_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        serde_json::from_str(&text).map_err(|e| Error::InvalidState(format!("{}: {e}", path.display())))
+    }
+
+    fn write(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let path = dir.join(STATUS_FILE);
+        let text = serde_json::to_string_pretty(self)
+            .map_err(|e| Error::InvalidState(format!("serializing {}: {e}", path.display())))?;
+        std::fs::write(&path, text).map_err(|e| Error::io(&path, e))
+    }
+}
+
+/// The injected profiler's process-wide state.
+struct Injected {
+    config: InjectionConfig,
+    profiler: Mutex<Option<(Context, Profiler)>>,
+    contexts_created: AtomicU64,
+    nvtx_pushes: AtomicU64,
+    nvtx_followed: AtomicU64,
+    nvtx_unbalanced: AtomicU64,
+    error: Mutex<Option<String>>,
+    profiled: AtomicBool,
+    done: AtomicBool,
+}
+
+static INJECTED: OnceLock<Injected> = OnceLock::new();
+
+thread_local! {
+    static NVTX_STACK: RefCell<NvtxRangeStack> = RefCell::new(NvtxRangeStack::default());
+}
+
+fn note_error(state: &Injected, message: String) {
+    eprintln!("gmprof: {message}");
+    state.error.lock().get_or_insert(message);
+}
+
+fn on_context(state: &Injected, event: ContextEvent) {
+    match event {
+        ContextEvent::Created(ctx) => {
+            tracing::debug!(?ctx, "gmprof: context created");
+            if state.contexts_created.fetch_add(1, Ordering::AcqRel) > 0 || state.done.load(Ordering::Acquire) {
+                return;
+            }
+            let config = &state.config;
+            let mut builder = Profiler::builder().context(ctx).range_scope(config.range_scope);
+            if let Some(mode) = config.mode {
+                builder = builder.mode(mode);
+            }
+            if let Some(metrics) = &config.metrics {
+                builder = builder.metrics(metrics.iter().cloned());
+            }
+            // Range boundaries arrive inside CUPTI's NVTX callbacks, where flushing the
+            // activity buffers crashed CUPTI 13.0 (seen on an H200); the report does not
+            // depend on when records arrive, so injected sessions never flush there.
+            builder = builder.synchronize_on_pop(config.synchronize_on_pop).flush_on_range_boundaries(false);
+            match builder.build() {
+                Ok(profiler) => {
+                    tracing::debug!("gmprof: profiler started on the first context");
+                    // Ranges this thread opened before the context existed are adopted, so
+                    // a range around model setup still holds the first kernels.
+                    let adopted = NVTX_STACK.with(|s| s.borrow_mut().adopt_open(&config.nvtx_include));
+                    for name in adopted {
+                        if profiler.push_range(&name).is_ok() {
+                            state.nvtx_followed.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    *state.profiler.lock() = Some((ctx, profiler));
+                    state.profiled.store(true, Ordering::Release);
+                }
+                Err(e) => note_error(state, format!("could not start profiling the first CUDA context: {e}")),
+            }
+        }
+        ContextEvent::DestroyStarting(ctx) => {
+            let ours = state.profiler.lock().as_ref().is_some_and(|(c, _)| *c == ctx);
+            if ours {
+                finish(state, "context destroyed");
+            }
+        }
+    }
+}
+
+fn on_nvtx(state: &Injected, event: NvtxEvent<'_>) {
+    let profiler = state.profiler.lock().as_ref().map(|(_, p)| p.clone());
+    match event {
+        NvtxEvent::Push(name) => {
+            tracing::trace!(%name, live = profiler.is_some(), "gmprof: NVTX push");
+            state.nvtx_pushes.fetch_add(1, Ordering::Relaxed);
+            NVTX_STACK.with(|s| {
+                let mut stack = s.borrow_mut();
+                if stack.push(&name, profiler.is_some(), &state.config.nvtx_include) {
+                    match profiler.as_ref().map(|p| p.push_range(&name)) {
+                        Some(Ok(())) => {
+                            state.nvtx_followed.fetch_add(1, Ordering::Relaxed);
+                        }
+                        _ => stack.forward_failed(),
+                    }
+                }
+            });
+        }
+        NvtxEvent::Pop => {
+            let action = NVTX_STACK.with(|s| s.borrow_mut().pop());
+            match action {
+                PopAction::Forward => {
+                    if let Some(Err(e)) = profiler.map(|p| p.pop_range()) {
+                        tracing::warn!("gmprof: NVTX pop: {e}");
+                    }
+                }
+                PopAction::Ignore => {}
+                PopAction::Unbalanced => {
+                    state.nvtx_unbalanced.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+}
+
+/// Finishes the profiler (once), writes the outputs and the status file.
+fn finish(state: &Injected, finished_by: &str) {
+    if state.done.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    tracing::debug!(finished_by, "gmprof: finishing");
+    let out = &state.config.output_dir;
+    let taken = state.profiler.lock().take();
+    let mut outputs_written = false;
+    let contexts = state.contexts_created.load(Ordering::Acquire);
+    if let Some((_, profiler)) = taken {
+        match profiler.finish() {
+            Ok(mut report) => {
+                if contexts > 1 {
+                    report
+                        .meta
+                        .warnings
+                        .push(format!("the program created {contexts} CUDA contexts; gmprof profiled the first only"));
+                }
+                let unbalanced = state.nvtx_unbalanced.load(Ordering::Relaxed);
+                if unbalanced > 0 {
+                    report.meta.warnings.push(format!("{unbalanced} NVTX pop(s) had no matching push"));
+                }
+                match report.write_all(out) {
+                    Ok(()) => {
+                        outputs_written = true;
+                        eprintln!(
+                            "gmprof: wrote {} ({} ranges, {} kernels; {finished_by})",
+                            out.display(),
+                            report.ranges.len(),
+                            report.kernels.len()
+                        );
+                    }
+                    Err(e) => note_error(state, format!("could not write the outputs: {e}")),
+                }
+            }
+            Err(e) => note_error(state, format!("could not finish profiling: {e}")),
+        }
+    } else if contexts == 0 {
+        eprintln!("gmprof: the program created no CUDA context; nothing was profiled");
+    }
+    let status = InjectionStatus {
+        pid: std::process::id(),
+        command: std::env::args().collect(),
+        mode: state.config.mode.map(|m| m.as_str().to_owned()),
+        contexts_created: contexts,
+        profiled: state.profiled.load(Ordering::Acquire),
+        error: state.error.lock().clone(),
+        finished_by: Some(finished_by.to_owned()),
+        outputs_written,
+        nvtx_pushes: state.nvtx_pushes.load(Ordering::Relaxed),
+        nvtx_ranges_followed: state.nvtx_followed.load(Ordering::Relaxed),
+        nvtx_unbalanced_pops: state.nvtx_unbalanced.load(Ordering::Relaxed),
+    };
+    if let Err(e) = status.write(out) {
+        eprintln!("gmprof: could not write {STATUS_FILE}: {e}");
+    }
+}
+
+extern "C" fn at_exit() {
+    let _ = catch_unwind(|| {
+        if INJECTED.get().is_none() {
+            return;
+        }
+        // glibc destroys the exiting thread's thread-locals before it runs atexit handlers,
+        // and finishing touches thread-locals (gmprof's, tracing's, parking_lot's): done on
+        // this thread it panicked and then crashed (seen with a statically linked cudart).
+        // A fresh thread has fresh thread-locals.
+        let worker = std::thread::Builder::new().name("gmprof-exit".into()).spawn(|| {
+            if let Some(state) = INJECTED.get() {
+                finish(state, "process exit");
+            }
+        });
+        match worker {
+            Ok(handle) => {
+                let _ = handle.join();
+            }
+            Err(_) => eprintln!("gmprof: could not start a thread to write the outputs at exit"),
+        }
+    });
+}
+
+extern "C" {
+    fn atexit(callback: extern "C" fn()) -> c_int;
+}
+
+fn initialize() -> Result<()> {
+    // The host program has no tracing subscriber of gmprof's; GMPROF_LOG=debug gives one.
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("GMPROF_LOG") {
+        let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    }
+    let config = InjectionConfig::from_env()?;
+    tracing::debug!(?config, "gmprof: injected");
+    let cupti = Cupti::load()?;
+    let state = Injected {
+        config,
+        profiler: Mutex::new(None),
+        contexts_created: AtomicU64::new(0),
+        nvtx_pushes: AtomicU64::new(0),
+        nvtx_followed: AtomicU64::new(0),
+        nvtx_unbalanced: AtomicU64::new(0),
+        error: Mutex::new(None),
+        profiled: AtomicBool::new(false),
+        done: AtomicBool::new(false),
+    };
+    if INJECTED.set(state).is_err() {
+        return Err(Error::InvalidState("InitializeInjection was called twice".into()));
+    }
+    crate::hub::pin(
+        &cupti,
+        Arc::new(|event| {
+            if let Some(state) = INJECTED.get() {
+                on_nvtx(state, event);
+            }
+        }),
+        Arc::new(|event| {
+            if let Some(state) = INJECTED.get() {
+                on_context(state, event);
+            }
+        }),
+    )?;
+    // SAFETY: `at_exit` is a plain function that never unwinds (catch_unwind inside).
+    if unsafe { atexit(at_exit) } != 0 {
+        tracing::warn!("gmprof: atexit registration failed; outputs are written only when the context is destroyed");
+    }
+    if std::env::var_os("NVTX_INJECTION64_PATH").is_none() {
+        eprintln!(
+            "gmprof: NVTX_INJECTION64_PATH is not set, so NVTX ranges will not reach gmprof; \
+             use `gmprof run` or set it to libcupti.so"
+        );
+    }
+    Ok(())
+}
+
+/// The entry point the CUDA driver calls when `CUDA_INJECTION64_PATH` names libgmprof.so.
+/// Returns 1 on success and 0 on failure (after printing why); never unwinds.
+#[no_mangle]
+pub extern "C" fn InitializeInjection() -> c_int {
+    match catch_unwind(AssertUnwindSafe(initialize)) {
+        Ok(Ok(())) => 1,
+        Ok(Err(e)) => {
+            eprintln!("gmprof: injection failed: {e}");
+            if let Ok(config) = InjectionConfig::from_env() {
+                let status = InjectionStatus {
+                    pid: std::process::id(),
+                    command: std::env::args().collect(),
+                    error: Some(format!("injection failed: {e}")),
+                    ..Default::default()
+                };
+                let _ = status.write(&config.output_dir);
+            }
+            0
+        }
+        Err(_) => {
+            eprintln!("gmprof: injection failed: internal error");
+            0
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(pairs: &[(&str, &str)]) -> Result<InjectionConfig> {
+        InjectionConfig::from_lookup(|k| pairs.iter().find(|(key, _)| *key == k).map(|(_, v)| v.to_string()))
+    }
+
+    #[test]
+    fn config_defaults_and_values() {
+        let c = config(&[]).unwrap();
+        assert_eq!(c.mode, None);
+        assert_eq!(c.output_dir, PathBuf::from("gmprof-out"));
+        assert_eq!(c.range_scope, RangeScope::Process);
+        assert!(c.nvtx_include.is_empty() && !c.synchronize_on_pop);
+        let c = config(&[
+            (env::MODE, "trace"),
+            (env::METRICS, "dram__bytes_read.sum, gpu__time_duration.sum"),
+            (env::OUT, "/tmp/x"),
+            (env::NVTX_INCLUDE, "step,eval"),
+            (env::RANGE_SCOPE, "thread"),
+            (env::SYNC_ON_POP, "1"),
+        ])
+        .unwrap();
+        assert_eq!(c.mode, Some(ProfilingMode::Trace));
+        assert_eq!(c.metrics.unwrap(), ["dram__bytes_read.sum", "gpu__time_duration.sum"]);
+        assert_eq!(c.nvtx_include, ["step", "eval"]);
+        assert_eq!(c.range_scope, RangeScope::Thread);
+        assert!(c.synchronize_on_pop);
+    }
+
+    #[test]
+    fn config_rejects_bad_values_with_the_variable() {
+        let e = config(&[(env::MODE, "fast")]).unwrap_err().to_string();
+        assert!(e.contains("unknown mode 'fast'"), "{e}");
+        let e = config(&[(env::SYNC_ON_POP, "maybe")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_SYNC_ON_POP=maybe"), "{e}");
+    }
+
+    #[test]
+    fn filter_follows_named_ranges_and_their_children_only() {
+        let include = vec!["step".to_owned()];
+        let mut s = NvtxRangeStack::default();
+        assert!(!s.push("setup", true, &include));
+        assert!(s.push("step", true, &include));
+        assert!(s.push("forward", true, &include), "nested in a followed range");
+        assert_eq!(s.pop(), PopAction::Forward);
+        assert_eq!(s.pop(), PopAction::Forward);
+        assert!(!s.push("other", true, &include));
+        assert_eq!(s.pop(), PopAction::Ignore);
+        assert_eq!(s.pop(), PopAction::Ignore, "setup was never forwarded");
+        assert_eq!(s.pop(), PopAction::Unbalanced);
+        assert_eq!(s.depth(), 0);
+    }
+
+    #[test]
+    fn pushes_before_the_profiler_are_adopted_when_it_starts() {
+        let mut s = NvtxRangeStack::default();
+        assert!(!s.push("init", false, &[]));
+        assert!(!s.push("load", false, &[]));
+        assert_eq!(s.adopt_open(&[]), ["init", "load"]);
+        assert_eq!(s.adopt_open(&[]), Vec::<String>::new(), "adopted once");
+        assert_eq!(s.pop(), PopAction::Forward);
+        assert_eq!(s.pop(), PopAction::Forward);
+
+        let include = vec!["step".to_owned()];
+        let mut s = NvtxRangeStack::default();
+        s.push("setup", false, &include);
+        s.push("step", false, &include);
+        s.push("forward", false, &include);
+        assert_eq!(s.adopt_open(&include), ["step", "forward"]);
+        assert_eq!(s.pop(), PopAction::Forward);
+        assert_eq!(s.pop(), PopAction::Forward);
+        assert_eq!(s.pop(), PopAction::Ignore);
+    }
+
+    #[test]
+    fn a_failed_forward_is_not_popped() {
+        let mut s = NvtxRangeStack::default();
+        assert!(s.push("step", true, &[]));
+        s.forward_failed();
+        assert_eq!(s.pop(), PopAction::Ignore);
+    }
+
+    #[test]
+    fn status_round_trips_through_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let status = InjectionStatus {
+            pid: 7,
+            command: vec!["python3".into(), "train.py".into()],
+            contexts_created: 0,
+            error: None,
+            ..Default::default()
+        };
+        status.write(dir.path()).unwrap();
+        assert_eq!(InjectionStatus::read(dir.path()).unwrap(), status);
+    }
+}

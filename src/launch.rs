@@ -1,0 +1,343 @@
+//! `gmprof run`: profile an unmodified program through injection.
+//!
+//! Layer 3, the launcher side of [`crate::injection`]. [`LaunchPlan::new`] finds
+//! libgmprof.so and libcupti and builds the child's environment: `CUDA_INJECTION64_PATH`
+//! (the driver loads gmprof), `NVTX_INJECTION64_PATH` (NVTX calls reach CUPTI, which hands
+//! them to gmprof) and the `GMPROF_*` configuration. [`LaunchPlan::run`] clears stale
+//! outputs, runs the program and reads back `injection.json`; [`Outcome::messages`] turns
+//! what happened (no CUDA context, a start failure, a failing program) into plain words.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus};
+
+use crate::checked::library::cupti_candidates;
+use crate::error::{Error, Result};
+use crate::injection::{env, InjectionStatus, STATUS_FILE};
+use crate::report::OUTPUT_FILES;
+
+/// Environment variable naming libgmprof.so explicitly (also read by the Python module).
+pub const LIBRARY_ENV: &str = "GMPROF_LIBRARY";
+
+/// What `gmprof run` was asked for.
+#[derive(Clone, Debug, Default)]
+pub struct LaunchOptions {
+    /// Mode name, passed through as `GMPROF_MODE`.
+    pub mode: Option<String>,
+    /// Metrics, passed as `GMPROF_METRICS`.
+    pub metrics: Vec<String>,
+    /// NVTX ranges to follow, passed as `GMPROF_NVTX_INCLUDE`.
+    pub nvtx_include: Vec<String>,
+    /// Output directory.
+    pub output_dir: PathBuf,
+    /// `thread` or `process`.
+    pub range_scope: Option<String>,
+    /// Synchronize before each pop.
+    pub synchronize_on_pop: bool,
+    /// libgmprof.so to inject (default: found next to the running executable).
+    pub library: Option<PathBuf>,
+    /// The program and its arguments.
+    pub program: Vec<OsString>,
+}
+
+/// The resolved launch: libraries and environment.
+#[derive(Clone, Debug)]
+pub struct LaunchPlan {
+    /// libgmprof.so, absolute.
+    pub library: PathBuf,
+    /// libcupti, absolute.
+    pub cupti: PathBuf,
+    /// The output directory, absolute.
+    pub output_dir: PathBuf,
+    /// Variables set for the child.
+    pub env: Vec<(String, OsString)>,
+    /// The program and its arguments.
+    pub program: Vec<OsString>,
+}
+
+/// What came of a run.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The program's exit status.
+    pub exit: ExitStatus,
+    /// `injection.json`, if the injected library wrote it.
+    pub status: Option<InjectionStatus>,
+    /// The output directory.
+    pub output_dir: PathBuf,
+}
+
+fn absolute(path: &Path) -> Result<PathBuf> {
+    std::path::absolute(path).map_err(|e| Error::io(path, e))
+}
+
+/// Candidates for libgmprof.so: `explicit`, else `$GMPROF_LIBRARY`, else next to `exe` and
+/// in `exe/../lib`.
+pub fn library_candidates(explicit: Option<&Path>, exe: Option<&Path>) -> Vec<PathBuf> {
+    if let Some(p) = explicit {
+        return vec![p.to_owned()];
+    }
+    if let Some(p) = std::env::var_os(LIBRARY_ENV) {
+        return vec![PathBuf::from(p)];
+    }
+    let mut out = Vec::new();
+    if let Some(dir) = exe.and_then(Path::parent) {
+        out.push(dir.join("libgmprof.so"));
+        out.push(dir.join("../lib/libgmprof.so"));
+    }
+    out
+}
+
+fn first_existing(candidates: &[PathBuf], what: &str, hint: &str) -> Result<PathBuf> {
+    candidates.iter().find(|p| p.is_file()).map(|p| absolute(p)).transpose()?.ok_or_else(|| {
+        let tried: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
+        Error::InvalidConfig(format!("could not find {what} (tried: {}); {hint}", tried.join(", ")))
+    })
+}
+
+impl LaunchPlan {
+    /// Resolves libraries and builds the environment; touches nothing.
+    pub fn new(opts: &LaunchOptions) -> Result<LaunchPlan> {
+        Self::with_cupti_candidates(opts, &cupti_candidates())
+    }
+
+    /// As [`LaunchPlan::new`], looking for libcupti among `cupti_candidates`.
+    pub fn with_cupti_candidates(opts: &LaunchOptions, cupti_candidates: &[String]) -> Result<LaunchPlan> {
+        if opts.program.is_empty() {
+            return Err(Error::InvalidConfig("no program given: gmprof run [OPTIONS] -- PROGRAM [ARGS...]".into()));
+        }
+        if let Some(mode) = &opts.mode {
+            mode.parse::<crate::ProfilingMode>()?;
+        }
+        if let Some(scope) = &opts.range_scope {
+            scope.parse::<crate::RangeScope>()?;
+        }
+        let exe = std::env::current_exe().ok();
+        let library = first_existing(
+            &library_candidates(opts.library.as_deref(), exe.as_deref()),
+            "libgmprof.so",
+            "build it with `cargo build --release` (it lands next to the gmprof binary) or pass --lib",
+        )?;
+        // Only paths can be injected, so the loader's bare names are skipped.
+        let cupti_paths: Vec<PathBuf> =
+            cupti_candidates.iter().filter(|c| c.contains('/')).map(PathBuf::from).collect();
+        let cupti = first_existing(
+            &cupti_paths,
+            "libcupti.so",
+            "install the CUDA toolkit (12.6+), set CUDA_HOME, or set GMPROF_CUPTI_LIB to libcupti.so",
+        )?;
+        let output_dir = absolute(&opts.output_dir)?;
+        let mut env: Vec<(String, OsString)> = vec![
+            ("CUDA_INJECTION64_PATH".into(), library.clone().into()),
+            ("NVTX_INJECTION64_PATH".into(), cupti.clone().into()),
+            // The injected library loads the same libcupti that NVTX was pointed at.
+            (crate::checked::library::CUPTI_LIB_ENV.into(), cupti.clone().into()),
+            (env::OUT.into(), output_dir.clone().into()),
+        ];
+        if let Some(mode) = &opts.mode {
+            env.push((env::MODE.into(), mode.into()));
+        }
+        if !opts.metrics.is_empty() {
+            env.push((env::METRICS.into(), opts.metrics.join(",").into()));
+        }
+        if !opts.nvtx_include.is_empty() {
+            env.push((env::NVTX_INCLUDE.into(), opts.nvtx_include.join(",").into()));
+        }
+        if let Some(scope) = &opts.range_scope {
+            env.push((env::RANGE_SCOPE.into(), scope.into()));
+        }
+        if opts.synchronize_on_pop {
+            env.push((env::SYNC_ON_POP.into(), "1".into()));
+        }
+        Ok(LaunchPlan { library, cupti, output_dir, env, program: opts.program.clone() })
+    }
+
+    /// Removes outputs of an earlier run from the output directory (only gmprof's files),
+    /// so that what is read afterwards is this run's.
+    pub fn clear_stale_outputs(&self) -> Result<()> {
+        for name in OUTPUT_FILES.iter().copied().chain([STATUS_FILE]) {
+            let path = self.output_dir.join(name);
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io(&path, e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the program to its end and reads what the injected library left.
+    pub fn run(&self) -> Result<Outcome> {
+        self.clear_stale_outputs()?;
+        let (program, args) = self.program.split_first().ok_or_else(|| Error::InvalidConfig("no program".into()))?;
+        let mut command = Command::new(program);
+        command.args(args).envs(self.env.iter().map(|(k, v)| (k, v)));
+        let exit = command
+            .status()
+            .map_err(|e| Error::InvalidConfig(format!("could not start {}: {e}", Path::new(program).display())))?;
+        let status = InjectionStatus::read(&self.output_dir).ok();
+        Ok(Outcome { exit, status, output_dir: self.output_dir.clone() })
+    }
+}
+
+impl Outcome {
+    /// True when the outputs were written.
+    pub fn has_outputs(&self) -> bool {
+        self.status.as_ref().is_some_and(|s| s.outputs_written)
+    }
+
+    /// What to tell the user, one line each.
+    pub fn messages(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let dir = self.output_dir.display();
+        match &self.status {
+            None => out.push(
+                "the program never initialized CUDA with gmprof injected (no injection.json was written): \
+                 it used no GPU, exited before CUDA started, or was killed before it could exit"
+                    .to_owned(),
+            ),
+            Some(s) => {
+                if s.contexts_created == 0 {
+                    out.push("the program never created a CUDA context, so there was nothing to profile".to_owned());
+                }
+                if let Some(e) = &s.error {
+                    out.push(e.clone());
+                }
+                if s.outputs_written {
+                    out.push(format!(
+                        "outputs in {dir} ({} NVTX range(s) followed of {} pushed)",
+                        s.nvtx_ranges_followed, s.nvtx_pushes
+                    ));
+                    if s.nvtx_pushes == 0 {
+                        out.push(
+                            "no NVTX range reached gmprof: all kernels are in the <root> row (annotate with \
+                             nvtxRangePushA/Pop or torch.cuda.nvtx.range_push/pop)"
+                                .to_owned(),
+                        );
+                    }
+                }
+            }
+        }
+        if !self.exit.success() {
+            let how = match self.exit.code() {
+                Some(code) => format!("exited with status {code}"),
+                None => format!("was killed ({})", self.exit),
+            };
+            let kept = if self.has_outputs() { "; what was collected is in the outputs" } else { "" };
+            out.push(format!("the program {how}{kept}"));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    fn opts(dir: &Path) -> LaunchOptions {
+        let lib = dir.join("libgmprof.so");
+        std::fs::write(&lib, b"").unwrap();
+        LaunchOptions {
+            mode: Some("trace".into()),
+            metrics: vec!["dram__bytes_read.sum".into(), "gpu__time_duration.sum".into()],
+            nvtx_include: vec!["step".into()],
+            output_dir: dir.join("out"),
+            range_scope: None,
+            synchronize_on_pop: true,
+            library: Some(lib),
+            program: vec!["python3".into(), "train.py".into()],
+        }
+    }
+
+    #[test]
+    fn plan_sets_injection_and_configuration() {
+        let dir = tempfile::tempdir().unwrap();
+        let cupti = dir.path().join("libcupti.so");
+        std::fs::write(&cupti, b"").unwrap();
+        let candidates = [dir.path().join("none/libcupti.so"), cupti.clone()].map(|p| p.display().to_string());
+        let plan = LaunchPlan::with_cupti_candidates(&opts(dir.path()), &candidates).unwrap();
+        let get = |k: &str| plan.env.iter().find(|(key, _)| key == k).map(|(_, v)| v.to_string_lossy().into_owned());
+        assert_eq!(get("CUDA_INJECTION64_PATH").unwrap(), dir.path().join("libgmprof.so").display().to_string());
+        assert_eq!(get("NVTX_INJECTION64_PATH").unwrap(), cupti.display().to_string());
+        assert_eq!(get("GMPROF_CUPTI_LIB").unwrap(), cupti.display().to_string());
+        assert_eq!(get("GMPROF_MODE").unwrap(), "trace");
+        assert_eq!(get("GMPROF_METRICS").unwrap(), "dram__bytes_read.sum,gpu__time_duration.sum");
+        assert_eq!(get("GMPROF_NVTX_INCLUDE").unwrap(), "step");
+        assert_eq!(get("GMPROF_SYNC_ON_POP").unwrap(), "1");
+        assert_eq!(get("GMPROF_OUT").unwrap(), dir.path().join("out").display().to_string());
+        assert!(get("GMPROF_RANGE_SCOPE").is_none());
+    }
+
+    #[test]
+    fn plan_rejects_bad_input_before_running_anything() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = opts(dir.path());
+        o.mode = Some("fastest".into());
+        assert!(LaunchPlan::new(&o).unwrap_err().to_string().contains("unknown mode 'fastest'"));
+        let mut o = opts(dir.path());
+        o.program.clear();
+        assert!(LaunchPlan::new(&o).unwrap_err().to_string().contains("no program given"));
+        let mut o = opts(dir.path());
+        o.library = Some(dir.path().join("missing/libgmprof.so"));
+        let e = LaunchPlan::new(&o).unwrap_err().to_string();
+        assert!(e.contains("could not find libgmprof.so") && e.contains("missing/libgmprof.so"), "{e}");
+        let e = LaunchPlan::with_cupti_candidates(
+            &opts(dir.path()),
+            &["/nowhere/libcupti.so".into(), "libcupti.so".into()],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("could not find libcupti.so (tried: /nowhere/libcupti.so)"), "{e}");
+    }
+
+    #[test]
+    fn library_is_looked_for_next_to_the_executable() {
+        let c = library_candidates(None, Some(Path::new("/opt/gmprof/bin/gmprof")));
+        if std::env::var_os(LIBRARY_ENV).is_none() {
+            assert_eq!(
+                c,
+                [PathBuf::from("/opt/gmprof/bin/libgmprof.so"), PathBuf::from("/opt/gmprof/bin/../lib/libgmprof.so")]
+            );
+        }
+        assert_eq!(library_candidates(Some(Path::new("/x.so")), None), [PathBuf::from("/x.so")]);
+    }
+
+    fn outcome(code: i32, status: Option<InjectionStatus>) -> Outcome {
+        Outcome { exit: ExitStatus::from_raw(code << 8), status, output_dir: PathBuf::from("/o") }
+    }
+
+    #[test]
+    fn messages_explain_what_happened() {
+        let m = outcome(0, None).messages();
+        assert!(m[0].contains("never initialized CUDA"), "{m:?}");
+
+        let none =
+            InjectionStatus { contexts_created: 0, finished_by: Some("process exit".into()), ..Default::default() };
+        let m = outcome(0, Some(none)).messages();
+        assert_eq!(m, ["the program never created a CUDA context, so there was nothing to profile"]);
+
+        let crashed = InjectionStatus {
+            contexts_created: 1,
+            profiled: true,
+            outputs_written: true,
+            nvtx_pushes: 40,
+            nvtx_ranges_followed: 40,
+            ..Default::default()
+        };
+        let m = outcome(3, Some(crashed)).messages();
+        assert_eq!(m.len(), 2, "{m:?}");
+        assert!(m[0].contains("40 NVTX range(s) followed of 40"));
+        assert_eq!(m[1], "the program exited with status 3; what was collected is in the outputs");
+
+        let failed = InjectionStatus {
+            contexts_created: 1,
+            error: Some("could not start profiling the first CUDA context: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES".into()),
+            ..Default::default()
+        };
+        let m = outcome(0, Some(failed)).messages();
+        assert_eq!(m, ["could not start profiling the first CUDA context: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"]);
+
+        let killed = Outcome { exit: ExitStatus::from_raw(9), status: None, output_dir: PathBuf::from("/o") };
+        assert!(killed.messages().last().unwrap().starts_with("the program was killed"));
+    }
+}
