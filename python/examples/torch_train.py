@@ -4,13 +4,23 @@
 Two ways to get per-range GPU metrics:
 
 * default: ``torch.cuda.nvtx.range_push/pop`` around step/forward/backward/optimizer.
-  No gmprof code at all; a profiler that picks up NVTX ranges (a future ``gmprof run``)
-  can attribute kernels to them.
+  No gmprof code at all: ``gmprof run -o OUT -- python3 torch_train.py`` injects gmprof
+  and turns the NVTX ranges into gmprof ranges.
 * ``--gmprof``: the one-line-change path. ``gmprof.range(...)`` replaces the NVTX calls and
   the script calls ``gmprof.init(mode=...)`` / ``gmprof.finish()`` itself.
 
     python3 python/examples/torch_train.py --steps 20
     python3 python/examples/torch_train.py --gmprof --mode trace --out gmprof-out
+    gmprof run --mode trace -o gmprof-out -- python3 python/examples/torch_train.py
+
+Two options exist to check gmprof's numbers against independent ones:
+
+* ``--known-copy-mb N`` adds a range ``copy`` to each step that copies N MiB of float32
+  through one elementwise kernel (``torch.mul(src, 2, out=dst)``): N MiB read and N MiB
+  written, the analytic DRAM traffic. (A plain ``dst.copy_(src)`` is a DMA memcpy, not a
+  kernel, so it has no counters.)
+* ``--count-kernels FILE`` runs the loop under ``torch.profiler`` instead and writes, per
+  range path, how many kernels were launched inside it (summed over steps), as JSON.
 
 Needs PyTorch with CUDA and a GPU. With ``--gmprof``, libgmprof.so must be findable (see
 python/README.md); ``PYTHONPATH=python`` or this script's own path fix finds the package.
@@ -20,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 import time
@@ -39,6 +50,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--metrics", default=None, help="comma-separated gmprof metrics")
     p.add_argument("--out", default=None, help="gmprof output directory (default $GMPROF_OUT or gmprof-out)")
     p.add_argument("--sync-on-pop", action="store_true", help="gmprof: synchronize before each range closes")
+    p.add_argument("--known-copy-mb", type=int, default=0,
+                   help="add a range 'copy' per step that copies this many MiB (analytic DRAM traffic)")
+    p.add_argument("--count-kernels", default=None, metavar="FILE",
+                   help="run under torch.profiler and write kernel counts per range path to FILE")
     return p.parse_args(argv)
 
 
@@ -75,6 +90,46 @@ def build_model(torch, args):
     return TinyGPT()
 
 
+def kernel_counts(profiler, names):
+    """Kernels launched inside each annotated range, by range path, summed over instances.
+
+    A kernel belongs to every range whose CPU span contains its launch call (the runtime
+    or driver event with the kernel's correlation id), on any thread: PyTorch launches
+    backward kernels from its autograd thread while the main thread waits inside the
+    ``backward`` range.
+    """
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        profiler.export_chrome_trace(path)
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+    spans = [e for e in events if e.get("cat") == "user_annotation" and e.get("name") in names]
+    launches = {}
+    for e in events:
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
+            launches[e["args"]["correlation"]] = e["ts"]
+    paths = {}
+    for s in spans:
+        # The path: the enclosing annotations on the same thread, outermost first.
+        outer = [o for o in spans if o["tid"] == s["tid"] and o["ts"] <= s["ts"]
+                 and s["ts"] + s["dur"] <= o["ts"] + o["dur"] and o is not s]
+        outer.sort(key=lambda o: (o["ts"], -o["dur"]))
+        paths[id(s)] = "/".join([o["name"] for o in outer] + [s["name"]])
+    counts = {}
+    for e in events:
+        if e.get("cat") != "kernel":
+            continue
+        ts = launches.get(e.get("args", {}).get("correlation"))
+        if ts is None:
+            continue
+        for s in spans:
+            if s["ts"] <= ts <= s["ts"] + s["dur"]:
+                counts[paths[id(s)]] = counts.get(paths[id(s)], 0) + 1
+    return counts
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     import torch  # imported here so that --help and imports work without torch
@@ -89,6 +144,14 @@ def main(argv=None) -> int:
 
         def annotate(name):
             return gmprof.range(name)
+
+    elif args.count_kernels:
+
+        @contextlib.contextmanager
+        def annotate(name):
+            # torch.profiler sees record_function; the path is rebuilt from nesting.
+            with torch.profiler.record_function(name):
+                yield
 
     else:
 
@@ -109,6 +172,11 @@ def main(argv=None) -> int:
     # Random tokens, made once, so that the steps measure the model rather than data loading.
     data = torch.randint(0, args.vocab, (args.batch, args.seq + 1), device=device)
     inputs, targets = data[:, :-1], data[:, 1:]
+    copy_src = copy_dst = None
+    if args.known_copy_mb > 0:
+        n = args.known_copy_mb * (1 << 20) // 4
+        copy_src = torch.ones(n, device=device, dtype=torch.float32)
+        copy_dst = torch.empty_like(copy_src)
     torch.cuda.synchronize()
 
     if args.gmprof:
@@ -117,6 +185,11 @@ def main(argv=None) -> int:
                     synchronize_on_pop=args.sync_on_pop)
 
     model.train()
+    profiler = None
+    if args.count_kernels:
+        acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        profiler = torch.profiler.profile(activities=acts)
+        profiler.__enter__()
     start = time.perf_counter()
     loss = None
     for step in range(args.steps):
@@ -129,8 +202,17 @@ def main(argv=None) -> int:
                 loss.backward()
             with annotate("optimizer"):
                 opt.step()
+            if copy_src is not None:
+                with annotate("copy"):
+                    torch.mul(copy_src, 2.0, out=copy_dst)
             torch.cuda.synchronize()
     elapsed = time.perf_counter() - start
+    if profiler is not None:
+        profiler.__exit__(None, None, None)
+        counts = kernel_counts(profiler, ["step", "forward", "backward", "optimizer", "copy"])
+        with open(args.count_kernels, "w") as f:
+            json.dump(counts, f, indent=2, sort_keys=True)
+        print("torch.profiler kernel counts per range path: %s" % counts)
 
     print("%d steps in %.3f s (%.2f ms/step), final loss %.4f"
           % (args.steps, elapsed, 1e3 * elapsed / max(args.steps, 1), loss.item() if loss is not None else float("nan")))

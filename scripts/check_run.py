@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Check gmprof's outputs against independent numbers.
+
+    check_run.py OUT [--counts COUNTS.json] [--expect-dram PATH:READ_MIB:WRITE_MIB ...]
+                     [--tolerance 0.02]
+
+* Kernel counts: for every range path in COUNTS.json ({"step/forward": 123, ...}, e.g.
+  written by torch_train.py --count-kernels from torch.profiler, or known from the
+  program), the kernels gmprof attributed to that path (ranges.csv kernel_count, summed
+  over instances) must be equal.
+* DRAM bytes: every instance of range PATH must read READ_MIB and write WRITE_MIB of DRAM
+  (dram__bytes_read.sum / dram__bytes_write.sum) within the tolerance: the analytic
+  traffic of a known operation, such as a large copy.
+
+Prints one line per check and exits 1 if any fails.
+"""
+import argparse
+import csv
+import json
+import os
+import sys
+
+
+def read_ranges(out):
+    with open(os.path.join(out, "ranges.csv")) as f:
+        lines = [line for line in f if not line.startswith("#")]
+    return list(csv.DictReader(lines))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("out")
+    p.add_argument("--counts", help="JSON of expected kernel counts per range path")
+    p.add_argument("--expect-dram", action="append", default=[], metavar="PATH:READ_MIB:WRITE_MIB")
+    p.add_argument("--tolerance", type=float, default=0.02)
+    a = p.parse_args()
+    rows = read_ranges(a.out)
+    expected = {}
+    if a.counts:
+        with open(a.counts) as f:
+            expected = json.load(f)
+    ok = True
+    by_path = {}
+    for r in rows:
+        by_path.setdefault(r["path"], []).append(r)
+    for path, want in sorted(expected.items()):
+        got = sum(int(r["kernel_count"]) for r in by_path.get(path, []))
+        good = got == want
+        ok &= good
+        print("%-5s kernels %-22s gmprof %6d  expected %6d" % ("ok" if good else "FAIL", path, got, want))
+    for spec in a.expect_dram:
+        path, read_mib, write_mib = spec.rsplit(":", 2)
+        instances = by_path.get(path, [])
+        if not instances or "dram__bytes_read.sum" not in instances[0]:
+            print("FAIL  no %s rows with DRAM columns in ranges.csv" % path)
+            ok = False
+            continue
+        for r in instances:
+            for col, mib in (("dram__bytes_read.sum", read_mib), ("dram__bytes_write.sum", write_mib)):
+                analytic = float(mib) * (1 << 20)
+                got = float(r[col] or "nan")
+                good = abs(got - analytic) <= a.tolerance * analytic
+                ok &= good
+                print("%-5s %s %s #%s: %.2f MB, analytic %.2f MB (%+.2f%%)"
+                      % ("ok" if good else "FAIL", col, path, r["instance"], got / 1e6, analytic / 1e6,
+                         100 * (got - analytic) / analytic))
+    print("ALL OK" if ok else "MISMATCH")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
