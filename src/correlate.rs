@@ -49,8 +49,8 @@ pub const MAX_WARNINGS: usize = 64;
 ///
 /// A row has one status. When several problems apply, the one that says most about the
 /// trustworthiness of its values wins, in this order: `graph_kernel`,
-/// `unlaunched_activity`, `count_mismatch`, `name_mismatch`, `missing_counters`,
-/// `missing_activity`.
+/// `unlaunched_activity`, `count_mismatch`, `replay_mismatch`, `name_mismatch`,
+/// `missing_counters`, `missing_activity`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum KernelStatus {
@@ -73,6 +73,9 @@ pub enum KernelStatus {
     /// One of several kernels a CUDA graph launch ran under one correlation id; attributed
     /// to the graph launch's range, without counters (they cannot be matched 1:1).
     GraphKernel,
+    /// User replay: another pass ran a different kernel (name, grid or block) at this
+    /// kernel's position, so CUPTI merged counters of different kernels; metrics are empty.
+    ReplayMismatch,
 }
 
 impl KernelStatus {
@@ -86,6 +89,7 @@ impl KernelStatus {
             KernelStatus::NameMismatch => "name_mismatch",
             KernelStatus::UnlaunchedActivity => "unlaunched_activity",
             KernelStatus::GraphKernel => "graph_kernel",
+            KernelStatus::ReplayMismatch => "replay_mismatch",
         }
     }
 
@@ -101,9 +105,10 @@ impl KernelStatus {
             KernelStatus::MissingActivity => 1,
             KernelStatus::MissingCounters => 2,
             KernelStatus::NameMismatch => 3,
-            KernelStatus::CountMismatch => 4,
-            KernelStatus::UnlaunchedActivity => 5,
-            KernelStatus::GraphKernel => 6,
+            KernelStatus::ReplayMismatch => 4,
+            KernelStatus::CountMismatch => 5,
+            KernelStatus::UnlaunchedActivity => 6,
+            KernelStatus::GraphKernel => 7,
         }
     }
 
@@ -302,6 +307,17 @@ pub struct CorrelationCounts {
     pub unlaunched_activity: u64,
     /// Rows with status `graph_kernel`.
     pub graph_kernel: u64,
+    /// Rows with status `replay_mismatch`.
+    #[serde(default)]
+    pub replay_mismatch: u64,
+    /// Kernel activity records that repeated another record of the same launch (same
+    /// correlation id, name and geometry) and were merged into it.
+    #[serde(default)]
+    pub duplicate_activity_records: u64,
+    /// The range profiler's own kernels (CUPTI's one-thread `WaitNs`, launched on an internal
+    /// stream under the user's correlation id when user ranges open and close); left out.
+    #[serde(default)]
+    pub profiler_internal_kernels: u64,
     /// Rows with any status but `ok`.
     pub flagged_rows: u64,
     /// Counter ranges no launch (or range) claimed.
@@ -458,6 +474,8 @@ pub struct Correlator {
     transfer_calls: Vec<TransferCall>,
     transfer_activities: Vec<TransferActivity>,
     warnings: WarningLog,
+    replay_mismatched_kernels: std::collections::HashSet<u32>,
+    replay_mismatched_ranges: std::collections::HashSet<RangeId>,
 }
 
 /// Where the activity records of one correlation id are.
@@ -474,6 +492,19 @@ enum ActivitySlots {
 struct ActivityStore {
     records: Vec<KernelActivity>,
     claimed: Vec<bool>,
+}
+
+impl ActivityStore {
+    /// True when the unclaimed records at `indices` are copies of one kernel launch.
+    fn all_alike(&self, indices: &[u32]) -> bool {
+        let mut alike = indices.iter().filter_map(|&i| {
+            let i = i as usize;
+            (!self.claimed.get(i).copied().unwrap_or(true)).then(|| &self.records[i])
+        });
+        let Some(first) = alike.next() else { return false };
+        alike.all(|r| r.name == first.name && r.grid == first.grid && r.block == first.block && r.graph_id == 0)
+            && first.graph_id == 0
+    }
 }
 
 impl ActivityStore {
@@ -519,6 +550,11 @@ fn vacant_activity() -> KernelActivity {
     }
 }
 
+/// True for a kernel the range profiler launches itself under user ranges.
+pub fn is_profiler_internal_kernel(a: &KernelActivity) -> bool {
+    a.name == "WaitNs" && a.grid == [1, 1, 1] && a.block == [1, 1, 1]
+}
+
 /// State of [`Correlator::finish`] while it builds rows.
 struct RowBuilder<'a> {
     tree: &'a SessionTree,
@@ -545,6 +581,18 @@ impl Correlator {
     /// Adds one kernel activity record.
     pub fn add_activity(&mut self, activity: KernelActivity) {
         self.activities.push(activity);
+    }
+
+    /// User replay: the kernel of launch `correlation_id` did not match the kernel another
+    /// pass ran in its place; its row gets status `replay_mismatch` and no metrics.
+    pub fn flag_replay_mismatch(&mut self, correlation_id: u32) {
+        self.replay_mismatched_kernels.insert(correlation_id);
+    }
+
+    /// User replay: range `id` was not matched by the same range in another pass; its
+    /// measured counters are discarded.
+    pub fn flag_range_replay_mismatch(&mut self, id: RangeId) {
+        self.replay_mismatched_ranges.insert(id);
     }
 
     /// Adds the counter ranges decoded from cycle `cycle`'s counter image.
@@ -596,8 +644,19 @@ impl Correlator {
             transfer_calls,
             transfer_activities,
             warnings,
+            replay_mismatched_kernels,
+            replay_mismatched_ranges,
         } = self;
 
+        // Under user ranges the range profiler launches a one-thread `WaitNs` kernel of its
+        // own with the user's correlation id (seen with CUPTI 13.0 on an H200): not the
+        // program's work, so not a row.
+        let (activities, internal): (Vec<KernelActivity>, Vec<KernelActivity>) =
+            if matches!(mode, ProfilingMode::PerKernel | ProfilingMode::PerRange) {
+                activities.into_iter().partition(|a| !is_profiler_internal_kernel(a))
+            } else {
+                (activities, Vec::new())
+            };
         let mut builder = RowBuilder {
             tree,
             mode,
@@ -608,6 +667,7 @@ impl Correlator {
             counts: CorrelationCounts {
                 launches: launches.len() as u64,
                 activity_records: activities.len() as u64,
+                profiler_internal_kernels: internal.len() as u64,
                 counter_ranges,
                 transfer_calls: transfer_calls.len() as u64,
                 transfer_records: transfer_activities.len() as u64,
@@ -657,6 +717,15 @@ impl Correlator {
             }
             ProfilingMode::PerRange => {
                 range_counters = builder.index_counters_by_range(&mut counter_cycles);
+                for id in &replay_mismatched_ranges {
+                    if range_counters.remove(id).is_some() {
+                        builder.warnings.push(format!(
+                            "range {}: the replay passes did not push the same ranges here; its \
+                             merged counters are discarded",
+                            builder.tree.get(*id).map_or("?", |n| n.path.as_str())
+                        ));
+                    }
+                }
             }
             ProfilingMode::Trace => {
                 let stray: usize = counter_cycles.values().map(Vec::len).sum();
@@ -686,6 +755,9 @@ impl Correlator {
                 ProfilingMode::PerKernel => cycle_launches
                     .iter()
                     .map(|l| match per_kernel_counters.remove(&l.correlation_id) {
+                        Some(_) if replay_mismatched_kernels.contains(&l.correlation_id) => {
+                            CounterMatch::Missing(KernelStatus::ReplayMismatch)
+                        }
                         Some((_, range)) => CounterMatch::Values(builder.convert_values(range.values, cycle)),
                         None => CounterMatch::Missing(KernelStatus::MissingCounters),
                     })
@@ -750,9 +822,17 @@ impl Correlator {
                 KernelStatus::NameMismatch => counts.name_mismatch += 1,
                 KernelStatus::UnlaunchedActivity => counts.unlaunched_activity += 1,
                 KernelStatus::GraphKernel => counts.graph_kernel += 1,
+                KernelStatus::ReplayMismatch => counts.replay_mismatch += 1,
             }
         }
         counts.flagged_rows = rows.iter().filter(|r| r.status.is_flagged()).count() as u64;
+        if counts.duplicate_activity_records > 0 {
+            builder.warnings.push(format!(
+                "{} kernel activity record(s) repeated another record of the same launch (same \
+                 correlation id, name and geometry) and were merged",
+                counts.duplicate_activity_records
+            ));
+        }
         if counts.missing_activity > 0 {
             builder.warnings.push(format!(
                 "{} launch(es) have no kernel activity record (CUPTI dropped activity records?); \
@@ -1006,15 +1086,39 @@ impl RowBuilder<'_> {
                 return;
             }
             Some(ActivitySlots::Many(list)) if launch.api == LaunchApi::Graph => list,
+            Some(ActivitySlots::Many(list)) if activities.all_alike(&list) => {
+                // Identical records of one launch (same correlation id, name and geometry) are
+                // one kernel reported twice: one row; the copies are counted, and the record
+                // with the longer duration is kept.
+                let mut records: Vec<KernelActivity> = list.iter().filter_map(|&i| activities.take(i)).collect();
+                records.sort_by_key(|a| std::cmp::Reverse(a.end_ns.saturating_sub(a.start_ns)));
+                self.counts.duplicate_activity_records += records.len().saturating_sub(1) as u64;
+                let best = records.into_iter().next();
+                let status = if best.is_some() { KernelStatus::Ok } else { KernelStatus::MissingActivity };
+                rows.push(self.row(Some(launch), best, counter, status));
+                return;
+            }
             Some(ActivitySlots::Many(list)) => {
                 // A plain launch has one kernel: it claims the first record; the others stay
                 // unclaimed and are reported as unlaunched activity.
+                let described: Vec<String> = list
+                    .iter()
+                    .filter_map(|&i| activities.records.get(i as usize))
+                    .take(3)
+                    .map(|a| {
+                        format!(
+                            "{} grid {:?} block {:?} graph {} stream {}",
+                            a.name, a.grid, a.block, a.graph_id, a.stream_id
+                        )
+                    })
+                    .collect();
                 self.warnings.push(format!(
-                    "correlation id {}: {} activity records for one {} launch; the extra ones \
+                    "correlation id {}: {} activity records for one {} launch ({}); the extra ones \
                      are reported as unlaunched activity",
                     launch.correlation_id,
                     list.len(),
-                    launch.api_name
+                    launch.api_name,
+                    described.join("; ")
                 ));
                 let first = list.first().copied().unwrap_or(u32::MAX);
                 self.single_kernel_row(launch, first, counter, activities, rows);
@@ -1374,6 +1478,76 @@ mod tests {
         assert_eq!(out.rows[1].metrics, vec![Some(5.0), Some(50.0)]);
         assert_eq!(out.rows[1].status, KernelStatus::Ok);
         assert_eq!(out.counts.orphan_counter_ranges, 1);
+    }
+
+    #[test]
+    fn duplicate_records_of_one_kernel_make_one_row() {
+        let tree = SessionTree::new();
+        let mut c = Correlator::new();
+        c.add_launch(launch(41, 0, 0, None));
+        c.add_activity(activity(41, "a"));
+        let mut copy = activity(41, "a");
+        copy.end_ns = copy.start_ns;
+        c.add_activity(copy);
+        c.add_counter_ranges(0, vec![counters(0, 0, "41", 5.0, 50.0)]);
+        let out = c.finish(&tree, &metrics(), ProfilingMode::PerKernel);
+        assert_eq!(out.rows.len(), 1);
+        assert_eq!(out.rows[0].status, KernelStatus::Ok);
+        assert_eq!(out.counts.duplicate_activity_records, 1);
+        assert_eq!(out.counts.unlaunched_activity, 0);
+        // Records that differ are not duplicates: the extra one stays visible.
+        let mut c = Correlator::new();
+        c.add_launch(launch(7, 0, 0, None));
+        c.add_activity(activity(7, "a"));
+        c.add_activity(activity(7, "b"));
+        let out = c.finish(&tree, &metrics(), ProfilingMode::Trace);
+        assert_eq!(out.rows.len(), 2);
+        assert_eq!(out.counts.duplicate_activity_records, 0);
+        assert_eq!(out.rows[1].status, KernelStatus::UnlaunchedActivity);
+    }
+
+    #[test]
+    fn the_range_profilers_own_kernels_are_left_out_under_user_ranges() {
+        let tree = SessionTree::new();
+        for (mode, rows, internal) in [(ProfilingMode::PerKernel, 1, 1), (ProfilingMode::Trace, 2, 0)] {
+            let mut c = Correlator::new();
+            c.add_launch(launch(4, 0, 0, None));
+            c.add_activity(activity(4, "vector_add"));
+            let mut wait = activity(4, "WaitNs");
+            wait.grid = [1, 1, 1];
+            wait.block = [1, 1, 1];
+            c.add_activity(wait);
+            c.add_counter_ranges(0, vec![counters(0, 0, "4", 5.0, 50.0)]);
+            let out = c.finish(&tree, &metrics(), mode);
+            assert_eq!(out.rows.len(), rows, "{mode:?}");
+            assert_eq!(out.counts.profiler_internal_kernels, internal);
+            assert_eq!(out.rows[0].kernel_name.as_deref(), Some("vector_add"));
+        }
+    }
+
+    #[test]
+    fn replay_mismatches_empty_the_kernel_and_its_ranges() {
+        let mut tree = SessionTree::new();
+        let outer = tree.push("step", 1, 0);
+        let mut c = Correlator::new();
+        c.add_launch(launch(1, 0, 0, Some(outer)));
+        c.add_launch(launch(2, 0, 1, Some(outer)));
+        c.add_activity(activity(1, "a"));
+        c.add_activity(activity(2, "b"));
+        c.add_counter_ranges(0, vec![counters(0, 0, "1", 5.0, 50.0), counters(0, 1, "2", 6.0, 60.0)]);
+        c.flag_replay_mismatch(2);
+        let out = c.finish(&tree, &metrics(), ProfilingMode::PerKernel);
+        assert_eq!(out.rows[0].status, KernelStatus::Ok);
+        assert_eq!(out.rows[1].status, KernelStatus::ReplayMismatch);
+        assert_eq!(out.rows[1].metrics, vec![None, None], "never merged blindly");
+        assert_eq!(out.counts.replay_mismatch, 1);
+
+        let mut c = Correlator::new();
+        c.add_counter_ranges(0, vec![counters(0, 0, &range_counter_name(outer), 9.0, 90.0)]);
+        c.flag_range_replay_mismatch(outer);
+        let out = c.finish(&tree, &metrics(), ProfilingMode::PerRange);
+        assert!(!out.range_counters.contains_key(&outer));
+        assert!(out.warnings.iter().any(|w| w.contains("step") && w.contains("discarded")), "{:?}", out.warnings);
     }
 
     #[test]
