@@ -180,7 +180,9 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
 
     let start = Instant::now();
     for step in 0..args.steps {
-        {
+        // With a metric set that needs P passes under user replay (per_kernel, per_range),
+        // the step runs P times and CUPTI merges the passes; otherwise it runs once.
+        prof.replay(|_pass| -> Result<(), Box<dyn std::error::Error>> {
             let _step = prof.range("train_step");
             {
                 let _r = prof.range("forward");
@@ -194,7 +196,8 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
                 let _r = prof.range("update");
                 mlp.update(args.lr)?;
             }
-        }
+            Ok(())
+        })??;
         // Outside train_step, so the loss read-back copy is not attributed to the step.
         log(step, &mlp)?;
     }

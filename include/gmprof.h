@@ -39,7 +39,8 @@ typedef enum gmprof_status {
 } gmprof_status;
 
 typedef struct gmprof_options {
-    const char *mode;        /* "kernel_replay" (default) or "trace"; NULL: $GMPROF_MODE or default */
+    const char *mode;        /* "per_kernel", "per_range", "kernel_replay" or "trace"; NULL: $GMPROF_MODE,
+                                else per_kernel for a one-pass metric set, kernel_replay otherwise */
     const char *metrics;     /* comma-separated; NULL: $GMPROF_METRICS or DRAM bytes read/written */
     const char *output_dir;  /* where gmprof_finish writes; NULL: $GMPROF_OUT or "gmprof-out" */
     int device;              /* CUDA device ordinal; -1: the current context, or device 0 */

@@ -34,7 +34,7 @@
 //! Host memory then grows with the results, not with the number of kernels.
 
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -93,7 +93,7 @@ impl std::str::FromStr for RangeScope {
 #[must_use]
 pub struct ProfilerBuilder {
     metrics: Vec<String>,
-    mode: ProfilingMode,
+    mode: Option<ProfilingMode>,
     device: Option<usize>,
     context: Option<Context>,
     flush_on_range_boundaries: Option<bool>,
@@ -101,13 +101,18 @@ pub struct ProfilerBuilder {
     range_scope: RangeScope,
     counter_image_budget: usize,
     max_ranges_per_cycle: usize,
+    max_nesting_levels: u16,
 }
+
+/// Default nesting levels CUPTI collects in [`ProfilingMode::PerRange`]: the outermost
+/// only, since under user replay each level needs its own passes.
+pub const DEFAULT_MAX_NESTING_LEVELS: u16 = 1;
 
 impl Default for ProfilerBuilder {
     fn default() -> Self {
         ProfilerBuilder {
             metrics: vec!["dram__bytes_read.sum".into(), "dram__bytes_write.sum".into()],
-            mode: ProfilingMode::KernelReplay,
+            mode: None,
             device: None,
             context: None,
             flush_on_range_boundaries: None,
@@ -115,6 +120,7 @@ impl Default for ProfilerBuilder {
             range_scope: RangeScope::Thread,
             counter_image_budget: DEFAULT_COUNTER_IMAGE_BUDGET,
             max_ranges_per_cycle: DEFAULT_MAX_RANGES_PER_CYCLE,
+            max_nesting_levels: DEFAULT_MAX_NESTING_LEVELS,
         }
     }
 }
@@ -131,9 +137,12 @@ impl ProfilerBuilder {
         self
     }
 
-    /// How counters are collected.
+    /// How counters are collected. Default: [`ProfilingMode::PerKernel`] when the metric
+    /// set fits in one pass (no replay needed: near-native speed), else
+    /// [`ProfilingMode::KernelReplay`] (CUPTI replays each kernel itself; choose PerKernel or
+    /// PerRange explicitly and use [`Profiler::replay`] for the faster user replay).
     pub fn mode(mut self, mode: ProfilingMode) -> Self {
-        self.mode = mode;
+        self.mode = Some(mode);
         self
     }
 
@@ -183,6 +192,16 @@ impl ProfilerBuilder {
     /// Host memory allowed for one counter data image; bounds the ranges per cycle.
     pub fn counter_image_budget(mut self, bytes: usize) -> Self {
         self.counter_image_budget = bytes;
+        self
+    }
+
+    /// Range nesting levels measured in [`ProfilingMode::PerRange`] (default 1, the
+    /// outermost ranges). CUPTI collects one nesting level per replay pass, so `L` levels
+    /// multiply the passes by `L` ([`Profiler::passes`]): with `L > 1`, run the work through
+    /// [`Profiler::replay`]. Ranges deeper than `L` get no counters of their own (their
+    /// kernels still count in the enclosing measured range).
+    pub fn max_nesting_levels(mut self, levels: u16) -> Self {
+        self.max_nesting_levels = levels.max(1);
         self
     }
 
@@ -250,7 +269,53 @@ thread_local! {
     static OUTER_CORRELATION: Cell<u32> = const { Cell::new(0) };
     /// Whether this thread holds the kernel-replay launch gate.
     static HOLDS_GATE: Cell<bool> = const { Cell::new(false) };
+    /// Whether this thread's launch in flight opened a per-kernel CUPTI range.
+    static PUSHED_KERNEL_RANGE: Cell<bool> = const { Cell::new(false) };
 }
+
+/// A kernel's identity for comparing replay passes: name, grid and block.
+type KernelSignature = (String, [i32; 3], [i32; 3]);
+
+/// User replay in progress ([`Profiler::replay`]): what pass 0 did, so later passes can be
+/// named like it and checked against it.
+#[derive(Default)]
+struct ReplayState {
+    active: bool,
+    pass: usize,
+    /// Pass 0's kernel launches in order: correlation id and range.
+    kernel_script: Vec<(u32, Option<RangeId>)>,
+    /// Pass 0's range pushes in order: name and range.
+    range_script: Vec<(String, RangeId)>,
+    /// Position in the scripts within the current pass.
+    kernel_cursor: usize,
+    range_cursor: usize,
+    /// Correlation ids of each later pass's launches, in order.
+    pass_kernels: Vec<Vec<u32>>,
+    /// Signatures of the kernels above, from their activity records.
+    signatures: HashMap<u32, KernelSignature>,
+    /// Correlation ids whose signatures are wanted (every replay's launches).
+    tracked: HashSet<u32>,
+    /// Correlation ids of later passes' launches: not rows of their own.
+    replayed: HashSet<u32>,
+    /// Range pushes beyond pass 0's script in a later pass, still open.
+    extra_open: u32,
+    mismatched_ranges: Vec<RangeId>,
+    /// Launches made outside `replay` while a multi-pass set waits for one.
+    unreplayed_launches: u64,
+}
+
+impl ReplayState {
+    fn replaying(&self) -> bool {
+        self.active && self.pass > 0
+    }
+
+    fn tracks(&self, correlation_id: u32) -> bool {
+        self.tracked.contains(&correlation_id)
+    }
+}
+
+/// Stands for a range pushed in a later replay pass beyond what pass 0 pushed.
+const EXTRA_REPLAY_RANGE: RangeId = RangeId { slot: u32::MAX, generation: u32::MAX };
 
 /// What a live capture holds; dropped (in field order) when the capture ends.
 struct Capture {
@@ -273,6 +338,10 @@ struct Counters {
     dropped_ranges: u64,
     /// Auto ranges CUPTI numbered in earlier cycles (see `finish_cycle`).
     auto_ranges_before_cycle: u64,
+    /// Whether the range profiler is started (between `start` and `stop`).
+    running: bool,
+    /// CUPTI user ranges open now.
+    user_depth: u32,
 }
 
 /// What `start_counters` sets up.
@@ -282,6 +351,7 @@ struct CounterSetup {
     names: Vec<String>,
     passes: usize,
     chip: String,
+    mode: ProfilingMode,
 }
 
 /// The session's records, behind one lock.
@@ -314,6 +384,7 @@ struct Shared {
     incoming: Arc<Mutex<Vec<ActivityRecord>>>,
     launch_gate: Mutex<()>,
     finished: AtomicBool,
+    replay: Mutex<ReplayState>,
 }
 
 /// A profiling session on one GPU context. Cheap to clone; all clones share the session.
@@ -362,12 +433,6 @@ impl Profiler {
     }
 
     fn start(cfg: ProfilerBuilder) -> Result<Profiler> {
-        if matches!(cfg.mode, ProfilingMode::PerKernel | ProfilingMode::PerRange) {
-            return Err(Error::InvalidConfig(format!(
-                "mode {} is not available in this version of gmprof; use kernel_replay or trace",
-                cfg.mode.as_str()
-            )));
-        }
         let cupti = Cupti::load()?;
         let drv = driver::init()?;
         if driver::device_count(&drv)? == 0 {
@@ -390,11 +455,11 @@ impl Profiler {
         let device_name = driver::device_name(&drv, device)?;
         let context_id = activity::context_id(&cupti, context)?;
 
-        let (counters, metric_set, names, passes, chip) = if cfg.mode == ProfilingMode::Trace {
-            (None, MetricSet::default(), Vec::new(), 0, String::new())
+        let (counters, metric_set, names, passes, chip, mode) = if cfg.mode == Some(ProfilingMode::Trace) {
+            (None, MetricSet::default(), Vec::new(), 0, String::new(), ProfilingMode::Trace)
         } else {
             let c = Self::start_counters(&cfg, &cupti, context, device)?;
-            (Some(c.counters), c.metric_set, c.names, c.passes, c.chip)
+            (Some(c.counters), c.metric_set, c.names, c.passes, c.chip, c.mode)
         };
 
         let clock_start = ClockPair { cupti_ns: activity::timestamp(&cupti)?, unix_ns: unix_ns() };
@@ -403,11 +468,11 @@ impl Profiler {
             driver: drv,
             clock_start,
             launches: std::sync::atomic::AtomicU32::new(0),
-            mode: cfg.mode,
+            mode,
             metric_set,
             metric_names: names,
             passes,
-            flush_on_range_boundaries: cfg.flush_on_range_boundaries.unwrap_or(cfg.mode == ProfilingMode::KernelReplay),
+            flush_on_range_boundaries: cfg.flush_on_range_boundaries.unwrap_or(mode == ProfilingMode::KernelReplay),
             synchronize_on_pop: cfg.synchronize_on_pop,
             range_scope: cfg.range_scope,
             device_name,
@@ -423,6 +488,7 @@ impl Profiler {
             incoming: Arc::new(Mutex::new(Vec::new())),
             launch_gate: Mutex::new(()),
             finished: AtomicBool::new(false),
+            replay: Mutex::new(ReplayState::default()),
         });
         // The capture is in place before the hub can route a callback to this session.
         *shared.capture.lock() = Some(Capture { membership: None, counters, _primary: primary, context });
@@ -430,8 +496,13 @@ impl Profiler {
         let membership = hub::join(&cupti, context_id, Arc::downgrade(&session))?;
         let mut guard = shared.capture.lock();
         if let Some(capture) = guard.as_mut() {
-            if let Some(rp) = capture.counters.as_ref().and_then(|c| c.range_profiler.as_ref()) {
-                rp.start()?;
+            if let Some(counters) = capture.counters.as_mut() {
+                // A multi-pass set under user replay waits for `replay` to run the passes.
+                let collect_now = mode == ProfilingMode::KernelReplay || passes <= 1;
+                if let (true, Some(rp)) = (collect_now, counters.range_profiler.as_ref()) {
+                    rp.start()?;
+                    counters.running = true;
+                }
             }
             capture.membership = Some(membership);
         }
@@ -462,8 +533,14 @@ impl Profiler {
         let mut host = ProfilerHost::new(cupti, &chip, Some(&availability))?;
         host.add_metrics(&name_refs)?;
         let config_image = host.config_image()?;
-        let passes = host.num_passes(&config_image)?;
-        tracing::info!(passes, metrics = ?names, "gmprof: metric set needs {passes} replay pass(es)");
+        let metric_passes = host.num_passes(&config_image)?;
+        // Under user replay CUPTI measures one nesting level per pass of the metric set.
+        let passes = match cfg.mode {
+            Some(ProfilingMode::PerRange) => metric_passes * cfg.max_nesting_levels as usize,
+            _ => metric_passes,
+        };
+        let mode = cfg.mode.unwrap_or(if passes <= 1 { ProfilingMode::PerKernel } else { ProfilingMode::KernelReplay });
+        tracing::info!(passes, metrics = ?names, mode = mode.as_str(), "gmprof: metric set needs {passes} replay pass(es)");
 
         let range_profiler = RangeProfiler::enable(cupti, context)?;
         tracing::debug!("gmprof: range profiler enabled");
@@ -474,11 +551,16 @@ impl Profiler {
         let ranges_per_cycle = (cfg.counter_image_budget / per_range).clamp(1, cfg.max_ranges_per_cycle);
         let mut counter_data =
             range_profiler.create_counter_data(&name_refs, ranges_per_cycle, ranges_per_cycle as u32)?;
+        let (range, replay, num_nesting_levels) = match mode {
+            ProfilingMode::PerRange => (RangeMode::User, ReplayMode::User, cfg.max_nesting_levels),
+            ProfilingMode::PerKernel => (RangeMode::User, ReplayMode::User, 1),
+            _ => (RangeMode::Auto, ReplayMode::Kernel, 1),
+        };
         let config = RangeConfig {
-            range: RangeMode::Auto,
-            replay: ReplayMode::Kernel,
+            range,
+            replay,
             max_ranges_per_pass: ranges_per_cycle,
-            num_nesting_levels: 1,
+            num_nesting_levels,
             min_nesting_level: 1,
             pass_index: 0,
             target_nesting_level: 1,
@@ -499,11 +581,14 @@ impl Profiler {
                 ordinal_in_cycle: 0,
                 dropped_ranges: 0,
                 auto_ranges_before_cycle: 0,
+                running: false,
+                user_depth: 0,
             },
             metric_set: MetricSet { metrics: specs },
             names,
             passes,
             chip,
+            mode,
         })
     }
 
@@ -520,6 +605,105 @@ impl Profiler {
     /// The metrics collected, in report order.
     pub fn metrics(&self) -> &MetricSet {
         &self.shared.metric_set
+    }
+
+    /// Runs `body` once per replay pass the metric set needs, passing the pass index, and
+    /// returns the last pass's result. This is closure replay, for the user-replay modes
+    /// ([`ProfilingMode::PerKernel`], [`ProfilingMode::PerRange`]) with a metric set that
+    /// needs several passes: each pass collects part of the counters, and CUPTI merges them.
+    ///
+    /// Pass 0 is what the report shows (its ranges, kernels and times); later passes must
+    /// run the same work: their ranges and kernels are matched to pass 0's by position,
+    /// and a kernel whose name, grid or block differs from pass 0's gets status
+    /// `replay_mismatch` and no metrics (in PerRange, its ranges lose their counters),
+    /// never a blind merge. The work must be repeatable: re-running it must not depend on
+    /// the state the previous pass left (an optimizer step, for instance, changes weights,
+    /// which is fine for counters but not for control flow).
+    ///
+    /// With a one-pass metric set, or in the other modes, `body` runs once.
+    pub fn replay<R>(&self, mut body: impl FnMut(usize) -> R) -> Result<R> {
+        self.ensure_running()?;
+        let shared = &self.shared;
+        if !shared.user_replay() || shared.passes <= 1 {
+            return Ok(body(0));
+        }
+        {
+            let mut replay = shared.replay.lock();
+            if replay.active {
+                return Err(Error::InvalidState("Profiler::replay cannot be nested".into()));
+            }
+            replay.active = true;
+            replay.kernel_script.clear();
+            replay.range_script.clear();
+            replay.pass_kernels.clear();
+            replay.mismatched_ranges.clear();
+        }
+        let result = self.run_passes(&mut body);
+        let mut replay = shared.replay.lock();
+        replay.active = false;
+        replay.pass = 0;
+        result
+    }
+
+    fn run_passes<R>(&self, body: &mut impl FnMut(usize) -> R) -> Result<R> {
+        let shared = &self.shared;
+        let passes = shared.passes;
+        let mut last = None;
+        // CUPTI says when it has every pass; `passes` is what gmprof expects it to need.
+        for pass in 0..passes * 2 {
+            {
+                let mut replay = shared.replay.lock();
+                replay.pass = pass;
+                replay.kernel_cursor = 0;
+                replay.range_cursor = 0;
+                replay.extra_open = 0;
+                if pass > 0 {
+                    replay.pass_kernels.push(Vec::new());
+                }
+            }
+            shared.start_pass()?;
+            last = Some(body(pass));
+            let complete = shared.stop_pass(pass)?;
+            let mut replay = shared.replay.lock();
+            if pass > 0 && replay.range_cursor < replay.range_script.len() {
+                let missing: Vec<RangeId> =
+                    replay.range_script[replay.range_cursor..].iter().map(|(_, id)| *id).collect();
+                replay.mismatched_ranges.extend(missing);
+                drop(replay);
+                shared.state.lock().warnings.push(format!(
+                    "replay pass {pass} pushed fewer ranges than pass 0; the ranges it did not repeat lose their counters"
+                ));
+            }
+            if complete {
+                if pass + 1 != passes {
+                    shared.state.lock().warnings.push(format!(
+                        "CUPTI had every pass after {} replay pass(es); gmprof expected {passes}",
+                        pass + 1
+                    ));
+                }
+                break;
+            }
+            if pass + 1 == passes * 2 {
+                shared.state.lock().warnings.push(format!(
+                    "CUPTI did not report all passes submitted after {} replay passes; counters may be incomplete",
+                    pass + 1
+                ));
+            }
+        }
+        {
+            let mut guard = shared.capture.lock();
+            if let Some(counters) = guard.as_mut().and_then(|c| c.counters.as_mut()) {
+                shared.collect_cycle(counters)?;
+                shared.rearm(counters)?;
+            }
+        }
+        // Every pass's activity records are needed to compare the passes.
+        activity::flush_all(&shared.cupti, true)?;
+        shared.drain_activity();
+        let mut replay = shared.replay.lock();
+        shared.check_replay(&mut replay);
+        drop(replay);
+        last.ok_or_else(|| Error::InvalidState("a replay ran no pass".into()))
     }
 
     /// Opens a range on the calling thread; it closes when the guard drops.
@@ -544,8 +728,7 @@ impl Profiler {
     pub fn pop_range(&self) -> Result<()> {
         self.ensure_running()?;
         let ts = self.pop_boundary()?;
-        let mut state = self.shared.state.lock();
-        state.tree.pop(current_thread_id(), ts).map(|_| ())
+        self.shared.close_user_range(None, current_thread_id(), ts)
     }
 
     fn ensure_running(&self) -> Result<()> {
@@ -558,14 +741,14 @@ impl Profiler {
     fn open_range(&self, name: &str, thread: ThreadId) -> Result<RangeId> {
         self.ensure_running()?;
         let ts = self.boundary()?;
-        Ok(self.shared.state.lock().tree.push(name, thread, ts))
+        self.shared.open_user_range(name, thread, ts)
     }
 
     fn close_range(&self, id: RangeId, thread: ThreadId) {
         if self.shared.finished.load(Ordering::Acquire) {
             return;
         }
-        let result = self.pop_boundary().and_then(|ts| self.shared.state.lock().tree.pop_id(id, thread, ts));
+        let result = self.pop_boundary().and_then(|ts| self.shared.close_user_range(Some(id), thread, ts));
         if let Err(e) = result {
             tracing::warn!("gmprof: {e}");
             self.shared.state.lock().warnings.push(e.to_string());
@@ -610,7 +793,17 @@ impl Profiler {
         let mut dropped_ranges = 0;
         if let Some(mut counters) = capture.counters.take() {
             tracing::debug!("gmprof: finish: decoding the last counter cycle");
-            shared.finish_cycle(&mut counters)?;
+            if counters.running {
+                // CUPTI stops only with its user ranges closed (ranges left open are closed
+                // in the report too, with a warning).
+                if let Some(rp) = counters.range_profiler.as_ref() {
+                    while counters.user_depth > 0 {
+                        rp.pop()?;
+                        counters.user_depth -= 1;
+                    }
+                }
+                shared.finish_cycle(&mut counters)?;
+            }
             tracing::debug!("gmprof: finish: disabling the range profiler");
             if let Some(rp) = counters.range_profiler.take() {
                 rp.shutdown()?;
@@ -647,7 +840,15 @@ impl Profiler {
         drop(capture._primary);
         tracing::debug!("gmprof: finish: analyzing");
 
+        let unreplayed = shared.replay.lock().unreplayed_launches;
         let mut state = shared.state.lock();
+        if unreplayed > 0 {
+            state.warnings.push(format!(
+                "{unreplayed} kernel launch(es) ran outside Profiler::replay while the metric set needs {} \
+                 passes under user replay; they have no counters",
+                shared.passes
+            ));
+        }
         let open = state.tree.close_all_open(clock_finish.cupti_ns);
         let mut warnings = std::mem::take(&mut state.warnings);
         warnings.extend(open);
@@ -683,6 +884,8 @@ impl Shared {
         if records.is_empty() {
             return;
         }
+        // Lock order: replay, capture, state.
+        let mut replay = self.replay.lock();
         let mut state = self.state.lock();
         for record in records {
             match record {
@@ -690,7 +893,13 @@ impl Shared {
                     if let Some(outer) = state.aliases.get(&k.correlation_id) {
                         k.correlation_id = *outer;
                     }
-                    state.correlator.add_activity(k);
+                    if replay.tracks(k.correlation_id) && !crate::correlate::is_profiler_internal_kernel(&k) {
+                        replay.signatures.insert(k.correlation_id, (k.name.clone(), k.grid, k.block));
+                    }
+                    // A later replay pass re-runs pass 0's kernels: not rows of their own.
+                    if !replay.replayed.contains(&k.correlation_id) {
+                        state.correlator.add_activity(k);
+                    }
                 }
                 ActivityRecord::Transfer(mut t) => {
                     if let Some(outer) = state.aliases.get(&t.correlation_id) {
@@ -728,18 +937,21 @@ impl Shared {
                     self.record_transfer(cb);
                     return;
                 }
-                if self.mode == ProfilingMode::KernelReplay {
+                if matches!(self.mode, ProfilingMode::KernelReplay | ProfilingMode::PerKernel) {
                     // Held until this launch's exit callback; see the module docs.
                     std::mem::forget(self.launch_gate.lock());
                     HOLDS_GATE.with(|h| h.set(true));
                 }
-                self.record_launch(cb);
+                self.on_kernel_launch(cb);
             }
             CallbackSite::Exit => {
                 let depth = LAUNCH_DEPTH.with(|d| {
                     d.set(d.get().saturating_sub(1));
                     d.get()
                 });
+                if depth == 0 && PUSHED_KERNEL_RANGE.with(|p| p.replace(false)) {
+                    self.pop_kernel_range();
+                }
                 if depth == 0 && HOLDS_GATE.with(|h| h.replace(false)) {
                     // SAFETY: this thread locked the gate in the matching enter callback and
                     // forgot the guard; CUPTI calls enter and exit on the same thread.
@@ -769,13 +981,14 @@ impl Shared {
         });
     }
 
-    fn record_launch(&self, cb: &ApiCallback<'_>) {
+    fn record_launch(&self, cb: &ApiCallback<'_>, replay_active: bool) -> Option<RangeId> {
         let (cycle, ordinal) = {
             let mut guard = self.capture.lock();
-            let Some(capture) = guard.as_mut() else { return };
-            match capture.counters.as_mut() {
+            let capture = guard.as_mut()?;
+            match capture.counters.as_mut().filter(|_| self.mode != ProfilingMode::PerRange) {
                 Some(counters) => {
-                    if counters.ordinal_in_cycle as usize >= counters.config.max_ranges_per_pass {
+                    let cycling_allowed = counters.running && !replay_active;
+                    if cycling_allowed && counters.ordinal_in_cycle as usize >= counters.config.max_ranges_per_pass {
                         if let Err(e) = self.cycle_counter_image(counters) {
                             tracing::error!("gmprof: could not cycle the counter image: {e}");
                             self.state.lock().warnings.push(format!("counter image cycle failed: {e}"));
@@ -805,16 +1018,290 @@ impl Shared {
             api_name: cb.function_name.to_owned(),
             context_id: cb.context_uid,
         });
+        range
+    }
+
+    fn user_replay(&self) -> bool {
+        matches!(self.mode, ProfilingMode::PerKernel | ProfilingMode::PerRange)
+    }
+
+    /// A kernel or graph launch entered (outermost API level, the gate held if needed).
+    fn on_kernel_launch(&self, cb: &ApiCallback<'_>) {
+        let mut replay = self.replay.lock();
+        if replay.replaying() {
+            // A later replay pass: nothing new for the report; the CUPTI range is named like
+            // pass 0's kernel at this position, so CUPTI merges the passes.
+            let position = replay.kernel_cursor;
+            replay.kernel_cursor += 1;
+            if let Some(pass) = replay.pass_kernels.last_mut() {
+                pass.push(cb.correlation_id);
+            }
+            replay.tracked.insert(cb.correlation_id);
+            replay.replayed.insert(cb.correlation_id);
+            let name = replay.kernel_script.get(position).map(|(c, _)| *c);
+            drop(replay);
+            if self.mode == ProfilingMode::PerKernel && cb.launch == LaunchKind::Kernel {
+                let name = name.map_or_else(|| format!("gmprof-replay-extra-{}", cb.correlation_id), |c| c.to_string());
+                self.push_kernel_range(&name);
+            }
+            return;
+        }
+        let active = replay.active;
+        if !active && self.user_replay() && self.passes > 1 {
+            replay.unreplayed_launches += 1;
+        }
+        drop(replay);
+        let range = self.record_launch(cb, active);
+        if active {
+            let mut replay = self.replay.lock();
+            replay.kernel_script.push((cb.correlation_id, range));
+            replay.tracked.insert(cb.correlation_id);
+        }
+        if self.mode == ProfilingMode::PerKernel && cb.launch == LaunchKind::Kernel {
+            self.push_kernel_range(&cb.correlation_id.to_string());
+        }
+    }
+
+    /// Opens the per-kernel CUPTI range of the launch in flight (PerKernel mode).
+    fn push_kernel_range(&self, name: &str) {
+        let mut guard = self.capture.lock();
+        let Some(counters) = guard.as_mut().and_then(|c| c.counters.as_mut()) else { return };
+        let Some(rp) = counters.range_profiler.as_ref().filter(|_| counters.running) else { return };
+        match rp.push(name) {
+            Ok(()) => {
+                counters.user_depth += 1;
+                PUSHED_KERNEL_RANGE.with(|p| p.set(true));
+            }
+            Err(e) => {
+                drop(guard);
+                self.state.lock().warnings.push(format!("per-kernel range {name}: {e}"));
+            }
+        }
+    }
+
+    /// Closes the per-kernel CUPTI range at the launch's exit.
+    fn pop_kernel_range(&self) {
+        let mut guard = self.capture.lock();
+        let Some(counters) = guard.as_mut().and_then(|c| c.counters.as_mut()) else { return };
+        let Some(rp) = counters.range_profiler.as_ref().filter(|_| counters.running && counters.user_depth > 0) else {
+            return;
+        };
+        match rp.pop() {
+            Ok(()) => counters.user_depth -= 1,
+            Err(e) => {
+                drop(guard);
+                self.state.lock().warnings.push(format!("closing a per-kernel range: {e}"));
+            }
+        }
+    }
+
+    /// Opens a range: in the session tree and, in PerRange mode, as a CUPTI user range
+    /// named by its [`range_counter_name`].
+    fn open_user_range(&self, name: &str, thread: ThreadId, ts: u64) -> Result<RangeId> {
+        let mut replay = self.replay.lock();
+        if self.mode != ProfilingMode::PerRange {
+            // Later replay passes repeat pass 0's ranges: nothing new for the tree.
+            if replay.replaying() {
+                replay.extra_open += 1;
+                return Ok(EXTRA_REPLAY_RANGE);
+            }
+            drop(replay);
+            return Ok(self.state.lock().tree.push(name, thread, ts));
+        }
+        let id = if replay.replaying() {
+            let position = replay.range_cursor;
+            replay.range_cursor += 1;
+            match replay.range_script.get(position).cloned() {
+                Some((script_name, id)) => {
+                    if script_name != name {
+                        replay.mismatched_ranges.push(id);
+                    }
+                    id
+                }
+                None => {
+                    replay.extra_open += 1;
+                    EXTRA_REPLAY_RANGE
+                }
+            }
+        } else {
+            let id = self.state.lock().tree.push(name, thread, ts);
+            if replay.active {
+                replay.range_script.push((name.to_owned(), id));
+            }
+            id
+        };
+        let active = replay.active;
+        drop(replay);
+        let counter_name = if id == EXTRA_REPLAY_RANGE {
+            "gmprof-replay-extra".to_owned()
+        } else {
+            crate::correlate::range_counter_name(id)
+        };
+        let mut guard = self.capture.lock();
+        if let Some(counters) = guard.as_mut().and_then(|c| c.counters.as_mut()) {
+            let full = counters.ordinal_in_cycle as usize >= counters.config.max_ranges_per_pass;
+            if full && !active && counters.running && counters.user_depth == 0 {
+                if let Err(e) = self.cycle_counter_image(counters) {
+                    self.state.lock().warnings.push(format!("counter image cycle failed: {e}"));
+                }
+            }
+            if let Some(rp) = counters.range_profiler.as_ref().filter(|_| counters.running) {
+                rp.push(&counter_name)?;
+                counters.user_depth += 1;
+                counters.ordinal_in_cycle += 1;
+            }
+        }
+        Ok(id)
+    }
+
+    /// Closes `id` (or the thread's innermost range), and its CUPTI user range.
+    fn close_user_range(&self, id: Option<RangeId>, thread: ThreadId, ts: u64) -> Result<()> {
+        let replaying = {
+            let mut replay = self.replay.lock();
+            let replaying = replay.replaying();
+            if replaying && (id == Some(EXTRA_REPLAY_RANGE) || (id.is_none() && replay.extra_open > 0)) {
+                replay.extra_open = replay.extra_open.saturating_sub(1);
+            }
+            replaying
+        };
+        if !replaying {
+            let mut state = self.state.lock();
+            match id {
+                Some(id) => state.tree.pop_id(id, thread, ts)?,
+                None => state.tree.pop(thread, ts)?,
+            };
+        }
+        if self.mode != ProfilingMode::PerRange {
+            return Ok(());
+        }
+        let mut guard = self.capture.lock();
+        if let Some(counters) = guard.as_mut().and_then(|c| c.counters.as_mut()) {
+            if let Some(rp) = counters.range_profiler.as_ref().filter(|_| counters.running && counters.user_depth > 0) {
+                rp.pop()?;
+                counters.user_depth -= 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts one user-replay pass.
+    fn start_pass(&self) -> Result<()> {
+        let mut guard = self.capture.lock();
+        let capture = guard.as_mut().ok_or_else(|| Error::InvalidState("the profiler has no live capture".into()))?;
+        driver::set_current(&self.driver, capture.context)?;
+        let Some(counters) = capture.counters.as_mut() else { return Ok(()) };
+        if let Some(rp) = counters.range_profiler.as_ref() {
+            rp.start()?;
+            counters.running = true;
+        }
+        Ok(())
+    }
+
+    /// Ends one user-replay pass; returns whether CUPTI has every pass.
+    fn stop_pass(&self, pass: usize) -> Result<bool> {
+        let mut guard = self.capture.lock();
+        let capture = guard.as_mut().ok_or_else(|| Error::InvalidState("the profiler has no live capture".into()))?;
+        driver::set_current(&self.driver, capture.context)?;
+        driver::synchronize(&self.driver)?;
+        let Some(counters) = capture.counters.as_mut() else { return Ok(true) };
+        let Some(rp) = counters.range_profiler.as_ref() else { return Ok(true) };
+        let mut unclosed = 0;
+        while counters.user_depth > 0 {
+            rp.pop()?;
+            counters.user_depth -= 1;
+            unclosed += 1;
+        }
+        let stop = rp.stop()?;
+        counters.running = false;
+        drop(guard);
+        if unclosed > 0 {
+            self.state.lock().warnings.push(format!(
+                "replay pass {pass}: {unclosed} range(s) were still open when the pass ended; they were closed there"
+            ));
+        }
+        Ok(stop.all_passes_submitted)
+    }
+
+    /// Compares the later replay passes with pass 0 and flags what differs.
+    fn check_replay(&self, replay: &mut ReplayState) {
+        let mut mismatched: Vec<(u32, Option<RangeId>)> = Vec::new();
+        let mut unverified = 0u64;
+        let mut warnings = Vec::new();
+        for (index, kernels) in replay.pass_kernels.iter().enumerate() {
+            let pass = index + 1;
+            if kernels.len() != replay.kernel_script.len() {
+                warnings.push(format!(
+                    "replay pass {pass} launched {} kernel(s), pass 0 launched {}; the kernels from the first \
+                     difference on are flagged replay_mismatch",
+                    kernels.len(),
+                    replay.kernel_script.len()
+                ));
+            }
+            for (position, (first, range)) in replay.kernel_script.iter().enumerate() {
+                let Some(other) = kernels.get(position) else {
+                    mismatched.push((*first, *range));
+                    continue;
+                };
+                match (replay.signatures.get(first), replay.signatures.get(other)) {
+                    (Some(a), Some(b)) if a == b => {}
+                    (Some(a), Some(b)) => {
+                        if mismatched.len() < 8 {
+                            warnings.push(format!(
+                                "replay pass {pass}, kernel {position}: {} grid {:?} block {:?} where pass 0 ran {} \
+                                 grid {:?} block {:?}",
+                                b.0, b.1, b.2, a.0, a.1, a.2
+                            ));
+                        }
+                        mismatched.push((*first, *range));
+                    }
+                    _ => unverified += 1,
+                }
+            }
+        }
+        let mut state = self.state.lock();
+        if unverified > 0 {
+            warnings.push(format!(
+                "{unverified} replayed kernel(s) could not be compared with pass 0 (activity records missing)"
+            ));
+        }
+        let mut flagged_ranges: Vec<RangeId> = std::mem::take(&mut replay.mismatched_ranges);
+        for (correlation_id, range) in &mismatched {
+            state.correlator.flag_replay_mismatch(*correlation_id);
+            flagged_ranges.extend(range);
+        }
+        if self.mode == ProfilingMode::PerRange {
+            // A measured range holds its descendants' kernels: flag the ancestors too.
+            let mut all = Vec::new();
+            for id in flagged_ranges {
+                let mut at = Some(id);
+                while let Some(node) = at.and_then(|i| state.tree.get(i)) {
+                    all.push(node.id);
+                    at = node.parent;
+                }
+            }
+            for id in all {
+                state.correlator.flag_range_replay_mismatch(id);
+            }
+        }
+        state.warnings.extend(warnings);
     }
 
     /// Stops the profiler, evaluates the full image, re-initializes it and starts again.
     fn cycle_counter_image(&self, counters: &mut Counters) -> Result<()> {
         self.finish_cycle(counters)?;
+        self.rearm(counters)?;
+        let Some(rp) = counters.range_profiler.as_ref() else { return Ok(()) };
+        rp.start()?;
+        counters.running = true;
+        Ok(())
+    }
+
+    /// Re-initializes the image and configuration for the next cycle.
+    fn rearm(&self, counters: &mut Counters) -> Result<()> {
         let Some(rp) = counters.range_profiler.as_ref() else { return Ok(()) };
         rp.initialize_counter_data(&mut counters.counter_data)?;
         // SAFETY: the images live in `counters` and outlive the range profiler.
         unsafe { rp.set_config(&counters.config_image, &mut counters.counter_data, &counters.config)? };
-        rp.start()?;
         counters.cycle += 1;
         counters.ordinal_in_cycle = 0;
         Ok(())
@@ -824,12 +1311,20 @@ impl Shared {
     fn finish_cycle(&self, counters: &mut Counters) -> Result<()> {
         let Some(rp) = counters.range_profiler.as_ref() else { return Ok(()) };
         let stop = rp.stop()?;
+        counters.running = false;
         if !stop.all_passes_submitted {
             self.state.lock().warnings.push(format!(
                 "counter cycle {}: CUPTI reported pass {} without all passes submitted",
                 counters.cycle, stop.pass_index
             ));
         }
+        self.collect_cycle(counters)
+    }
+
+    /// Decodes the stopped cycle and hands its counter ranges to the correlator.
+    fn collect_cycle(&self, counters: &mut Counters) -> Result<()> {
+        let Some(rp) = counters.range_profiler.as_ref() else { return Ok(()) };
+        counters.user_depth = 0;
         let dropped = rp.decode()?;
         if dropped > 0 {
             tracing::warn!("gmprof: CUPTI dropped {dropped} counter range(s) in cycle {}", counters.cycle);
@@ -846,8 +1341,10 @@ impl Shared {
         for index in 0..count {
             let image = counters.counter_data.bytes();
             let raw_name = counters.host.range_name(image, index, "/")?;
-            let name = match raw_name.parse::<u64>() {
-                Ok(n) if n >= base => (n - base).to_string(),
+            let name = match (counters.config.range, raw_name.parse::<u64>()) {
+                (RangeMode::Auto, Ok(n)) if n >= base => (n - base).to_string(),
+                // A nested user range is named by its path; gmprof's own name is the last part.
+                (RangeMode::User, _) => raw_name.rsplit('/').next().unwrap_or_default().to_owned(),
                 _ => raw_name,
             };
             let values = counters.host.evaluate(image, index, &names)?;

@@ -305,7 +305,8 @@ def init(
     """Starts the process-wide profiler (``gmprof_init``).
 
     Args:
-        mode: ``"kernel_replay"`` (default), ``"per_kernel"``, ``"per_range"`` or ``"trace"``;
+        mode: ``"per_kernel"``, ``"per_range"``, ``"kernel_replay"`` or ``"trace"``; default:
+            per_kernel for a one-pass metric set, else kernel_replay;
             ``None`` uses ``$GMPROF_MODE`` or the default.
         metrics: metric names, as a list or a comma-separated string; ``None`` uses
             ``$GMPROF_METRICS`` or the mode's default set.
