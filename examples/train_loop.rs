@@ -62,6 +62,12 @@ struct Args {
     #[arg(long)]
     no_profile: bool,
 
+    /// With a multi-pass metric set in per_kernel or per_range: take the replay passes from
+    /// successive training steps (iteration replay on `train_step`) instead of re-running
+    /// each step (closure replay).
+    #[arg(long)]
+    iteration_replay: bool,
+
     /// Synchronize the GPU before each range closes, so ranges cover their kernels' GPU time
     /// (gmprof's `synchronize_on_pop`). Without it, ranges measure CPU enqueue time.
     #[arg(long)]
@@ -176,13 +182,18 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
 
     // ===================================== gmprof ======================================
     let mode = mode.expect("parsed above unless --no-profile");
-    let prof = gmprof::Profiler::builder().mode(mode).metrics(metrics).synchronize_on_pop(args.sync_ranges).build()?;
+    let mut builder = gmprof::Profiler::builder().mode(mode).metrics(metrics).synchronize_on_pop(args.sync_ranges);
+    if args.iteration_replay {
+        builder = builder.iteration_replay("train_step", args.steps);
+    }
+    let prof = builder.build()?;
+    println!("metric set: {} pass(es), mode {}", prof.passes(), prof.mode().as_str());
 
     let start = Instant::now();
     for step in 0..args.steps {
         // With a metric set that needs P passes under user replay (per_kernel, per_range),
         // the step runs P times and CUPTI merges the passes; otherwise it runs once.
-        prof.replay(|_pass| -> Result<(), Box<dyn std::error::Error>> {
+        let step_body = |_pass: usize, mlp: &mut Mlp| -> Result<(), Box<dyn std::error::Error>> {
             let _step = prof.range("train_step");
             {
                 let _r = prof.range("forward");
@@ -197,7 +208,12 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
                 mlp.update(args.lr)?;
             }
             Ok(())
-        })??;
+        };
+        if args.iteration_replay {
+            step_body(0, &mut mlp)?;
+        } else {
+            prof.replay(|pass| step_body(pass, &mut mlp))??;
+        }
         // Outside train_step, so the loss read-back copy is not attributed to the step.
         log(step, &mlp)?;
     }

@@ -102,6 +102,7 @@ pub struct ProfilerBuilder {
     counter_image_budget: usize,
     max_ranges_per_cycle: usize,
     max_nesting_levels: u16,
+    iteration_replay: Option<(String, usize)>,
 }
 
 /// Default nesting levels CUPTI collects in [`ProfilingMode::PerRange`]: the outermost
@@ -121,6 +122,7 @@ impl Default for ProfilerBuilder {
             counter_image_budget: DEFAULT_COUNTER_IMAGE_BUDGET,
             max_ranges_per_cycle: DEFAULT_MAX_RANGES_PER_CYCLE,
             max_nesting_levels: DEFAULT_MAX_NESTING_LEVELS,
+            iteration_replay: None,
         }
     }
 }
@@ -202,6 +204,21 @@ impl ProfilerBuilder {
     /// kernels still count in the enclosing measured range).
     pub fn max_nesting_levels(mut self, levels: u16) -> Self {
         self.max_nesting_levels = levels.max(1);
+        self
+    }
+
+    /// Iteration replay for multi-pass metric sets in the user-replay modes: pass `p` is
+    /// collected during the `p`-th instance of the range named `range` (e.g. `train_step`),
+    /// so a training loop provides the passes itself, with no closure. `instances` is how
+    /// many instances the program will run: when the set needs more passes than that,
+    /// [`ProfilerBuilder::build`] fails and says how many passes are needed.
+    ///
+    /// The first instance of each round of P is what the report shows; the next P - 1
+    /// instances are its replay passes (their ranges and kernels are not rows), matched to
+    /// it by range path and kernel position; differences are flagged as in
+    /// [`Profiler::replay`]. Kernels outside the named range get no counters.
+    pub fn iteration_replay(mut self, range: impl Into<String>, instances: usize) -> Self {
+        self.iteration_replay = Some((range.into(), instances));
         self
     }
 
@@ -302,6 +319,12 @@ struct ReplayState {
     mismatched_ranges: Vec<RangeId>,
     /// Launches made outside `replay` while a multi-pass set waits for one.
     unreplayed_launches: u64,
+    /// Ranges open now (all threads), for iteration replay.
+    open_depth: usize,
+    /// Iteration replay: the depth at which the current instance of the named range opened.
+    iteration_level: Option<usize>,
+    /// Completed replay rounds.
+    rounds: u64,
 }
 
 impl ReplayState {
@@ -385,6 +408,8 @@ struct Shared {
     launch_gate: Mutex<()>,
     finished: AtomicBool,
     replay: Mutex<ReplayState>,
+    /// Iteration replay: the repeating range whose instances are the passes.
+    iteration_range: Option<String>,
 }
 
 /// A profiling session on one GPU context. Cheap to clone; all clones share the session.
@@ -461,6 +486,21 @@ impl Profiler {
             let c = Self::start_counters(&cfg, &cupti, context, device)?;
             (Some(c.counters), c.metric_set, c.names, c.passes, c.chip, c.mode)
         };
+        if let Some((range, instances)) = &cfg.iteration_replay {
+            let user_replay = matches!(mode, ProfilingMode::PerKernel | ProfilingMode::PerRange);
+            if !user_replay {
+                return Err(Error::InvalidConfig(format!(
+                    "iteration replay needs the per_kernel or per_range mode, not {}",
+                    mode.as_str()
+                )));
+            }
+            if passes > *instances {
+                return Err(Error::InvalidConfig(format!(
+                    "the metric set needs {passes} replay passes, but the program runs only {instances} \
+                     instance(s) of '{range}': run at least {passes}, use fewer metrics, or use kernel_replay"
+                )));
+            }
+        }
 
         let clock_start = ClockPair { cupti_ns: activity::timestamp(&cupti)?, unix_ns: unix_ns() };
         let shared = Arc::new(Shared {
@@ -489,6 +529,7 @@ impl Profiler {
             launch_gate: Mutex::new(()),
             finished: AtomicBool::new(false),
             replay: Mutex::new(ReplayState::default()),
+            iteration_range: cfg.iteration_replay.as_ref().map(|(name, _)| name.clone()),
         });
         // The capture is in place before the hub can route a callback to this session.
         *shared.capture.lock() = Some(Capture { membership: None, counters, _primary: primary, context });
@@ -539,7 +580,11 @@ impl Profiler {
             Some(ProfilingMode::PerRange) => metric_passes * cfg.max_nesting_levels as usize,
             _ => metric_passes,
         };
-        let mode = cfg.mode.unwrap_or(if passes <= 1 { ProfilingMode::PerKernel } else { ProfilingMode::KernelReplay });
+        let mode = cfg.mode.unwrap_or(if passes <= 1 || cfg.iteration_replay.is_some() {
+            ProfilingMode::PerKernel
+        } else {
+            ProfilingMode::KernelReplay
+        });
         tracing::info!(passes, metrics = ?names, mode = mode.as_str(), "gmprof: metric set needs {passes} replay pass(es)");
 
         let range_profiler = RangeProfiler::enable(cupti, context)?;
@@ -651,58 +696,14 @@ impl Profiler {
         let mut last = None;
         // CUPTI says when it has every pass; `passes` is what gmprof expects it to need.
         for pass in 0..passes * 2 {
-            {
-                let mut replay = shared.replay.lock();
-                replay.pass = pass;
-                replay.kernel_cursor = 0;
-                replay.range_cursor = 0;
-                replay.extra_open = 0;
-                if pass > 0 {
-                    replay.pass_kernels.push(Vec::new());
-                }
-            }
+            shared.begin_pass(pass);
             shared.start_pass()?;
             last = Some(body(pass));
-            let complete = shared.stop_pass(pass)?;
-            let mut replay = shared.replay.lock();
-            if pass > 0 && replay.range_cursor < replay.range_script.len() {
-                let missing: Vec<RangeId> =
-                    replay.range_script[replay.range_cursor..].iter().map(|(_, id)| *id).collect();
-                replay.mismatched_ranges.extend(missing);
-                drop(replay);
-                shared.state.lock().warnings.push(format!(
-                    "replay pass {pass} pushed fewer ranges than pass 0; the ranges it did not repeat lose their counters"
-                ));
-            }
-            if complete {
-                if pass + 1 != passes {
-                    shared.state.lock().warnings.push(format!(
-                        "CUPTI had every pass after {} replay pass(es); gmprof expected {passes}",
-                        pass + 1
-                    ));
-                }
+            if shared.end_pass(pass)? {
                 break;
             }
-            if pass + 1 == passes * 2 {
-                shared.state.lock().warnings.push(format!(
-                    "CUPTI did not report all passes submitted after {} replay passes; counters may be incomplete",
-                    pass + 1
-                ));
-            }
         }
-        {
-            let mut guard = shared.capture.lock();
-            if let Some(counters) = guard.as_mut().and_then(|c| c.counters.as_mut()) {
-                shared.collect_cycle(counters)?;
-                shared.rearm(counters)?;
-            }
-        }
-        // Every pass's activity records are needed to compare the passes.
-        activity::flush_all(&shared.cupti, true)?;
-        shared.drain_activity();
-        let mut replay = shared.replay.lock();
-        shared.check_replay(&mut replay);
-        drop(replay);
+        shared.finish_replay_round()?;
         last.ok_or_else(|| Error::InvalidState("a replay ran no pass".into()))
     }
 
@@ -793,6 +794,26 @@ impl Profiler {
         let mut dropped_ranges = 0;
         if let Some(mut counters) = capture.counters.take() {
             tracing::debug!("gmprof: finish: decoding the last counter cycle");
+            let unfinished_round = {
+                let replay = shared.replay.lock();
+                replay.active.then_some(replay.pass + 1)
+            };
+            if let Some(done) = unfinished_round {
+                // An iteration-replay round the program stopped in the middle of: its passes
+                // cannot be merged, so they are dropped, and the report says so.
+                if let Some(rp) = counters.range_profiler.as_ref().filter(|_| counters.running) {
+                    while counters.user_depth > 0 && rp.pop().is_ok() {
+                        counters.user_depth -= 1;
+                    }
+                    let _ = rp.stop();
+                }
+                counters.running = false;
+                shared.state.lock().warnings.push(format!(
+                    "the last iteration-replay round ended after {done} of {} passes; its counters are incomplete \
+                     and were dropped",
+                    shared.passes
+                ));
+            }
             if counters.running {
                 // CUPTI stops only with its user ranges closed (ranges left open are closed
                 // in the report too, with a warning).
@@ -1099,6 +1120,17 @@ impl Shared {
     /// named by its [`range_counter_name`].
     fn open_user_range(&self, name: &str, thread: ThreadId, ts: u64) -> Result<RangeId> {
         let mut replay = self.replay.lock();
+        let instance = self.iteration_range.as_deref() == Some(name)
+            && replay.iteration_level.is_none()
+            && self.user_replay()
+            && self.passes > 1;
+        if instance {
+            replay.iteration_level = Some(replay.open_depth);
+            drop(replay);
+            self.begin_iteration_instance()?;
+            replay = self.replay.lock();
+        }
+        replay.open_depth += 1;
         if self.mode != ProfilingMode::PerRange {
             // Later replay passes repeat pass 0's ranges: nothing new for the tree.
             if replay.replaying() {
@@ -1156,8 +1188,14 @@ impl Shared {
 
     /// Closes `id` (or the thread's innermost range), and its CUPTI user range.
     fn close_user_range(&self, id: Option<RangeId>, thread: ThreadId, ts: u64) -> Result<()> {
+        let mut ends_instance = false;
         let replaying = {
             let mut replay = self.replay.lock();
+            replay.open_depth = replay.open_depth.saturating_sub(1);
+            if replay.iteration_level.is_some() && replay.iteration_level == Some(replay.open_depth) {
+                replay.iteration_level = None;
+                ends_instance = true;
+            }
             let replaying = replay.replaying();
             if replaying && (id == Some(EXTRA_REPLAY_RANGE) || (id.is_none() && replay.extra_open > 0)) {
                 replay.extra_open = replay.extra_open.saturating_sub(1);
@@ -1171,15 +1209,115 @@ impl Shared {
                 None => state.tree.pop(thread, ts)?,
             };
         }
-        if self.mode != ProfilingMode::PerRange {
-            return Ok(());
-        }
-        let mut guard = self.capture.lock();
-        if let Some(counters) = guard.as_mut().and_then(|c| c.counters.as_mut()) {
-            if let Some(rp) = counters.range_profiler.as_ref().filter(|_| counters.running && counters.user_depth > 0) {
-                rp.pop()?;
-                counters.user_depth -= 1;
+        if self.mode == ProfilingMode::PerRange {
+            let mut guard = self.capture.lock();
+            if let Some(counters) = guard.as_mut().and_then(|c| c.counters.as_mut()) {
+                if let Some(rp) =
+                    counters.range_profiler.as_ref().filter(|_| counters.running && counters.user_depth > 0)
+                {
+                    rp.pop()?;
+                    counters.user_depth -= 1;
+                }
             }
+        }
+        if ends_instance {
+            self.end_iteration_instance()?;
+        }
+        Ok(())
+    }
+
+    /// Resets the per-pass cursors for pass `pass`.
+    fn begin_pass(&self, pass: usize) {
+        let mut replay = self.replay.lock();
+        replay.pass = pass;
+        replay.kernel_cursor = 0;
+        replay.range_cursor = 0;
+        replay.extra_open = 0;
+        if pass > 0 {
+            replay.pass_kernels.push(Vec::new());
+        }
+    }
+
+    /// Stops pass `pass` and checks it; true when CUPTI has every pass (or gmprof gives up).
+    fn end_pass(&self, pass: usize) -> Result<bool> {
+        let passes = self.passes;
+        let complete = self.stop_pass(pass)?;
+        let mut replay = self.replay.lock();
+        if pass > 0 && replay.range_cursor < replay.range_script.len() {
+            let missing: Vec<RangeId> = replay.range_script[replay.range_cursor..].iter().map(|(_, id)| *id).collect();
+            replay.mismatched_ranges.extend(missing);
+            drop(replay);
+            self.state.lock().warnings.push(format!(
+                "replay pass {pass} pushed fewer ranges than pass 0; the ranges it did not repeat lose their counters"
+            ));
+        } else {
+            drop(replay);
+        }
+        if complete {
+            if pass + 1 != passes {
+                self.state
+                    .lock()
+                    .warnings
+                    .push(format!("CUPTI had every pass after {} replay pass(es); gmprof expected {passes}", pass + 1));
+            }
+            return Ok(true);
+        }
+        if pass + 1 >= passes * 2 {
+            self.state.lock().warnings.push(format!(
+                "CUPTI did not report all passes submitted after {} replay passes; counters may be incomplete",
+                pass + 1
+            ));
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// After the last pass: decodes, re-arms, compares the passes, ends the replay.
+    fn finish_replay_round(&self) -> Result<()> {
+        {
+            let mut guard = self.capture.lock();
+            if let Some(counters) = guard.as_mut().and_then(|c| c.counters.as_mut()) {
+                self.collect_cycle(counters)?;
+                self.rearm(counters)?;
+            }
+        }
+        // Every pass's activity records are needed to compare the passes.
+        activity::flush_all(&self.cupti, true)?;
+        self.drain_activity();
+        let mut replay = self.replay.lock();
+        self.check_replay(&mut replay);
+        replay.rounds += 1;
+        Ok(())
+    }
+
+    /// Iteration replay: the named range opens. Starts a pass (and a round at pass 0).
+    fn begin_iteration_instance(&self) -> Result<()> {
+        let pass = {
+            let mut replay = self.replay.lock();
+            if !replay.active {
+                replay.active = true;
+                replay.pass = 0;
+                replay.kernel_script.clear();
+                replay.range_script.clear();
+                replay.pass_kernels.clear();
+                replay.mismatched_ranges.clear();
+            } else {
+                replay.pass += 1;
+            }
+            replay.pass
+        };
+        self.begin_pass(pass);
+        self.start_pass()
+    }
+
+    /// Iteration replay: the named range closed. Ends its pass, and the round when complete.
+    fn end_iteration_instance(&self) -> Result<()> {
+        let pass = self.replay.lock().pass;
+        if self.end_pass(pass)? {
+            self.finish_replay_round()?;
+            let mut replay = self.replay.lock();
+            replay.active = false;
+            replay.pass = 0;
         }
         Ok(())
     }

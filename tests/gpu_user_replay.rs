@@ -226,3 +226,64 @@ fn per_kernel_mode_has_no_kernel_limit() {
     assert_eq!(report.meta.dropped_counter_ranges, 0);
     assert_eq!(report.meta.flagged_kernel_rows, 0, "warnings: {:?}", report.meta.warnings);
 }
+
+#[test]
+fn iteration_replay_takes_the_passes_from_training_steps() {
+    let n = 1 << 24;
+    let mut gpu = Gpu::new(0).expect("GPU");
+    gpu.prepare_vector_add(n).unwrap();
+    gpu.sync().unwrap();
+    // Too few steps for the set: a clear error up front that states the passes.
+    let err = Profiler::builder()
+        .mode(ProfilingMode::PerKernel)
+        .metrics(EIGHT_PASS)
+        .iteration_replay("train_step", 3)
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("replay passes, but the program runs only 3 instance(s) of 'train_step'"), "{err}");
+
+    for mode in [ProfilingMode::PerKernel, ProfilingMode::PerRange] {
+        let prof = Profiler::builder()
+            .mode(mode)
+            .metrics(EIGHT_PASS)
+            .iteration_replay("train_step", 100)
+            .build()
+            .expect("profiler");
+        let passes = prof.passes();
+        assert!(passes > 1);
+        // One full round, then one step of a round the program never finishes.
+        for step in 0..=passes {
+            let _s = prof.range("train_step");
+            gpu.vector_add(n).unwrap();
+            // Per-kernel: step 3 runs a different grid: flagged, never merged.
+            let odd = step == 3 && mode == ProfilingMode::PerKernel;
+            gpu.vector_add(if odd { n / 4 } else { n / 2 }).unwrap();
+            gpu.sync().unwrap();
+        }
+        let report = prof.finish().expect("report");
+        println!("{mode:?}: {passes} passes\n{}\n{:?}", report.summary(), report.meta.warnings);
+        let steps: Vec<_> = report.ranges.iter().filter(|r| r.path == "train_step").collect();
+        assert_eq!(steps.len(), 2, "the first instance of each round is the report's");
+        assert_eq!(report.kernels.len(), 4);
+        let read = metric(&report, READ);
+        let w = &report.meta.warnings;
+        assert!(w.iter().any(|w| w.contains("ended after 1 of")), "{w:?}");
+        if mode == ProfilingMode::PerKernel {
+            assert!(w.iter().any(|w| w.contains("replay pass 3")), "{w:?}");
+            assert_eq!(report.kernels[0].status, KernelStatus::Ok);
+            assert_close(
+                "first kernel, merged over steps",
+                report.kernels[0].metrics[read].unwrap(),
+                8.0 * n as f64,
+                0.02,
+            );
+            assert_eq!(report.kernels[1].status, KernelStatus::ReplayMismatch);
+            assert_eq!(report.kernels[2].status, KernelStatus::MissingCounters, "the unfinished round");
+        } else {
+            let got = steps[0].metrics[read].expect("the first step, measured over a round of steps");
+            assert_close("train_step reads", got, 12.0 * n as f64, 0.02);
+            assert!(steps[1].metrics[read].is_none(), "the unfinished round");
+        }
+    }
+}
