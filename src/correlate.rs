@@ -310,10 +310,6 @@ pub struct CorrelationCounts {
     /// Rows with status `replay_mismatch`.
     #[serde(default)]
     pub replay_mismatch: u64,
-    /// Kernel activity records that repeated another record of the same launch (same
-    /// correlation id, name and geometry) and were merged into it.
-    #[serde(default)]
-    pub duplicate_activity_records: u64,
     /// The range profiler's own kernels (CUPTI's one-thread `WaitNs`, launched on an internal
     /// stream under the user's correlation id when user ranges open and close); left out.
     #[serde(default)]
@@ -492,19 +488,6 @@ enum ActivitySlots {
 struct ActivityStore {
     records: Vec<KernelActivity>,
     claimed: Vec<bool>,
-}
-
-impl ActivityStore {
-    /// True when the unclaimed records at `indices` are copies of one kernel launch.
-    fn all_alike(&self, indices: &[u32]) -> bool {
-        let mut alike = indices.iter().filter_map(|&i| {
-            let i = i as usize;
-            (!self.claimed.get(i).copied().unwrap_or(true)).then(|| &self.records[i])
-        });
-        let Some(first) = alike.next() else { return false };
-        alike.all(|r| r.name == first.name && r.grid == first.grid && r.block == first.block && r.graph_id == 0)
-            && first.graph_id == 0
-    }
 }
 
 impl ActivityStore {
@@ -826,13 +809,6 @@ impl Correlator {
             }
         }
         counts.flagged_rows = rows.iter().filter(|r| r.status.is_flagged()).count() as u64;
-        if counts.duplicate_activity_records > 0 {
-            builder.warnings.push(format!(
-                "{} kernel activity record(s) repeated another record of the same launch (same \
-                 correlation id, name and geometry) and were merged",
-                counts.duplicate_activity_records
-            ));
-        }
         if counts.missing_activity > 0 {
             builder.warnings.push(format!(
                 "{} launch(es) have no kernel activity record (CUPTI dropped activity records?); \
@@ -1086,18 +1062,6 @@ impl RowBuilder<'_> {
                 return;
             }
             Some(ActivitySlots::Many(list)) if launch.api == LaunchApi::Graph => list,
-            Some(ActivitySlots::Many(list)) if activities.all_alike(&list) => {
-                // Identical records of one launch (same correlation id, name and geometry) are
-                // one kernel reported twice: one row; the copies are counted, and the record
-                // with the longer duration is kept.
-                let mut records: Vec<KernelActivity> = list.iter().filter_map(|&i| activities.take(i)).collect();
-                records.sort_by_key(|a| std::cmp::Reverse(a.end_ns.saturating_sub(a.start_ns)));
-                self.counts.duplicate_activity_records += records.len().saturating_sub(1) as u64;
-                let best = records.into_iter().next();
-                let status = if best.is_some() { KernelStatus::Ok } else { KernelStatus::MissingActivity };
-                rows.push(self.row(Some(launch), best, counter, status));
-                return;
-            }
             Some(ActivitySlots::Many(list)) => {
                 // A plain launch has one kernel: it claims the first record; the others stay
                 // unclaimed and are reported as unlaunched activity.
@@ -1481,28 +1445,14 @@ mod tests {
     }
 
     #[test]
-    fn duplicate_records_of_one_kernel_make_one_row() {
+    fn extra_records_of_one_launch_stay_visible() {
         let tree = SessionTree::new();
-        let mut c = Correlator::new();
-        c.add_launch(launch(41, 0, 0, None));
-        c.add_activity(activity(41, "a"));
-        let mut copy = activity(41, "a");
-        copy.end_ns = copy.start_ns;
-        c.add_activity(copy);
-        c.add_counter_ranges(0, vec![counters(0, 0, "41", 5.0, 50.0)]);
-        let out = c.finish(&tree, &metrics(), ProfilingMode::PerKernel);
-        assert_eq!(out.rows.len(), 1);
-        assert_eq!(out.rows[0].status, KernelStatus::Ok);
-        assert_eq!(out.counts.duplicate_activity_records, 1);
-        assert_eq!(out.counts.unlaunched_activity, 0);
-        // Records that differ are not duplicates: the extra one stays visible.
         let mut c = Correlator::new();
         c.add_launch(launch(7, 0, 0, None));
         c.add_activity(activity(7, "a"));
         c.add_activity(activity(7, "b"));
         let out = c.finish(&tree, &metrics(), ProfilingMode::Trace);
         assert_eq!(out.rows.len(), 2);
-        assert_eq!(out.counts.duplicate_activity_records, 0);
         assert_eq!(out.rows[1].status, KernelStatus::UnlaunchedActivity);
     }
 

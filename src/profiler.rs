@@ -1048,6 +1048,11 @@ impl Shared {
 
     /// A kernel or graph launch entered (outermost API level, the gate held if needed).
     fn on_kernel_launch(&self, cb: &ApiCallback<'_>) {
+        if !self.user_replay() {
+            // No replay state in kernel_replay and trace: keep the launch path lock-light.
+            self.record_launch(cb, false);
+            return;
+        }
         let mut replay = self.replay.lock();
         if replay.replaying() {
             // A later replay pass: nothing new for the report; the CUPTI range is named like
@@ -1286,6 +1291,11 @@ impl Shared {
         self.drain_activity();
         let mut replay = self.replay.lock();
         self.check_replay(&mut replay);
+        // The round's records are all in (flushed above) and compared: what was kept to
+        // compare them is not needed again, so a long training run does not accumulate it.
+        replay.signatures.clear();
+        replay.tracked.clear();
+        replay.replayed.clear();
         replay.rounds += 1;
         Ok(())
     }
