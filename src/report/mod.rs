@@ -1,14 +1,14 @@
 //! The report of a profiling session and its exporters (CSV, JSON, summary table).
 //!
 //! Layer 3 (the safe profiler), last step: [`Report::build`] puts the per-range rows of
-//! [`crate::aggregate`], the per-kernel rows of [`crate::correlate`] and everything a reader
+//! [`crate::analysis::aggregate`], the per-kernel rows of [`crate::analysis::correlate`] and everything a reader
 //! needs to trust them (mode, time source, the rule of each metric, dropped and flagged
 //! counts, warnings) into one serializable value. Exporters:
 //!
 //! - [`Report::write_csv`] (per range), [`Report::write_kernels_csv`] (per kernel) and
 //!   [`Report::write_transfers_csv`] (per memcpy/memset), see [`csv`]: `# ` metadata lines,
 //!   then CSV rows written by the `csv` crate.
-//! - [`Report::write_stats_csv`], see [`crate::stats`]: count, total, mean, min, max, p50,
+//! - [`Report::write_stats_csv`], see [`crate::report::stats`]: count, total, mean, min, max, p50,
 //!   p99 and share per range path and per (range path, kernel name).
 //! - [`Report::write_json`] / [`Report::from_json`], see [`json`]: the whole
 //!   report, round-trippable (for `gmprof report` on a saved run).
@@ -19,14 +19,17 @@
 
 pub mod csv;
 pub mod json;
+pub mod stats;
 pub mod summary;
+pub mod timeline;
+pub mod trace_check;
 
 use serde::{Deserialize, Serialize};
 
-use crate::aggregate::{aggregate, Aggregation, DerivedMetric, MetricRule, RangeRow};
-use crate::correlate::{Correlation, CorrelationCounts, Correlator, KernelRow, TimeSource, TransferRow};
+use crate::analysis::aggregate::{aggregate, Aggregation, DerivedMetric, MetricRule, RangeRow};
+use crate::analysis::correlate::{Correlation, CorrelationCounts, Correlator, KernelRow, TimeSource, TransferRow};
+use crate::model::session::SessionTree;
 use crate::model::{ClockSync, MetricSet, ProfilingMode};
-use crate::session::SessionTree;
 
 pub use self::summary::{Summary, SummaryRow};
 
@@ -168,7 +171,7 @@ impl Report {
             metrics: if aggregation.rules.len() == metrics.metrics.len() {
                 aggregation.rules
             } else {
-                crate::aggregate::metric_rules(metrics, info.mode)
+                crate::analysis::aggregate::metric_rules(metrics, info.mode)
             },
             derived_metrics: aggregation.derived,
             counter_cycles: counts.counter_cycles,

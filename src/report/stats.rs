@@ -260,7 +260,7 @@ impl Report {
     fn range_stats_of(
         &self,
         quantity: StatsQuantity,
-        value: impl Fn(&crate::aggregate::RangeRow) -> Option<u64>,
+        value: impl Fn(&crate::analysis::aggregate::RangeRow) -> Option<u64>,
     ) -> Vec<LabelStats> {
         let mut groups = Groups::new();
         let mut grand_total = 0u64;

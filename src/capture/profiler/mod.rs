@@ -41,6 +41,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 
+use crate::analysis::correlate::Correlator;
+use crate::capture::hub::{self, CaptureSession, HubMembership};
+use crate::capture::metrics::MetricCatalog;
 use crate::checked::activity::{self, ActivityRecord};
 use crate::checked::callback::{ApiCallback, ApiDomain, CallbackSite, LaunchKind};
 use crate::checked::driver::{self, Context, PrimaryContext};
@@ -48,16 +51,13 @@ use crate::checked::host::ProfilerHost;
 use crate::checked::range_profiler::{CounterDataImage, RangeConfig, RangeMode, RangeProfiler, ReplayMode};
 use crate::checked::target::{self, ProfilerApi};
 use crate::checked::{Cupti, Driver};
-use crate::correlate::Correlator;
 use crate::error::{Error, Result};
-use crate::hub::{self, CaptureSession, HubMembership};
-use crate::metrics::MetricCatalog;
+use crate::model::session::SessionTree;
 use crate::model::{
     ClockPair, ClockSync, CounterRange, LaunchApi, LaunchRecord, MetricSet, ProfilingMode, RangeId, ThreadId,
     TransferCall, GPU_TIME_METRIC,
 };
 use crate::report::{CaptureInfo, Report};
-use crate::session::SessionTree;
 
 /// Default host memory for one counter data image.
 pub const DEFAULT_COUNTER_IMAGE_BUDGET: usize = 256 << 20;
@@ -914,7 +914,7 @@ impl Shared {
                     if let Some(outer) = state.aliases.get(&k.correlation_id) {
                         k.correlation_id = *outer;
                     }
-                    if replay.tracks(k.correlation_id) && !crate::correlate::is_profiler_internal_kernel(&k) {
+                    if replay.tracks(k.correlation_id) && !crate::analysis::correlate::is_profiler_internal_kernel(&k) {
                         replay.signatures.insert(k.correlation_id, (k.name.clone(), k.grid, k.block));
                     }
                     // A later replay pass re-runs pass 0's kernels: not rows of their own.
@@ -1172,7 +1172,7 @@ impl Shared {
         let counter_name = if id == EXTRA_REPLAY_RANGE {
             "gmprof-replay-extra".to_owned()
         } else {
-            crate::correlate::range_counter_name(id)
+            crate::analysis::correlate::range_counter_name(id)
         };
         let mut guard = self.capture.lock();
         if let Some(counters) = guard.as_mut().and_then(|c| c.counters.as_mut()) {

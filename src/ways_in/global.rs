@@ -6,8 +6,8 @@
 
 use parking_lot::Mutex;
 
+use crate::capture::profiler::{Profiler, ProfilerBuilder};
 use crate::error::{Error, Result};
-use crate::profiler::{Profiler, ProfilerBuilder};
 use crate::report::Report;
 
 static GLOBAL: Mutex<Option<Profiler>> = Mutex::new(None);

@@ -55,8 +55,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::aggregate::RangeRow;
-use crate::correlate::{KernelStatus, TimeSource, TransferStatus};
+use crate::analysis::aggregate::RangeRow;
+use crate::analysis::correlate::{KernelStatus, TimeSource, TransferStatus};
 use crate::error::{Error, Result};
 use crate::model::{ProfilingMode, RangeId};
 use crate::report::csv::write_file;
@@ -305,9 +305,9 @@ fn by_name<'a>(
 fn range_metrics(report: &Report, row: &RangeRow) -> BTreeMap<String, f64> {
     let mut metrics = by_name(report.metric_names().into_iter(), row.metrics.iter().copied());
     let derived = [
-        (crate::aggregate::DRAM_READ_GBPS, row.dram_read_gbps),
-        (crate::aggregate::DRAM_WRITE_GBPS, row.dram_write_gbps),
-        (crate::aggregate::DRAM_TOTAL_GBPS, row.dram_total_gbps),
+        (crate::analysis::aggregate::DRAM_READ_GBPS, row.dram_read_gbps),
+        (crate::analysis::aggregate::DRAM_WRITE_GBPS, row.dram_write_gbps),
+        (crate::analysis::aggregate::DRAM_TOTAL_GBPS, row.dram_total_gbps),
     ];
     metrics.extend(by_name(derived.iter().map(|(n, _)| *n), derived.iter().map(|(_, v)| *v)));
     metrics
@@ -401,7 +401,7 @@ fn synthetic_positions(
 }
 
 impl Report {
-    /// The report as a Chrome trace (see the [module docs](crate::timeline)).
+    /// The report as a Chrome trace (see the [module docs](crate::report::timeline)).
     pub fn to_chrome_trace(&self) -> ChromeTrace {
         let measured = self.meta.time_source == TimeSource::Activity;
         let mut skipped = SkippedRows::default();

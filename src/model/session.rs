@@ -4,8 +4,8 @@
 //! [`SessionTree::pop`] (or [`SessionTree::pop_id`] from RAII guards) as the program enters
 //! and leaves ranges, and asks [`SessionTree::current`] for the innermost open range of the
 //! launching thread when a kernel is launched; that [`RangeId`] travels in the
-//! [`LaunchRecord`](crate::model::LaunchRecord). Analysis ([`crate::correlate`],
-//! [`crate::aggregate`]) later reads the tree to give every kernel a range path and to roll
+//! [`LaunchRecord`](crate::model::LaunchRecord). Analysis ([`crate::analysis::correlate`],
+//! [`crate::analysis::aggregate`]) later reads the tree to give every kernel a range path and to roll
 //! per-kernel values up to parents.
 //!
 //! Every push creates a new node (one per range *instance*), stored in a [`slab::Slab`] and

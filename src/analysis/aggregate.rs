@@ -53,11 +53,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::correlate::{Correlation, KernelRow, TransferRow};
+use crate::analysis::correlate::{Correlation, KernelRow, TransferRow};
+use crate::model::session::{SessionTree, ROOT_PATH};
 use crate::model::{
     MetricKind, MetricSet, MetricSpec, ProfilingMode, RangeId, ThreadId, TransferKind, GPU_TIME_METRIC,
 };
-use crate::session::{SessionTree, ROOT_PATH};
 
 /// Suffix of a rate metric whose base counter is the name without it.
 pub const PER_SECOND_SUFFIX: &str = ".per_second";

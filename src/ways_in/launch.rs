@@ -1,6 +1,6 @@
 //! `gmprof run`: profile an unmodified program through injection.
 //!
-//! Layer 3, the launcher side of [`crate::injection`]. [`LaunchPlan::new`] finds
+//! Layer 3, the launcher side of [`crate::ways_in::injection`]. [`LaunchPlan::new`] finds
 //! libgmprof.so and libcupti and builds the child's environment: `CUDA_INJECTION64_PATH`
 //! (the driver loads gmprof), `NVTX_INJECTION64_PATH` (NVTX calls reach CUPTI, which hands
 //! them to gmprof) and the `GMPROF_*` configuration. [`LaunchPlan::run`] clears stale
@@ -13,8 +13,8 @@ use std::process::{Command, ExitStatus};
 
 use crate::checked::library::cupti_candidates;
 use crate::error::{Error, Result};
-use crate::injection::{env, InjectionStatus, STATUS_FILE};
 use crate::report::OUTPUT_FILES;
+use crate::ways_in::injection::{env, InjectionStatus, STATUS_FILE};
 
 /// Environment variable naming libgmprof.so explicitly (also read by the Python module).
 pub const LIBRARY_ENV: &str = "GMPROF_LIBRARY";

@@ -31,12 +31,12 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
+use crate::capture::profiler::{Profiler, RangeScope};
 use crate::checked::callback::{ContextEvent, NvtxEvent};
 use crate::checked::driver::Context;
 use crate::checked::Cupti;
 use crate::error::{Error, Result};
 use crate::model::ProfilingMode;
-use crate::profiler::{Profiler, RangeScope};
 
 /// The file in the output directory that records how an injected run went.
 pub const STATUS_FILE: &str = "injection.json";
@@ -434,7 +434,7 @@ fn initialize() -> Result<()> {
     if INJECTED.set(state).is_err() {
         return Err(Error::InvalidState("InitializeInjection was called twice".into()));
     }
-    crate::hub::pin(
+    crate::capture::hub::pin(
         &cupti,
         Arc::new(|event| {
             if let Some(state) = INJECTED.get() {

@@ -1,9 +1,11 @@
 //! Plain data handed from capture to analysis.
 //!
 //! Capture (CUPTI callbacks, activity buffers, decoded counter images; see
-//! [`crate::profiler`]) produces these records; analysis ([`crate::session`],
-//! [`crate::correlate`], [`crate::aggregate`], [`crate::report`]) consumes them and never
+//! [`crate::capture::profiler`]) produces these records; analysis ([`crate::model::session`],
+//! [`crate::analysis::correlate`], [`crate::analysis::aggregate`], [`crate::report`]) consumes them and never
 //! touches CUPTI. This is the seam CPU tests drive with recorded or synthetic data.
+
+pub mod session;
 
 use serde::{Deserialize, Serialize};
 

@@ -35,11 +35,11 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::session::{SessionTree, ROOT_PATH};
 use crate::model::{
     CounterRange, KernelActivity, LaunchApi, LaunchRecord, MetricSet, ProfilingMode, RangeId, ThreadId,
     TransferActivity, TransferCall, TransferKind, GPU_TIME_METRIC,
 };
-use crate::session::{SessionTree, ROOT_PATH};
 
 /// How many warnings a correlation keeps in full; the rest are counted in one final line, so
 /// a capture that went wrong a million times does not produce a million-line report.

@@ -15,9 +15,9 @@ use std::path::PathBuf;
 
 use parking_lot::Mutex;
 
+use crate::capture::profiler::Profiler;
 use crate::error::Error;
 use crate::model::ProfilingMode;
-use crate::profiler::Profiler;
 
 /// Status codes; the values are the C enum `gmprof_status`.
 #[repr(C)]
@@ -202,7 +202,7 @@ pub unsafe extern "C" fn gmprof_init(options: *const Options) -> Status {
             builder = builder.metrics(metrics.split(',').map(str::trim).filter(|m| !m.is_empty()).map(String::from));
         }
         if let Some(scope) = env_or(None, "GMPROF_RANGE_SCOPE") {
-            builder = builder.range_scope(scope.parse::<crate::profiler::RangeScope>().map_err(fail)?);
+            builder = builder.range_scope(scope.parse::<crate::capture::profiler::RangeScope>().map_err(fail)?);
         }
         if let Some(o) = opts {
             if o.device >= 0 {
@@ -300,7 +300,7 @@ mod tests {
 
     #[test]
     fn status_names_follow_the_header() {
-        let header = include_str!("../include/gmprof.h");
+        let header = include_str!("../../include/gmprof.h");
         for status in Status::ALL {
             let line = format!("{} = {},", status.c_name(), status as i32);
             let last = format!("{} = {}", status.c_name(), status as i32);

@@ -1,0 +1,14 @@
+//! Capture: everything that runs while the program runs.
+//!
+//! Stage 1 of the pipeline (`ways_in → capture → analysis → report`). The process-wide
+//! [`hub`] owns the one CUPTI subscriber and the activity buffers and routes callbacks and
+//! records to the per-context [`Profiler`](profiler::Profiler), which keeps the user's
+//! ranges, records every launch, drives the range profiler's counter cycles and replay, and
+//! at finish hands the records to [`crate::analysis`] and the result to [`crate::report`].
+//! [`metrics`] checks metric names against the chip's catalog before capture starts.
+//!
+//! May import: `checked`, `model`, `error`, `analysis`, `report`. Never `ways_in`.
+
+pub(crate) mod hub;
+pub mod metrics;
+pub mod profiler;

@@ -1,0 +1,13 @@
+//! Ways in: how a program reaches the profiler.
+//!
+//! The top of the pipeline (`ways_in → capture → analysis → report`): the process-wide
+//! functions ([`crate::push_range`] and friends, in `global`), the C ABI of libgmprof.so
+//! ([`capi`], declared in `include/gmprof.h`), CUDA injection for unmodified programs
+//! ([`injection`], NVTX ranges become gmprof ranges) and `gmprof run`'s [`launch`]er.
+//!
+//! May import every stage below it. Nothing imports `ways_in` except the `gmprof` binary.
+
+pub mod capi;
+pub(crate) mod global;
+pub mod injection;
+pub mod launch;
