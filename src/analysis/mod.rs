@@ -2,7 +2,7 @@
 //!
 //! Stage 2 of the pipeline (`ways_in → capture → analysis → report`). [`correlate`] joins
 //! launch records, activity records and decoded counter ranges into one row per kernel and
-//! per transfer; [`aggregate`] sums them into one row per range by each metric's rule.
+//! per transfer; [`mod@aggregate`] sums them into one row per range by each metric's rule.
 //! [`Report::analyze`] runs both and builds the [`Report`].
 //!
 //! May import: `model`, `error`, and `report` (to build the [`Report`] value). Never
@@ -11,3 +11,69 @@
 
 pub mod aggregate;
 pub mod correlate;
+
+use crate::model::session::SessionTree;
+use crate::model::MetricSet;
+use crate::report::{CaptureInfo, Report, ReportMeta};
+
+use self::aggregate::{aggregate, metric_rules, Aggregation};
+use self::correlate::{Correlation, Correlator, TimeSource};
+
+impl Report {
+    /// Assembles a report from correlated and aggregated rows.
+    pub fn build(info: CaptureInfo, metrics: &MetricSet, correlation: Correlation, aggregation: Aggregation) -> Self {
+        let Correlation { rows, counts, transfers, warnings: correlation_warnings, .. } = correlation;
+        let mut warnings = info.warnings;
+        if info.dropped_counter_ranges > 0 {
+            warnings.push(format!(
+                "CUPTI dropped {} counter range(s): their kernels have no counters (raise the \
+                 ranges per cycle or the counter image size)",
+                info.dropped_counter_ranges
+            ));
+        }
+        if info.dropped_activity_records > 0 {
+            warnings.push(format!(
+                "CUPTI dropped {} activity record(s): some kernels have no name or geometry \
+                 (raise the activity buffer size)",
+                info.dropped_activity_records
+            ));
+        }
+        warnings.extend(correlation_warnings);
+        warnings.extend(aggregation.warnings);
+
+        let meta = ReportMeta {
+            gmprof_version: env!("CARGO_PKG_VERSION").to_owned(),
+            mode: info.mode,
+            time_source: TimeSource::for_mode(info.mode),
+            device_name: info.device_name,
+            chip: info.chip,
+            metrics: if aggregation.rules.len() == metrics.metrics.len() {
+                aggregation.rules
+            } else {
+                metric_rules(metrics, info.mode)
+            },
+            derived_metrics: aggregation.derived,
+            counter_cycles: counts.counter_cycles,
+            kernel_count: rows.len() as u64,
+            total_gpu_time_ns: aggregation.total_gpu_time_ns,
+            dropped_counter_ranges: info.dropped_counter_ranges,
+            dropped_activity_records: info.dropped_activity_records,
+            flagged_kernel_rows: counts.flagged_rows,
+            orphan_counter_ranges: counts.orphan_counter_ranges,
+            counts,
+            warnings,
+            started_unix_ns: info.started_unix_ns,
+            finished_unix_ns: info.finished_unix_ns,
+            clock: info.clock,
+            clock_drift_ns: info.clock.map(|c| c.drift_ns()),
+        };
+        Report { meta, ranges: aggregation.ranges, kernels: rows, transfers }
+    }
+
+    /// Correlates, aggregates and assembles in one step: the whole analysis stage.
+    pub fn analyze(info: CaptureInfo, metrics: &MetricSet, tree: &SessionTree, correlator: Correlator) -> Self {
+        let correlation = correlator.finish(tree, metrics, info.mode);
+        let aggregation = aggregate(tree, &correlation, metrics, info.mode);
+        Report::build(info, metrics, correlation, aggregation)
+    }
+}

@@ -1,7 +1,7 @@
 //! Capture: everything that runs while the program runs.
 //!
 //! Stage 1 of the pipeline (`ways_in → capture → analysis → report`). The process-wide
-//! [`hub`] owns the one CUPTI subscriber and the activity buffers and routes callbacks and
+//! `hub` owns the one CUPTI subscriber and the activity buffers and routes callbacks and
 //! records to the per-context [`Profiler`](profiler::Profiler), which keeps the user's
 //! ranges, records every launch, drives the range profiler's counter cycles and replay, and
 //! at finish hands the records to [`crate::analysis`] and the result to [`crate::report`].

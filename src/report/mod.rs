@@ -26,10 +26,9 @@ pub mod trace_check;
 
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::aggregate::{aggregate, Aggregation, DerivedMetric, MetricRule, RangeRow};
-use crate::analysis::correlate::{Correlation, CorrelationCounts, Correlator, KernelRow, TimeSource, TransferRow};
-use crate::model::session::SessionTree;
-use crate::model::{ClockSync, MetricSet, ProfilingMode};
+use crate::analysis::aggregate::{DerivedMetric, MetricRule, RangeRow};
+use crate::analysis::correlate::{CorrelationCounts, KernelRow, TimeSource, TransferRow};
+use crate::model::{ClockSync, ProfilingMode};
 
 pub use self::summary::{Summary, SummaryRow};
 
@@ -50,7 +49,7 @@ pub struct CaptureInfo {
     pub started_unix_ns: Option<u64>,
     /// Wall-clock end of the session, ns since the Unix epoch.
     pub finished_unix_ns: Option<u64>,
-    /// Warnings from capture (e.g. [`SessionTree::close_all_open`]'s).
+    /// Warnings from capture (e.g. [`SessionTree::close_all_open`](crate::model::session::SessionTree::close_all_open)'s).
     pub warnings: Vec<String>,
     /// CUPTI-clock/wall-clock pairs taken at start and finish, when capture took them.
     pub clock: Option<ClockSync>,
@@ -141,67 +140,10 @@ pub struct Report {
 }
 
 impl Report {
-    /// Assembles a report from correlated and aggregated rows.
-    pub fn build(info: CaptureInfo, metrics: &MetricSet, correlation: Correlation, aggregation: Aggregation) -> Self {
-        let Correlation { rows, counts, transfers, warnings: correlation_warnings, .. } = correlation;
-        let mut warnings = info.warnings;
-        if info.dropped_counter_ranges > 0 {
-            warnings.push(format!(
-                "CUPTI dropped {} counter range(s): their kernels have no counters (raise the \
-                 ranges per cycle or the counter image size)",
-                info.dropped_counter_ranges
-            ));
-        }
-        if info.dropped_activity_records > 0 {
-            warnings.push(format!(
-                "CUPTI dropped {} activity record(s): some kernels have no name or geometry \
-                 (raise the activity buffer size)",
-                info.dropped_activity_records
-            ));
-        }
-        warnings.extend(correlation_warnings);
-        warnings.extend(aggregation.warnings);
-
-        let meta = ReportMeta {
-            gmprof_version: env!("CARGO_PKG_VERSION").to_owned(),
-            mode: info.mode,
-            time_source: TimeSource::for_mode(info.mode),
-            device_name: info.device_name,
-            chip: info.chip,
-            metrics: if aggregation.rules.len() == metrics.metrics.len() {
-                aggregation.rules
-            } else {
-                crate::analysis::aggregate::metric_rules(metrics, info.mode)
-            },
-            derived_metrics: aggregation.derived,
-            counter_cycles: counts.counter_cycles,
-            kernel_count: rows.len() as u64,
-            total_gpu_time_ns: aggregation.total_gpu_time_ns,
-            dropped_counter_ranges: info.dropped_counter_ranges,
-            dropped_activity_records: info.dropped_activity_records,
-            flagged_kernel_rows: counts.flagged_rows,
-            orphan_counter_ranges: counts.orphan_counter_ranges,
-            counts,
-            warnings,
-            started_unix_ns: info.started_unix_ns,
-            finished_unix_ns: info.finished_unix_ns,
-            clock: info.clock,
-            clock_drift_ns: info.clock.map(|c| c.drift_ns()),
-        };
-        Report { meta, ranges: aggregation.ranges, kernels: rows, transfers }
-    }
-
-    /// Correlates, aggregates and assembles in one step.
-    pub fn analyze(info: CaptureInfo, metrics: &MetricSet, tree: &SessionTree, correlator: Correlator) -> Self {
-        let correlation = correlator.finish(tree, metrics, info.mode);
-        let aggregation = aggregate(tree, &correlation, metrics, info.mode);
-        Report::build(info, metrics, correlation, aggregation)
-    }
-
     /// Writes every output into `dir` (created if missing): the files of [`OUTPUT_FILES`].
-    pub fn write_all(&self, dir: impl AsRef<std::path::Path>) -> crate::Result<()> {
+    pub fn write_all(&self, dir: impl AsRef<std::path::Path>) -> crate::error::Result<()> {
         let dir = dir.as_ref();
-        std::fs::create_dir_all(dir).map_err(|e| crate::Error::io(dir, e))?;
+        std::fs::create_dir_all(dir).map_err(|e| crate::error::Error::io(dir, e))?;
         self.write_csv(dir.join("ranges.csv"))?;
         self.write_kernels_csv(dir.join("kernels.csv"))?;
         self.write_transfers_csv(dir.join("transfers.csv"))?;

@@ -106,10 +106,10 @@ impl LaunchPlan {
             return Err(Error::InvalidConfig("no program given: gmprof run [OPTIONS] -- PROGRAM [ARGS...]".into()));
         }
         if let Some(mode) = &opts.mode {
-            mode.parse::<crate::ProfilingMode>()?;
+            mode.parse::<crate::model::ProfilingMode>()?;
         }
         if let Some(scope) = &opts.range_scope {
-            scope.parse::<crate::RangeScope>()?;
+            scope.parse::<crate::capture::profiler::RangeScope>()?;
         }
         let exe = std::env::current_exe().ok();
         let library = first_existing(

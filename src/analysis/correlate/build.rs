@@ -1,0 +1,488 @@
+//! The row builder: [`Correlator::finish`]'s state while it joins launches, activity and
+//! counters into rows.
+
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
+
+use crate::model::session::{SessionTree, ROOT_PATH};
+use crate::model::{
+    CounterRange, KernelActivity, LaunchApi, LaunchRecord, ProfilingMode, RangeId, TransferActivity, TransferCall,
+};
+
+use super::*;
+
+/// State of [`Correlator::finish`] while it builds rows.
+pub(super) struct RowBuilder<'a> {
+    pub(super) tree: &'a SessionTree,
+    pub(super) mode: ProfilingMode,
+    pub(super) time_source: TimeSource,
+    pub(super) metric_count: usize,
+    pub(super) time_index: Option<usize>,
+    pub(super) demangled: HashMap<String, String>,
+    pub(super) counts: CorrelationCounts,
+    pub(super) warnings: WarningLog,
+}
+
+/// What the counter join gave one launch.
+#[derive(Clone, Debug)]
+pub(super) enum CounterMatch {
+    /// Values to use, plus a status when they are suspect (count mismatch with a name that
+    /// still confirms the ordinal).
+    Values(Vec<Option<f64>>),
+    FlaggedValues(Vec<Option<f64>>, KernelStatus),
+    /// No usable values, and why.
+    Missing(KernelStatus),
+    /// The mode has no per-kernel counters.
+    NotExpected,
+}
+
+impl RowBuilder<'_> {
+    /// Counter ranges of cycle `cycle` matched to its launches by ordinal, one entry per
+    /// launch in `launches`' order.
+    pub(super) fn match_cycle_by_ordinal(
+        &mut self,
+        cycle: u32,
+        launches: &[LaunchRecord],
+        ranges: Vec<CounterRange>,
+    ) -> Vec<CounterMatch> {
+        let launch_count = launches.len();
+        let range_count = ranges.len();
+        let ordinals_contiguous = launches.iter().enumerate().all(|(position, l)| l.ordinal as usize == position);
+        if !ordinals_contiguous {
+            self.warnings.push(format!(
+                "cycle {cycle}: launch ordinals are not 0..{launch_count} (duplicate or missing \
+                 ordinals in capture); all {launch_count} rows of the cycle are flagged \
+                 count_mismatch"
+            ));
+        }
+
+        if range_count == 0 {
+            self.warnings.push(format!(
+                "cycle {cycle}: no counter ranges for {launch_count} launch(es) (counter data \
+                 dropped?); their rows have status missing_counters"
+            ));
+            return vec![CounterMatch::Missing(KernelStatus::MissingCounters); launch_count];
+        }
+
+        // Counter ranges by their index in the image; a repeated or out-of-range index is an
+        // orphan, never a replacement.
+        let mut by_index: Vec<Option<CounterRange>> = vec![None; launch_count];
+        let mut orphans = 0u64;
+        for range in ranges {
+            match by_index.get_mut(range.index as usize) {
+                Some(slot @ None) => *slot = Some(range),
+                _ => orphans += 1,
+            }
+        }
+        let suspect = !ordinals_contiguous || range_count != launch_count || orphans > 0;
+        if range_count != launch_count {
+            self.warnings.push(format!(
+                "cycle {cycle}: {range_count} counter range(s) for {launch_count} launch(es); \
+                 all rows of the cycle are flagged count_mismatch and keep counters only where \
+                 the range name confirms the launch ordinal"
+            ));
+        } else if orphans > 0 {
+            self.warnings.push(format!(
+                "cycle {cycle}: {orphans} counter range(s) with a repeated or out-of-range \
+                 index; all rows of the cycle are flagged count_mismatch"
+            ));
+        }
+
+        let mut name_mismatches = 0u32;
+        let mut matches = Vec::with_capacity(launch_count);
+        for launch in launches {
+            let claimed = by_index.get_mut(launch.ordinal as usize).and_then(Option::take);
+            let result = match claimed {
+                Some(range) if parse_decimal_u32(&range.name) == Some(launch.ordinal) => {
+                    let values = self.convert_values(range.values, cycle);
+                    if suspect {
+                        CounterMatch::FlaggedValues(values, KernelStatus::CountMismatch)
+                    } else {
+                        CounterMatch::Values(values)
+                    }
+                }
+                Some(range) => {
+                    name_mismatches += 1;
+                    if name_mismatches <= 3 {
+                        self.warnings.push(format!(
+                            "cycle {cycle}: counter range {} is named {:?}, expected \"{}\"; \
+                             launch {} gets no counters",
+                            range.index, range.name, launch.ordinal, launch.correlation_id
+                        ));
+                    }
+                    // The unclaimed range is an orphan: no launch can use it.
+                    orphans += 1;
+                    CounterMatch::Missing(if suspect {
+                        KernelStatus::CountMismatch
+                    } else {
+                        KernelStatus::NameMismatch
+                    })
+                }
+                None => CounterMatch::Missing(if suspect {
+                    KernelStatus::CountMismatch
+                } else {
+                    KernelStatus::MissingCounters
+                }),
+            };
+            matches.push(result);
+        }
+        if name_mismatches > 3 {
+            self.warnings.push(format!(
+                "cycle {cycle}: {name_mismatches} counter range names disagree with their \
+                 launch ordinals in total"
+            ));
+        }
+        orphans += by_index.iter().filter(|r| r.is_some()).count() as u64;
+        self.counts.orphan_counter_ranges += orphans;
+        matches
+    }
+
+    /// PerKernel mode: counter ranges by the correlation id their name carries. Checks names
+    /// and per-cycle counts; unusable ranges are counted as orphans.
+    pub(super) fn index_counters_by_correlation(
+        &mut self,
+        launches: &[LaunchRecord],
+        counter_cycles: &mut BTreeMap<u32, Vec<CounterRange>>,
+    ) -> IdMap<u32, (u32, CounterRange)> {
+        let mut launches_per_cycle: IdMap<u32, u64> = IdMap::default();
+        for l in launches {
+            *launches_per_cycle.entry(l.cycle).or_default() += 1;
+        }
+        let mut by_correlation: IdMap<u32, (u32, CounterRange)> = IdMap::default();
+        for (cycle, ranges) in std::mem::take(counter_cycles) {
+            let launch_count = launches_per_cycle.get(&cycle).copied().unwrap_or(0);
+            if ranges.len() as u64 != launch_count {
+                self.warnings.push(format!(
+                    "cycle {cycle}: {} counter range(s) for {launch_count} launch(es); ranges \
+                     are joined by correlation id, unmatched launches are flagged \
+                     missing_counters",
+                    ranges.len()
+                ));
+            }
+            for range in ranges {
+                match parse_decimal_u32(&range.name) {
+                    Some(correlation_id) if !by_correlation.contains_key(&correlation_id) => {
+                        by_correlation.insert(correlation_id, (cycle, range));
+                    }
+                    Some(correlation_id) => {
+                        self.counts.orphan_counter_ranges += 1;
+                        self.warnings.push(format!(
+                            "cycle {cycle}: a second counter range for correlation id \
+                             {correlation_id}; counted as an orphan"
+                        ));
+                    }
+                    None => {
+                        self.counts.orphan_counter_ranges += 1;
+                        self.warnings.push(format!(
+                            "cycle {cycle}: counter range name {:?} is not a correlation id; \
+                             counted as an orphan",
+                            range.name
+                        ));
+                    }
+                }
+            }
+        }
+        by_correlation
+    }
+
+    /// PerRange mode: counter ranges by the range their name carries.
+    pub(super) fn index_counters_by_range(
+        &mut self,
+        counter_cycles: &mut BTreeMap<u32, Vec<CounterRange>>,
+    ) -> HashMap<RangeId, Vec<Option<f64>>> {
+        let mut by_range = HashMap::new();
+        for (cycle, ranges) in std::mem::take(counter_cycles) {
+            for range in ranges {
+                let id = parse_range_counter_name(&range.name).filter(|id| self.tree.get(*id).is_some());
+                match id {
+                    Some(id) if !by_range.contains_key(&id) => {
+                        let values = self.convert_values(range.values, cycle);
+                        by_range.insert(id, values);
+                    }
+                    _ => {
+                        self.counts.orphan_counter_ranges += 1;
+                        self.warnings.push(format!(
+                            "cycle {cycle}: counter range {:?} names no range of this session \
+                             (or repeats one); counted as an orphan",
+                            range.name
+                        ));
+                    }
+                }
+            }
+        }
+        by_range
+    }
+
+    /// Captured values to row values: NaN and infinities (no value) become `None`; a value
+    /// list of the wrong length is padded or cut, with a warning.
+    pub(super) fn convert_values(&mut self, values: Vec<f64>, cycle: u32) -> Vec<Option<f64>> {
+        if values.len() != self.metric_count {
+            self.warnings.push(format!(
+                "cycle {cycle}: a counter range has {} value(s) for {} metric(s); missing \
+                 values are left empty, extra ones ignored",
+                values.len(),
+                self.metric_count
+            ));
+        }
+        let mut converted: Vec<Option<f64>> =
+            values.into_iter().take(self.metric_count).map(|v| v.is_finite().then_some(v)).collect();
+        converted.resize(self.metric_count, None);
+        converted
+    }
+
+    /// The rows of one launch: one, or one per kernel of a graph launch.
+    pub(super) fn launch_rows(
+        &mut self,
+        launch: &LaunchRecord,
+        counter: CounterMatch,
+        by_correlation: &mut IdMap<u32, ActivitySlots>,
+        activities: &mut ActivityStore,
+        rows: &mut Vec<KernelRow>,
+    ) {
+        let graph_kernels = match by_correlation.remove(&launch.correlation_id) {
+            None => {
+                rows.push(self.row(Some(launch), None, counter, KernelStatus::MissingActivity));
+                return;
+            }
+            Some(ActivitySlots::One(index)) => {
+                self.single_kernel_row(launch, index, counter, activities, rows);
+                return;
+            }
+            Some(ActivitySlots::Many(list)) if launch.api == LaunchApi::Graph => list,
+            Some(ActivitySlots::Many(list)) => {
+                // A plain launch has one kernel: it claims the first record; the others stay
+                // unclaimed and are reported as unlaunched activity.
+                let described: Vec<String> = list
+                    .iter()
+                    .filter_map(|&i| activities.records.get(i as usize))
+                    .take(3)
+                    .map(|a| {
+                        format!(
+                            "{} grid {:?} block {:?} graph {} stream {}",
+                            a.name, a.grid, a.block, a.graph_id, a.stream_id
+                        )
+                    })
+                    .collect();
+                self.warnings.push(format!(
+                    "correlation id {}: {} activity records for one {} launch ({}); the extra ones \
+                     are reported as unlaunched activity",
+                    launch.correlation_id,
+                    list.len(),
+                    launch.api_name,
+                    described.join("; ")
+                ));
+                let first = list.first().copied().unwrap_or(u32::MAX);
+                self.single_kernel_row(launch, first, counter, activities, rows);
+                return;
+            }
+        };
+        let mut kernels: Vec<KernelActivity> = graph_kernels.iter().filter_map(|&i| activities.take(i)).collect();
+        kernels.sort_by_key(|a| (a.start_ns, a.correlation_id));
+        for activity in kernels {
+            rows.push(self.row(Some(launch), Some(activity), CounterMatch::NotExpected, KernelStatus::GraphKernel));
+        }
+    }
+
+    /// The row of a launch with one activity record (at `index`).
+    pub(super) fn single_kernel_row(
+        &mut self,
+        launch: &LaunchRecord,
+        index: u32,
+        counter: CounterMatch,
+        activities: &mut ActivityStore,
+        rows: &mut Vec<KernelRow>,
+    ) {
+        let activity = activities.take(index);
+        let status = if activity.is_some() { KernelStatus::Ok } else { KernelStatus::MissingActivity };
+        rows.push(self.row(Some(launch), activity, counter, status));
+    }
+
+    /// Builds one row from what is known about a kernel.
+    pub(super) fn row(
+        &mut self,
+        launch: Option<&LaunchRecord>,
+        activity: Option<KernelActivity>,
+        counter: CounterMatch,
+        status: KernelStatus,
+    ) -> KernelRow {
+        let (metrics, status) = match counter {
+            CounterMatch::Values(values) => (values, status),
+            CounterMatch::FlaggedValues(values, flag) => (values, status.worst(flag)),
+            CounterMatch::Missing(flag) => (vec![None; self.metric_count], status.worst(flag)),
+            CounterMatch::NotExpected => (vec![None; self.metric_count], status),
+        };
+
+        let (range_id, range_path) = self.resolve_range(launch.and_then(|l| l.range));
+
+        let duration_ns = match self.time_source {
+            TimeSource::GpuTimeDuration if self.mode != ProfilingMode::PerRange => self
+                .time_index
+                .and_then(|i| metrics.get(i).copied().flatten())
+                .filter(|t| *t >= 0.0)
+                .map(|t| t.round() as u64),
+            TimeSource::GpuTimeDuration => None,
+            TimeSource::Activity => activity.as_ref().and_then(|a| a.end_ns.checked_sub(a.start_ns)),
+        };
+
+        let mut row = KernelRow {
+            range_id,
+            range_path,
+            cycle: launch.map(|l| l.cycle),
+            ordinal: launch.map(|l| l.ordinal),
+            correlation_id: launch
+                .map(|l| l.correlation_id)
+                .or(activity.as_ref().map(|a| a.correlation_id))
+                .unwrap_or_default(),
+            kernel_name: None,
+            mangled_name: None,
+            grid: None,
+            block: None,
+            registers_per_thread: None,
+            shared_memory_bytes: None,
+            stream_id: None,
+            thread: launch.map(|l| l.thread),
+            device_id: None,
+            start_ns: None,
+            end_ns: None,
+            duration_ns,
+            time_source: self.time_source,
+            metrics,
+            status,
+        };
+        if let Some(a) = activity {
+            row.kernel_name = Some(self.demangle(&a.name));
+            row.grid = Some(a.grid);
+            row.block = Some(a.block);
+            row.registers_per_thread = Some(a.registers_per_thread);
+            row.shared_memory_bytes = Some(i64::from(a.static_shared_memory) + i64::from(a.dynamic_shared_memory));
+            row.stream_id = Some(a.stream_id);
+            row.device_id = Some(a.device_id);
+            row.start_ns = Some(a.start_ns);
+            row.end_ns = Some(a.end_ns);
+            row.mangled_name = Some(a.name);
+        }
+        row
+    }
+
+    /// A range id and its path; an id the tree does not know is counted and becomes the root.
+    pub(super) fn resolve_range(&mut self, range_id: Option<RangeId>) -> (Option<RangeId>, String) {
+        match range_id.map(|id| (id, self.tree.get(id))) {
+            Some((id, Some(node))) => (Some(id), node.path.clone()),
+            Some((_, None)) => {
+                self.counts.unknown_range_ids += 1;
+                (None, ROOT_PATH.to_owned())
+            }
+            None => (None, ROOT_PATH.to_owned()),
+        }
+    }
+
+    /// Joins transfer records to their calls (or, failing that, to a graph launch with the
+    /// same correlation id); one row per record, in (start, correlation id) order.
+    pub(super) fn transfer_rows(
+        &mut self,
+        calls: Vec<TransferCall>,
+        mut records: Vec<TransferActivity>,
+        launches: &[LaunchRecord],
+    ) -> Vec<TransferRow> {
+        if calls.is_empty() && records.is_empty() {
+            return Vec::new();
+        }
+        // Calls by correlation id; the first call of an id wins.
+        let mut by_correlation: IdMap<u32, (usize, bool)> = IdMap::default();
+        by_correlation.reserve(calls.len());
+        let mut duplicate_calls = 0u64;
+        for (index, call) in calls.iter().enumerate() {
+            match by_correlation.entry(call.correlation_id) {
+                Entry::Occupied(_) => duplicate_calls += 1,
+                Entry::Vacant(slot) => {
+                    slot.insert((index, false));
+                }
+            }
+        }
+        if duplicate_calls > 0 {
+            self.warnings.push(format!(
+                "{duplicate_calls} memcpy/memset call(s) repeat the correlation id of an earlier \
+                 call; their transfers are attributed to the first call"
+            ));
+        }
+        // Graph launches, for records whose correlation id no call holds.
+        let mut graph_launches: IdMap<u32, &LaunchRecord> = IdMap::default();
+        let callless = records.iter().any(|r| !by_correlation.contains_key(&r.correlation_id));
+        if callless {
+            for launch in launches.iter().filter(|l| l.api == LaunchApi::Graph) {
+                graph_launches.entry(launch.correlation_id).or_insert(launch);
+            }
+        }
+
+        records.sort_by_key(|r| (r.start_ns, r.correlation_id));
+        let mut rows = Vec::with_capacity(records.len());
+        for record in records {
+            let (thread, range, api_name, status) = match by_correlation.get_mut(&record.correlation_id) {
+                Some((index, claimed)) => {
+                    *claimed = true;
+                    let call = &calls[*index];
+                    (Some(call.thread), call.range, Some(call.api_name.clone()), TransferStatus::Ok)
+                }
+                None => match graph_launches.get(&record.correlation_id) {
+                    Some(launch) => (
+                        Some(launch.thread),
+                        launch.range,
+                        Some(launch.api_name.clone()),
+                        TransferStatus::GraphTransfer,
+                    ),
+                    None => (None, None, None, TransferStatus::Unlaunched),
+                },
+            };
+            let (range_id, range_path) = self.resolve_range(range);
+            rows.push(TransferRow {
+                correlation_id: record.correlation_id,
+                kind: record.kind,
+                bytes: record.bytes,
+                start_ns: record.start_ns,
+                end_ns: record.end_ns,
+                duration_ns: record.end_ns.saturating_sub(record.start_ns),
+                stream_id: record.stream_id,
+                device_id: record.device_id,
+                range_id,
+                range_path,
+                thread,
+                api_name,
+                status,
+            });
+        }
+
+        let counts = &mut self.counts;
+        counts.transfer_rows = rows.len() as u64;
+        counts.unlaunched_transfers = rows.iter().filter(|r| r.status == TransferStatus::Unlaunched).count() as u64;
+        counts.graph_transfers = rows.iter().filter(|r| r.status == TransferStatus::GraphTransfer).count() as u64;
+        counts.transfer_calls_without_activity = by_correlation.values().filter(|(_, claimed)| !claimed).count() as u64;
+        if counts.unlaunched_transfers > 0 {
+            let text = format!(
+                "{} memcpy/memset record(s) have no recorded call (issued from a context or thread \
+                 gmprof did not capture); they are reported under {ROOT_PATH} with status unlaunched",
+                counts.unlaunched_transfers
+            );
+            self.warnings.push(text);
+        }
+        if self.counts.transfer_calls_without_activity > 0 {
+            let text = format!(
+                "{} memcpy/memset call(s) have no activity record (CUPTI dropped activity \
+                 records?); they are not in the transfer table",
+                self.counts.transfer_calls_without_activity
+            );
+            self.warnings.push(text);
+        }
+        rows
+    }
+
+    /// The demangled form of a kernel name, cached: a session launches few distinct kernels
+    /// many times, and demangling costs microseconds.
+    pub(super) fn demangle(&mut self, raw: &str) -> String {
+        if let Some(name) = self.demangled.get(raw) {
+            return name.clone();
+        }
+        let name = demangle_kernel_name(raw);
+        self.demangled.insert(raw.to_owned(), name.clone());
+        name
+    }
+}

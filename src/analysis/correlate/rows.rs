@@ -1,0 +1,328 @@
+//! The rows correlation produces: one [`KernelRow`] per kernel, one [`TransferRow`] per
+//! memcpy or memset, their statuses and time sources, and the counts of a [`Correlation`].
+
+use std::collections::HashMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{ProfilingMode, RangeId, ThreadId, TransferKind};
+
+/// How many warnings a correlation keeps in full; the rest are counted in one final line, so
+/// a capture that went wrong a million times does not produce a million-line report.
+pub const MAX_WARNINGS: usize = 64;
+
+/// What the correlator could establish about one kernel row.
+///
+/// A row has one status. When several problems apply, the one that says most about the
+/// trustworthiness of its values wins, in this order: `graph_kernel`,
+/// `unlaunched_activity`, `count_mismatch`, `replay_mismatch`, `name_mismatch`,
+/// `missing_counters`, `missing_activity`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KernelStatus {
+    /// Launch, activity and (in counter modes) counters all joined.
+    Ok,
+    /// The launch was recorded but its activity record never came (CUPTI dropped records):
+    /// name and geometry are unknown; counters and time may still be there.
+    MissingActivity,
+    /// No counter range belongs to this launch; its metrics are empty.
+    MissingCounters,
+    /// The launch's cycle has a different number of counter ranges than launches, so the
+    /// positional join of the whole cycle is suspect. Values are kept only where the range
+    /// name confirms the ordinal.
+    CountMismatch,
+    /// The counter range at this launch's ordinal has a different name; metrics are empty.
+    NameMismatch,
+    /// An activity record without a launch record (a context or thread gmprof did not
+    /// capture); attributed to the root row, without counters.
+    UnlaunchedActivity,
+    /// One of several kernels a CUDA graph launch ran under one correlation id; attributed
+    /// to the graph launch's range, without counters (they cannot be matched 1:1).
+    GraphKernel,
+    /// User replay: another pass ran a different kernel (name, grid or block) at this
+    /// kernel's position, so CUPTI merged counters of different kernels; metrics are empty.
+    ReplayMismatch,
+}
+
+impl KernelStatus {
+    /// The serialized name, e.g. `missing_activity`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KernelStatus::Ok => "ok",
+            KernelStatus::MissingActivity => "missing_activity",
+            KernelStatus::MissingCounters => "missing_counters",
+            KernelStatus::CountMismatch => "count_mismatch",
+            KernelStatus::NameMismatch => "name_mismatch",
+            KernelStatus::UnlaunchedActivity => "unlaunched_activity",
+            KernelStatus::GraphKernel => "graph_kernel",
+            KernelStatus::ReplayMismatch => "replay_mismatch",
+        }
+    }
+
+    /// True for every status but `ok`.
+    pub fn is_flagged(self) -> bool {
+        self != KernelStatus::Ok
+    }
+
+    /// Priority when several problems apply to one row; higher wins.
+    fn severity(self) -> u8 {
+        match self {
+            KernelStatus::Ok => 0,
+            KernelStatus::MissingActivity => 1,
+            KernelStatus::MissingCounters => 2,
+            KernelStatus::NameMismatch => 3,
+            KernelStatus::ReplayMismatch => 4,
+            KernelStatus::CountMismatch => 5,
+            KernelStatus::UnlaunchedActivity => 6,
+            KernelStatus::GraphKernel => 7,
+        }
+    }
+
+    pub(super) fn worst(self, other: KernelStatus) -> KernelStatus {
+        if other.severity() > self.severity() {
+            other
+        } else {
+            self
+        }
+    }
+}
+
+impl fmt::Display for KernelStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a kernel's duration comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TimeSource {
+    /// The `gpu__time_duration.sum` metric. Used in every counter mode, because the range
+    /// profiler serializes kernels and collapses activity timestamps (start == end).
+    #[serde(rename = "gpu__time_duration")]
+    GpuTimeDuration,
+    /// Activity record end − start; used in trace mode, where no counters are collected.
+    #[serde(rename = "activity")]
+    Activity,
+}
+
+impl TimeSource {
+    /// The time source a mode uses.
+    pub fn for_mode(mode: ProfilingMode) -> Self {
+        match mode {
+            ProfilingMode::Trace => TimeSource::Activity,
+            ProfilingMode::KernelReplay | ProfilingMode::PerKernel | ProfilingMode::PerRange => {
+                TimeSource::GpuTimeDuration
+            }
+        }
+    }
+
+    /// The serialized name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimeSource::GpuTimeDuration => "gpu__time_duration",
+            TimeSource::Activity => "activity",
+        }
+    }
+}
+
+impl fmt::Display for TimeSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One kernel, with everything the three capture streams said about it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KernelRow {
+    /// The innermost range open on the launching thread, `None` for the root row.
+    pub range_id: Option<RangeId>,
+    /// That range's path, or [`ROOT_PATH`](crate::model::session::ROOT_PATH).
+    pub range_path: String,
+    /// Counter cycle of the launch; `None` for activity records without a launch.
+    pub cycle: Option<u32>,
+    /// Launch ordinal within the cycle; `None` for activity records without a launch.
+    pub ordinal: Option<u32>,
+    /// CUPTI correlation id.
+    pub correlation_id: u32,
+    /// Demangled kernel name (the raw name when it does not demangle); `None` without an
+    /// activity record.
+    pub kernel_name: Option<String>,
+    /// The name as CUPTI reported it (mangled for C++ kernels).
+    pub mangled_name: Option<String>,
+    /// Grid dimensions.
+    pub grid: Option<[i32; 3]>,
+    /// Block dimensions.
+    pub block: Option<[i32; 3]>,
+    /// Registers per thread.
+    pub registers_per_thread: Option<u16>,
+    /// Static plus dynamic shared memory per block, bytes.
+    pub shared_memory_bytes: Option<i64>,
+    /// CUDA stream id.
+    pub stream_id: Option<u32>,
+    /// The launching thread; `None` for activity records without a launch.
+    pub thread: Option<ThreadId>,
+    /// Device ordinal.
+    pub device_id: Option<u32>,
+    /// Activity start timestamp, ns (collapsed to `end_ns` in counter modes).
+    pub start_ns: Option<u64>,
+    /// Activity end timestamp, ns.
+    pub end_ns: Option<u64>,
+    /// Kernel duration, ns, from [`KernelRow::time_source`].
+    pub duration_ns: Option<u64>,
+    /// Where `duration_ns` comes from.
+    pub time_source: TimeSource,
+    /// One value per metric of the session's [`MetricSet`](crate::model::MetricSet), in its order; `None` where no
+    /// value was measured or could be matched.
+    pub metrics: Vec<Option<f64>>,
+    /// What the join established.
+    pub status: KernelStatus,
+}
+
+/// What the correlator could establish about one transfer row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransferStatus {
+    /// The API call and the activity record joined: thread and range are known.
+    Ok,
+    /// No API call was recorded, but a CUDA graph launch holds the correlation id (a memcpy
+    /// or memset node of a graph): attributed to the graph launch's thread and range.
+    GraphTransfer,
+    /// No API call was recorded (a context or thread gmprof did not capture): attributed to
+    /// the root row, without a thread.
+    Unlaunched,
+}
+
+impl TransferStatus {
+    /// The serialized name, e.g. `unlaunched`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransferStatus::Ok => "ok",
+            TransferStatus::GraphTransfer => "graph_transfer",
+            TransferStatus::Unlaunched => "unlaunched",
+        }
+    }
+}
+
+impl fmt::Display for TransferStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One memcpy or memset: its activity record joined with the API call that issued it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TransferRow {
+    /// CUPTI correlation id.
+    pub correlation_id: u32,
+    /// Copy direction, or memset.
+    pub kind: TransferKind,
+    /// Bytes copied or set.
+    pub bytes: u64,
+    /// Start, ns (CUPTI clock).
+    pub start_ns: u64,
+    /// End, ns (CUPTI clock).
+    pub end_ns: u64,
+    /// End − start, ns (0 when the timestamps are not ordered).
+    pub duration_ns: u64,
+    /// CUDA stream id.
+    pub stream_id: u32,
+    /// Device ordinal.
+    pub device_id: u32,
+    /// The innermost range open on the calling thread, `None` for the root row.
+    pub range_id: Option<RangeId>,
+    /// That range's path, or [`ROOT_PATH`](crate::model::session::ROOT_PATH).
+    pub range_path: String,
+    /// The calling thread; `None` without a recorded call.
+    pub thread: Option<ThreadId>,
+    /// CUDA function name of the call, e.g. `cuMemcpyHtoDAsync_v2`; `None` without a call.
+    #[serde(default)]
+    pub api_name: Option<String>,
+    /// What the join established.
+    pub status: TransferStatus,
+}
+
+impl TransferRow {
+    /// Bytes / duration, GB/s (bytes per ns); `None` for a zero duration.
+    pub fn gbps(&self) -> Option<f64> {
+        (self.duration_ns > 0).then(|| self.bytes as f64 / self.duration_ns as f64)
+    }
+}
+
+/// Counts of what [`Correlator::finish`](super::Correlator::finish) saw and did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CorrelationCounts {
+    /// Launch records received.
+    pub launches: u64,
+    /// Activity records received.
+    pub activity_records: u64,
+    /// Counter ranges received.
+    pub counter_ranges: u64,
+    /// Distinct counter cycles seen in launches or counter ranges.
+    pub counter_cycles: u64,
+    /// Kernel rows produced.
+    pub kernel_rows: u64,
+    /// Rows with status `missing_activity`.
+    pub missing_activity: u64,
+    /// Rows with status `missing_counters`.
+    pub missing_counters: u64,
+    /// Rows with status `count_mismatch`.
+    pub count_mismatch: u64,
+    /// Rows with status `name_mismatch`.
+    pub name_mismatch: u64,
+    /// Rows with status `unlaunched_activity`.
+    pub unlaunched_activity: u64,
+    /// Rows with status `graph_kernel`.
+    pub graph_kernel: u64,
+    /// Rows with status `replay_mismatch`.
+    #[serde(default)]
+    pub replay_mismatch: u64,
+    /// The range profiler's own kernels (CUPTI's one-thread `WaitNs`, launched on an internal
+    /// stream under the user's correlation id when user ranges open and close); left out.
+    #[serde(default)]
+    pub profiler_internal_kernels: u64,
+    /// Rows with any status but `ok`.
+    pub flagged_rows: u64,
+    /// Counter ranges no launch (or range) claimed.
+    pub orphan_counter_ranges: u64,
+    /// Launches and transfer calls whose range id the session tree did not know
+    /// (attributed to the root).
+    pub unknown_range_ids: u64,
+    /// Memcpy/memset API calls received.
+    #[serde(default)]
+    pub transfer_calls: u64,
+    /// Memcpy/memset activity records received.
+    #[serde(default)]
+    pub transfer_records: u64,
+    /// Transfer rows produced (one per activity record).
+    #[serde(default)]
+    pub transfer_rows: u64,
+    /// Transfer rows with status `unlaunched`.
+    #[serde(default)]
+    pub unlaunched_transfers: u64,
+    /// Transfer rows with status `graph_transfer`.
+    #[serde(default)]
+    pub graph_transfers: u64,
+    /// Transfer calls no activity record joined (CUPTI dropped records?).
+    #[serde(default)]
+    pub transfer_calls_without_activity: u64,
+}
+
+/// The joined result of a session.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Correlation {
+    /// One row per kernel: launches in (cycle, ordinal) order, the kernels of a graph launch
+    /// in start order at the launch's place, then activity records without a launch in
+    /// (start, correlation id) order.
+    pub rows: Vec<KernelRow>,
+    /// In [`ProfilingMode::PerRange`], the counter values CUPTI measured for each range
+    /// (inclusive of nested ranges), by range; empty in the other modes.
+    pub range_counters: HashMap<RangeId, Vec<Option<f64>>>,
+    /// One row per memcpy/memset activity record, in (start, correlation id) order.
+    pub transfers: Vec<TransferRow>,
+    /// What was seen and flagged.
+    pub counts: CorrelationCounts,
+    /// Human-readable explanations of every disagreement, at most [`MAX_WARNINGS`] plus one
+    /// line counting the rest.
+    pub warnings: Vec<String>,
+}

@@ -1,0 +1,308 @@
+//! Unit tests of the correlator on hand-built capture records.
+
+use super::*;
+use crate::model::{LaunchApi, MetricKind, MetricSpec, ThreadId, TransferKind};
+
+fn metrics() -> MetricSet {
+    MetricSet {
+        metrics: vec![
+            MetricSpec {
+                name: GPU_TIME_METRIC.into(),
+                kind: MetricKind::Counter,
+                unit: "nsecond".into(),
+                description: String::new(),
+            },
+            MetricSpec {
+                name: "dram__bytes_read.sum".into(),
+                kind: MetricKind::Counter,
+                unit: "byte".into(),
+                description: String::new(),
+            },
+        ],
+    }
+}
+
+fn launch(correlation_id: u32, cycle: u32, ordinal: u32, range: Option<RangeId>) -> LaunchRecord {
+    LaunchRecord {
+        correlation_id,
+        thread: 1,
+        range,
+        cycle,
+        ordinal,
+        api: LaunchApi::Runtime,
+        api_name: "cudaLaunchKernel".into(),
+        context_id: 1,
+    }
+}
+
+fn activity(correlation_id: u32, name: &str) -> KernelActivity {
+    KernelActivity {
+        correlation_id,
+        name: name.into(),
+        grid: [1, 1, 1],
+        block: [128, 1, 1],
+        registers_per_thread: 32,
+        static_shared_memory: 16,
+        dynamic_shared_memory: 1024,
+        stream_id: 7,
+        context_id: 1,
+        device_id: 0,
+        graph_id: 0,
+        start_ns: 100,
+        end_ns: 100,
+    }
+}
+
+fn counters(cycle: u32, index: u32, name: &str, time: f64, bytes: f64) -> CounterRange {
+    CounterRange { cycle, index, name: name.into(), values: vec![time, bytes] }
+}
+
+#[test]
+fn canonical_decimal_only() {
+    assert_eq!(parse_decimal_u32("0"), Some(0));
+    assert_eq!(parse_decimal_u32("17"), Some(17));
+    for bad in ["", "+1", "01", "1a", "-1", " 1", "99999999999"] {
+        assert_eq!(parse_decimal_u32(bad), None, "{bad}");
+    }
+    let id = RangeId { slot: 3, generation: 9 };
+    assert_eq!(parse_range_counter_name(&range_counter_name(id)), Some(id));
+    assert_eq!(parse_range_counter_name("gmprof-range-3"), None);
+}
+
+#[test]
+fn demangles_cpp_and_keeps_c_names() {
+    assert_eq!(demangle_kernel_name("_Z6vecAddPfS_S_i"), "vecAdd(float*, float*, float*, int)");
+    assert_eq!(demangle_kernel_name("plain_c_kernel"), "plain_c_kernel");
+    assert_eq!(demangle_kernel_name("_Z!!notvalid"), "_Z!!notvalid");
+}
+
+#[test]
+fn kernel_replay_joins_by_ordinal() {
+    let mut tree = SessionTree::new();
+    let r = tree.push("step", 1, 0);
+    let mut c = Correlator::new();
+    // Added out of order on purpose.
+    c.add_counter_ranges(0, vec![counters(0, 1, "1", 20.0, 2000.0), counters(0, 0, "0", 10.0, 1000.0)]);
+    c.add_activity(activity(11, "_Z1kv"));
+    c.add_launch(launch(11, 0, 1, Some(r)));
+    c.add_launch(launch(10, 0, 0, Some(r)));
+    c.add_activity(activity(10, "k0"));
+    let out = c.finish(&tree, &metrics(), ProfilingMode::KernelReplay);
+    assert_eq!(out.rows.len(), 2);
+    assert_eq!(out.rows[0].correlation_id, 10);
+    assert_eq!(out.rows[0].metrics, vec![Some(10.0), Some(1000.0)]);
+    assert_eq!(out.rows[0].duration_ns, Some(10));
+    assert_eq!(out.rows[1].kernel_name.as_deref(), Some("k()"));
+    assert_eq!(out.rows[1].mangled_name.as_deref(), Some("_Z1kv"));
+    assert_eq!(out.rows[1].shared_memory_bytes, Some(1040));
+    assert_eq!(out.rows[1].range_path, "step");
+    assert!(out.rows.iter().all(|r| r.status == KernelStatus::Ok));
+    assert_eq!(out.counts.flagged_rows, 0);
+    assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+}
+
+#[test]
+fn name_mismatch_is_flagged_not_used() {
+    let tree = SessionTree::new();
+    let mut c = Correlator::new();
+    c.add_launch(launch(1, 0, 0, None));
+    c.add_launch(launch(2, 0, 1, None));
+    c.add_activity(activity(1, "a"));
+    c.add_activity(activity(2, "b"));
+    c.add_counter_ranges(0, vec![counters(0, 0, "0", 1.0, 1.0), counters(0, 1, "7", 2.0, 2.0)]);
+    let out = c.finish(&tree, &metrics(), ProfilingMode::KernelReplay);
+    assert_eq!(out.rows[0].status, KernelStatus::Ok);
+    assert_eq!(out.rows[1].status, KernelStatus::NameMismatch);
+    assert_eq!(out.rows[1].metrics, vec![None, None]);
+    assert_eq!(out.counts.orphan_counter_ranges, 1);
+    assert_eq!(out.rows[0].range_path, ROOT_PATH);
+}
+
+#[test]
+fn per_kernel_joins_by_correlation_id() {
+    let tree = SessionTree::new();
+    let mut c = Correlator::new();
+    c.add_launch(launch(41, 0, 0, None));
+    c.add_launch(launch(42, 0, 1, None));
+    c.add_activity(activity(41, "a"));
+    c.add_activity(activity(42, "b"));
+    c.add_counter_ranges(0, vec![counters(0, 0, "42", 5.0, 50.0), counters(0, 1, "99", 1.0, 1.0)]);
+    let out = c.finish(&tree, &metrics(), ProfilingMode::PerKernel);
+    assert_eq!(out.rows[0].status, KernelStatus::MissingCounters);
+    assert_eq!(out.rows[1].metrics, vec![Some(5.0), Some(50.0)]);
+    assert_eq!(out.rows[1].status, KernelStatus::Ok);
+    assert_eq!(out.counts.orphan_counter_ranges, 1);
+}
+
+#[test]
+fn extra_records_of_one_launch_stay_visible() {
+    let tree = SessionTree::new();
+    let mut c = Correlator::new();
+    c.add_launch(launch(7, 0, 0, None));
+    c.add_activity(activity(7, "a"));
+    c.add_activity(activity(7, "b"));
+    let out = c.finish(&tree, &metrics(), ProfilingMode::Trace);
+    assert_eq!(out.rows.len(), 2);
+    assert_eq!(out.rows[1].status, KernelStatus::UnlaunchedActivity);
+}
+
+#[test]
+fn the_range_profilers_own_kernels_are_left_out_under_user_ranges() {
+    let tree = SessionTree::new();
+    for (mode, rows, internal) in [(ProfilingMode::PerKernel, 1, 1), (ProfilingMode::Trace, 2, 0)] {
+        let mut c = Correlator::new();
+        c.add_launch(launch(4, 0, 0, None));
+        c.add_activity(activity(4, "vector_add"));
+        let mut wait = activity(4, "WaitNs");
+        wait.grid = [1, 1, 1];
+        wait.block = [1, 1, 1];
+        c.add_activity(wait);
+        c.add_counter_ranges(0, vec![counters(0, 0, "4", 5.0, 50.0)]);
+        let out = c.finish(&tree, &metrics(), mode);
+        assert_eq!(out.rows.len(), rows, "{mode:?}");
+        assert_eq!(out.counts.profiler_internal_kernels, internal);
+        assert_eq!(out.rows[0].kernel_name.as_deref(), Some("vector_add"));
+    }
+}
+
+#[test]
+fn replay_mismatches_empty_the_kernel_and_its_ranges() {
+    let mut tree = SessionTree::new();
+    let outer = tree.push("step", 1, 0);
+    let mut c = Correlator::new();
+    c.add_launch(launch(1, 0, 0, Some(outer)));
+    c.add_launch(launch(2, 0, 1, Some(outer)));
+    c.add_activity(activity(1, "a"));
+    c.add_activity(activity(2, "b"));
+    c.add_counter_ranges(0, vec![counters(0, 0, "1", 5.0, 50.0), counters(0, 1, "2", 6.0, 60.0)]);
+    c.flag_replay_mismatch(2);
+    let out = c.finish(&tree, &metrics(), ProfilingMode::PerKernel);
+    assert_eq!(out.rows[0].status, KernelStatus::Ok);
+    assert_eq!(out.rows[1].status, KernelStatus::ReplayMismatch);
+    assert_eq!(out.rows[1].metrics, vec![None, None], "never merged blindly");
+    assert_eq!(out.counts.replay_mismatch, 1);
+
+    let mut c = Correlator::new();
+    c.add_counter_ranges(0, vec![counters(0, 0, &range_counter_name(outer), 9.0, 90.0)]);
+    c.flag_range_replay_mismatch(outer);
+    let out = c.finish(&tree, &metrics(), ProfilingMode::PerRange);
+    assert!(!out.range_counters.contains_key(&outer));
+    assert!(out.warnings.iter().any(|w| w.contains("step") && w.contains("discarded")), "{:?}", out.warnings);
+}
+
+#[test]
+fn graph_kernels_go_to_the_graph_launch_range() {
+    let mut tree = SessionTree::new();
+    let r = tree.push("graph_region", 1, 0);
+    let mut c = Correlator::new();
+    let mut g = launch(5, 0, 0, Some(r));
+    g.api = LaunchApi::Graph;
+    c.add_launch(g);
+    let mut a = activity(5, "g1");
+    a.start_ns = 20;
+    c.add_activity(a);
+    let mut b = activity(5, "g0");
+    b.start_ns = 10;
+    c.add_activity(b);
+    c.add_activity(activity(77, "stranger"));
+    let out = c.finish(&tree, &metrics(), ProfilingMode::Trace);
+    assert_eq!(out.rows.len(), 3);
+    assert_eq!(out.rows[0].kernel_name.as_deref(), Some("g0"));
+    assert_eq!(out.rows[0].status, KernelStatus::GraphKernel);
+    assert_eq!(out.rows[1].range_id, Some(r));
+    assert_eq!(out.rows[2].status, KernelStatus::UnlaunchedActivity);
+    assert_eq!(out.rows[2].range_path, ROOT_PATH);
+    assert_eq!(out.rows[2].cycle, None);
+    assert_eq!(out.counts.graph_kernel, 2);
+    assert_eq!(out.counts.unlaunched_activity, 1);
+}
+
+#[test]
+fn trace_mode_time_comes_from_activity() {
+    let tree = SessionTree::new();
+    let mut c = Correlator::new();
+    c.add_launch(launch(1, 0, 0, None));
+    let mut a = activity(1, "k");
+    a.start_ns = 1000;
+    a.end_ns = 1750;
+    c.add_activity(a);
+    let out = c.finish(&tree, &MetricSet::default(), ProfilingMode::Trace);
+    assert_eq!(out.rows[0].duration_ns, Some(750));
+    assert_eq!(out.rows[0].time_source, TimeSource::Activity);
+    assert_eq!(out.rows[0].status, KernelStatus::Ok);
+}
+
+#[test]
+fn nan_values_become_none_and_stale_ranges_go_to_root() {
+    let mut tree = SessionTree::new();
+    let stale = tree.push("old", 1, 0);
+    tree.reset();
+    let mut c = Correlator::new();
+    c.add_launch(launch(1, 0, 0, Some(stale)));
+    c.add_activity(activity(1, "k"));
+    c.add_counter_ranges(0, vec![counters(0, 0, "0", 3.0, f64::NAN)]);
+    let out = c.finish(&tree, &metrics(), ProfilingMode::KernelReplay);
+    assert_eq!(out.rows[0].metrics, vec![Some(3.0), None]);
+    assert_eq!(out.rows[0].range_id, None);
+    assert_eq!(out.rows[0].range_path, ROOT_PATH);
+    assert_eq!(out.counts.unknown_range_ids, 1);
+    assert!(out.warnings.iter().any(|w| w.contains("range id")));
+}
+
+#[test]
+fn transfers_join_by_correlation_id() {
+    let mut tree = SessionTree::new();
+    let stale = tree.push("old", 1, 0);
+    tree.reset();
+    let r = tree.push("copying", 1, 0);
+    let mut c = Correlator::new();
+    let record = |correlation_id: u32, start_ns: u64| TransferActivity {
+        correlation_id,
+        kind: TransferKind::MemcpyHtoD,
+        bytes: 100,
+        start_ns,
+        end_ns: start_ns + 10,
+        stream_id: 2,
+        context_id: 1,
+        device_id: 0,
+    };
+    let call = |correlation_id: u32, thread: ThreadId, range: Option<RangeId>| TransferCall {
+        correlation_id,
+        thread,
+        range,
+        api_name: "cuMemcpyHtoD_v2".into(),
+    };
+    c.add_transfer_call(call(1, 5, Some(r)));
+    // A repeated id: the first call wins.
+    c.add_transfer_call(call(1, 6, None));
+    // A range id of an earlier session: the root.
+    c.add_transfer_call(call(2, 5, Some(stale)));
+    c.add_transfer_activity(record(2, 50));
+    c.add_transfer_activity(record(1, 40));
+    let out = c.finish(&tree, &MetricSet::default(), ProfilingMode::Trace);
+    assert_eq!(out.transfers.len(), 2);
+    assert_eq!((out.transfers[0].correlation_id, out.transfers[0].thread), (1, Some(5)));
+    assert_eq!((out.transfers[0].range_id, out.transfers[0].range_path.as_str()), (Some(r), "copying"));
+    assert_eq!((out.transfers[1].range_id, out.transfers[1].range_path.as_str()), (None, ROOT_PATH));
+    assert_eq!(out.transfers[1].status, TransferStatus::Ok);
+    assert_eq!(out.counts.unknown_range_ids, 1);
+    assert_eq!((out.counts.transfer_calls, out.counts.transfer_rows), (3, 2));
+    assert_eq!(out.counts.transfer_calls_without_activity, 0);
+    assert!(out.warnings.iter().any(|w| w.contains("repeat the correlation id")), "{:?}", out.warnings);
+    assert_eq!(serde_json::to_string(&TransferStatus::Unlaunched).ok().as_deref(), Some("\"unlaunched\""));
+}
+
+#[test]
+fn per_range_counters_are_joined_by_range_name() {
+    let mut tree = SessionTree::new();
+    let r = tree.push("step", 1, 0);
+    tree.pop(1, 10).expect("pop");
+    let mut c = Correlator::new();
+    c.add_launch(launch(1, 0, 0, Some(r)));
+    c.add_activity(activity(1, "k"));
+    c.add_counter_ranges(0, vec![counters(0, 0, &range_counter_name(r), 9.0, 90.0)]);
+    let out = c.finish(&tree, &metrics(), ProfilingMode::PerRange);
+    assert_eq!(out.range_counters.get(&r), Some(&vec![Some(9.0), Some(90.0)]));
+    assert_eq!(out.rows[0].status, KernelStatus::Ok);
+    assert_eq!(out.rows[0].duration_ns, None);
+}

@@ -1,0 +1,197 @@
+//! Configuration: [`ProfilerBuilder`], [`RangeScope`] and the mode names.
+
+use crate::checked::driver::Context;
+use crate::error::{Error, Result};
+use crate::model::ProfilingMode;
+
+use super::*;
+
+/// Default host memory for one counter data image.
+pub const DEFAULT_COUNTER_IMAGE_BUDGET: usize = 256 << 20;
+/// Default upper bound of ranges per counter cycle.
+pub const DEFAULT_MAX_RANGES_PER_CYCLE: usize = 2000;
+
+/// Which open range a kernel or transfer is attributed to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RangeScope {
+    /// The innermost open range of the launching thread; none means the `<root>` row.
+    #[default]
+    Thread,
+    /// As `Thread`, but a thread with no open range falls back to the most recently pushed
+    /// range still open on any thread. Use it when helper threads launch work on behalf of
+    /// a thread that holds the ranges: PyTorch runs backward on its autograd thread, whose
+    /// kernels otherwise all land in `<root>`.
+    Process,
+}
+
+impl std::str::FromStr for RangeScope {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "thread" => Ok(RangeScope::Thread),
+            "process" => Ok(RangeScope::Process),
+            other => Err(Error::InvalidConfig(format!("unknown range scope '{other}': use thread or process"))),
+        }
+    }
+}
+
+/// Configures and builds a [`Profiler`].
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct ProfilerBuilder {
+    pub(super) metrics: Vec<String>,
+    pub(super) mode: Option<ProfilingMode>,
+    pub(super) device: Option<usize>,
+    pub(super) context: Option<Context>,
+    pub(super) flush_on_range_boundaries: Option<bool>,
+    pub(super) synchronize_on_pop: bool,
+    pub(super) range_scope: RangeScope,
+    pub(super) counter_image_budget: usize,
+    pub(super) max_ranges_per_cycle: usize,
+    pub(super) max_nesting_levels: u16,
+    pub(super) iteration_replay: Option<(String, usize)>,
+}
+
+/// Default nesting levels CUPTI collects in [`ProfilingMode::PerRange`]: the outermost
+/// only, since under user replay each level needs its own passes.
+pub const DEFAULT_MAX_NESTING_LEVELS: u16 = 1;
+
+impl Default for ProfilerBuilder {
+    fn default() -> Self {
+        ProfilerBuilder {
+            metrics: vec!["dram__bytes_read.sum".into(), "dram__bytes_write.sum".into()],
+            mode: None,
+            device: None,
+            context: None,
+            flush_on_range_boundaries: None,
+            synchronize_on_pop: false,
+            range_scope: RangeScope::Thread,
+            counter_image_budget: DEFAULT_COUNTER_IMAGE_BUDGET,
+            max_ranges_per_cycle: DEFAULT_MAX_RANGES_PER_CYCLE,
+            max_nesting_levels: DEFAULT_MAX_NESTING_LEVELS,
+            iteration_replay: None,
+        }
+    }
+}
+
+impl ProfilerBuilder {
+    /// The metrics to collect (full names, e.g. `dram__bytes_read.sum`).
+    /// `gpu__time_duration.sum` is always added: kernel time comes from it.
+    pub fn metrics<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.metrics = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// How counters are collected. Default: [`ProfilingMode::PerKernel`] when the metric
+    /// set fits in one pass (no replay needed: near-native speed), else
+    /// [`ProfilingMode::KernelReplay`] (CUPTI replays each kernel itself; choose PerKernel or
+    /// PerRange explicitly and use [`Profiler::replay`] for the faster user replay).
+    pub fn mode(mut self, mode: ProfilingMode) -> Self {
+        self.mode = Some(mode);
+        self
+    }
+
+    /// Profile this CUDA device's primary context when no context is current (default 0).
+    pub fn device(mut self, ordinal: usize) -> Self {
+        self.device = Some(ordinal);
+        self
+    }
+
+    /// Profile this context, current or not (injection attaches to each new context).
+    pub(crate) fn context(mut self, context: Context) -> Self {
+        self.context = Some(context);
+        self
+    }
+
+    /// Flush activity buffers at every push and pop, so a range's records are in hand when
+    /// it closes. Off, records arrive when CUPTI's buffers fill or at finish. The report is
+    /// the same either way, since rows are joined by correlation id, not by arrival.
+    ///
+    /// A flush costs about 0.4 ms (measured on an H200, see BENCHMARKS.md): noise next to
+    /// kernel replay's ~12 ms per kernel, so it defaults on in `KernelReplay`, but many
+    /// kernels' worth in `Trace`, where it defaults off.
+    pub fn flush_on_range_boundaries(mut self, on: bool) -> Self {
+        self.flush_on_range_boundaries = Some(on);
+        self
+    }
+
+    /// Wait for the GPU before closing each range (off by default).
+    ///
+    /// Ranges are taken on the CPU, and CUDA launches are asynchronous: without a
+    /// synchronization a range can close long before its kernels run (an unsynchronized
+    /// training loop ran 90 ms ahead of the GPU on an H200), so its wall time says nothing
+    /// about its GPU work and its kernels fall outside it on a timeline. With this on, each
+    /// pop first synchronizes the calling thread's context, so every kernel a range launched
+    /// ends inside it; the price is the lost CPU/GPU overlap at every pop.
+    pub fn synchronize_on_pop(mut self, on: bool) -> Self {
+        self.synchronize_on_pop = on;
+        self
+    }
+
+    /// How kernels and transfers are attributed to ranges (default [`RangeScope::Thread`]).
+    pub fn range_scope(mut self, scope: RangeScope) -> Self {
+        self.range_scope = scope;
+        self
+    }
+
+    /// Host memory allowed for one counter data image; bounds the ranges per cycle.
+    pub fn counter_image_budget(mut self, bytes: usize) -> Self {
+        self.counter_image_budget = bytes;
+        self
+    }
+
+    /// Range nesting levels measured in [`ProfilingMode::PerRange`] (default 1, the
+    /// outermost ranges). CUPTI collects one nesting level per replay pass, so `L` levels
+    /// multiply the passes by `L` ([`Profiler::passes`]): with `L > 1`, run the work through
+    /// [`Profiler::replay`]. Ranges deeper than `L` get no counters of their own (their
+    /// kernels still count in the enclosing measured range).
+    pub fn max_nesting_levels(mut self, levels: u16) -> Self {
+        self.max_nesting_levels = levels.max(1);
+        self
+    }
+
+    /// Iteration replay for multi-pass metric sets in the user-replay modes: pass `p` is
+    /// collected during the `p`-th instance of the range named `range` (e.g. `train_step`),
+    /// so a training loop provides the passes itself, with no closure. `instances` is how
+    /// many instances the program will run: when the set needs more passes than that,
+    /// [`ProfilerBuilder::build`] fails and says how many passes are needed.
+    ///
+    /// The first instance of each round of P is what the report shows; the next P - 1
+    /// instances are its replay passes (their ranges and kernels are not rows), matched to
+    /// it by range path and kernel position; differences are flagged as in
+    /// [`Profiler::replay`]. Kernels outside the named range get no counters.
+    pub fn iteration_replay(mut self, range: impl Into<String>, instances: usize) -> Self {
+        self.iteration_replay = Some((range.into(), instances));
+        self
+    }
+
+    /// Upper bound on counter ranges per cycle (the image is cycled when full).
+    pub fn max_ranges_per_cycle(mut self, n: usize) -> Self {
+        self.max_ranges_per_cycle = n.max(1);
+        self
+    }
+
+    /// Attaches to the GPU and starts profiling.
+    pub fn build(self) -> Result<Profiler> {
+        Profiler::start(self)
+    }
+}
+
+impl std::str::FromStr for ProfilingMode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().replace('-', "_").as_str() {
+            "kernel_replay" | "kernel" => Ok(ProfilingMode::KernelReplay),
+            "per_kernel" => Ok(ProfilingMode::PerKernel),
+            "per_range" | "range" => Ok(ProfilingMode::PerRange),
+            "trace" => Ok(ProfilingMode::Trace),
+            other => Err(Error::InvalidConfig(format!(
+                "unknown mode '{other}': use kernel_replay, per_kernel, per_range or trace"
+            ))),
+        }
+    }
+}

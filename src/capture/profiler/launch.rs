@@ -1,0 +1,264 @@
+//! The launch path: what runs inside the program's CUDA calls (launch and transfer
+//! callbacks, the kernel-replay gate, per-kernel CUPTI ranges) and the activity records that
+//! arrive from the hub.
+
+use std::cell::Cell;
+use std::sync::atomic::Ordering;
+
+use crate::checked::activity::ActivityRecord;
+use crate::checked::callback::{ApiCallback, ApiDomain, CallbackSite, LaunchKind};
+use crate::model::{LaunchApi, LaunchRecord, ProfilingMode, RangeId, ThreadId, TransferCall};
+
+use super::*;
+
+/// The calling thread's OS id (Linux `gettid`), cached per thread.
+pub fn current_thread_id() -> ThreadId {
+    thread_local! {
+        static TID: Cell<u64> = const { Cell::new(0) };
+    }
+    TID.with(|t| {
+        if t.get() == 0 {
+            t.set(os_thread_id());
+        }
+        t.get()
+    })
+}
+
+#[cfg(target_os = "linux")]
+fn os_thread_id() -> u64 {
+    extern "C" {
+        fn gettid() -> i32;
+    }
+    // SAFETY: gettid takes no arguments and cannot fail (glibc 2.30+).
+    let tid = unsafe { gettid() };
+    tid as u64
+}
+
+#[cfg(not(target_os = "linux"))]
+fn os_thread_id() -> u64 {
+    use std::sync::atomic::AtomicU64;
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+thread_local! {
+    /// Depth of launch API calls on this thread (the runtime calls the driver inside).
+    static LAUNCH_DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// Correlation id of this thread's outermost launch call in flight.
+    static OUTER_CORRELATION: Cell<u32> = const { Cell::new(0) };
+    /// Whether this thread holds the kernel-replay launch gate.
+    static HOLDS_GATE: Cell<bool> = const { Cell::new(false) };
+    /// Whether this thread's launch in flight opened a per-kernel CUPTI range.
+    static PUSHED_KERNEL_RANGE: Cell<bool> = const { Cell::new(false) };
+}
+
+impl Shared {
+    pub(super) fn drain_activity(&self) {
+        let records = std::mem::take(&mut *self.incoming.lock());
+        if records.is_empty() {
+            return;
+        }
+        // Lock order: replay, capture, state.
+        let mut replay = self.replay.lock();
+        let mut state = self.state.lock();
+        for record in records {
+            match record {
+                ActivityRecord::Kernel(mut k) => {
+                    if let Some(outer) = state.aliases.get(&k.correlation_id) {
+                        k.correlation_id = *outer;
+                    }
+                    if replay.tracks(k.correlation_id) && !crate::analysis::correlate::is_profiler_internal_kernel(&k) {
+                        replay.signatures.insert(k.correlation_id, (k.name.clone(), k.grid, k.block));
+                    }
+                    // A later replay pass re-runs pass 0's kernels: not rows of their own.
+                    if !replay.replayed.contains(&k.correlation_id) {
+                        state.correlator.add_activity(k);
+                    }
+                }
+                ActivityRecord::Transfer(mut t) => {
+                    if let Some(outer) = state.aliases.get(&t.correlation_id) {
+                        t.correlation_id = *outer;
+                    }
+                    state.correlator.add_transfer_activity(t);
+                }
+            }
+        }
+    }
+
+    /// Runs inside the launching thread's CUDA call. Never panics outward (the trampoline
+    /// catches), never calls the CUDA API it interrupts.
+    pub(super) fn on_launch_callback(&self, cb: &ApiCallback<'_>) {
+        match cb.site {
+            CallbackSite::Enter => {
+                let depth = LAUNCH_DEPTH.with(|d| {
+                    d.set(d.get() + 1);
+                    d.get()
+                });
+                if depth > 1 {
+                    // The runtime calls the driver inside: the same kernel or copy. Map the
+                    // inner id to the outer so either id finds the call.
+                    let outer = OUTER_CORRELATION.with(Cell::get);
+                    if outer != cb.correlation_id {
+                        self.state.lock().aliases.insert(cb.correlation_id, outer);
+                    }
+                    return;
+                }
+                OUTER_CORRELATION.with(|c| c.set(cb.correlation_id));
+                if self.finished.load(Ordering::Acquire) {
+                    return;
+                }
+                if cb.launch == LaunchKind::Transfer {
+                    self.record_transfer(cb);
+                    return;
+                }
+                if matches!(self.mode, ProfilingMode::KernelReplay | ProfilingMode::PerKernel) {
+                    // Held until this launch's exit callback; see the module docs.
+                    std::mem::forget(self.launch_gate.lock());
+                    HOLDS_GATE.with(|h| h.set(true));
+                }
+                self.on_kernel_launch(cb);
+            }
+            CallbackSite::Exit => {
+                let depth = LAUNCH_DEPTH.with(|d| {
+                    d.set(d.get().saturating_sub(1));
+                    d.get()
+                });
+                if depth == 0 && PUSHED_KERNEL_RANGE.with(|p| p.replace(false)) {
+                    self.pop_kernel_range();
+                }
+                if depth == 0 && HOLDS_GATE.with(|h| h.replace(false)) {
+                    // SAFETY: this thread locked the gate in the matching enter callback and
+                    // forgot the guard; CUPTI calls enter and exit on the same thread.
+                    unsafe { self.launch_gate.force_unlock() };
+                }
+            }
+        }
+    }
+
+    pub(super) fn record_transfer(&self, cb: &ApiCallback<'_>) {
+        let thread = current_thread_id();
+        let mut state = self.state.lock();
+        let range = self.attribute(&state.tree, thread);
+        state.correlator.add_transfer_call(TransferCall {
+            correlation_id: cb.correlation_id,
+            thread,
+            range,
+            api_name: cb.function_name.to_owned(),
+        });
+    }
+
+    pub(super) fn record_launch(&self, cb: &ApiCallback<'_>, replay_active: bool) -> Option<RangeId> {
+        let (cycle, ordinal) = {
+            let mut guard = self.capture.lock();
+            let capture = guard.as_mut()?;
+            match capture.counters.as_mut().filter(|_| self.mode != ProfilingMode::PerRange) {
+                Some(counters) => {
+                    let cycling_allowed = counters.running && !replay_active;
+                    if cycling_allowed && counters.ordinal_in_cycle as usize >= counters.config.max_ranges_per_pass {
+                        if let Err(e) = self.cycle_counter_image(counters) {
+                            tracing::error!("gmprof: could not cycle the counter image: {e}");
+                            self.state.lock().warnings.push(format!("counter image cycle failed: {e}"));
+                        }
+                    }
+                    let at = (counters.cycle, counters.ordinal_in_cycle);
+                    counters.ordinal_in_cycle += 1;
+                    at
+                }
+                None => (0, self.launches.fetch_add(1, Ordering::Relaxed)),
+            }
+        };
+        let thread = current_thread_id();
+        let mut state = self.state.lock();
+        let range = self.attribute(&state.tree, thread);
+        state.correlator.add_launch(LaunchRecord {
+            correlation_id: cb.correlation_id,
+            thread,
+            range,
+            cycle,
+            ordinal,
+            api: match (cb.launch, cb.domain) {
+                (LaunchKind::Graph, _) => LaunchApi::Graph,
+                (_, ApiDomain::Driver) => LaunchApi::Driver,
+                (_, ApiDomain::Runtime) => LaunchApi::Runtime,
+            },
+            api_name: cb.function_name.to_owned(),
+            context_id: cb.context_uid,
+        });
+        range
+    }
+
+    /// A kernel or graph launch entered (outermost API level, the gate held if needed).
+    pub(super) fn on_kernel_launch(&self, cb: &ApiCallback<'_>) {
+        if !self.user_replay() {
+            // No replay state in kernel_replay and trace: keep the launch path lock-light.
+            self.record_launch(cb, false);
+            return;
+        }
+        let mut replay = self.replay.lock();
+        if replay.replaying() {
+            // A later replay pass: nothing new for the report; the CUPTI range is named like
+            // pass 0's kernel at this position, so CUPTI merges the passes.
+            let position = replay.kernel_cursor;
+            replay.kernel_cursor += 1;
+            if let Some(pass) = replay.pass_kernels.last_mut() {
+                pass.push(cb.correlation_id);
+            }
+            replay.tracked.insert(cb.correlation_id);
+            replay.replayed.insert(cb.correlation_id);
+            let name = replay.kernel_script.get(position).map(|(c, _)| *c);
+            drop(replay);
+            if self.mode == ProfilingMode::PerKernel && cb.launch == LaunchKind::Kernel {
+                let name = name.map_or_else(|| format!("gmprof-replay-extra-{}", cb.correlation_id), |c| c.to_string());
+                self.push_kernel_range(&name);
+            }
+            return;
+        }
+        let active = replay.active;
+        if !active && self.user_replay() && self.passes > 1 {
+            replay.unreplayed_launches += 1;
+        }
+        drop(replay);
+        let range = self.record_launch(cb, active);
+        if active {
+            let mut replay = self.replay.lock();
+            replay.kernel_script.push((cb.correlation_id, range));
+            replay.tracked.insert(cb.correlation_id);
+        }
+        if self.mode == ProfilingMode::PerKernel && cb.launch == LaunchKind::Kernel {
+            self.push_kernel_range(&cb.correlation_id.to_string());
+        }
+    }
+
+    /// Opens the per-kernel CUPTI range of the launch in flight (PerKernel mode).
+    pub(super) fn push_kernel_range(&self, name: &str) {
+        let mut guard = self.capture.lock();
+        let Some(counters) = guard.as_mut().and_then(|c| c.counters.as_mut()) else { return };
+        let Some(rp) = counters.range_profiler.as_ref().filter(|_| counters.running) else { return };
+        match rp.push(name) {
+            Ok(()) => {
+                counters.user_depth += 1;
+                PUSHED_KERNEL_RANGE.with(|p| p.set(true));
+            }
+            Err(e) => {
+                drop(guard);
+                self.state.lock().warnings.push(format!("per-kernel range {name}: {e}"));
+            }
+        }
+    }
+
+    /// Closes the per-kernel CUPTI range at the launch's exit.
+    pub(super) fn pop_kernel_range(&self) {
+        let mut guard = self.capture.lock();
+        let Some(counters) = guard.as_mut().and_then(|c| c.counters.as_mut()) else { return };
+        let Some(rp) = counters.range_profiler.as_ref().filter(|_| counters.running && counters.user_depth > 0) else {
+            return;
+        };
+        match rp.pop() {
+            Ok(()) => counters.user_depth -= 1,
+            Err(e) => {
+                drop(guard);
+                self.state.lock().warnings.push(format!("closing a per-kernel range: {e}"));
+            }
+        }
+    }
+}
