@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `gmprof run` (injection) on the GPU machine: an unmodified C/CUDA program with NVTX
 # ranges, an unmodified PyTorch training loop with torch.cuda.nvtx ranges, and programs
-# that fail or never create a context. Expects the staged .gpu/ (gpu-stage) plus
-# .gpu/lib/libgmprof.so and .gpu/python (copies of target/release/libgmprof.so and python/).
+# that fail or never create a context. Expects the .gpu/ that scripts/gpu-stage stages
+# (with .gpu/lib/libgmprof.so and .gpu/python).
 set -u
 cd "$(dirname "$0")/.."
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} PATH=${CUDA_HOME:-/usr/local/cuda}/bin:$PATH

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Validation and cost measurements of the kernel-replay mode on the GPU machine.
-# Run from the repo root after ../shared/tools/gpu-stage --features gpu, with the staged .gpu/.
+# Run from the repo root after scripts/gpu-stage --features gpu, with the staged .gpu/.
 # Writes its logs to ${OUT:-out/validate}. Results are recorded in BENCHMARKS.md.
 set -u
 cd "$(dirname "$0")/.."
