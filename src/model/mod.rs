@@ -284,6 +284,56 @@ impl ClockSync {
     }
 }
 
+/// How a run ended, as its outputs record it: a reader of a partial directory must be told
+/// that it is partial and what may be missing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum RunEnd {
+    /// The profiler finished normally (`finish`, the program's exit, or its context's end).
+    Finished {
+        /// What ended it: `finish`, `process exit`, `context destroyed`.
+        by: String,
+    },
+    /// A signal ended the process; the outputs were written before it took effect.
+    Signal {
+        /// The signal number (15 for SIGTERM).
+        signal: i32,
+        /// Its name (`SIGTERM`).
+        name: String,
+    },
+    /// A periodic or on-demand checkpoint of a run still going: what was complete then.
+    /// A run whose last outputs say this was killed (SIGKILL, OOM) or crashed after it.
+    Checkpoint {
+        /// Why it was written: `periodic`, or the signal whose handler the program kept.
+        reason: String,
+        /// Kernels launched but left out because their counters or activity were not in yet.
+        pending_kernels: u64,
+    },
+}
+
+impl RunEnd {
+    /// A one-line account for summaries and `gmprof run`.
+    pub fn describe(&self) -> String {
+        match self {
+            RunEnd::Finished { by } => format!("finished ({by})"),
+            RunEnd::Signal { signal, name } => format!("ended by signal {signal} ({name}); outputs written first"),
+            RunEnd::Checkpoint { reason, pending_kernels } => format!(
+                "partial: last checkpoint ({reason}); the run did not finish after it{}",
+                if *pending_kernels > 0 {
+                    format!(", and {pending_kernels} kernel(s) launched before it were still pending")
+                } else {
+                    String::new()
+                }
+            ),
+        }
+    }
+
+    /// True when the outputs are complete.
+    pub fn is_complete(&self) -> bool {
+        !matches!(self, RunEnd::Checkpoint { .. })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -377,15 +377,49 @@ fn kind_name(kind: crate::model::MetricKind) -> &'static str {
 /// Creates `path`, hands a buffered writer to `write`, and flushes it; I/O errors name the
 /// file.
 pub(crate) fn write_file(path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> Result<()>) -> Result<()> {
-    let file = File::create(path).map_err(|e| Error::io(path, e))?;
-    let mut out = BufWriter::new(file);
-    write(&mut out)?;
-    out.flush().map_err(|e| Error::io(path, e))
+    // Written beside the target and renamed over it: a reader (or a process killed halfway)
+    // sees the previous complete file or the new complete file, never a torn one. This is
+    // what lets checkpoints rewrite the outputs of a running program.
+    let tmp = temp_path(path);
+    let result = (|| {
+        let file = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        let mut out = BufWriter::new(file);
+        write(&mut out)?;
+        out.flush().map_err(|e| Error::io(&tmp, e))?;
+        std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// `dir/.name.tmp-PID` for `dir/name`: hidden, and unique to the writing process.
+fn temp_path(path: &Path) -> std::path::PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn write_file_replaces_whole_files_and_leaves_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ranges.csv");
+        write_file(&path, |out| out.write_all(b"first\n").map_err(|e| Error::io(&path, e))).unwrap();
+        let failed = write_file(&path, |out| {
+            out.write_all(b"half of a second vers").map_err(|e| Error::io(&path, e))?;
+            Err(Error::InvalidState("killed halfway".into()))
+        });
+        assert!(failed.is_err());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "first\n", "a failed write leaves the old file whole");
+        write_file(&path, |out| out.write_all(b"second\n").map_err(|e| Error::io(&path, e))).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "second\n");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["ranges.csv"], "no temporary file is left behind");
+    }
 
     #[test]
     fn comment_text_stays_on_one_line() {

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::analysis::aggregate::{DerivedMetric, MetricRule, RangeRow};
 use crate::analysis::correlate::{CorrelationCounts, KernelRow, TimeSource, TransferRow};
-use crate::model::{ClockSync, ProfilingMode};
+use crate::model::{ClockSync, ProfilingMode, RunEnd};
 
 pub use self::summary::{Summary, SummaryRow};
 
@@ -53,6 +53,8 @@ pub struct CaptureInfo {
     pub warnings: Vec<String>,
     /// CUPTI-clock/wall-clock pairs taken at start and finish, when capture took them.
     pub clock: Option<ClockSync>,
+    /// How the run ended (`None`: not recorded, as in reports built from recorded data).
+    pub run_end: Option<RunEnd>,
 }
 
 impl CaptureInfo {
@@ -68,6 +70,7 @@ impl CaptureInfo {
             finished_unix_ns: None,
             warnings: Vec::new(),
             clock: None,
+            run_end: None,
         }
     }
 }
@@ -123,6 +126,10 @@ pub struct ReportMeta {
     /// ([`ClockSync::drift_ns`]).
     #[serde(default)]
     pub clock_drift_ns: Option<i64>,
+    /// How the run ended: finished, ended by a signal, or a checkpoint of a run that did
+    /// not finish (the outputs are then partial). `None` in reports built from recorded data.
+    #[serde(default)]
+    pub run_end: Option<RunEnd>,
 }
 
 /// A session's report: metadata, per-range rows, per-kernel rows, per-transfer rows.

@@ -1,4 +1,10 @@
-//! [`Profiler::finish`]: the ordered end of a capture, then analysis and the report.
+//! The end of a capture, in the order that loses nothing: collect everything (synchronize,
+//! decode the last counter cycle, flush activity), analyze it into the [`Report`], hand the
+//! report to the caller to write, and only then tear CUPTI down. A teardown step that fails,
+//! or one skipped because the process is exiting, can no longer cost the data.
+//!
+//! [`Profiler::checkpoint`] is the same collection without the stop: a report of what is
+//! complete so far, for outputs written while the program still runs.
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -6,81 +12,144 @@ use std::time::Instant;
 use crate::checked::activity;
 use crate::checked::driver;
 use crate::error::{Error, Result};
-use crate::model::{ClockPair, ClockSync};
+use crate::model::{ClockPair, ClockSync, RunEnd};
 use crate::report::{CaptureInfo, Report};
 
 use super::*;
+
+/// Whether [`Profiler::finish_with`] releases CUPTI's objects after the report is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Teardown {
+    /// Disable the range profiler, release the host objects, leave the activity hub: a
+    /// program that goes on using the GPU (or profiles again) needs this.
+    Release,
+    /// Leave them to the process's end. For exit paths: once the process exits (atexit
+    /// handlers, a fatal signal), CUPTI may already be tearing itself down, and a call into
+    /// it crashed there (cuptiActivityFlushAll after the range profiler was disabled, CUDA
+    /// 13.0, kernel replay).
+    Skip,
+}
+
+/// What a capture holds until teardown.
+struct Leftovers {
+    counters: Option<Counters>,
+    membership: Option<HubMembership>,
+    primary: Option<PrimaryContext>,
+}
 
 impl Profiler {
     /// Stops profiling, correlates and aggregates. Ranges still open are closed with a
     /// warning in the report.
     pub fn finish(self) -> Result<Report> {
+        self.finish_with(RunEnd::Finished { by: "finish".into() }, Teardown::Release, |_| {})
+    }
+
+    /// Stops profiling and builds the report; `before_teardown` gets it (to write it)
+    /// before any CUPTI object is released, then `teardown` says whether they are. A
+    /// teardown error becomes a warning of the returned report.
+    pub fn finish_with(
+        self,
+        run_end: RunEnd,
+        teardown: Teardown,
+        before_teardown: impl FnOnce(&mut Report),
+    ) -> Result<Report> {
         let shared = &self.shared;
         if shared.finished.swap(true, Ordering::AcqRel) {
             return Err(Error::InvalidState("finish was already called".into()));
         }
         let t0 = Instant::now();
-        let mut capture = shared
-            .capture
-            .lock()
-            .take()
-            .ok_or_else(|| Error::InvalidState("the profiler has no live capture".into()))?;
-        tracing::debug!("gmprof: finish: synchronizing the context");
-        driver::set_current(&shared.driver, capture.context)?;
-        driver::synchronize(&shared.driver)?;
-        let clock_finish = ClockPair { cupti_ns: activity::timestamp(&shared.cupti)?, unix_ns: unix_ns() };
-        let mut cycles = 0;
-        let mut dropped_ranges = 0;
-        if let Some(mut counters) = capture.counters.take() {
-            tracing::debug!("gmprof: finish: decoding the last counter cycle");
-            let unfinished_round = {
-                let replay = shared.replay.lock();
-                replay.active.then_some(replay.pass + 1)
-            };
-            if let Some(done) = unfinished_round {
-                // An iteration-replay round the program stopped in the middle of: its passes
-                // cannot be merged, so they are dropped, and the report says so.
-                if let Some(rp) = counters.range_profiler.as_ref().filter(|_| counters.running) {
-                    while counters.user_depth > 0 && rp.pop().is_ok() {
-                        counters.user_depth -= 1;
-                    }
-                    let _ = rp.stop();
-                }
-                counters.running = false;
-                shared.state.lock().warnings.push(format!(
-                    "the last iteration-replay round ended after {done} of {} passes; its counters are incomplete \
-                     and were dropped",
-                    shared.passes
-                ));
+        let (info, leftovers) = shared.collect(run_end)?;
+        tracing::debug!("gmprof: finish: analyzing");
+        let mut report = {
+            let mut state = shared.state.lock();
+            let correlator = std::mem::take(&mut state.correlator);
+            Report::analyze(info, &shared.metric_set, &state.tree, correlator)
+        };
+        before_teardown(&mut report);
+        if teardown == Teardown::Release {
+            if let Err(e) = shared.release(leftovers) {
+                tracing::warn!("gmprof: releasing CUPTI after the report was built: {e}");
+                report.meta.warnings.push(format!("releasing CUPTI after the report was built: {e}"));
             }
-            if counters.running {
-                // CUPTI stops only with its user ranges closed (ranges left open are closed
-                // in the report too, with a warning).
-                if let Some(rp) = counters.range_profiler.as_ref() {
-                    while counters.user_depth > 0 {
-                        rp.pop()?;
-                        counters.user_depth -= 1;
-                    }
-                }
-                shared.finish_cycle(&mut counters)?;
-            }
-            tracing::debug!("gmprof: finish: disabling the range profiler");
-            if let Some(rp) = counters.range_profiler.take() {
-                rp.shutdown()?;
-            }
-            cycles = counters.cycle + 1;
-            dropped_ranges = counters.dropped_ranges;
-            counters.host.shutdown()?;
-            counters._api.shutdown()?;
+        } else {
+            std::mem::forget(leftovers);
         }
-        // Leaving the hub flushes this context's records to us; the stats are read first.
+        tracing::debug!(elapsed = ?t0.elapsed(), "gmprof: finished");
+        Ok(report)
+    }
+
+    /// A report of what is complete now, while profiling goes on: ranges still open are
+    /// shown closed at this moment (with a warning), and kernels whose counters or activity
+    /// are not in yet are left out and counted in [`RunEnd::Checkpoint`].
+    pub fn checkpoint(&self, reason: &str) -> Result<Report> {
+        self.ensure_running()?;
+        let shared = &self.shared;
+        activity::flush_all(&shared.cupti, true)?;
+        shared.drain_activity();
+        let running_cycle = shared.capture.lock().as_ref().and_then(|c| c.counters.as_ref()).map(|c| c.cycle);
+        let now = ClockPair { cupti_ns: activity::timestamp(&shared.cupti)?, unix_ns: unix_ns() };
+        let (correlator, mut tree, mut warnings, pending) = {
+            let state = shared.state.lock();
+            let (correlator, pending) = state.correlator.checkpoint(shared.mode, running_cycle);
+            (correlator, state.tree.clone(), state.warnings.clone(), pending)
+        };
+        for open in tree.close_all_open(now.cupti_ns) {
+            warnings.push(format!("at this checkpoint: {open}"));
+        }
+        if pending.transfers > 0 {
+            warnings.push(format!("{} memcpy/memset call(s) were still pending at this checkpoint", pending.transfers));
+        }
+        let mut info = shared.capture_info(now, warnings, 0, 0);
+        info.run_end = Some(RunEnd::Checkpoint { reason: reason.to_owned(), pending_kernels: pending.kernels });
+        Ok(Report::analyze(info, &shared.metric_set, &tree, correlator))
+    }
+}
+
+impl Shared {
+    /// The common part of a report's capture info.
+    fn capture_info(
+        &self,
+        now: ClockPair,
+        warnings: Vec<String>,
+        dropped_ranges: u64,
+        dropped_records: u64,
+    ) -> CaptureInfo {
+        let mut info = CaptureInfo::new(self.mode);
+        info.device_name = Some(self.device_name.clone());
+        info.chip = (!self.chip.is_empty()).then(|| self.chip.clone());
+        info.dropped_counter_ranges = dropped_ranges;
+        info.dropped_activity_records = dropped_records;
+        info.started_unix_ns = Some(self.started_unix_ns);
+        info.finished_unix_ns = Some(now.unix_ns);
+        info.clock = Some(ClockSync { start: self.clock_start, finish: now });
+        info.warnings = warnings;
+        info
+    }
+
+    /// Stops collection and brings every record in: synchronize, decode the last cycle,
+    /// flush activity. CUPTI objects stay alive (see [`Teardown`]).
+    fn collect(&self, run_end: RunEnd) -> Result<(CaptureInfo, Leftovers)> {
+        let mut capture =
+            self.capture.lock().take().ok_or_else(|| Error::InvalidState("the profiler has no live capture".into()))?;
+        tracing::debug!("gmprof: finish: synchronizing the context");
+        driver::set_current(&self.driver, capture.context)?;
+        driver::synchronize(&self.driver)?;
+        let clock_finish = ClockPair { cupti_ns: activity::timestamp(&self.cupti)?, unix_ns: unix_ns() };
+        let mut dropped_ranges = 0;
+        let mut counters = capture.counters.take();
+        if let Some(counters) = counters.as_mut() {
+            tracing::debug!("gmprof: finish: decoding the last counter cycle");
+            self.stop_counters(counters)?;
+            dropped_ranges = counters.dropped_ranges;
+        }
+        // The last activity records, while every CUPTI object is still alive.
         let mut dropped_records = 0;
-        if let Some(membership) = capture.membership.take() {
+        if let Some(membership) = capture.membership.as_ref() {
             tracing::debug!("gmprof: finish: flushing activity");
             membership.flush()?;
             let stats = membership.stats();
             dropped_records = stats.records_dropped;
-            let mut state = shared.state.lock();
+            let mut state = self.state.lock();
             if stats.buffers_allocated_late > 0 {
                 state.warnings.push(format!(
                     "{} activity buffer(s) were allocated while profiling because the pool ran dry",
@@ -93,37 +162,80 @@ impl Profiler {
                     stats.callback_panics
                 ));
             }
-            drop(state);
-            membership.leave()?;
         }
-        shared.drain_activity();
-        drop(capture._primary);
-        tracing::debug!("gmprof: finish: analyzing");
+        self.drain_activity();
 
-        let unreplayed = shared.replay.lock().unreplayed_launches;
-        let mut state = shared.state.lock();
+        let unreplayed = self.replay.lock().unreplayed_launches;
+        let mut state = self.state.lock();
         if unreplayed > 0 {
             state.warnings.push(format!(
                 "{unreplayed} kernel launch(es) ran outside Profiler::replay while the metric set needs {} \
                  passes under user replay; they have no counters",
-                shared.passes
+                self.passes
             ));
         }
         let open = state.tree.close_all_open(clock_finish.cupti_ns);
         let mut warnings = std::mem::take(&mut state.warnings);
         warnings.extend(open);
-        let mut info = CaptureInfo::new(shared.mode);
-        info.device_name = Some(shared.device_name.clone());
-        info.chip = (!shared.chip.is_empty()).then(|| shared.chip.clone());
-        info.dropped_counter_ranges = dropped_ranges;
-        info.dropped_activity_records = dropped_records;
-        info.started_unix_ns = Some(shared.started_unix_ns);
-        info.finished_unix_ns = Some(clock_finish.unix_ns);
-        info.clock = Some(ClockSync { start: shared.clock_start, finish: clock_finish });
-        info.warnings = warnings;
-        let correlator = std::mem::take(&mut state.correlator);
-        let report = Report::analyze(info, &shared.metric_set, &state.tree, correlator);
-        tracing::debug!(cycles, elapsed = ?t0.elapsed(), "gmprof: finished");
-        Ok(report)
+        drop(state);
+        let mut info = self.capture_info(clock_finish, warnings, dropped_ranges, dropped_records);
+        info.run_end = Some(run_end);
+        let leftovers = Leftovers { counters, membership: capture.membership.take(), primary: capture._primary.take() };
+        Ok((info, leftovers))
+    }
+
+    /// Ends the counter side: closes what is open, stops and decodes the last cycle (an
+    /// unfinished iteration-replay round is dropped, with a warning).
+    fn stop_counters(&self, counters: &mut Counters) -> Result<()> {
+        let unfinished_round = {
+            let replay = self.replay.lock();
+            replay.active.then_some(replay.pass + 1)
+        };
+        if let Some(done) = unfinished_round {
+            // An iteration-replay round the program stopped in the middle of: its passes
+            // cannot be merged, so they are dropped, and the report says so.
+            if let Some(rp) = counters.range_profiler.as_ref().filter(|_| counters.running) {
+                while counters.user_depth > 0 && rp.pop().is_ok() {
+                    counters.user_depth -= 1;
+                }
+                let _ = rp.stop();
+            }
+            counters.running = false;
+            self.state.lock().warnings.push(format!(
+                "the last iteration-replay round ended after {done} of {} passes; its counters are incomplete \
+                 and were dropped",
+                self.passes
+            ));
+        }
+        if counters.running {
+            // CUPTI stops only with its user ranges closed (ranges left open are closed in
+            // the report too, with a warning).
+            if let Some(rp) = counters.range_profiler.as_ref() {
+                while counters.user_depth > 0 {
+                    rp.pop()?;
+                    counters.user_depth -= 1;
+                }
+            }
+            self.finish_cycle(counters)?;
+        }
+        Ok(())
+    }
+
+    /// Releases CUPTI's objects, after the report exists.
+    fn release(&self, leftovers: Leftovers) -> Result<()> {
+        let Leftovers { counters, membership, primary } = leftovers;
+        if let Some(mut counters) = counters {
+            tracing::debug!("gmprof: finish: disabling the range profiler");
+            if let Some(rp) = counters.range_profiler.take() {
+                rp.shutdown()?;
+            }
+            counters.host.shutdown()?;
+            counters._api.shutdown()?;
+        }
+        if let Some(membership) = membership {
+            membership.leave()?;
+        }
+        drop(primary);
+        Ok(())
     }
 }

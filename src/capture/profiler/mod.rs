@@ -41,6 +41,7 @@ mod replay;
 
 pub use self::builder::*;
 use self::counters::Counters;
+pub use self::finish::Teardown;
 pub use self::launch::current_thread_id;
 use self::replay::{ReplayState, EXTRA_REPLAY_RANGE};
 
