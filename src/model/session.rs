@@ -75,7 +75,7 @@ impl RangeNode {
 }
 
 /// The range instances of one profiling session, with a stack of open ranges per thread.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct SessionTree {
     /// The nodes; never removed during a session, so slots are dense and in push order.
     nodes: Slab<RangeNode>,

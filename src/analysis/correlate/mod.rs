@@ -29,6 +29,7 @@
 //! `unlaunched`.
 
 mod build;
+mod checkpoint;
 mod names;
 mod rows;
 mod store;
@@ -37,6 +38,7 @@ mod tests;
 mod warnings;
 
 use self::build::{CounterMatch, RowBuilder};
+pub use self::checkpoint::CheckpointPending;
 use self::names::parse_decimal_u32;
 pub use self::names::{
     demangle_kernel_name, is_profiler_internal_kernel, parse_range_counter_name, range_counter_name,

@@ -306,3 +306,59 @@ fn per_range_counters_are_joined_by_range_name() {
     assert_eq!(out.rows[0].status, KernelStatus::Ok);
     assert_eq!(out.rows[0].duration_ns, None);
 }
+
+#[test]
+fn kernel_replay_checkpoint_keeps_decoded_cycles_and_leaves_the_running_one_out() {
+    let mut tree = SessionTree::new();
+    let step = tree.push("step", 1, 0);
+    let mut c = Correlator::new();
+    // Cycle 0 is decoded (two kernels with counters); cycle 1 runs (one launch, no counters).
+    c.add_launch(launch(10, 0, 0, Some(step)));
+    c.add_launch(launch(11, 0, 1, Some(step)));
+    c.add_launch(launch(12, 1, 0, Some(step)));
+    for id in [10, 11, 12] {
+        c.add_activity(activity(id, "k"));
+    }
+    c.add_counter_ranges(0, vec![counters(0, 0, "0", 10.0, 100.0), counters(0, 1, "1", 20.0, 200.0)]);
+
+    let (copy, pending) = c.checkpoint(ProfilingMode::KernelReplay, Some(1));
+    assert_eq!(pending, CheckpointPending { kernels: 1, transfers: 0 });
+    let out = copy.finish(&tree, &metrics(), ProfilingMode::KernelReplay);
+    assert_eq!(out.rows.iter().map(|r| r.correlation_id).collect::<Vec<_>>(), [10, 11]);
+    assert_eq!(out.counts.flagged_rows, 0, "a checkpoint holds no row that later data would change");
+    assert_eq!(out.rows[1].metrics, vec![Some(20.0), Some(200.0)]);
+
+    // The original is untouched: the full join still sees the running cycle's launch.
+    let full = c.finish(&tree, &metrics(), ProfilingMode::KernelReplay);
+    assert_eq!(full.rows.len(), 3);
+}
+
+#[test]
+fn trace_checkpoint_leaves_out_launches_whose_activity_has_not_arrived() {
+    let tree = SessionTree::new();
+    let mut c = Correlator::new();
+    c.add_launch(launch(1, 0, 0, None));
+    c.add_launch(launch(2, 0, 1, None)); // still running: no activity yet
+    c.add_activity(activity(1, "done"));
+    c.add_activity(activity(99, "no launch")); // an activity without a launch stays a row
+    c.add_transfer_call(TransferCall { correlation_id: 5, thread: 1, range: None, api_name: "cudaMemcpy".into() });
+
+    let (copy, pending) = c.checkpoint(ProfilingMode::Trace, None);
+    assert_eq!(pending, CheckpointPending { kernels: 1, transfers: 1 });
+    let out = copy.finish(&tree, &MetricSet::default(), ProfilingMode::Trace);
+    let ids: Vec<u32> = out.rows.iter().map(|r| r.correlation_id).collect();
+    assert!(ids.contains(&1) && ids.contains(&99) && !ids.contains(&2), "{ids:?}");
+    assert!(out.transfers.is_empty(), "the pending memcpy is not a row");
+}
+
+#[test]
+fn per_kernel_checkpoint_drops_the_activity_of_left_out_launches() {
+    let tree = SessionTree::new();
+    let mut c = Correlator::new();
+    c.add_launch(launch(7, 2, 0, None));
+    c.add_activity(activity(7, "k")); // arrived, but its counter cycle 2 is still running
+    let (copy, pending) = c.checkpoint(ProfilingMode::PerKernel, Some(2));
+    assert_eq!(pending.kernels, 1);
+    let out = copy.finish(&tree, &metrics(), ProfilingMode::PerKernel);
+    assert!(out.rows.is_empty(), "its activity must not come back as a row without a launch: {:?}", out.rows);
+}

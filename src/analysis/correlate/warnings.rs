@@ -3,7 +3,7 @@
 use super::*;
 
 /// Collects warnings: keeps the first [`MAX_WARNINGS`], logs them, counts the rest.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct WarningLog {
     kept: Vec<String>,
     suppressed: u64,
