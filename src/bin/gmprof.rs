@@ -148,6 +148,10 @@ fn print_report(path: &std::path::Path, csv: bool, stats: bool) -> gmprof::Resul
             println!("{}", report.stats());
         }
     }
+    // A partial directory (a checkpoint of a run that did not finish) says so.
+    if let Some(end) = report.meta.run_end.as_ref().filter(|e| !e.is_complete()) {
+        eprintln!("gmprof: {}: {}", file.display(), end.describe());
+    }
     Ok(())
 }
 
@@ -176,10 +180,12 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         for line in outcome.messages() {
             eprintln!("gmprof: {line}");
         }
-        let code = match outcome.exit.code() {
-            Some(0) if !outcome.has_outputs() => 1,
-            Some(c) => c.clamp(0, 255) as u8,
-            None => 128,
+        // A program ended by a signal gives 128 + its number, as a shell reports it.
+        let code = match (outcome.exit.code(), std::os::unix::process::ExitStatusExt::signal(&outcome.exit)) {
+            (Some(0), _) if !outcome.has_outputs() => 1,
+            (Some(c), _) => c.clamp(0, 255) as u8,
+            (None, Some(signal)) => (128 + signal).clamp(0, 255) as u8,
+            (None, None) => 128,
         };
         return Ok(ExitCode::from(code));
     }

@@ -16,8 +16,13 @@ use std::path::PathBuf;
 use parking_lot::Mutex;
 
 use crate::capture::profiler::Profiler;
+use crate::capture::profiler::Teardown;
 use crate::error::Error;
-use crate::model::ProfilingMode;
+use crate::model::{ProfilingMode, RunEnd};
+use crate::ways_in::injection::DEFAULT_CHECKPOINT_SECS;
+use crate::ways_in::outputs::{spawn_checkpoints, Outputs};
+use crate::ways_in::signals::{self, Request};
+use std::time::Duration;
 
 /// Status codes; the values are the C enum `gmprof_status`.
 #[repr(C)]
@@ -117,7 +122,7 @@ pub const EXPORTED_FUNCTIONS: [&str; 6] =
 
 struct Session {
     profiler: Profiler,
-    output_dir: PathBuf,
+    outputs: std::sync::Arc<Outputs>,
 }
 
 static SESSION: Mutex<Option<Session>> = Mutex::new(None);
@@ -211,7 +216,21 @@ pub unsafe extern "C" fn gmprof_init(options: *const Options) -> Status {
             builder = builder.synchronize_on_pop(o.synchronize_on_pop != 0);
         }
         let profiler = builder.build().map_err(fail)?;
-        *session = Some(Session { profiler, output_dir: PathBuf::from(out.unwrap_or_else(|| "gmprof-out".into())) });
+        let outputs = std::sync::Arc::new(Outputs::new(PathBuf::from(out.unwrap_or_else(|| "gmprof-out".into()))));
+        install_exit_hooks();
+        if let Some(every) =
+            env_seconds(crate::ways_in::injection::env::CHECKPOINT_SECS, DEFAULT_CHECKPOINT_SECS).map_err(fail)?
+        {
+            let (weak_outputs, weak_profiler) = (std::sync::Arc::downgrade(&outputs), profiler.clone());
+            spawn_checkpoints(every, move || {
+                let Some(outputs) = weak_outputs.upgrade() else { return false };
+                if let Err(e) = outputs.write_checkpoint(&weak_profiler, "periodic") {
+                    tracing::debug!("gmprof: checkpoint: {e}");
+                }
+                true
+            });
+        }
+        *session = Some(Session { profiler, outputs });
         Ok(())
     })
 }
@@ -250,9 +269,94 @@ pub extern "C" fn gmprof_finish() -> Status {
             .lock()
             .take()
             .ok_or_else(|| (Status::NotInitialized, "gmprof is not initialized: call gmprof_init first".to_owned()))?;
-        let report = session.profiler.finish().map_err(fail)?;
-        report.write_all(&session.output_dir).map_err(fail)
+        finish_session(session, RunEnd::Finished { by: "gmprof_finish".into() }, Teardown::Release)
     })
+}
+
+/// Finishes `session`, writing its outputs before CUPTI is torn down.
+fn finish_session(session: Session, run_end: RunEnd, teardown: Teardown) -> Result<(), (Status, String)> {
+    let mut written = Ok(());
+    session
+        .profiler
+        .finish_with(run_end, teardown, |report| written = session.outputs.write_final(report))
+        .map_err(fail)?;
+    written.map_err(fail)
+}
+
+/// Finishes the open session, if any, at an end of the process the program did not plan.
+fn finish_open_session(run_end: RunEnd) {
+    let Some(session) = SESSION.lock().take() else { return };
+    let dir = session.outputs.dir().display().to_string();
+    match finish_session(session, run_end.clone(), Teardown::Skip) {
+        Ok(()) => eprintln!("gmprof: wrote {dir} ({})", run_end.describe()),
+        Err((_, e)) => eprintln!("gmprof: could not write {dir} at the end of the process: {e}"),
+    }
+}
+
+/// Reads a seconds setting: `None` when 0 (off).
+fn env_seconds(key: &str, default: u64) -> crate::error::Result<Option<Duration>> {
+    let value = match std::env::var(key).ok().map(|v| v.trim().to_owned()).filter(|v| !v.is_empty()) {
+        None => default,
+        Some(v) => v
+            .parse::<u64>()
+            .map_err(|_| Error::InvalidConfig(format!("{key}={v}: use a whole number of seconds (0 turns it off)")))?,
+    };
+    Ok((value > 0).then(|| Duration::from_secs(value)))
+}
+
+/// Once per process, after the first session started (so after CUDA and CUPTI registered
+/// their own exit handlers; see `injection`): an exit handler and the signal handlers that
+/// write an open session's outputs when the program ends without `gmprof_finish`.
+fn install_exit_hooks() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: `at_exit` is a plain function that never unwinds (catch_unwind inside).
+        if unsafe { atexit(at_exit) } != 0 {
+            tracing::warn!("gmprof: atexit registration failed");
+        }
+        let handle = !matches!(std::env::var(crate::ways_in::injection::env::SIGNALS).as_deref(), Ok("0"));
+        // The injected library handles signals itself when it is the one that runs.
+        if handle && std::env::var_os("CUDA_INJECTION64_PATH").is_none() {
+            let timeout = env_seconds(
+                crate::ways_in::injection::env::SIGNAL_TIMEOUT_SECS,
+                crate::ways_in::injection::DEFAULT_SIGNAL_TIMEOUT_SECS,
+            )
+            .ok()
+            .flatten()
+            .unwrap_or(Duration::from_secs(crate::ways_in::injection::DEFAULT_SIGNAL_TIMEOUT_SECS));
+            let installed = signals::install(timeout, |request| match request {
+                Request::Final(signal) => finish_open_session(RunEnd::Signal { signal, name: signals::name(signal) }),
+                Request::Checkpoint(signal) => {
+                    let session = SESSION.lock().as_ref().map(|s| (s.profiler.clone(), s.outputs.clone()));
+                    if let Some((profiler, outputs)) = session {
+                        let reason = format!("{} received; the program's own handler ran", signals::name(signal));
+                        if let Err(e) = outputs.write_checkpoint(&profiler, &reason) {
+                            tracing::debug!("gmprof: checkpoint: {e}");
+                        }
+                    }
+                }
+            });
+            if let Err(e) = installed {
+                tracing::warn!("gmprof: {e}");
+            }
+        }
+    });
+}
+
+extern "C" fn at_exit() {
+    let _ = catch_unwind(|| {
+        // A fresh thread: the exiting thread's thread-locals are already destroyed.
+        if let Ok(worker) = std::thread::Builder::new()
+            .name("gmprof-exit".into())
+            .spawn(|| finish_open_session(RunEnd::Finished { by: "process exit without gmprof_finish".into() }))
+        {
+            let _ = worker.join();
+        }
+    });
+}
+
+extern "C" {
+    fn atexit(callback: extern "C" fn()) -> c_int;
 }
 
 /// The calling thread's last failure message, "" if none.

@@ -31,12 +31,15 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
+use crate::capture::profiler::Teardown;
 use crate::capture::profiler::{Profiler, RangeScope};
 use crate::checked::callback::{ContextEvent, NvtxEvent};
 use crate::checked::driver::Context;
 use crate::checked::Cupti;
 use crate::error::{Error, Result};
-use crate::model::ProfilingMode;
+use crate::model::{ProfilingMode, RunEnd};
+use crate::ways_in::outputs::{self, Outputs};
+use crate::ways_in::signals::{self, Request};
 
 /// The file in the output directory that records how an injected run went.
 pub const STATUS_FILE: &str = "injection.json";
@@ -57,7 +60,20 @@ pub mod env {
     pub const RANGE_SCOPE: &str = "GMPROF_RANGE_SCOPE";
     /// `1` to synchronize before every range closes.
     pub const SYNC_ON_POP: &str = "GMPROF_SYNC_ON_POP";
+    /// Seconds between checkpoints of the outputs while the program runs (default 30; `0`
+    /// turns them off).
+    pub const CHECKPOINT_SECS: &str = "GMPROF_CHECKPOINT_SECS";
+    /// `0` to leave the program's signals alone (default: outputs are written before a
+    /// terminating signal takes effect).
+    pub const SIGNALS: &str = "GMPROF_SIGNALS";
+    /// Seconds a terminating signal waits for the outputs to be written (default 120).
+    pub const SIGNAL_TIMEOUT_SECS: &str = "GMPROF_SIGNAL_TIMEOUT_SECS";
 }
+
+/// Default seconds between checkpoints.
+pub const DEFAULT_CHECKPOINT_SECS: u64 = 30;
+/// Default seconds a terminating signal waits for the outputs.
+pub const DEFAULT_SIGNAL_TIMEOUT_SECS: u64 = 120;
 
 /// What the injected profiler is told by the environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,6 +90,12 @@ pub struct InjectionConfig {
     pub range_scope: RangeScope,
     /// Synchronize before each pop.
     pub synchronize_on_pop: bool,
+    /// Time between checkpoints of the outputs (`None`: none).
+    pub checkpoint_every: Option<std::time::Duration>,
+    /// Whether terminating signals write the outputs first.
+    pub handle_signals: bool,
+    /// How long a terminating signal waits for the outputs.
+    pub signal_timeout: std::time::Duration,
 }
 
 impl InjectionConfig {
@@ -86,17 +108,36 @@ impl InjectionConfig {
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self> {
         let get = |k: &str| lookup(k).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
         let list = |v: String| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
+        let seconds = |key: &str, default: u64| -> Result<u64> {
+            match get(key) {
+                None => Ok(default),
+                Some(v) => v.parse::<u64>().map_err(|_| {
+                    Error::InvalidConfig(format!("{key}={v}: use a whole number of seconds (0 turns it off)"))
+                }),
+            }
+        };
+        let flag = |key: &str, default: bool| -> Result<bool> {
+            match get(key).as_deref() {
+                None => Ok(default),
+                Some("0") | Some("false") | Some("no") => Ok(false),
+                Some("1") | Some("true") | Some("yes") => Ok(true),
+                Some(other) => Err(Error::InvalidConfig(format!("{key}={other}: use 1 or 0"))),
+            }
+        };
+        let checkpoint_secs = seconds(env::CHECKPOINT_SECS, DEFAULT_CHECKPOINT_SECS)?;
         Ok(InjectionConfig {
             mode: get(env::MODE).map(|m| m.parse()).transpose()?,
             metrics: get(env::METRICS).map(list),
             output_dir: PathBuf::from(get(env::OUT).unwrap_or_else(|| "gmprof-out".into())),
             nvtx_include: get(env::NVTX_INCLUDE).map(list).unwrap_or_default(),
             range_scope: get(env::RANGE_SCOPE).map(|s| s.parse()).transpose()?.unwrap_or(RangeScope::Process),
-            synchronize_on_pop: match get(env::SYNC_ON_POP).as_deref() {
-                None | Some("0") | Some("false") | Some("no") => false,
-                Some("1") | Some("true") | Some("yes") => true,
-                Some(other) => return Err(Error::InvalidConfig(format!("{}={other}: use 1 or 0", env::SYNC_ON_POP))),
-            },
+            synchronize_on_pop: flag(env::SYNC_ON_POP, false)?,
+            checkpoint_every: (checkpoint_secs > 0).then(|| std::time::Duration::from_secs(checkpoint_secs)),
+            handle_signals: flag(env::SIGNALS, true)?,
+            signal_timeout: std::time::Duration::from_secs(seconds(
+                env::SIGNAL_TIMEOUT_SECS,
+                DEFAULT_SIGNAL_TIMEOUT_SECS,
+            )?),
         })
     }
 }
@@ -203,6 +244,12 @@ pub struct InjectionStatus {
     pub nvtx_ranges_followed: u64,
     /// NVTX pops with no push on their thread.
     pub nvtx_unbalanced_pops: u64,
+    /// How the run ended, as the outputs record it (also in report.json).
+    #[serde(default)]
+    pub run_end: Option<RunEnd>,
+    /// Checkpoints written while the program ran.
+    #[serde(default)]
+    pub checkpoints_written: u64,
 }
 
 impl InjectionStatus {
@@ -233,6 +280,8 @@ struct Injected {
     error: Mutex<Option<String>>,
     profiled: AtomicBool,
     done: AtomicBool,
+    outputs: Outputs,
+    exit_hooks: std::sync::Once,
 }
 
 static INJECTED: OnceLock<Injected> = OnceLock::new();
@@ -246,7 +295,7 @@ fn note_error(state: &Injected, message: String) {
     state.error.lock().get_or_insert(message);
 }
 
-fn on_context(state: &Injected, event: ContextEvent) {
+fn on_context(state: &'static Injected, event: ContextEvent) {
     match event {
         ContextEvent::Created(ctx) => {
             tracing::debug!(?ctx, "gmprof: context created");
@@ -278,6 +327,7 @@ fn on_context(state: &Injected, event: ContextEvent) {
                     }
                     *state.profiler.lock() = Some((ctx, profiler));
                     state.profiled.store(true, Ordering::Release);
+                    install_exit_hooks(state);
                 }
                 Err(e) => note_error(state, format!("could not start profiling the first CUDA context: {e}")),
             }
@@ -285,7 +335,7 @@ fn on_context(state: &Injected, event: ContextEvent) {
         ContextEvent::DestroyStarting(ctx) => {
             let ours = state.profiler.lock().as_ref().is_some_and(|(c, _)| *c == ctx);
             if ours {
-                finish(state, "context destroyed");
+                finish(state, RunEnd::Finished { by: "context destroyed".into() }, Teardown::Release);
             }
         }
     }
@@ -326,63 +376,123 @@ fn on_nvtx(state: &Injected, event: NvtxEvent<'_>) {
     }
 }
 
-/// Finishes the profiler (once), writes the outputs and the status file.
-fn finish(state: &Injected, finished_by: &str) {
+/// Finishes the profiler (once), writes the outputs and the status file. The outputs are
+/// written before CUPTI is torn down; `teardown` says whether it is at all.
+fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
     if state.done.swap(true, Ordering::AcqRel) {
         return;
     }
-    tracing::debug!(finished_by, "gmprof: finishing");
+    tracing::debug!(?run_end, "gmprof: finishing");
     let out = &state.config.output_dir;
     let taken = state.profiler.lock().take();
     let mut outputs_written = false;
     let contexts = state.contexts_created.load(Ordering::Acquire);
+    let ended = run_end.describe();
     if let Some((_, profiler)) = taken {
-        match profiler.finish() {
-            Ok(mut report) => {
-                if contexts > 1 {
-                    report
-                        .meta
-                        .warnings
-                        .push(format!("the program created {contexts} CUDA contexts; gmprof profiled the first only"));
-                }
-                let unbalanced = state.nvtx_unbalanced.load(Ordering::Relaxed);
-                if unbalanced > 0 {
-                    report.meta.warnings.push(format!("{unbalanced} NVTX pop(s) had no matching push"));
-                }
-                match report.write_all(out) {
-                    Ok(()) => {
-                        outputs_written = true;
-                        eprintln!(
-                            "gmprof: wrote {} ({} ranges, {} kernels; {finished_by})",
-                            out.display(),
-                            report.ranges.len(),
-                            report.kernels.len()
-                        );
-                    }
-                    Err(e) => note_error(state, format!("could not write the outputs: {e}")),
-                }
+        let result = profiler.finish_with(run_end.clone(), teardown, |report| {
+            if contexts > 1 {
+                report
+                    .meta
+                    .warnings
+                    .push(format!("the program created {contexts} CUDA contexts; gmprof profiled the first only"));
             }
-            Err(e) => note_error(state, format!("could not finish profiling: {e}")),
+            let unbalanced = state.nvtx_unbalanced.load(Ordering::Relaxed);
+            if unbalanced > 0 {
+                report.meta.warnings.push(format!("{unbalanced} NVTX pop(s) had no matching push"));
+            }
+            match state.outputs.write_final(report) {
+                Ok(()) => {
+                    outputs_written = true;
+                    eprintln!(
+                        "gmprof: wrote {} ({} ranges, {} kernels; {ended})",
+                        out.display(),
+                        report.ranges.len(),
+                        report.kernels.len()
+                    );
+                }
+                Err(e) => note_error(state, format!("could not write the outputs: {e}")),
+            }
+        });
+        if let Err(e) = result {
+            note_error(state, format!("could not finish profiling: {e}"));
+            // The last checkpoint, if any, is what is left; the status says so.
+            if state.outputs.checkpoints() > 0 {
+                note_error(state, "the outputs are the last checkpoint".into());
+            }
         }
     } else if contexts == 0 {
         eprintln!("gmprof: the program created no CUDA context; nothing was profiled");
     }
+    write_status(state, Some(run_end), outputs_written);
+}
+
+/// Writes injection.json.
+fn write_status(state: &Injected, run_end: Option<RunEnd>, outputs_written: bool) {
     let status = InjectionStatus {
         pid: std::process::id(),
         command: std::env::args().collect(),
         mode: state.config.mode.map(|m| m.as_str().to_owned()),
-        contexts_created: contexts,
+        contexts_created: state.contexts_created.load(Ordering::Acquire),
         profiled: state.profiled.load(Ordering::Acquire),
         error: state.error.lock().clone(),
-        finished_by: Some(finished_by.to_owned()),
-        outputs_written,
+        finished_by: run_end.as_ref().map(RunEnd::describe),
+        outputs_written: outputs_written || state.outputs.checkpoints() > 0,
         nvtx_pushes: state.nvtx_pushes.load(Ordering::Relaxed),
         nvtx_ranges_followed: state.nvtx_followed.load(Ordering::Relaxed),
         nvtx_unbalanced_pops: state.nvtx_unbalanced.load(Ordering::Relaxed),
+        run_end,
+        checkpoints_written: state.outputs.checkpoints(),
     };
-    if let Err(e) = status.write(out) {
+    if let Err(e) = status.write(&state.config.output_dir) {
         eprintln!("gmprof: could not write {STATUS_FILE}: {e}");
     }
+}
+
+/// Writes a checkpoint of the running profiler (nothing once it has finished).
+fn checkpoint(state: &Injected, reason: &str) -> bool {
+    if state.done.load(Ordering::Acquire) {
+        return false;
+    }
+    let Some(profiler) = state.profiler.lock().as_ref().map(|(_, p)| p.clone()) else { return false };
+    match state.outputs.write_checkpoint(&profiler, reason) {
+        Ok(Some(run_end)) => write_status(state, Some(run_end), false),
+        Ok(None) => {}
+        Err(e) => tracing::warn!("gmprof: checkpoint failed: {e}"),
+    }
+    !state.done.load(Ordering::Acquire)
+}
+
+/// Once a profiler runs: the exit handler, the checkpoint thread and the signal handlers.
+///
+/// The exit handler is registered here, not when the library is loaded: atexit handlers run
+/// in reverse order of registration, and CUDA and CUPTI register theirs while CUDA starts
+/// and the profiler attaches. Registered earlier, gmprof's ran after CUPTI's own teardown and
+/// crashed in its final activity flush (CUDA 13.0, kernel replay, a C program).
+fn install_exit_hooks(state: &'static Injected) {
+    state.exit_hooks.call_once(|| {
+        // SAFETY: `at_exit` is a plain function that never unwinds (catch_unwind inside).
+        if unsafe { atexit(at_exit) } != 0 {
+            tracing::warn!(
+                "gmprof: atexit registration failed; outputs are written only when the context is destroyed"
+            );
+        }
+        if let Some(every) = state.config.checkpoint_every {
+            outputs::spawn_checkpoints(every, move || checkpoint(state, "periodic"));
+        }
+        if state.config.handle_signals {
+            let installed = signals::install(state.config.signal_timeout, move |request| match request {
+                Request::Final(signal) => {
+                    finish(state, RunEnd::Signal { signal, name: signals::name(signal) }, Teardown::Skip)
+                }
+                Request::Checkpoint(signal) => {
+                    checkpoint(state, &format!("{} received; the program's own handler ran", signals::name(signal)));
+                }
+            });
+            if let Err(e) = installed {
+                tracing::warn!("gmprof: {e}; outputs are written at exit only");
+            }
+        }
+    });
 }
 
 extern "C" fn at_exit() {
@@ -396,7 +506,7 @@ extern "C" fn at_exit() {
         // A fresh thread has fresh thread-locals.
         let worker = std::thread::Builder::new().name("gmprof-exit".into()).spawn(|| {
             if let Some(state) = INJECTED.get() {
-                finish(state, "process exit");
+                finish(state, RunEnd::Finished { by: "process exit".into() }, Teardown::Skip);
             }
         });
         match worker {
@@ -419,6 +529,7 @@ fn initialize() -> Result<()> {
     }
     let config = InjectionConfig::from_env()?;
     tracing::debug!(?config, "gmprof: injected");
+    let output_dir = config.output_dir.clone();
     let cupti = Cupti::load()?;
     let state = Injected {
         config,
@@ -430,6 +541,8 @@ fn initialize() -> Result<()> {
         error: Mutex::new(None),
         profiled: AtomicBool::new(false),
         done: AtomicBool::new(false),
+        outputs: Outputs::new(output_dir),
+        exit_hooks: std::sync::Once::new(),
     };
     if INJECTED.set(state).is_err() {
         return Err(Error::InvalidState("InitializeInjection was called twice".into()));
@@ -447,10 +560,6 @@ fn initialize() -> Result<()> {
             }
         }),
     )?;
-    // SAFETY: `at_exit` is a plain function that never unwinds (catch_unwind inside).
-    if unsafe { atexit(at_exit) } != 0 {
-        tracing::warn!("gmprof: atexit registration failed; outputs are written only when the context is destroyed");
-    }
     if std::env::var_os("NVTX_INJECTION64_PATH").is_none() {
         eprintln!(
             "gmprof: NVTX_INJECTION64_PATH is not set, so NVTX ranges will not reach gmprof; \

@@ -8,8 +8,10 @@
 //! what happened (no CUDA context, a start failure, a failing program) into plain words.
 
 use std::ffi::OsString;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use crate::checked::library::cupti_candidates;
 use crate::error::{Error, Result};
@@ -166,16 +168,61 @@ impl LaunchPlan {
     }
 
     /// Runs the program to its end and reads what the injected library left.
+    ///
+    /// SIGTERM, SIGINT and SIGHUP sent to `gmprof run` (by `timeout`, a scheduler, `kill`)
+    /// are passed on to the program, which writes its outputs and ends; the terminal's own
+    /// Ctrl-C already reaches the program and is not sent twice. If `gmprof run` itself is
+    /// killed, the program gets SIGTERM (`PR_SET_PDEATHSIG`), so it still writes its outputs.
     pub fn run(&self) -> Result<Outcome> {
         self.clear_stale_outputs()?;
         let (program, args) = self.program.split_first().ok_or_else(|| Error::InvalidConfig("no program".into()))?;
         let mut command = Command::new(program);
         command.args(args).envs(self.env.iter().map(|(k, v)| (k, v)));
-        let exit = command
-            .status()
+        // SAFETY: the closure runs in the child between fork and exec and calls only prctl,
+        // which is async-signal-safe.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0);
+                Ok(())
+            });
+        }
+        let mut child = command
+            .spawn()
             .map_err(|e| Error::InvalidConfig(format!("could not start {}: {e}", Path::new(program).display())))?;
+        forward_signals_to(child.id());
+        let exit = child.wait().map_err(|e| Error::InvalidState(format!("waiting for the program: {e}")))?;
+        CHILD.store(0, Ordering::Release);
         let status = InjectionStatus::read(&self.output_dir).ok();
         Ok(Outcome { exit, status, output_dir: self.output_dir.clone() })
+    }
+}
+
+/// The program `gmprof run` waits for (0: none).
+static CHILD: AtomicI32 = AtomicI32::new(0);
+
+/// Passes SIGTERM, SIGINT and SIGHUP that another process sent to `gmprof run` on to `pid`.
+fn forward_signals_to(pid: u32) {
+    CHILD.store(pid as i32, Ordering::Release);
+    extern "C" fn forward(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut std::ffi::c_void) {
+        // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
+        let code = unsafe { info.as_ref() }.map_or(0, |i| i.si_code);
+        // SI_KERNEL: the terminal sent it to the whole foreground group, the program too.
+        let child = CHILD.load(Ordering::Acquire);
+        if code != libc::SI_KERNEL && child > 0 {
+            // SAFETY: kill(2) is async-signal-safe.
+            unsafe { libc::kill(child, signal) };
+        }
+    }
+    for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        // SAFETY: a zeroed sigaction with the handler, flags and an empty mask is valid;
+        // `forward` has the SA_SIGINFO signature and never unwinds.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = forward as *const () as libc::sighandler_t;
+            action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(signal, &action, std::ptr::null_mut());
+        }
     }
 }
 
@@ -202,6 +249,9 @@ impl Outcome {
                 if let Some(e) = &s.error {
                     out.push(e.clone());
                 }
+                if let Some(end) = &s.run_end {
+                    out.push(format!("run: {}", end.describe()));
+                }
                 if s.outputs_written {
                     out.push(format!(
                         "outputs in {dir} ({} NVTX range(s) followed of {} pushed)",
@@ -218,9 +268,10 @@ impl Outcome {
             }
         }
         if !self.exit.success() {
-            let how = match self.exit.code() {
-                Some(code) => format!("exited with status {code}"),
-                None => format!("was killed ({})", self.exit),
+            let how = match (self.exit.code(), self.exit.signal()) {
+                (Some(code), _) => format!("exited with status {code}"),
+                (None, Some(signal)) => format!("was ended by {}", crate::ways_in::signals::name(signal)),
+                (None, None) => format!("was killed ({})", self.exit),
             };
             let kept = if self.has_outputs() { "; what was collected is in the outputs" } else { "" };
             out.push(format!("the program {how}{kept}"));

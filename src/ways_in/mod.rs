@@ -11,3 +11,5 @@ pub mod capi;
 pub(crate) mod global;
 pub mod injection;
 pub mod launch;
+pub mod outputs;
+pub mod signals;

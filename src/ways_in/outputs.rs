@@ -1,0 +1,84 @@
+//! The outputs of a running program: checkpoints while it runs, the final write at its end,
+//! and never a checkpoint over the final outputs.
+//!
+//! Every file is replaced whole ([`Report::write_all`] writes beside the target and renames),
+//! so a program killed at any moment, SIGKILL and the OOM killer included, leaves the last
+//! complete set: at worst the last checkpoint, which says so in `report.json`
+//! ([`RunEnd::Checkpoint`](crate::model::RunEnd::Checkpoint)).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use crate::capture::profiler::Profiler;
+use crate::error::Result;
+use crate::model::RunEnd;
+use crate::report::Report;
+
+/// One output directory and who may write it.
+#[derive(Debug)]
+pub struct Outputs {
+    dir: PathBuf,
+    /// Held while writing; true once the final outputs are written.
+    finished: Mutex<bool>,
+    checkpoints: AtomicU64,
+}
+
+impl Outputs {
+    /// Outputs into `dir`.
+    pub fn new(dir: PathBuf) -> Self {
+        Self { dir, finished: Mutex::new(false), checkpoints: AtomicU64::new(0) }
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
+    /// Checkpoints written so far.
+    pub fn checkpoints(&self) -> u64 {
+        self.checkpoints.load(Ordering::Acquire)
+    }
+
+    /// Writes a checkpoint of `profiler` and returns how its report describes the run;
+    /// `None` (nothing written) once the final outputs are.
+    pub fn write_checkpoint(&self, profiler: &Profiler, reason: &str) -> Result<Option<RunEnd>> {
+        let report = profiler.checkpoint(reason)?;
+        Ok(self.write_checkpoint_report(&report)?.then(|| report.meta.run_end.clone()).flatten())
+    }
+
+    /// Writes `report` as a checkpoint, unless the final outputs are written.
+    pub fn write_checkpoint_report(&self, report: &Report) -> Result<bool> {
+        let finished = self.finished.lock();
+        if *finished {
+            return Ok(false);
+        }
+        report.write_all(&self.dir)?;
+        self.checkpoints.fetch_add(1, Ordering::AcqRel);
+        tracing::debug!(dir = %self.dir.display(), kernels = report.kernels.len(), "gmprof: checkpoint written");
+        Ok(true)
+    }
+
+    /// Writes the final outputs; later checkpoints write nothing.
+    pub fn write_final(&self, report: &Report) -> Result<()> {
+        let mut finished = self.finished.lock();
+        report.write_all(&self.dir)?;
+        *finished = true;
+        Ok(())
+    }
+}
+
+/// Calls `tick` every `every` on a `gmprof-checkpoint` thread until it returns false.
+pub fn spawn_checkpoints(every: Duration, tick: impl Fn() -> bool + Send + 'static) {
+    let spawned = std::thread::Builder::new().name("gmprof-checkpoint".into()).spawn(move || loop {
+        std::thread::sleep(every);
+        if !tick() {
+            return;
+        }
+    });
+    if let Err(e) = spawned {
+        tracing::warn!("gmprof: could not start the checkpoint thread: {e}; outputs are written at the end only");
+    }
+}

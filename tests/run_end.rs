@@ -1,0 +1,177 @@
+//! How runs end, on the CPU: signals handled in a real child process, checkpoints never
+//! overwriting the final outputs, and a partial directory that `gmprof report` reads.
+
+use std::process::Command;
+use std::time::Duration;
+
+use gmprof::analysis::correlate::Correlator;
+use gmprof::model::session::SessionTree;
+use gmprof::model::{LaunchApi, LaunchRecord, MetricSet, ProfilingMode, RunEnd};
+use gmprof::report::{CaptureInfo, Report};
+use gmprof::ways_in::outputs::Outputs;
+use gmprof::ways_in::signals::{self, Request};
+
+const CHILD_ENV: &str = "GMPROF_RUN_END_TEST_CHILD";
+
+/// Runs this test binary again as a child in `scenario`; returns its status and what its
+/// signal thread recorded.
+fn child(scenario: &str) -> (std::process::ExitStatus, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_process_entry", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, scenario)
+        .env("GMPROF_TEST_DIR", dir.path())
+        .output()
+        .unwrap();
+    let recorded = std::fs::read_to_string(dir.path().join("requests")).unwrap_or_default();
+    let program = std::fs::read_to_string(dir.path().join("program")).unwrap_or_default();
+    (out.status, recorded, program)
+}
+
+/// The child's side. Does nothing when run as an ordinary test.
+#[test]
+fn child_process_entry() {
+    let Ok(scenario) = std::env::var(CHILD_ENV) else { return };
+    let dir = std::path::PathBuf::from(std::env::var("GMPROF_TEST_DIR").unwrap());
+    static PROGRAM_FILE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    PROGRAM_FILE.set(dir.join("program")).unwrap();
+    extern "C" fn program_handler(signal: libc::c_int) {
+        // Not async-signal-safe, but enough for a test: the program's handler ran.
+        let _ = std::fs::write(PROGRAM_FILE.get().unwrap(), format!("handled {signal}"));
+    }
+    // SAFETY: installing plain dispositions in a test child.
+    unsafe {
+        match scenario.as_str() {
+            "program-handler" => {
+                libc::signal(libc::SIGTERM, program_handler as *const () as libc::sighandler_t);
+            }
+            "ignored" => {
+                libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            }
+            _ => {}
+        }
+    }
+    let requests = dir.join("requests");
+    signals::install(Duration::from_secs(10), move |request| {
+        // Stands for finishing the profiler and writing the outputs: slow on purpose, so a
+        // process that did not wait for it would not have written the file.
+        std::thread::sleep(Duration::from_millis(300));
+        let text = match request {
+            Request::Final(s) => format!("final {s}"),
+            Request::Checkpoint(s) => format!("checkpoint {s}"),
+        };
+        std::fs::write(&requests, text).unwrap();
+    })
+    .unwrap();
+    // SAFETY: raising signals at this process in a test child.
+    unsafe {
+        match scenario.as_str() {
+            "default" => {
+                libc::raise(libc::SIGTERM);
+            }
+            "program-handler" => {
+                libc::raise(libc::SIGTERM);
+                std::thread::sleep(Duration::from_millis(1000));
+            }
+            "ignored" => {
+                libc::raise(libc::SIGHUP);
+            }
+            "abort" => libc::abort(),
+            other => panic!("unknown scenario {other}"),
+        }
+    }
+    std::process::exit(3);
+}
+
+#[test]
+fn a_default_signal_writes_first_then_ends_the_process_by_that_signal() {
+    use std::os::unix::process::ExitStatusExt;
+    let (status, recorded, _) = child("default");
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+    assert_eq!(recorded, "final 15");
+}
+
+#[test]
+fn abort_writes_first_then_aborts() {
+    use std::os::unix::process::ExitStatusExt;
+    let (status, recorded, _) = child("abort");
+    assert_eq!(status.signal(), Some(libc::SIGABRT), "{status:?}");
+    assert_eq!(recorded, "final 6");
+}
+
+#[test]
+fn the_programs_own_handler_still_runs_and_the_program_goes_on() {
+    let (status, recorded, program) = child("program-handler");
+    assert_eq!(status.code(), Some(3), "the program went on to its own exit: {status:?}");
+    assert_eq!(program, "handled 15");
+    assert_eq!(recorded, "checkpoint 15");
+}
+
+#[test]
+fn an_ignored_signal_stays_ignored() {
+    let (status, recorded, _) = child("ignored");
+    assert_eq!(status.code(), Some(3), "{status:?}");
+    assert_eq!(recorded, "", "gmprof installed nothing for an ignored signal");
+}
+
+fn report(run_end: RunEnd, kernels: u32) -> Report {
+    let mut tree = SessionTree::new();
+    let step = tree.push("step", 1, 0);
+    tree.pop(1, 10).unwrap();
+    let mut correlator = Correlator::new();
+    for id in 0..kernels {
+        correlator.add_launch(LaunchRecord {
+            correlation_id: id,
+            thread: 1,
+            range: Some(step),
+            cycle: 0,
+            ordinal: id,
+            api: LaunchApi::Runtime,
+            api_name: "cudaLaunchKernel".into(),
+            context_id: 1,
+        });
+    }
+    let mut info = CaptureInfo::new(ProfilingMode::Trace);
+    info.run_end = Some(run_end);
+    Report::analyze(info, &MetricSet::default(), &tree, correlator)
+}
+
+#[test]
+fn a_checkpoint_never_overwrites_the_final_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let outputs = Outputs::new(dir.path().to_owned());
+    let partial = report(RunEnd::Checkpoint { reason: "periodic".into(), pending_kernels: 4 }, 1);
+    assert!(outputs.write_checkpoint_report(&partial).unwrap());
+    let done = report(RunEnd::Finished { by: "finish".into() }, 5);
+    outputs.write_final(&done).unwrap();
+    assert!(!outputs.write_checkpoint_report(&partial).unwrap(), "a checkpoint after the end writes nothing");
+    let back = Report::read_json(dir.path().join("report.json")).unwrap();
+    assert_eq!(back.meta.run_end, Some(RunEnd::Finished { by: "finish".into() }));
+    assert_eq!(back.kernels.len(), 5);
+    assert_eq!(outputs.checkpoints(), 1);
+}
+
+#[test]
+fn gmprof_report_reads_a_partial_directory_and_says_it_is_partial() {
+    let dir = tempfile::tempdir().unwrap();
+    let partial = report(RunEnd::Checkpoint { reason: "periodic".into(), pending_kernels: 2 }, 3);
+    partial.write_all(dir.path()).unwrap();
+    // What a SIGKILL during a later checkpoint leaves: a stray temporary file beside the set.
+    std::fs::write(dir.path().join(".report.json.tmp-12345"), "{ torn").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gmprof")).arg("report").arg(dir.path()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("step") && stdout.contains("3 kernels"), "{stdout}");
+    assert!(stderr.contains("partial: last checkpoint (periodic)") && stderr.contains("2 kernel(s)"), "{stderr}");
+}
+
+#[test]
+fn run_end_is_tagged_json() {
+    let end = RunEnd::Signal { signal: 15, name: "SIGTERM".into() };
+    let text = serde_json::to_string(&end).unwrap();
+    assert_eq!(text, r#"{"kind":"signal","signal":15,"name":"SIGTERM"}"#);
+    assert_eq!(serde_json::from_str::<RunEnd>(&text).unwrap(), end);
+    assert!(end.is_complete());
+    assert!(!RunEnd::Checkpoint { reason: "periodic".into(), pending_kernels: 0 }.is_complete());
+}
