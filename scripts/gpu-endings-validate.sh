@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Every end of a run writes what was collected (issue "nothing lost"), on the GPU machine.
+#
+#   scripts/gpu-stage --features gpu          # here
+#   bash scripts/gpu-endings-validate.sh c    # there: the GPU test suite, then two unmodified
+#                                             # C/CUDA programs in every mode, run to their end
+#   bash scripts/gpu-endings-validate.sh py   # there: PyTorch ended by SIGTERM in every mode,
+#                                             # the C ABI ended by SIGTERM, a kernel_replay run
+#                                             # killed with SIGKILL (its checkpoint is read back)
+# Logs go to $OUT (or out/endings). Each check prints ok/FAIL and check_run.py prints ALL OK.
+set -u
+cd "$(dirname "$0")/.."
+export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} PATH=${CUDA_HOME:-/usr/local/cuda}/bin:$PATH
+export LD_LIBRARY_PATH=$CUDA_HOME/targets/x86_64-linux/lib:$CUDA_HOME/extras/CUPTI/lib64:$CUDA_HOME/lib64:${LD_LIBRARY_PATH:-}
+export GMPROF_LIBRARY=$PWD/.gpu/lib/libgmprof.so PYTHONPATH=$PWD/.gpu/python PYTHONUNBUFFERED=1
+out=${OUT:-out/endings}; mkdir -p "$out"
+ulimit -c unlimited; echo /tmp/core.%p > /proc/sys/kernel/core_pattern 2>/dev/null
+G=.gpu/bin/gmprof
+DRAM=dram__bytes_read.sum,dram__bytes_write.sum
+run() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+
+case "${1:-c}" in
+c)
+  GMPROF_GPU_TEST_KERNELS=${GMPROF_GPU_TEST_KERNELS:-20000} run bash .gpu/run.sh tests 2>&1 | grep -E "^== |test result|FAILED|panicked|^test .*FAIL"
+  run nvcc -O2 -arch=sm_90 -o /tmp/nvtx_vector_add examples/c/nvtx_vector_add.cu
+  run nvcc -O2 -arch=sm_90 -o /tmp/nvtx_mlp_train examples/c/nvtx_mlp_train.cu
+  echo '{"step": 10, "step/add": 5, "step/scale": 5, "left open": 1}' > /tmp/add_counts.json
+  python3 - <<'PY'
+import json
+steps, layers = 3, 4
+c = {}
+for s in range(steps):
+    t = "Train step %d" % s
+    c[t] = 6 * layers + 1
+    c[t + "/forward"] = 2 * layers
+    c[t + "/loss"] = 1
+    c[t + "/backward"] = 3 * layers
+    c[t + "/optimizer"] = layers
+    for l in range(layers):
+        c[t + "/forward/layer %d" % l] = 2
+        c[t + "/backward/layer %d" % l] = 3
+json.dump(c, open("/tmp/mlp_counts.json", "w"))
+PY
+  for mode in kernel_replay per_kernel per_range trace; do
+    metrics="--metrics $DRAM"; [ $mode = trace ] && metrics=""
+    run timeout 300 $G run --mode $mode $metrics -o "$out/add-$mode" -- /tmp/nvtx_vector_add 5
+    run python3 scripts/check_run.py "$out/add-$mode" --counts /tmp/add_counts.json --expect-end finished
+    run timeout 300 $G run --mode $mode $metrics -o "$out/mlp-$mode" -- /tmp/nvtx_mlp_train 3 4
+    # per_range measures the outermost level, so nested ranges' kernel counts are still exact.
+    run python3 scripts/check_run.py "$out/mlp-$mode" --counts /tmp/mlp_counts.json --expect-end finished
+  done
+  ls /tmp/core.* 2>/dev/null && echo "CORE FILES FOUND" || echo "no core files"
+  ;;
+py)
+  [ -x /tmp/nvtx_mlp_train ] || nvcc -O2 -arch=sm_90 -o /tmp/nvtx_mlp_train examples/c/nvtx_mlp_train.cu
+  TT=.gpu/python/examples/torch_train.py
+  run timeout 300 python3 $TT --steps 3 --count-kernels /tmp/torch_counts.json
+  per_step=$(python3 -c "import json; print(json.load(open('/tmp/torch_counts.json'))['step'] // 3)")
+  echo "torch.profiler: $per_step kernels per step"
+  for mode in trace per_kernel per_range kernel_replay; do
+    metrics="--metrics $DRAM"; [ $mode = trace ] && metrics=""
+    # timeout signals gmprof run, which passes SIGTERM on to the program.
+    run timeout -s TERM ${PY_SECONDS:-35} $G run --mode $mode $metrics -o "$out/torch-term-$mode" -- python3 $TT --steps 100000
+    run python3 scripts/check_run.py "$out/torch-term-$mode" --expect-end signal --per-instance step:$per_step
+    python3 -c "import json; print('injection.json run_end:', json.load(open('$out/torch-term-$mode/injection.json')).get('run_end'))"
+  done
+  # The C ABI (python gmprof module) without gmprof run, SIGTERM straight to the program.
+  run timeout -s TERM 30 python3 $TT --gmprof --mode trace --out "$out/torch-capi-term" --steps 100000
+  run python3 scripts/check_run.py "$out/torch-capi-term" --expect-end signal --per-instance step:$per_step
+  # A long kernel_replay run killed with SIGKILL: the last checkpoint is what is left.
+  GMPROF_CHECKPOINT_SECS=4 $G run --mode kernel_replay --metrics $DRAM -o "$out/mlp-kill" -- /tmp/nvtx_mlp_train 1000 4 \
+    > "$out/mlp-kill.log" 2>&1 &
+  sleep 25; pid=$(pgrep -f "nvtx_mlp_train 1000" | head -1); echo "SIGKILL to $pid"; kill -9 "$pid"; wait
+  tail -3 "$out/mlp-kill.log"
+  run $G report "$out/mlp-kill"
+  run python3 scripts/check_run.py "$out/mlp-kill" --expect-end checkpoint
+  ls /tmp/core.* 2>/dev/null && echo "CORE FILES FOUND" || echo "no core files"
+  ;;
+esac
