@@ -22,7 +22,12 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 
 case "${1:-c}" in
 c)
-  GMPROF_GPU_TEST_KERNELS=${GMPROF_GPU_TEST_KERNELS:-20000} run bash .gpu/run.sh tests 2>&1 | grep -E "^== |test result|FAILED|panicked|^test .*FAIL"
+  # The GPU suites (the CPU suites run in CI; some of them need cargo, which is not here).
+  for t in .gpu/tests/gpu-* .gpu/tests/gpu_user_replay-*; do
+    echo "== $t"
+    GMPROF_GPU_TEST_KERNELS=${GMPROF_GPU_TEST_KERNELS:-20000} "$t" --include-ignored --test-threads=1 2>&1 |
+      grep -E "^test |test result|panicked"
+  done
   run nvcc -O2 -arch=sm_90 -o /tmp/nvtx_vector_add examples/c/nvtx_vector_add.cu
   run nvcc -O2 -arch=sm_90 -o /tmp/nvtx_mlp_train examples/c/nvtx_mlp_train.cu
   echo '{"step": 10, "step/add": 5, "step/scale": 5, "left open": 1}' > /tmp/add_counts.json

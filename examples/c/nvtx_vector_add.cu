@@ -27,8 +27,8 @@ __global__ void scale(float* c, float k, int n) {
     std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e)); return 1; } } while (0)
 
 int main(int argc, char** argv) {
-    const int n = 1 << 24, threads = 256, blocks = (n + threads - 1) / threads;
     const int steps = argc > 1 ? std::atoi(argv[1]) : 5;
+    const int n = 1 << (argc > 2 ? std::atoi(argv[2]) : 24), threads = 256, blocks = (n + threads - 1) / threads;
     float *a, *b, *c;
     nvtxRangePushA("setup");
     CUDA(cudaMalloc(&a, n * sizeof(float)));

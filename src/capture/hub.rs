@@ -114,7 +114,12 @@ impl std::fmt::Debug for HubMembership {
 
 /// Attaches `session` for CUDA context `context_id`, starting CUPTI's callbacks and
 /// activity tracing if it is the first session.
-pub(crate) fn join(cupti: &Cupti, context_id: u32, session: Weak<dyn CaptureSession>) -> Result<HubMembership> {
+pub(crate) fn join(
+    cupti: &Cupti,
+    context_id: u32,
+    session: Weak<dyn CaptureSession>,
+    kinds: ActivityKinds,
+) -> Result<HubMembership> {
     let mut registration = REGISTRATION.lock();
     {
         let mut routes = ROUTES.write();
@@ -132,12 +137,14 @@ pub(crate) fn join(cupti: &Cupti, context_id: u32, session: Weak<dyn CaptureSess
             *registration = Some(Registration { subscriber, activity: None, pinned: false });
         }
         if let Some(reg) = registration.as_mut().filter(|r| r.activity.is_none()) {
-            reg.activity = Some(ActivityTracing::start(
-                cupti,
-                ActivityKinds::KernelsAndMemory,
-                PREALLOCATED_ACTIVITY_BUFFERS,
-                Arc::new(route_records),
-            )?);
+            reg.activity =
+                Some(ActivityTracing::start(cupti, kinds, PREALLOCATED_ACTIVITY_BUFFERS, Arc::new(route_records))?);
+        } else if let Some(activity) = registration.as_mut().and_then(|r| r.activity.as_mut()) {
+            // One set of kinds per process: the newest profiler's (kernel replay must not
+            // have memset records; see ActivityKinds::KernelsAndMemcpy).
+            if activity.kinds() != kinds {
+                activity.set_kinds(kinds)?;
+            }
         }
         Ok::<_, Error>(())
     })();

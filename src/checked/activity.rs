@@ -212,6 +212,11 @@ pub enum ActivityKinds {
     Kernels,
     /// Kernels, memcpys and memsets.
     KernelsAndMemory,
+    /// Kernels and memcpys, no memsets: for kernel replay. With CUPTI 13.0.1, MEMSET records
+    /// enabled beside the range profiler in kernel replay make `cuptiActivityFlushAll` crash
+    /// (SIGSEGV in CUPTI's worker thread) once a memset ran before the first replayed kernel
+    /// (seen on an H200, driver 580; memcpy records and memsets after kernels do not).
+    KernelsAndMemcpy,
 }
 
 impl ActivityKinds {
@@ -222,6 +227,10 @@ impl ActivityKinds {
                 CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
                 CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY,
                 CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET,
+            ],
+            ActivityKinds::KernelsAndMemcpy => &[
+                CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY,
             ],
         }
     }
@@ -285,6 +294,30 @@ impl ActivityTracing {
             })?;
         }
         Ok(tracing)
+    }
+
+    /// The kinds enabled now.
+    pub fn kinds(&self) -> ActivityKinds {
+        self.kinds
+    }
+
+    /// Enables and disables kinds so that exactly `kinds` are recorded from now on.
+    pub fn set_kinds(&mut self, kinds: ActivityKinds) -> Result<()> {
+        let (old, new) = (self.kinds.kinds(), kinds.kinds());
+        for kind in old.iter().filter(|k| !new.contains(k)) {
+            call_cupti!(self.cupti, cuptiActivityDisable, "disabling activity records", |f| {
+                // SAFETY: plain enum argument.
+                unsafe { f(*kind) }
+            })?;
+        }
+        for kind in new.iter().filter(|k| !old.contains(k)) {
+            call_cupti!(self.cupti, cuptiActivityEnable, "enabling activity records", |f| {
+                // SAFETY: plain enum argument.
+                unsafe { f(*kind) }
+            })?;
+        }
+        self.kinds = kinds;
+        Ok(())
     }
 
     /// Delivers every completed or partially filled buffer to the sink now.

@@ -167,6 +167,13 @@ impl Shared {
 
         let unreplayed = self.replay.lock().unreplayed_launches;
         let mut state = self.state.lock();
+        let memsets = self.memsets_untraced.load(Ordering::Relaxed);
+        if memsets > 0 {
+            state.warnings.push(format!(
+                "{memsets} memset call(s) are not in transfers.csv: kernel_replay records no memset activity \
+                 (with it, CUPTI 13.0 crashes in its activity flush); trace, per_kernel and per_range record them"
+            ));
+        }
         if unreplayed > 0 {
             state.warnings.push(format!(
                 "{unreplayed} kernel launch(es) ran outside Profiler::replay while the metric set needs {} \

@@ -136,6 +136,12 @@ impl Shared {
     }
 
     pub(super) fn record_transfer(&self, cb: &ApiCallback<'_>) {
+        if self.mode == ProfilingMode::KernelReplay && cb.function_name.contains("emset") {
+            // No memset activity under kernel replay (see ActivityKinds::KernelsAndMemcpy):
+            // counted and reported instead of left as calls without records.
+            self.memsets_untraced.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let thread = current_thread_id();
         let mut state = self.state.lock();
         let range = self.attribute(&state.tree, thread);

@@ -86,6 +86,8 @@ struct Shared {
     clock_start: ClockPair,
     /// Launches seen (trace mode numbers them here; counter modes per cycle).
     launches: std::sync::atomic::AtomicU32,
+    /// Memset calls not traced (kernel replay records no memset activity).
+    memsets_untraced: std::sync::atomic::AtomicU64,
     mode: ProfilingMode,
     metric_set: MetricSet,
     metric_names: Vec<String>,
@@ -202,6 +204,7 @@ impl Profiler {
             driver: drv,
             clock_start,
             launches: std::sync::atomic::AtomicU32::new(0),
+            memsets_untraced: std::sync::atomic::AtomicU64::new(0),
             mode,
             metric_set,
             metric_names: names,
@@ -228,7 +231,12 @@ impl Profiler {
         // The capture is in place before the hub can route a callback to this session.
         *shared.capture.lock() = Some(Capture { membership: None, counters, _primary: primary, context });
         let session: Arc<dyn CaptureSession> = shared.clone();
-        let membership = hub::join(&cupti, context_id, Arc::downgrade(&session))?;
+        let kinds = if mode == ProfilingMode::KernelReplay {
+            crate::checked::activity::ActivityKinds::KernelsAndMemcpy
+        } else {
+            crate::checked::activity::ActivityKinds::KernelsAndMemory
+        };
+        let membership = hub::join(&cupti, context_id, Arc::downgrade(&session), kinds)?;
         let mut guard = shared.capture.lock();
         if let Some(capture) = guard.as_mut() {
             if let Some(counters) = capture.counters.as_mut() {
