@@ -41,6 +41,10 @@ def main():
     p.add_argument("--tolerance", type=float, default=0.02)
     p.add_argument("--expect-end", help="report.json run_end.kind: finished, signal or checkpoint")
     p.add_argument("--per-instance", action="append", default=[], metavar="PATH:KERNELS")
+    p.add_argument("--warmup", type=int, default=0,
+                   help="--per-instance: the first K instances (warm-up steps) are listed, not checked")
+    p.add_argument("--first-sum", action="append", default=[], metavar="PATH:N:KERNELS",
+                   help="the first N instances of PATH hold KERNELS kernels together (e.g. torch.profiler's N steps)")
     a = p.parse_args()
     rows = read_ranges(a.out)
     with open(os.path.join(a.out, "report.json")) as f:
@@ -59,7 +63,13 @@ def main():
             expected = json.load(f)
     ok = meta["flagged_kernel_rows"] == 0
     if not ok:
-        print("FAIL  %d flagged kernel rows" % meta["flagged_kernel_rows"])
+        with open(os.path.join(a.out, "kernels.csv")) as f:
+            krows = list(csv.DictReader(line for line in f if not line.startswith("#")))
+        statuses = {}
+        for r in krows:
+            if r["status"] != "ok":
+                statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+        print("FAIL  %d flagged kernel rows: %s" % (meta["flagged_kernel_rows"], statuses))
     if a.expect_end:
         good = end.get("kind") == a.expect_end
         ok &= good
@@ -94,12 +104,20 @@ def main():
         instances = by_path.get(path, [])
         good = len(instances) > 0
         for i, r in enumerate(instances):
+            if i < a.warmup:
+                continue
             got = int(r["kernel_count"])
             last_cut = i == len(instances) - 1 and ("still open" in cut or "left open" in cut or "open at" in cut)
             good &= got == int(want) or (last_cut and got <= int(want))
         ok &= good
         print("%-5s %d instance(s) of %s, kernels %s (each %s)"
               % ("ok" if good else "FAIL", len(instances), path, [int(r["kernel_count"]) for r in instances], want))
+    for spec in a.first_sum:
+        path, n, want = spec.rsplit(":", 2)
+        got = sum(int(r["kernel_count"]) for r in by_path.get(path, [])[: int(n)])
+        good = got == int(want)
+        ok &= good
+        print("%-5s first %s instance(s) of %s hold %d kernels, expected %s" % ("ok" if good else "FAIL", n, path, got, want))
     print("ALL OK" if ok else "MISMATCH")
     return 0 if ok else 1
 

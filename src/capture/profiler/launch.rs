@@ -67,6 +67,10 @@ impl Shared {
                     if let Some(outer) = state.aliases.get(&k.correlation_id) {
                         k.correlation_id = *outer;
                     }
+                    if state.after_finish.contains(&k.correlation_id) {
+                        state.records_after_finish += 1;
+                        continue;
+                    }
                     if replay.tracks(k.correlation_id) && !crate::analysis::correlate::is_profiler_internal_kernel(&k) {
                         replay.signatures.insert(k.correlation_id, (k.name.clone(), k.grid, k.block));
                     }
@@ -78,6 +82,10 @@ impl Shared {
                 ActivityRecord::Transfer(mut t) => {
                     if let Some(outer) = state.aliases.get(&t.correlation_id) {
                         t.correlation_id = *outer;
+                    }
+                    if state.after_finish.contains(&t.correlation_id) {
+                        state.records_after_finish += 1;
+                        continue;
                     }
                     state.correlator.add_transfer_activity(t);
                 }
@@ -105,6 +113,9 @@ impl Shared {
                 }
                 OUTER_CORRELATION.with(|c| c.set(cb.correlation_id));
                 if self.finished.load(Ordering::Acquire) {
+                    // Launched while the session finishes (another thread, after a signal):
+                    // its records are left out and counted, not reported as unlaunched.
+                    self.state.lock().after_finish.insert(cb.correlation_id);
                     return;
                 }
                 if cb.launch == LaunchKind::Transfer {

@@ -78,6 +78,10 @@ struct SessionState {
     warnings: Vec<String>,
     /// Nested driver correlation id → the outer runtime call's id.
     aliases: HashMap<u32, u32>,
+    /// Correlation ids of launches made after finishing began: not part of the session.
+    after_finish: std::collections::HashSet<u32>,
+    /// Activity records of those launches, left out.
+    records_after_finish: u64,
 }
 
 struct Shared {
@@ -221,6 +225,8 @@ impl Profiler {
                 correlator: Correlator::new(),
                 warnings: Vec::new(),
                 aliases: HashMap::new(),
+                after_finish: Default::default(),
+                records_after_finish: 0,
             }),
             incoming: Arc::new(Mutex::new(Vec::new())),
             launch_gate: Mutex::new(()),
