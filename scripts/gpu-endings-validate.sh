@@ -84,12 +84,12 @@ rows = [r for r in csv.DictReader(l for l in open('$out/torch-capi-term/ranges.c
 print(rows[1]['kernel_count'] if len(rows) > 1 else 0)")
   run python3 scripts/check_run.py "$out/torch-capi-term" --expect-end signal --per-instance step:$per_capi --warmup 1
   # A long kernel_replay run killed with SIGKILL: the last checkpoint is what is left.
-  GMPROF_CHECKPOINT_SECS=4 $G run --mode kernel_replay --metrics $DRAM -o "$out/mlp-kill" -- /tmp/nvtx_mlp_train 1000 4 \
+  GMPROF_CHECKPOINT_SECS=4 GMPROF_RANGES_PER_CYCLE=100 $G run --mode kernel_replay --metrics $DRAM -o "$out/mlp-kill" -- /tmp/nvtx_mlp_train 1000 4 \
     > "$out/mlp-kill.log" 2>&1 &
-  sleep 25; pid=$(pgrep -f "nvtx_mlp_train 1000" | head -1); echo "SIGKILL to $pid"; kill -9 "$pid"; wait
+  sleep 25; pid=$(pgrep -f "^/tmp/nvtx_mlp_train 1000" | head -1); echo "SIGKILL to $pid"; kill -9 "$pid"; wait
   tail -3 "$out/mlp-kill.log"
   run $G report "$out/mlp-kill"
-  run python3 scripts/check_run.py "$out/mlp-kill" --expect-end checkpoint
+  run python3 scripts/check_run.py "$out/mlp-kill" --expect-end checkpoint --per-instance "Train step 1:25"
   ls /tmp/core.* 2>/dev/null && echo "CORE FILES FOUND" || echo "no core files"
   ;;
 esac

@@ -68,6 +68,9 @@ pub mod env {
     pub const SIGNALS: &str = "GMPROF_SIGNALS";
     /// Seconds a terminating signal waits for the outputs to be written (default 120).
     pub const SIGNAL_TIMEOUT_SECS: &str = "GMPROF_SIGNAL_TIMEOUT_SECS";
+    /// Kernels (kernel_replay, per_kernel) or ranges (per_range) per counter cycle: counters
+    /// reach a checkpoint when their cycle ends, so this bounds what a SIGKILL loses.
+    pub const RANGES_PER_CYCLE: &str = "GMPROF_RANGES_PER_CYCLE";
 }
 
 /// Default seconds between checkpoints.
@@ -96,6 +99,8 @@ pub struct InjectionConfig {
     pub handle_signals: bool,
     /// How long a terminating signal waits for the outputs.
     pub signal_timeout: std::time::Duration,
+    /// Counter ranges per cycle (`None`: the library default).
+    pub ranges_per_cycle: Option<usize>,
 }
 
 impl InjectionConfig {
@@ -138,6 +143,10 @@ impl InjectionConfig {
                 env::SIGNAL_TIMEOUT_SECS,
                 DEFAULT_SIGNAL_TIMEOUT_SECS,
             )?),
+            ranges_per_cycle: match seconds(env::RANGES_PER_CYCLE, 0)? {
+                0 => None,
+                n => Some(n as usize),
+            },
         })
     }
 }
@@ -309,6 +318,9 @@ fn on_context(state: &'static Injected, event: ContextEvent) {
             }
             if let Some(metrics) = &config.metrics {
                 builder = builder.metrics(metrics.iter().cloned());
+            }
+            if let Some(n) = config.ranges_per_cycle {
+                builder = builder.max_ranges_per_cycle(n);
             }
             // Range boundaries arrive inside CUPTI's NVTX callbacks, where flushing the
             // activity buffers crashed CUPTI 13.0 (seen on an H200); the report does not

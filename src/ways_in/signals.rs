@@ -6,11 +6,19 @@
 //! files is far from async-signal-safe). What happens next depends on what the program had
 //! for that signal before gmprof came:
 //!
-//! - **The default action** (SIGTERM from `timeout`, a scheduler or a container stop; SIGHUP;
-//!   `abort()`; a crash): the thread is asked for a [`Request::Final`] (finish and write),
-//!   and the signalled thread waits for it, at most `timeout`. Then the default action is put
-//!   back and the signal raised again, so the process ends exactly as it would have (status
-//!   "killed by SIGTERM", a core for SIGSEGV).
+//! - **The default action, polite signals** (SIGTERM from `timeout`, a scheduler or a
+//!   container stop; SIGINT; SIGHUP; SIGQUIT): the thread is asked for a [`Request::Final`]
+//!   (finish and write) and the handler returns at once. The program runs on for the moment
+//!   that takes: the signalled thread may be inside a CUDA call, holding the driver's locks
+//!   and gmprof's launch gate, so blocking it there would deadlock the finish (seen on an H200
+//!   in the counter modes). Then the thread puts the default action back and sends the signal
+//!   again, so the process ends exactly as it would have (status "killed by SIGTERM"). After
+//!   `timeout` it does that even if the outputs are not written.
+//! - **The default action, `abort()` and crashes** (SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL):
+//!   the handler cannot return into the fault (or abort goes on), so the signalled thread
+//!   waits for the [`Request::Final`], at most `timeout`, then restores the default action and
+//!   raises the signal again (a core for SIGSEGV). Best effort: a crash inside a locked
+//!   section of gmprof or the driver can still stop the writer, which the timeout bounds.
 //! - **A handler of the program's** (Python's SIGINT, a framework's SIGTERM): that handler
 //!   runs at once, as if gmprof were not there, and the thread writes a
 //!   [`Request::Checkpoint`] beside it. The program decides whether to end; if it exits, the
@@ -173,12 +181,44 @@ fn worker(request_read: c_int, done_write: c_int, on_request: impl Fn(Request)) 
         }
         let signal = c_int::from(message[0]);
         let request = if message[1] == 1 { Request::Checkpoint(signal) } else { Request::Final(signal) };
+        let deferred = request == Request::Final(signal) && is_polite(signal);
+        if deferred {
+            // Nobody waits in the handler: bound the finish here, then end the process.
+            let timeout = INSTALLED.get().map_or(120_000, |i| i.timeout_ms);
+            let watchdog = std::thread::Builder::new().name("gmprof-signal-timeout".into()).spawn(move || {
+                std::thread::sleep(Duration::from_millis(timeout as u64));
+                eprintln!("gmprof: writing the outputs took longer than {timeout} ms; ending the process");
+                end_by(signal);
+            });
+            if watchdog.is_err() {
+                eprintln!("gmprof: no timeout for the outputs: could not start a thread");
+            }
+        }
         if catch_unwind(AssertUnwindSafe(|| on_request(request))).is_err() {
             eprintln!("gmprof: internal error while handling {}", name(signal));
         }
-        if let Request::Final(_) = request {
+        if deferred {
+            end_by(signal);
+        } else if let Request::Final(_) = request {
             // SAFETY: one byte from a valid buffer.
             unsafe { libc::write(done_write, [1u8].as_ptr().cast(), 1) };
+        }
+    }
+}
+
+/// Signals whose handler may return into the program (no fault, no abort in progress).
+fn is_polite(signal: c_int) -> bool {
+    matches!(signal, libc::SIGTERM | libc::SIGINT | libc::SIGHUP | libc::SIGQUIT)
+}
+
+/// Puts back the disposition gmprof found for `signal` and sends it to the process again.
+fn end_by(signal: c_int) {
+    if let Some((_, previous)) = INSTALLED.get().and_then(|i| i.previous.iter().find(|(s, _)| *s == signal)) {
+        // SAFETY: restores the saved disposition (the default action), then signals this
+        // process: it ends as the signal's default action ends it.
+        unsafe {
+            libc::sigaction(signal, previous, std::ptr::null_mut());
+            libc::kill(libc::getpid(), signal);
         }
     }
 }
@@ -203,6 +243,10 @@ extern "C" fn on_signal(signal: c_int, info: *mut libc::siginfo_t, context: *mut
             let handler: extern "C" fn(c_int) = unsafe { std::mem::transmute(previous.sa_sigaction) };
             handler(signal);
         }
+        return;
+    }
+    if is_polite(signal) {
+        // The signal thread finishes, writes and sends the signal again (see the module docs).
         return;
     }
     // SAFETY: gettid is async-signal-safe.

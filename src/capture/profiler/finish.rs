@@ -84,7 +84,6 @@ impl Profiler {
     pub fn checkpoint(&self, reason: &str) -> Result<Report> {
         self.ensure_running()?;
         let shared = &self.shared;
-        shared.close_running_cycle();
         activity::flush_all(&shared.cupti, true)?;
         shared.drain_activity();
         let running_cycle = shared.capture.lock().as_ref().and_then(|c| c.counters.as_ref()).map(|c| c.cycle);
@@ -107,29 +106,6 @@ impl Profiler {
 }
 
 impl Shared {
-    /// For a checkpoint in the modes whose counters are joined per cycle (kernel replay,
-    /// per-kernel): ends the running counter cycle now (stop, decode, re-arm, start), so the
-    /// checkpoint holds every kernel launched so far. Runs under the launch gate, so no
-    /// launch is in flight; skipped during a user-replay round, whose passes must stay in
-    /// one image.
-    fn close_running_cycle(&self) {
-        if !matches!(self.mode, ProfilingMode::KernelReplay | ProfilingMode::PerKernel) || self.replay.lock().active {
-            return;
-        }
-        let _gate = self.launch_gate.lock();
-        let mut guard = self.capture.lock();
-        let Some(capture) = guard.as_mut() else { return };
-        let context = capture.context;
-        let Some(counters) = capture.counters.as_mut().filter(|c| c.running && c.ordinal_in_cycle > 0) else {
-            return;
-        };
-        let cycled = driver::set_current(&self.driver, context).and_then(|()| self.cycle_counter_image(counters));
-        if let Err(e) = cycled {
-            drop(guard);
-            self.state.lock().warnings.push(format!("closing a counter cycle for a checkpoint failed: {e}"));
-        }
-    }
-
     /// The common part of a report's capture info.
     fn capture_info(
         &self,
