@@ -235,10 +235,22 @@ pub unsafe extern "C" fn gmprof_init(options: *const Options) -> Status {
     })
 }
 
-fn current_profiler() -> Result<Profiler, (Status, String)> {
-    SESSION.lock().as_ref().map(|s| s.profiler.clone()).ok_or_else(|| {
-        (Status::NotInitialized, "gmprof is not initialized: call gmprof_init first (or it has finished)".to_owned())
-    })
+/// Set when a signal ended the session: the program runs on for a moment before the signal
+/// is sent again, and its range calls must not fail then (Python would raise and exit before
+/// the outputs are written).
+static ENDED_BY_SIGNAL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Held while a session finishes: an exit path waits for a finish another thread started.
+static FINISHING: Mutex<()> = Mutex::new(());
+
+/// The running profiler; `None` when a signal ended the session (range calls are no-ops).
+fn current_profiler() -> Result<Option<Profiler>, (Status, String)> {
+    if let Some(profiler) = SESSION.lock().as_ref().map(|s| s.profiler.clone()) {
+        return Ok(Some(profiler));
+    }
+    if ENDED_BY_SIGNAL.load(std::sync::atomic::Ordering::Acquire) {
+        return Ok(None);
+    }
+    Err((Status::NotInitialized, "gmprof is not initialized: call gmprof_init first (or it has finished)".to_owned()))
 }
 
 /// Opens a range on the calling thread.
@@ -251,20 +263,27 @@ pub unsafe extern "C" fn gmprof_push_range(name: *const c_char) -> Status {
         // SAFETY: the caller passes NULL or a NUL-terminated string.
         let name = unsafe { opt_str(name, "the range name") }?
             .ok_or_else(|| (Status::InvalidArgument, "the range name is NULL".to_owned()))?;
-        current_profiler()?.push_range(&name).map_err(fail)
+        match current_profiler()? {
+            Some(profiler) => profiler.push_range(&name).map_err(fail),
+            None => Ok(()),
+        }
     })
 }
 
 /// Closes the calling thread's innermost range.
 #[no_mangle]
 pub extern "C" fn gmprof_pop_range() -> Status {
-    guarded("gmprof_pop_range", || current_profiler()?.pop_range().map_err(fail))
+    guarded("gmprof_pop_range", || match current_profiler()? {
+        Some(profiler) => profiler.pop_range().map_err(fail),
+        None => Ok(()),
+    })
 }
 
 /// Stops profiling and writes the outputs.
 #[no_mangle]
 pub extern "C" fn gmprof_finish() -> Status {
     guarded("gmprof_finish", || {
+        let _finishing = FINISHING.lock();
         let session = SESSION
             .lock()
             .take()
@@ -285,6 +304,12 @@ fn finish_session(session: Session, run_end: RunEnd, teardown: Teardown) -> Resu
 
 /// Finishes the open session, if any, at an end of the process the program did not plan.
 fn finish_open_session(run_end: RunEnd) {
+    // A finish under way on another thread (a signal's) completes before this returns, so
+    // the process does not exit in the middle of writing.
+    let _finishing = FINISHING.lock();
+    if matches!(run_end, RunEnd::Signal { .. }) {
+        ENDED_BY_SIGNAL.store(true, std::sync::atomic::Ordering::Release);
+    }
     let Some(session) = SESSION.lock().take() else { return };
     let dir = session.outputs.dir().display().to_string();
     match finish_session(session, run_end.clone(), Teardown::Skip) {

@@ -291,6 +291,7 @@ struct Injected {
     done: AtomicBool,
     outputs: Outputs,
     exit_hooks: std::sync::Once,
+    finishing: Mutex<()>,
 }
 
 static INJECTED: OnceLock<Injected> = OnceLock::new();
@@ -391,6 +392,9 @@ fn on_nvtx(state: &Injected, event: NvtxEvent<'_>) {
 /// Finishes the profiler (once), writes the outputs and the status file. The outputs are
 /// written before CUPTI is torn down; `teardown` says whether it is at all.
 fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
+    // A second caller (the exit handler while a signal's finish runs) waits for the first,
+    // so the process does not exit in the middle of writing.
+    let _finishing = state.finishing.lock();
     if state.done.swap(true, Ordering::AcqRel) {
         return;
     }
@@ -555,6 +559,7 @@ fn initialize() -> Result<()> {
         done: AtomicBool::new(false),
         outputs: Outputs::new(output_dir),
         exit_hooks: std::sync::Once::new(),
+        finishing: Mutex::new(()),
     };
     if INJECTED.set(state).is_err() {
         return Err(Error::InvalidState("InitializeInjection was called twice".into()));
