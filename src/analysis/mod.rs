@@ -66,6 +66,7 @@ impl Report {
             finished_unix_ns: info.finished_unix_ns,
             clock: info.clock,
             clock_drift_ns: info.clock.map(|c| c.drift_ns()),
+            device_peaks: info.device_peaks,
         };
         Report { meta, ranges: aggregation.ranges, kernels: rows, transfers }
     }

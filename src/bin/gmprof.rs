@@ -16,7 +16,8 @@ use clap::{Parser, Subcommand};
 use gmprof::checked::{driver, target, Cupti};
 use gmprof::launch::{LaunchOptions, LaunchPlan};
 use gmprof::metrics::MetricCatalog;
-use gmprof::model::MetricKind;
+use gmprof::model::{MetricKind, ProfilingMode, GPU_TIME_METRIC};
+use gmprof::profiler::{check_iteration_replay, DEFAULT_METRICS};
 use gmprof::trace_check::{check_trace_file, CheckOptions, DEFAULT_LAUNCH_LATENCY_ALLOWANCE_US};
 
 #[derive(Parser)]
@@ -99,6 +100,15 @@ enum Command {
         /// Also print the per-label statistics.
         #[arg(long)]
         stats: bool,
+        /// Iteration replay for multi-pass metric sets: the name or glob of the repeating
+        /// NVTX range whose instances run the passes, e.g. "Train step *" (needs
+        /// --iterations; mode per_kernel unless per_range is asked for).
+        #[arg(long, requires = "iterations")]
+        iteration_replay: Option<String>,
+        /// How many instances of the --iteration-replay range the program runs; checked
+        /// against the passes the metric set needs before the program starts.
+        #[arg(long, requires = "iteration_replay")]
+        iterations: Option<usize>,
         /// The program and its arguments (after `--`).
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         program: Vec<std::ffi::OsString>,
@@ -125,8 +135,39 @@ fn chip_name(args: &ChipArgs, cupti: &Cupti) -> gmprof::Result<String> {
             "no CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)".into(),
         ));
     }
-    let _api = target::ProfilerApi::initialize(cupti)?;
-    target::chip_name(cupti, args.device)
+    target::query_chip_name(cupti, args.device)
+}
+
+/// `gmprof run --iteration-replay`: the library's pass check, before the program starts, so
+/// a long run is not spent unprofiled.
+fn check_iteration_replay_up_front(
+    mode: Option<&str>,
+    metrics: &[String],
+    pattern: &str,
+    instances: usize,
+) -> gmprof::Result<()> {
+    let mode: ProfilingMode = mode.map(str::parse).transpose()?.unwrap_or(ProfilingMode::PerKernel);
+    if !matches!(mode, ProfilingMode::PerKernel | ProfilingMode::PerRange) {
+        return check_iteration_replay(mode, 0, pattern, instances);
+    }
+    let cupti = Cupti::load()?;
+    let chip = chip_name(&ChipArgs { chip: None, device: 0 }, &cupti)?;
+    let catalog = MetricCatalog::for_chip(&cupti, &chip)?;
+    let mut names: Vec<&str> = vec![GPU_TIME_METRIC];
+    let asked: Vec<&str> = if metrics.is_empty() {
+        DEFAULT_METRICS.to_vec()
+    } else {
+        metrics.iter().map(|m| m.trim()).filter(|m| !m.is_empty()).collect()
+    };
+    for m in asked {
+        if !names.contains(&m) {
+            names.push(m);
+        }
+    }
+    let passes = catalog.passes(&names)?;
+    check_iteration_replay(mode, passes, pattern, instances)?;
+    eprintln!("gmprof: iteration replay: {passes} pass(es) over {instances} instance(s) of '{pattern}'");
+    Ok(())
 }
 
 fn kind_name(kind: MetricKind) -> &'static str {
@@ -152,9 +193,24 @@ fn print_report(path: &std::path::Path, csv: bool, stats: bool) -> gmprof::Resul
 }
 
 fn run(cli: Cli) -> gmprof::Result<ExitCode> {
-    if let Command::Run { mode, metrics, nvtx_include, out, range_scope, sync_on_pop, library, stats, program } =
-        cli.command
+    if let Command::Run {
+        mode,
+        metrics,
+        nvtx_include,
+        out,
+        range_scope,
+        sync_on_pop,
+        library,
+        stats,
+        iteration_replay,
+        iterations,
+        program,
+    } = cli.command
     {
+        let iteration_replay = iteration_replay.zip(iterations);
+        if let Some((pattern, instances)) = &iteration_replay {
+            check_iteration_replay_up_front(mode.as_deref(), &metrics, pattern, *instances)?;
+        }
         let opts = LaunchOptions {
             mode,
             metrics,
@@ -163,6 +219,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
             range_scope,
             synchronize_on_pop: sync_on_pop,
             library,
+            iteration_replay,
             program,
         };
         let plan = LaunchPlan::new(&opts)?;

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::analysis::aggregate::{DerivedMetric, MetricRule, RangeRow};
 use crate::analysis::correlate::{CorrelationCounts, KernelRow, TimeSource, TransferRow};
-use crate::model::{ClockSync, ProfilingMode};
+use crate::model::{ClockSync, DevicePeaks, ProfilingMode};
 
 pub use self::summary::{Summary, SummaryRow};
 
@@ -53,6 +53,8 @@ pub struct CaptureInfo {
     pub warnings: Vec<String>,
     /// CUPTI-clock/wall-clock pairs taken at start and finish, when capture took them.
     pub clock: Option<ClockSync>,
+    /// The device's theoretical peaks, when capture read its attributes.
+    pub device_peaks: Option<DevicePeaks>,
 }
 
 impl CaptureInfo {
@@ -68,6 +70,7 @@ impl CaptureInfo {
             finished_unix_ns: None,
             warnings: Vec::new(),
             clock: None,
+            device_peaks: None,
         }
     }
 }
@@ -123,6 +126,9 @@ pub struct ReportMeta {
     /// ([`ClockSync::drift_ns`]).
     #[serde(default)]
     pub clock_drift_ns: Option<i64>,
+    /// The device's theoretical DRAM bandwidth and FP32 rate, from its attributes.
+    #[serde(default)]
+    pub device_peaks: Option<DevicePeaks>,
 }
 
 /// A session's report: metadata, per-range rows, per-kernel rows, per-transfer rows.

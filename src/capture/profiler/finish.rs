@@ -115,6 +115,7 @@ impl Profiler {
         let mut info = CaptureInfo::new(shared.mode);
         info.device_name = Some(shared.device_name.clone());
         info.chip = (!shared.chip.is_empty()).then(|| shared.chip.clone());
+        info.device_peaks = Some(shared.device_peaks);
         info.dropped_counter_ranges = dropped_ranges;
         info.dropped_activity_records = dropped_records;
         info.started_unix_ns = Some(shared.started_unix_ns);
