@@ -18,6 +18,8 @@ use gmprof::launch::{LaunchOptions, LaunchPlan};
 use gmprof::metrics::MetricCatalog;
 use gmprof::model::{MetricKind, ProfilingMode, GPU_TIME_METRIC};
 use gmprof::profiler::{check_iteration_replay, DEFAULT_METRICS};
+use gmprof::report::summary::DEFAULT_TOP;
+use gmprof::report::{GroupBy, SummaryOptions};
 use gmprof::trace_check::{check_trace_file, CheckOptions, DEFAULT_LAUNCH_LATENCY_ALLOWANCE_US};
 
 #[derive(Parser)]
@@ -35,6 +37,28 @@ struct ChipArgs {
     /// CUDA device ordinal whose chip to use.
     #[arg(long, default_value_t = 0)]
     device: usize,
+}
+
+/// How the summary groups, trims and splits off warm-up.
+#[derive(clap::Args)]
+struct ViewArgs {
+    /// Group range rows by name, path or instance; numbers in names fold into `#` (name,
+    /// path).
+    #[arg(long, default_value = "path")]
+    group_by: GroupBy,
+    /// Show the N groups with the largest share (0: all).
+    #[arg(long, default_value_t = DEFAULT_TOP)]
+    top: usize,
+    /// Show the first K instances of each repeated range apart as warm-up; the steady-state
+    /// statistics leave them out.
+    #[arg(long, default_value_t = 0)]
+    skip_first: u32,
+}
+
+impl ViewArgs {
+    fn options(&self) -> SummaryOptions {
+        SummaryOptions { group_by: self.group_by, top: (self.top > 0).then_some(self.top), skip_first: self.skip_first }
+    }
 }
 
 #[derive(Subcommand)]
@@ -60,6 +84,8 @@ enum Command {
         /// Also print the per-label statistics.
         #[arg(long)]
         stats: bool,
+        #[command(flatten)]
+        view: ViewArgs,
     },
     /// Print how many replay passes a metric set needs.
     Passes {
@@ -109,6 +135,8 @@ enum Command {
         /// against the passes the metric set needs before the program starts.
         #[arg(long, requires = "iteration_replay")]
         iterations: Option<usize>,
+        #[command(flatten)]
+        view: ViewArgs,
         /// The program and its arguments (after `--`).
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         program: Vec<std::ffi::OsString>,
@@ -178,13 +206,13 @@ fn kind_name(kind: MetricKind) -> &'static str {
     }
 }
 
-fn print_report(path: &std::path::Path, csv: bool, stats: bool) -> gmprof::Result<()> {
+fn print_report(path: &std::path::Path, csv: bool, stats: bool, view: &ViewArgs) -> gmprof::Result<()> {
     let file = if path.is_dir() { path.join("report.json") } else { path.to_owned() };
     let report = gmprof::Report::read_json(&file)?;
     if csv {
         report.write_csv_to(std::io::stdout().lock())?;
     } else {
-        println!("{}", report.summary());
+        println!("{}", report.summary_with(&view.options()));
         if stats {
             println!("{}", report.stats());
         }
@@ -204,6 +232,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         stats,
         iteration_replay,
         iterations,
+        view,
         program,
     } = cli.command
     {
@@ -226,7 +255,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         let outcome = plan.run()?;
         if outcome.has_outputs() {
             println!();
-            if let Err(e) = print_report(&outcome.output_dir, false, stats) {
+            if let Err(e) = print_report(&outcome.output_dir, false, stats, &view) {
                 eprintln!("gmprof: could not read the outputs back: {e}");
             }
         }
@@ -265,7 +294,7 @@ fn run_tool(cli: Cli) -> gmprof::Result<()> {
             }
             Ok(())
         }
-        Command::Report { path, csv, stats } => print_report(&path, csv, stats),
+        Command::Report { path, csv, stats, view } => print_report(&path, csv, stats, &view),
         Command::Passes { metrics, chip } => {
             let cupti = Cupti::load()?;
             let chip = chip_name(&chip, &cupti)?;

@@ -18,6 +18,7 @@
 //! a table that looks complete but is missing kernels is worse than no table.
 
 pub mod csv;
+pub mod group;
 pub mod json;
 pub mod stats;
 pub mod summary;
@@ -30,7 +31,8 @@ use crate::analysis::aggregate::{DerivedMetric, MetricRule, RangeRow};
 use crate::analysis::correlate::{CorrelationCounts, KernelRow, TimeSource, TransferRow};
 use crate::model::{ClockSync, DevicePeaks, ProfilingMode};
 
-pub use self::summary::{Summary, SummaryRow};
+pub use self::group::GroupBy;
+pub use self::summary::{Summary, SummaryOptions, SummaryRow};
 
 /// What capture knows about a session beyond its records; input to [`Report::build`].
 #[derive(Clone, Debug, PartialEq)]
@@ -100,8 +102,10 @@ pub struct ReportMeta {
     pub counter_cycles: u64,
     /// Kernel rows.
     pub kernel_count: u64,
-    /// Σ duration of every kernel, ns.
-    pub total_gpu_time_ns: u64,
+    /// Σ duration of every kernel with a known duration, ns; in per_range mode, where
+    /// kernels have no time of their own, Σ of the measured top-level ranges. `None` when
+    /// kernels ran but none had a time.
+    pub total_gpu_time_ns: Option<u64>,
     /// Counter ranges CUPTI dropped.
     pub dropped_counter_ranges: u64,
     /// Activity records CUPTI dropped.
@@ -163,8 +167,14 @@ impl Report {
         self.meta.metrics.iter().map(|r| r.metric.name.as_str()).collect()
     }
 
-    /// The summary table grouped by range path.
+    /// The summary table: range rows grouped by path with numbers folded, the top
+    /// [`summary::DEFAULT_TOP`] groups by share (see [`summary`]).
     pub fn summary(&self) -> Summary {
         Summary::of(self)
+    }
+
+    /// The summary table with other grouping, trimming or warm-up options.
+    pub fn summary_with(&self, options: &SummaryOptions) -> Summary {
+        Summary::with(self, options)
     }
 }
