@@ -335,6 +335,25 @@ fn trace_mode_names_the_chip_and_leaves_counters_blank() {
 }
 
 #[test]
+fn html_report_embeds_the_data_and_the_library() {
+    let report = training_run(ProfilingMode::KernelReplay);
+    let html = report.to_html(&options(GroupBy::Path, None, 1)).expect("html");
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.contains("Licensed to the Apache Software Foundation"), "ECharts is embedded");
+    assert!(!html.contains("<script src"), "nothing is loaded from elsewhere");
+    let start = html.find("id=\"gmprof-data\">").expect("data") + "id=\"gmprof-data\">".len();
+    let end = start + html[start..].find("</script>").expect("end of data");
+    let data: serde_json::Value = serde_json::from_str(&html[start..end]).expect("data is JSON");
+    assert_eq!(data["groups"][0]["label"], "Train step #");
+    assert_eq!(data["kernels"][0]["name"], "backward_gemm");
+    assert_eq!(data["meta"]["skip_first"], 1);
+    let peak = data["meta"]["dram_peak_gbps"].as_f64().expect("peak");
+    assert!((peak - 4814.304).abs() < 1e-6, "{peak}");
+    assert_eq!(data["timeline"]["items"].as_array().expect("items").len(), 3850 + 6100);
+    assert!(data["roofline"].is_null(), "no FLOP or instruction counters");
+}
+
+#[test]
 fn sass_metrics_that_read_zero_everywhere_are_not_measured() {
     let sass = "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum";
     let set = MetricSet {

@@ -4,8 +4,10 @@
 //! - `gmprof passes METRIC,...` prints how many replay passes a metric set needs.
 //! - `gmprof check-trace FILE` checks a Chrome trace JSON file and exits 1 on any violation.
 //! - `gmprof run [OPTIONS] -- PROGRAM ARGS...` profiles an unmodified program through
-//!   injection and prints the summary; it exits with the program's status.
-//! - `gmprof report OUT` reprints the summary of saved outputs.
+//!   injection and prints the summary (and writes the HTML report with `--html`); it exits
+//!   with the program's status.
+//! - `gmprof report OUT` reprints the summary of saved outputs (`--html FILE` writes the
+//!   HTML report).
 //!
 //! Errors print as one readable message and exit with status 1; nothing panics.
 
@@ -39,7 +41,7 @@ struct ChipArgs {
     device: usize,
 }
 
-/// How the summary groups, trims and splits off warm-up.
+/// How the summary (and the HTML report) groups, trims and splits off warm-up.
 #[derive(clap::Args)]
 struct ViewArgs {
     /// Group range rows by name, path or instance; numbers in names fold into `#` (name,
@@ -53,6 +55,9 @@ struct ViewArgs {
     /// statistics leave them out.
     #[arg(long, default_value_t = 0)]
     skip_first: u32,
+    /// Also write the report as one self-contained HTML file (plots, sortable tables).
+    #[arg(long)]
+    html: Option<PathBuf>,
 }
 
 impl ViewArgs {
@@ -216,6 +221,10 @@ fn print_report(path: &std::path::Path, csv: bool, stats: bool, view: &ViewArgs)
         if stats {
             println!("{}", report.stats());
         }
+    }
+    if let Some(html) = &view.html {
+        report.write_html(html, &view.options())?;
+        eprintln!("gmprof: wrote {}", html.display());
     }
     Ok(())
 }

@@ -19,6 +19,7 @@
 
 pub mod csv;
 pub mod group;
+pub mod html;
 pub mod json;
 pub mod stats;
 pub mod summary;
