@@ -346,6 +346,10 @@ fn html_report_embeds_the_data_and_the_library() {
     let data: serde_json::Value = serde_json::from_str(&html[start..end]).expect("data is JSON");
     assert_eq!(data["groups"][0]["label"], "Train step #");
     assert_eq!(data["kernels"][0]["name"], "backward_gemm");
+    let time: u64 = (0..STEPS).flat_map(|s| (0..LAYERS).map(move |l| duration(60_000, s, l))).sum();
+    let bytes = f64::from(STEPS * LAYERS) * f64::from(96u32 << 20);
+    let gbps = data["kernels"][0]["dram_gbps"].as_f64().expect("kernel bandwidth");
+    assert!((gbps - bytes / time as f64).abs() < 1e-9 * gbps, "{gbps}");
     assert_eq!(data["meta"]["skip_first"], 1);
     let peak = data["meta"]["dram_peak_gbps"].as_f64().expect("peak");
     assert!((peak - 4814.304).abs() < 1e-6, "{peak}");

@@ -335,14 +335,6 @@ impl DramInputs {
     }
 }
 
-/// DRAM bytes (read, written, read + written) of one row's metric values (`values` in the
-/// order of `set`), from the same inputs as the derived DRAM columns: `dram__bytes_*`, or
-/// `dram__sectors_*` × 32.
-pub fn dram_bytes(set: &MetricSet, values: &[Option<f64>]) -> [Option<f64>; 3] {
-    let inputs = DramInputs::find(set);
-    [inputs.read_bytes(values), inputs.write_bytes(values), inputs.total_bytes(values)]
-}
-
 fn bytes(source: Option<ByteSource>, values: &[Option<f64>]) -> Option<f64> {
     let source = source?;
     values.get(source.index).copied().flatten().map(|v| v * source.scale)

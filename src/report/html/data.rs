@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use crate::analysis::aggregate::dram_bytes;
-use crate::model::{MetricSet, ProfilingMode};
+use crate::analysis::aggregate::DRAM_SECTOR_BYTES;
+use crate::model::ProfilingMode;
 use crate::report::summary::{Summary, SummaryOptions, SummaryRow};
 use crate::report::timeline::{EventArgs, Phase};
 use crate::report::Report;
@@ -126,6 +126,37 @@ pub struct HtmlData {
     pub roofline: Option<Roofline>,
 }
 
+/// DRAM bytes read plus written of one kernel's metric values, from the same counters as the
+/// report's derived DRAM columns: `dram__bytes_*`, or `dram__sectors_*` × 32, or the total.
+struct DramBytes {
+    read: Option<(usize, f64)>,
+    write: Option<(usize, f64)>,
+    total: Option<(usize, f64)>,
+}
+
+impl DramBytes {
+    fn find(names: &[&str]) -> Self {
+        let source = |bytes: &str, sectors: &str| {
+            let at = |n: &str| names.iter().position(|m| *m == n);
+            at(bytes).map(|i| (i, 1.0)).or_else(|| at(sectors).map(|i| (i, DRAM_SECTOR_BYTES)))
+        };
+        DramBytes {
+            read: source("dram__bytes_read.sum", "dram__sectors_read.sum"),
+            write: source("dram__bytes_write.sum", "dram__sectors_write.sum"),
+            total: source("dram__bytes.sum", "dram__sectors.sum"),
+        }
+    }
+
+    fn of(&self, values: &[Option<f64>]) -> Option<f64> {
+        let get =
+            |s: Option<(usize, f64)>| s.and_then(|(i, scale)| values.get(i).copied().flatten().map(|v| v * scale));
+        match (self.read, self.write) {
+            (Some(_), Some(_)) => Some(get(self.read)? + get(self.write)?),
+            _ => get(self.total),
+        }
+    }
+}
+
 /// Where a kernel's work (FLOPs or instructions) comes from: metric index and weight.
 struct WorkInputs {
     kind: &'static str,
@@ -134,7 +165,22 @@ struct WorkInputs {
     precisions: Vec<&'static str>,
 }
 
-fn work_inputs(names: &[&str]) -> Option<WorkInputs> {
+/// The work counters of the roofline: FLOP counters where any kernel has a value (SASS
+/// metrics that were not measured are blank), else warp-instruction counters.
+fn work_inputs(names: &[&str], report: &Report) -> Option<WorkInputs> {
+    let flop = flop_inputs(names).filter(|w| report.kernels.iter().any(|k| work_of(w, &k.metrics).is_some()));
+    flop.or_else(|| {
+        let index = INSTRUCTION_COUNTERS.iter().find_map(|n| names.iter().position(|m| m == n))?;
+        Some(WorkInputs {
+            kind: "instruction",
+            terms: vec![(index, 1.0)],
+            counters: vec![names[index].to_owned()],
+            precisions: Vec::new(),
+        })
+    })
+}
+
+fn flop_inputs(names: &[&str]) -> Option<WorkInputs> {
     let find = |name: &str| {
         names.iter().position(|n| *n == name).or_else(|| {
             name.strip_prefix("smsp__").and_then(|rest| names.iter().position(|n| *n == format!("sm__{rest}")))
@@ -150,13 +196,7 @@ fn work_inputs(names: &[&str]) -> Option<WorkInputs> {
             }
         }
     }
-    if inputs.terms.is_empty() {
-        let index = INSTRUCTION_COUNTERS.iter().find_map(|n| names.iter().position(|m| m == n))?;
-        inputs.kind = "instruction";
-        inputs.terms.push((index, 1.0));
-        inputs.counters.push(names[index].to_owned());
-    }
-    Some(inputs)
+    (!inputs.terms.is_empty()).then_some(inputs)
 }
 
 fn work_of(inputs: &WorkInputs, values: &[Option<f64>]) -> Option<f64> {
@@ -186,7 +226,7 @@ struct KernelSums {
     work_time_work: f64,
 }
 
-fn kernel_groups(report: &Report, set: &MetricSet, work: Option<&WorkInputs>) -> Vec<KernelGroup> {
+fn kernel_groups(report: &Report, dram: &DramBytes, work: Option<&WorkInputs>) -> Vec<KernelGroup> {
     let mut order: Vec<&str> = Vec::new();
     let mut sums: HashMap<&str, KernelSums> = HashMap::new();
     let mut grand = 0u64;
@@ -198,7 +238,7 @@ fn kernel_groups(report: &Report, set: &MetricSet, work: Option<&WorkInputs>) ->
         });
         s.calls += 1;
         s.flagged += u64::from(k.status.is_flagged());
-        let bytes = dram_bytes(set, &k.metrics)[2];
+        let bytes = dram.of(&k.metrics);
         let w = work.and_then(|w| work_of(w, &k.metrics));
         if let Some(t) = k.duration_ns {
             grand = grand.saturating_add(t);
@@ -308,11 +348,10 @@ impl HtmlData {
     /// the top ones: the page has room and sorts them).
     pub fn of(report: &Report, options: &SummaryOptions) -> Self {
         let meta = &report.meta;
-        let set = MetricSet { metrics: meta.metrics.iter().map(|r| r.metric.clone()).collect() };
-        let names: Vec<&str> = set.metrics.iter().map(|m| m.name.as_str()).collect();
-        let work = work_inputs(&names);
+        let names: Vec<&str> = meta.metrics.iter().map(|r| r.metric.name.as_str()).collect();
+        let work = work_inputs(&names, report);
         let peaks = meta.device_peaks;
-        let mut kernels = kernel_groups(report, &set, work.as_ref());
+        let mut kernels = kernel_groups(report, &DramBytes::find(&names), work.as_ref());
         let kernels_left_out = kernels.len().saturating_sub(MAX_TABLE_ROWS) as u64;
         kernels.truncate(MAX_TABLE_ROWS);
 
@@ -364,5 +403,99 @@ impl HtmlData {
             timeline: timeline(report),
             roofline,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::correlate::Correlator;
+    use crate::model::session::SessionTree;
+    use crate::model::{
+        CounterRange, DevicePeaks, KernelActivity, LaunchApi, LaunchRecord, MetricKind, MetricSet, MetricSpec,
+        GPU_TIME_METRIC,
+    };
+    use crate::report::CaptureInfo;
+
+    /// Two kernels with time, DRAM bytes, a SASS FFMA count that reads 0 and warp instructions.
+    fn report() -> Report {
+        let names = [
+            GPU_TIME_METRIC,
+            "dram__bytes_read.sum",
+            "dram__bytes_write.sum",
+            "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",
+            "smsp__inst_executed.sum",
+        ];
+        let set = MetricSet {
+            metrics: names
+                .iter()
+                .map(|n| MetricSpec {
+                    name: (*n).into(),
+                    kind: MetricKind::Counter,
+                    unit: String::new(),
+                    description: String::new(),
+                })
+                .collect(),
+        };
+        let mut tree = SessionTree::new();
+        let mut correlator = Correlator::new();
+        let step = tree.push("step", 1, 0);
+        let kernels = [("gemm", [1000.0, 3000.0, 1000.0, 0.0, 8000.0]), ("copy", [500.0, 4000.0, 4000.0, 0.0, 500.0])];
+        let mut counters = Vec::new();
+        for (i, (name, values)) in kernels.iter().enumerate() {
+            let id = i as u32 + 1;
+            correlator.add_launch(LaunchRecord {
+                correlation_id: id,
+                thread: 1,
+                range: Some(step),
+                cycle: 0,
+                ordinal: i as u32,
+                api: LaunchApi::Runtime,
+                api_name: "cudaLaunchKernel".into(),
+                context_id: 1,
+            });
+            correlator.add_activity(KernelActivity {
+                correlation_id: id,
+                name: (*name).into(),
+                grid: [1, 1, 1],
+                block: [32, 1, 1],
+                registers_per_thread: 8,
+                static_shared_memory: 0,
+                dynamic_shared_memory: 0,
+                stream_id: 7,
+                context_id: 1,
+                device_id: 0,
+                graph_id: 0,
+                start_ns: 10,
+                end_ns: 10,
+            });
+            counters.push(CounterRange { cycle: 0, index: i as u32, name: i.to_string(), values: values.to_vec() });
+        }
+        correlator.add_counter_ranges(0, counters);
+        tree.pop(1, 100).expect("pop");
+        let mut info = CaptureInfo::new(ProfilingMode::KernelReplay);
+        info.device_peaks =
+            Some(DevicePeaks::from_attributes(Some(9), Some(0), Some(132), Some(1_980_000), None, None));
+        Report::analyze(info, &set, &tree, correlator)
+    }
+
+    #[test]
+    fn unmeasured_flop_counters_give_way_to_the_instruction_roofline() {
+        let data = HtmlData::of(&report(), &SummaryOptions::default());
+        let roof = data.roofline.expect("roofline");
+        assert_eq!(
+            (roof.kind, roof.counters.as_slice()),
+            ("instruction", ["smsp__inst_executed.sum".to_owned()].as_slice())
+        );
+        let issue = roof.compute_peak_g.expect("issue roof");
+        assert!((issue - 1045.44).abs() < 1e-9, "{issue}");
+        assert_eq!(roof.dram_peak_gbps, None, "no memory attributes, no DRAM roof");
+        let gemm = data.kernels.iter().find(|k| k.name == "gemm").expect("gemm");
+        // 8000 warp instructions over 4000 bytes in 1000 ns.
+        assert_eq!((gemm.work, gemm.intensity, gemm.rate_g), (Some(8000.0), Some(2.0), Some(8.0)));
+        assert_eq!(gemm.dram_gbps, Some(4.0));
+        assert_eq!(data.kernels[0].name, "gemm", "by total time");
+        let share = data.kernels[1].share_pct.expect("share");
+        assert!((share - 100.0 / 3.0).abs() < 1e-9);
     }
 }

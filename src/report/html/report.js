@@ -226,8 +226,8 @@
     var noteNode = document.getElementById('roofline-note');
     if (!r) {
       noteNode.textContent = '';
-      empty('roofline', 'No FLOP or instruction counters were collected, so there is no roofline. Collect, for example, ' +
-        'smsp__sass_thread_inst_executed_op_ffma_pred_on.sum, ..._fadd_pred_on.sum and ..._fmul_pred_on.sum with dram__bytes_read.sum and dram__bytes_write.sum.');
+      empty('roofline', 'No FLOP or instruction counters were collected, so there is no roofline. Collect ' +
+        'smsp__inst_executed.sum with dram__bytes_read.sum and dram__bytes_write.sum for an instruction roofline.');
       return;
     }
     var flop = r.kind === 'flop';
