@@ -12,7 +12,9 @@
 //!   p99 and share per range path and per (range path, kernel name).
 //! - [`Report::write_json`] / [`Report::from_json`], see [`json`]: the whole
 //!   report, round-trippable (for `gmprof report` on a saved run).
-//! - [`Report::summary`], see [`summary`]: a text table grouped by range path.
+//! - [`Report::summary`] / [`Report::summary_with`], see [`summary`]: a text table of range
+//!   groups ([`group`]: numbered names folded, warm-up instances apart) sized for a screen.
+//! - [`Report::write_html`], see [`html`]: one self-contained HTML page with plots.
 //!
 //! Dropped and flagged counts are part of every output's header, never only of the JSON:
 //! a table that looks complete but is missing kernels is worse than no table.
