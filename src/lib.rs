@@ -2,7 +2,8 @@
 //!
 //! A program wraps regions (a training step, its forward, backward and optimizer) in
 //! ranges; gmprof collects the kernels each range launched and their hardware counters and
-//! reports per-range and per-kernel metrics as CSV, JSON, a summary table and a timeline.
+//! reports per-range and per-kernel metrics as CSV, JSON, a summary table, a timeline and an
+//! HTML report.
 //!
 //! # Layers
 //! 1. [`sys`]: bindgen-generated FFI for the CUDA driver and CUPTI, loaded at run time.

@@ -13,6 +13,14 @@ Two ways to get per-range GPU metrics:
     python3 python/examples/torch_train.py --gmprof --mode trace --out gmprof-out
     gmprof run --mode trace -o gmprof-out -- python3 python/examples/torch_train.py
 
+``--numbered`` names ranges as larger training programs do, with numbers: ``Train step N``
+around each step and, through forward hooks, ``Layer M`` around each transformer block with
+``Attention M`` inside it (NVTX only). gmprof's summary folds them into ``Train step #`` and
+``Train step #/forward/Layer #/Attention #``, and iteration replay can take the steps as passes:
+
+    gmprof run --mode per_kernel --iteration-replay "Train step *" --iterations 24 \
+        --metrics dram__bytes_read.sum,... -o OUT -- python3 torch_train.py --numbered --steps 24
+
 Two options exist to check gmprof's numbers against independent ones:
 
 * ``--known-copy-mb N`` adds a range ``copy`` to each step that copies N MiB of float32
@@ -50,6 +58,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--metrics", default=None, help="comma-separated gmprof metrics")
     p.add_argument("--out", default=None, help="gmprof output directory (default $GMPROF_OUT or gmprof-out)")
     p.add_argument("--sync-on-pop", action="store_true", help="gmprof: synchronize before each range closes")
+    p.add_argument("--numbered", action="store_true",
+                   help="NVTX ranges 'Train step N', and 'Layer M'/'Attention M' around each block (NVTX only)")
     p.add_argument("--known-copy-mb", type=int, default=0,
                    help="add a range 'copy' per step that copies this many MiB (analytic DRAM traffic)")
     p.add_argument("--count-kernels", default=None, metavar="FILE",
@@ -184,6 +194,23 @@ def main(argv=None) -> int:
         gmprof.init(mode=args.mode, metrics=args.metrics, output_dir=args.out,
                     synchronize_on_pop=args.sync_on_pop)
 
+    if args.numbered and not (args.gmprof or args.count_kernels):
+        # One NVTX range per block and per attention, through forward hooks.
+        # A hook that returns a value replaces the module's input or output: these return None.
+        def hooks(module, name):
+            def push(*_):
+                torch.cuda.nvtx.range_push(name)
+
+            def pop(*_):
+                torch.cuda.nvtx.range_pop()
+
+            module.register_forward_pre_hook(push)
+            module.register_forward_hook(pop)
+
+        for i, block in enumerate(model.blocks.layers):
+            hooks(block, "Layer %d" % i)
+            hooks(block.self_attn, "Attention %d" % i)
+
     model.train()
     profiler = None
     if args.count_kernels:
@@ -193,7 +220,7 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     loss = None
     for step in range(args.steps):
-        with annotate("step"):
+        with annotate("Train step %d" % step if args.numbered and not args.count_kernels else "step"):
             with annotate("forward"):
                 logits = model(inputs)
                 loss = loss_fn(logits.reshape(-1, args.vocab), targets.reshape(-1))

@@ -207,8 +207,9 @@ pub struct Aggregation {
     /// The root row first (only when kernels ran outside every range), then one row per range
     /// instance in push order.
     pub ranges: Vec<RangeRow>,
-    /// Σ duration of every kernel, ns.
-    pub total_gpu_time_ns: u64,
+    /// Σ duration of every kernel with one, ns; in [`ProfilingMode::PerRange`] Σ of the
+    /// measured top-level ranges. `None` when kernels ran and none had a time.
+    pub total_gpu_time_ns: Option<u64>,
     /// Explanations of values left empty.
     pub warnings: Vec<String>,
 }
@@ -468,10 +469,14 @@ pub fn aggregate(
     let track_busy = mode == ProfilingMode::Trace;
     let mut intervals: Vec<Vec<(u64, u64)>> = if track_busy { vec![Vec::new(); slots] } else { Vec::new() };
     let mut total_gpu_time_ns = 0u64;
+    let mut timed_kernels = 0u64;
     for row in &correlation.rows {
         let index = index_of(row.range_id);
         add_kernel(&mut sums[index], &mut metric_sums[index * metric_count..(index + 1) * metric_count], row, &dram);
-        total_gpu_time_ns = total_gpu_time_ns.saturating_add(row.duration_ns.unwrap_or(0));
+        if let Some(t) = row.duration_ns {
+            total_gpu_time_ns = total_gpu_time_ns.saturating_add(t);
+            timed_kernels += 1;
+        }
         if track_busy {
             if let (Some(start), Some(end)) = (row.start_ns, row.end_ns) {
                 intervals[index].push((start, end.max(start)));
@@ -575,6 +580,15 @@ pub fn aggregate(
         ranges.push(row);
     }
 
+    let total_gpu_time_ns = if mode == ProfilingMode::PerRange {
+        // Kernels have no time of their own: the measured top-level ranges hold it.
+        let measured: Vec<u64> =
+            ranges.iter().filter(|r| r.depth == 0 && r.range_id.is_some()).filter_map(|r| r.gpu_time_ns).collect();
+        (correlation.rows.is_empty() || !measured.is_empty())
+            .then(|| measured.iter().fold(0u64, |a, b| a.saturating_add(*b)))
+    } else {
+        (correlation.rows.is_empty() || timed_kernels > 0).then_some(total_gpu_time_ns)
+    };
     Aggregation { rules, derived: dram.describe(metrics), ranges, total_gpu_time_ns, warnings }
 }
 

@@ -19,11 +19,53 @@ use crate::report::{CaptureInfo, Report, ReportMeta};
 use self::aggregate::{aggregate, metric_rules, Aggregation};
 use self::correlate::{Correlation, Correlator, TimeSource};
 
+/// Marks the name of a metric CUPTI counts by SASS patching (`smsp__sass_*`, `sm__sass_*`).
+pub const SASS_METRIC_MARK: &str = "__sass_";
+
+/// SASS metrics count instructions by patching the kernel's code, which CUPTI's range
+/// profiler does not do: it reads them as 0 for every kernel (an FP32 SGEMM with 0 FFMAs was
+/// seen on an H200 with CUPTI 13.0). A SASS metric that is 0 for every kernel with a value is
+/// therefore not measured: its values become blanks, and a warning says so.
+fn blank_unmeasured_sass_metrics(
+    metrics: &MetricSet,
+    rows: &mut [correlate::KernelRow],
+    ranges: &mut [aggregate::RangeRow],
+) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for (index, spec) in metrics.metrics.iter().enumerate() {
+        if !spec.name.contains(SASS_METRIC_MARK) {
+            continue;
+        }
+        let mut values = rows.iter().filter_map(|r| r.metrics.get(index).copied().flatten()).peekable();
+        if values.peek().is_none() || !values.all(|v| v == 0.0) {
+            continue;
+        }
+        for row in rows.iter_mut() {
+            if let Some(v) = row.metrics.get_mut(index) {
+                *v = None;
+            }
+        }
+        for row in ranges.iter_mut() {
+            if let Some(v) = row.metrics.get_mut(index) {
+                *v = None;
+            }
+        }
+        warnings.push(format!(
+            "{} read 0 for every kernel: SASS metrics need instruction patching, which CUPTI's range profiler \
+             does not do, so it is left empty (not measured)",
+            spec.name
+        ));
+    }
+    warnings
+}
+
 impl Report {
     /// Assembles a report from correlated and aggregated rows.
     pub fn build(info: CaptureInfo, metrics: &MetricSet, correlation: Correlation, aggregation: Aggregation) -> Self {
-        let Correlation { rows, counts, transfers, warnings: correlation_warnings, .. } = correlation;
+        let Correlation { mut rows, counts, transfers, warnings: correlation_warnings, .. } = correlation;
+        let mut ranges = aggregation.ranges;
         let mut warnings = info.warnings;
+        warnings.extend(blank_unmeasured_sass_metrics(metrics, &mut rows, &mut ranges));
         if info.dropped_counter_ranges > 0 {
             warnings.push(format!(
                 "CUPTI dropped {} counter range(s): their kernels have no counters (raise the \
@@ -67,8 +109,9 @@ impl Report {
             clock: info.clock,
             clock_drift_ns: info.clock.map(|c| c.drift_ns()),
             run_end: info.run_end,
+            device_peaks: info.device_peaks,
         };
-        Report { meta, ranges: aggregation.ranges, kernels: rows, transfers }
+        Report { meta, ranges, kernels: rows, transfers }
     }
 
     /// Correlates, aggregates and assembles in one step: the whole analysis stage.

@@ -4,8 +4,10 @@
 //! - `gmprof passes METRIC,...` prints how many replay passes a metric set needs.
 //! - `gmprof check-trace FILE` checks a Chrome trace JSON file and exits 1 on any violation.
 //! - `gmprof run [OPTIONS] -- PROGRAM ARGS...` profiles an unmodified program through
-//!   injection and prints the summary; it exits with the program's status.
-//! - `gmprof report OUT` reprints the summary of saved outputs.
+//!   injection and prints the summary (and writes the HTML report with `--html`); it exits
+//!   with the program's status.
+//! - `gmprof report OUT` reprints the summary of saved outputs (`--html FILE` writes the
+//!   HTML report).
 //!
 //! Errors print as one readable message and exit with status 1; nothing panics.
 
@@ -16,7 +18,10 @@ use clap::{Parser, Subcommand};
 use gmprof::checked::{driver, target, Cupti};
 use gmprof::launch::{LaunchOptions, LaunchPlan};
 use gmprof::metrics::MetricCatalog;
-use gmprof::model::MetricKind;
+use gmprof::model::{MetricKind, ProfilingMode, GPU_TIME_METRIC};
+use gmprof::profiler::{check_iteration_replay, DEFAULT_METRICS};
+use gmprof::report::summary::DEFAULT_TOP;
+use gmprof::report::{GroupBy, SummaryOptions};
 use gmprof::trace_check::{check_trace_file, CheckOptions, DEFAULT_LAUNCH_LATENCY_ALLOWANCE_US};
 
 #[derive(Parser)]
@@ -34,6 +39,31 @@ struct ChipArgs {
     /// CUDA device ordinal whose chip to use.
     #[arg(long, default_value_t = 0)]
     device: usize,
+}
+
+/// How the summary (and the HTML report) groups, trims and splits off warm-up.
+#[derive(clap::Args)]
+struct ViewArgs {
+    /// Group range rows by name, path or instance; numbers in names fold into `#` (name,
+    /// path).
+    #[arg(long, default_value = "path")]
+    group_by: GroupBy,
+    /// Show the N groups with the largest share (0: all).
+    #[arg(long, default_value_t = DEFAULT_TOP)]
+    top: usize,
+    /// Show the first K instances of each repeated range apart as warm-up; the steady-state
+    /// statistics leave them out.
+    #[arg(long, default_value_t = 0)]
+    skip_first: u32,
+    /// Also write the report as one self-contained HTML file (plots, sortable tables).
+    #[arg(long)]
+    html: Option<PathBuf>,
+}
+
+impl ViewArgs {
+    fn options(&self) -> SummaryOptions {
+        SummaryOptions { group_by: self.group_by, top: (self.top > 0).then_some(self.top), skip_first: self.skip_first }
+    }
 }
 
 #[derive(Subcommand)]
@@ -59,6 +89,8 @@ enum Command {
         /// Also print the per-label statistics.
         #[arg(long)]
         stats: bool,
+        #[command(flatten)]
+        view: ViewArgs,
     },
     /// Print how many replay passes a metric set needs.
     Passes {
@@ -99,6 +131,17 @@ enum Command {
         /// Also print the per-label statistics.
         #[arg(long)]
         stats: bool,
+        /// Iteration replay for multi-pass metric sets: the name or glob of the repeating
+        /// NVTX range whose instances run the passes, e.g. "Train step *" (needs
+        /// --iterations; mode per_kernel unless per_range is asked for).
+        #[arg(long, requires = "iterations")]
+        iteration_replay: Option<String>,
+        /// How many instances of the --iteration-replay range the program runs; checked
+        /// against the passes the metric set needs before the program starts.
+        #[arg(long, requires = "iteration_replay")]
+        iterations: Option<usize>,
+        #[command(flatten)]
+        view: ViewArgs,
         /// The program and its arguments (after `--`).
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         program: Vec<std::ffi::OsString>,
@@ -125,8 +168,39 @@ fn chip_name(args: &ChipArgs, cupti: &Cupti) -> gmprof::Result<String> {
             "no CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES)".into(),
         ));
     }
-    let _api = target::ProfilerApi::initialize(cupti)?;
-    target::chip_name(cupti, args.device)
+    target::query_chip_name(cupti, args.device)
+}
+
+/// `gmprof run --iteration-replay`: the library's pass check, before the program starts, so
+/// a long run is not spent unprofiled.
+fn check_iteration_replay_up_front(
+    mode: Option<&str>,
+    metrics: &[String],
+    pattern: &str,
+    instances: usize,
+) -> gmprof::Result<()> {
+    let mode: ProfilingMode = mode.map(str::parse).transpose()?.unwrap_or(ProfilingMode::PerKernel);
+    if !matches!(mode, ProfilingMode::PerKernel | ProfilingMode::PerRange) {
+        return check_iteration_replay(mode, 0, pattern, instances);
+    }
+    let cupti = Cupti::load()?;
+    let chip = chip_name(&ChipArgs { chip: None, device: 0 }, &cupti)?;
+    let catalog = MetricCatalog::for_chip(&cupti, &chip)?;
+    let mut names: Vec<&str> = vec![GPU_TIME_METRIC];
+    let asked: Vec<&str> = if metrics.is_empty() {
+        DEFAULT_METRICS.to_vec()
+    } else {
+        metrics.iter().map(|m| m.trim()).filter(|m| !m.is_empty()).collect()
+    };
+    for m in asked {
+        if !names.contains(&m) {
+            names.push(m);
+        }
+    }
+    let passes = catalog.passes(&names)?;
+    check_iteration_replay(mode, passes, pattern, instances)?;
+    eprintln!("gmprof: iteration replay: {passes} pass(es) over {instances} instance(s) of '{pattern}'");
+    Ok(())
 }
 
 fn kind_name(kind: MetricKind) -> &'static str {
@@ -137,13 +211,13 @@ fn kind_name(kind: MetricKind) -> &'static str {
     }
 }
 
-fn print_report(path: &std::path::Path, csv: bool, stats: bool) -> gmprof::Result<()> {
+fn print_report(path: &std::path::Path, csv: bool, stats: bool, view: &ViewArgs) -> gmprof::Result<()> {
     let file = if path.is_dir() { path.join("report.json") } else { path.to_owned() };
     let report = gmprof::Report::read_json(&file)?;
     if csv {
         report.write_csv_to(std::io::stdout().lock())?;
     } else {
-        println!("{}", report.summary());
+        println!("{}", report.summary_with(&view.options()));
         if stats {
             println!("{}", report.stats());
         }
@@ -152,13 +226,33 @@ fn print_report(path: &std::path::Path, csv: bool, stats: bool) -> gmprof::Resul
     if let Some(end) = report.meta.run_end.as_ref().filter(|e| !e.is_complete()) {
         eprintln!("gmprof: {}: {}", file.display(), end.describe());
     }
+    if let Some(html) = &view.html {
+        report.write_html(html, &view.options())?;
+        eprintln!("gmprof: wrote {}", html.display());
+    }
     Ok(())
 }
 
 fn run(cli: Cli) -> gmprof::Result<ExitCode> {
-    if let Command::Run { mode, metrics, nvtx_include, out, range_scope, sync_on_pop, library, stats, program } =
-        cli.command
+    if let Command::Run {
+        mode,
+        metrics,
+        nvtx_include,
+        out,
+        range_scope,
+        sync_on_pop,
+        library,
+        stats,
+        iteration_replay,
+        iterations,
+        view,
+        program,
+    } = cli.command
     {
+        let iteration_replay = iteration_replay.zip(iterations);
+        if let Some((pattern, instances)) = &iteration_replay {
+            check_iteration_replay_up_front(mode.as_deref(), &metrics, pattern, *instances)?;
+        }
         let opts = LaunchOptions {
             mode,
             metrics,
@@ -167,13 +261,14 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
             range_scope,
             synchronize_on_pop: sync_on_pop,
             library,
+            iteration_replay,
             program,
         };
         let plan = LaunchPlan::new(&opts)?;
         let outcome = plan.run()?;
         if outcome.has_outputs() {
             println!();
-            if let Err(e) = print_report(&outcome.output_dir, false, stats) {
+            if let Err(e) = print_report(&outcome.output_dir, false, stats, &view) {
                 eprintln!("gmprof: could not read the outputs back: {e}");
             }
         }
@@ -214,7 +309,7 @@ fn run_tool(cli: Cli) -> gmprof::Result<()> {
             }
             Ok(())
         }
-        Command::Report { path, csv, stats } => print_report(&path, csv, stats),
+        Command::Report { path, csv, stats, view } => print_report(&path, csv, stats, &view),
         Command::Passes { metrics, chip } => {
             let cupti = Cupti::load()?;
             let chip = chip_name(&chip, &cupti)?;

@@ -4,7 +4,8 @@ use std::ffi::CStr;
 
 use super::library::Driver;
 use crate::error::Result;
-use crate::sys::cupti::{CUcontext, CUdevice};
+use crate::model::DevicePeaks;
+use crate::sys::cupti::{CUcontext, CUdevice, CUdevice_attribute};
 
 /// A CUDA context handle. gmprof never creates contexts of its own beyond retaining a
 /// device's primary context, which the application's runtime shares.
@@ -76,6 +77,32 @@ pub fn device_name(driver: &Driver, dev: CUdevice) -> Result<String> {
     buf[buf.len() - 1] = 0;
     // SAFETY: `buf` is NUL-terminated (set just above).
     Ok(unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())
+}
+
+/// One device attribute (`cuDeviceGetAttribute`).
+pub fn attribute(driver: &Driver, dev: CUdevice, attribute: CUdevice_attribute) -> Result<i32> {
+    let mut value = 0;
+    call_driver!(driver, cuDeviceGetAttribute, "reading a device attribute", |f| {
+        // SAFETY: `value` is a valid out-pointer; the driver checks the attribute and device.
+        unsafe { f(&mut value, attribute, dev) }
+    })?;
+    Ok(value)
+}
+
+/// The attributes [`DevicePeaks`] is computed from; an attribute the driver does not give
+/// stays `None`, and so do the peaks that need it.
+pub fn device_peaks(driver: &Driver, dev: CUdevice) -> DevicePeaks {
+    let value = |a: CUdevice_attribute| attribute(driver, dev, a).ok().and_then(|v| u32::try_from(v).ok());
+    // Sizes and clocks of 0 mean unknown; a minor version of 0 is a version.
+    let get = |a: CUdevice_attribute| value(a).filter(|v| *v > 0);
+    DevicePeaks::from_attributes(
+        get(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+        value(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR),
+        get(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
+        get(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE),
+        get(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE),
+        get(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH),
+    )
 }
 
 /// The context current on the calling thread, if any.

@@ -73,6 +73,15 @@ pub fn chip_name(cupti: &Cupti, device_index: usize) -> Result<String> {
     Ok(unsafe { CStr::from_ptr(p.pChipName) }.to_string_lossy().into_owned())
 }
 
+/// [`chip_name`] with the profiler API initialized around the query, for callers that do
+/// not hold a [`ProfilerApi`] (trace mode, the command line).
+pub fn query_chip_name(cupti: &Cupti, device_index: usize) -> Result<String> {
+    let api = ProfilerApi::initialize(cupti)?;
+    let chip = chip_name(cupti, device_index);
+    api.shutdown()?;
+    chip
+}
+
 /// The counter availability image of `ctx`'s device: which counters can be collected now
 /// (it reflects, for example, counters held by another profiler).
 pub fn counter_availability(cupti: &Cupti, ctx: Context) -> Result<Vec<u8>> {

@@ -334,6 +334,83 @@ impl RunEnd {
     }
 }
 
+/// What the device can do at most, from its attributes: the roofs that measured bandwidth
+/// and FLOP rates are drawn against.
+///
+/// Both peaks are the usual theoretical ones, computed from driver attributes, never
+/// measured: `dram_peak_gbps` = 2 (double data rate) × memory clock × bus width / 8, and
+/// `fp32_peak_gflops` = 2 (an FMA is two FLOPs) × SMs × FP32 lanes per SM × SM clock, with
+/// the lanes per SM of the compute capability ([`fp32_lanes_per_sm`]). The clocks are the
+/// driver's maximum clocks, so a kernel at a lower clock stays under the roof.
+/// `warp_issue_peak_ginst` is the instruction roof: 4 schedulers per SM, each issuing one
+/// warp instruction per clock (compute capability 7.0 and newer).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DevicePeaks {
+    /// Compute capability, e.g. `[9, 0]`.
+    pub compute_capability: Option<[u32; 2]>,
+    /// Streaming multiprocessors.
+    pub sm_count: Option<u32>,
+    /// Maximum SM clock, kHz.
+    pub sm_clock_khz: Option<u32>,
+    /// Maximum memory clock, kHz.
+    pub memory_clock_khz: Option<u32>,
+    /// Global memory bus width, bits.
+    pub memory_bus_width_bits: Option<u32>,
+    /// Theoretical DRAM bandwidth, GB/s.
+    pub dram_peak_gbps: Option<f64>,
+    /// Theoretical FP32 (CUDA core, FMA) rate, GFLOP/s.
+    pub fp32_peak_gflops: Option<f64>,
+    /// Warp instructions the SMs can issue per second, in billions.
+    #[serde(default)]
+    pub warp_issue_peak_ginst: Option<f64>,
+}
+
+/// FP32 lanes (FMA units) per SM of a compute capability, from NVIDIA's CUDA C++
+/// Programming Guide table of arithmetic throughputs; `None` for one gmprof does not know.
+pub fn fp32_lanes_per_sm(major: u32, minor: u32) -> Option<u32> {
+    match (major, minor) {
+        (7, _) | (8, 0) => Some(64),
+        (8, _) | (9, 0) | (10, _) | (11, _) | (12, _) => Some(128),
+        _ => None,
+    }
+}
+
+impl DevicePeaks {
+    /// The peaks of a device with these attributes (clocks in kHz, bus width in bits).
+    pub fn from_attributes(
+        major: Option<u32>,
+        minor: Option<u32>,
+        sm_count: Option<u32>,
+        sm_clock_khz: Option<u32>,
+        memory_clock_khz: Option<u32>,
+        memory_bus_width_bits: Option<u32>,
+    ) -> Self {
+        let compute_capability = major.zip(minor).map(|(a, b)| [a, b]);
+        // kHz × 1e3 = Hz; × bytes per transfer × 2 transfers per clock; / 1e9 = GB/s.
+        let dram_peak_gbps = memory_clock_khz
+            .zip(memory_bus_width_bits)
+            .map(|(clock, bits)| 2.0 * f64::from(clock) * 1e3 * (f64::from(bits) / 8.0) / 1e9);
+        let fp32_peak_gflops = compute_capability
+            .and_then(|[a, b]| fp32_lanes_per_sm(a, b))
+            .zip(sm_count.zip(sm_clock_khz))
+            .map(|(lanes, (sms, clock))| 2.0 * f64::from(sms) * f64::from(lanes) * f64::from(clock) * 1e3 / 1e9);
+        let warp_issue_peak_ginst = compute_capability
+            .filter(|[major, _]| *major >= 7)
+            .and(sm_count.zip(sm_clock_khz))
+            .map(|(sms, clock)| 4.0 * f64::from(sms) * f64::from(clock) * 1e3 / 1e9);
+        DevicePeaks {
+            compute_capability,
+            sm_count,
+            sm_clock_khz,
+            memory_clock_khz,
+            memory_bus_width_bits,
+            dram_peak_gbps,
+            fp32_peak_gflops,
+            warp_issue_peak_ginst,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -348,6 +425,23 @@ mod tests {
         assert_eq!(sync.to_unix_ns(1_000), 1_700_000_000_000_000_000);
         assert_eq!(sync.to_unix_ns(500_001_000), 1_700_000_000_500_000_250);
         assert_eq!(sync.to_unix_ns(1_000_001_000), 1_700_000_001_000_000_500);
+    }
+
+    #[test]
+    fn peaks_of_an_h100_sxm() {
+        // H100 SXM5: CC 9.0, 132 SMs, 1980 MHz, HBM3 at 2619 MHz on a 5120-bit bus.
+        let p = DevicePeaks::from_attributes(Some(9), Some(0), Some(132), Some(1_980_000), Some(2_619_000), Some(5120));
+        let dram = p.dram_peak_gbps.expect("dram peak");
+        assert!((dram - 3352.32).abs() < 0.01, "{dram}");
+        let fp32 = p.fp32_peak_gflops.expect("fp32 peak");
+        assert!((fp32 - 66_908.16).abs() < 0.01, "{fp32}");
+        let issue = p.warp_issue_peak_ginst.expect("issue peak");
+        assert!((issue - 1045.44).abs() < 0.01, "{issue}");
+        let unknown = DevicePeaks::from_attributes(Some(6), Some(1), Some(20), Some(1_000_000), None, Some(256));
+        assert_eq!(
+            (unknown.dram_peak_gbps, unknown.fp32_peak_gflops, unknown.warp_issue_peak_ginst),
+            (None, None, None)
+        );
     }
 
     #[test]

@@ -209,7 +209,10 @@ impl Report {
         }
         lines.push(format!("counter_cycles: {}", m.counter_cycles));
         lines.push(format!("kernels: {}", m.kernel_count));
-        lines.push(format!("total_gpu_time_ns: {}", m.total_gpu_time_ns));
+        lines.push(format!(
+            "total_gpu_time_ns: {}",
+            m.total_gpu_time_ns.map_or_else(|| "not measured".to_owned(), |t| t.to_string())
+        ));
         lines.push(format!("dropped_counter_ranges: {}", m.dropped_counter_ranges));
         lines.push(format!("dropped_activity_records: {}", m.dropped_activity_records));
         lines.push(format!("flagged_kernel_rows: {}", m.flagged_kernel_rows));

@@ -12,12 +12,16 @@
 //!   p99 and share per range path and per (range path, kernel name).
 //! - [`Report::write_json`] / [`Report::from_json`], see [`json`]: the whole
 //!   report, round-trippable (for `gmprof report` on a saved run).
-//! - [`Report::summary`], see [`summary`]: a text table grouped by range path.
+//! - [`Report::summary`] / [`Report::summary_with`], see [`summary`]: a text table of range
+//!   groups ([`group`]: numbered names folded, warm-up instances apart) sized for a screen.
+//! - [`Report::write_html`], see [`html`]: one self-contained HTML page with plots.
 //!
 //! Dropped and flagged counts are part of every output's header, never only of the JSON:
 //! a table that looks complete but is missing kernels is worse than no table.
 
 pub mod csv;
+pub mod group;
+pub mod html;
 pub mod json;
 pub mod stats;
 pub mod summary;
@@ -28,9 +32,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::analysis::aggregate::{DerivedMetric, MetricRule, RangeRow};
 use crate::analysis::correlate::{CorrelationCounts, KernelRow, TimeSource, TransferRow};
-use crate::model::{ClockSync, ProfilingMode, RunEnd};
+use crate::model::{ClockSync, DevicePeaks, ProfilingMode, RunEnd};
 
-pub use self::summary::{Summary, SummaryRow};
+pub use self::group::GroupBy;
+pub use self::summary::{Summary, SummaryOptions, SummaryRow};
 
 /// What capture knows about a session beyond its records; input to [`Report::build`].
 #[derive(Clone, Debug, PartialEq)]
@@ -55,6 +60,8 @@ pub struct CaptureInfo {
     pub clock: Option<ClockSync>,
     /// How the run ended (`None`: not recorded, as in reports built from recorded data).
     pub run_end: Option<RunEnd>,
+    /// The device's theoretical peaks, when capture read its attributes.
+    pub device_peaks: Option<DevicePeaks>,
 }
 
 impl CaptureInfo {
@@ -71,6 +78,7 @@ impl CaptureInfo {
             warnings: Vec::new(),
             clock: None,
             run_end: None,
+            device_peaks: None,
         }
     }
 }
@@ -100,8 +108,10 @@ pub struct ReportMeta {
     pub counter_cycles: u64,
     /// Kernel rows.
     pub kernel_count: u64,
-    /// Σ duration of every kernel, ns.
-    pub total_gpu_time_ns: u64,
+    /// Σ duration of every kernel with a known duration, ns; in per_range mode, where
+    /// kernels have no time of their own, Σ of the measured top-level ranges. `None` when
+    /// kernels ran but none had a time.
+    pub total_gpu_time_ns: Option<u64>,
     /// Counter ranges CUPTI dropped.
     pub dropped_counter_ranges: u64,
     /// Activity records CUPTI dropped.
@@ -130,6 +140,9 @@ pub struct ReportMeta {
     /// not finish (the outputs are then partial). `None` in reports built from recorded data.
     #[serde(default)]
     pub run_end: Option<RunEnd>,
+    /// The device's theoretical DRAM bandwidth and FP32 rate, from its attributes.
+    #[serde(default)]
+    pub device_peaks: Option<DevicePeaks>,
 }
 
 /// A session's report: metadata, per-range rows, per-kernel rows, per-transfer rows.
@@ -164,8 +177,14 @@ impl Report {
         self.meta.metrics.iter().map(|r| r.metric.name.as_str()).collect()
     }
 
-    /// The summary table grouped by range path.
+    /// The summary table: range rows grouped by path with numbers folded, the top
+    /// [`summary::DEFAULT_TOP`] groups by share (see [`summary`]).
     pub fn summary(&self) -> Summary {
         Summary::of(self)
+    }
+
+    /// The summary table with other grouping, trimming or warm-up options.
+    pub fn summary_with(&self, options: &SummaryOptions) -> Summary {
+        Summary::with(self, options)
     }
 }

@@ -20,8 +20,8 @@
 //!
 //! - Instances without a value (a range without known GPU time, a kernel without a
 //!   duration) are left out of every statistic and counted in [`LabelStats::missing`];
-//!   `count` is the number of values. Mean, min, max and percentiles are `None` for a group
-//!   without values.
+//!   `count` is the number of values. Total, mean, min, max and percentiles are `None` (blank,
+//!   never 0) for a group without values.
 //! - Percentiles are **nearest rank**: with the `n` values sorted ascending as
 //!   `v[1] ≤ … ≤ v[n]`, the p-th percentile is `v[⌈p·n/100⌉]` (rank at least 1). It is always
 //!   one of the values, never an interpolation: for the values 1..=100, p50 is 50 and p99 is
@@ -52,7 +52,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::report::csv::{write_file, RecordWriter};
-use crate::report::summary::{cell, format_duration_ns};
+use crate::report::summary::{cell, format_duration_ns, BLANK};
 use crate::report::Report;
 
 /// Which rows a [`LabelStats`] groups.
@@ -116,7 +116,7 @@ pub struct LabelStats {
     /// Instances without a value, left out of the statistics.
     pub missing: u64,
     /// Σ values, ns.
-    pub total_ns: u64,
+    pub total_ns: Option<u64>,
     /// Mean value, ns.
     pub mean_ns: Option<f64>,
     /// Smallest value, ns.
@@ -165,7 +165,7 @@ impl LabelStats {
             kernel_name,
             count,
             missing,
-            total_ns,
+            total_ns: (count > 0).then_some(total_ns),
             mean_ns: (count > 0).then(|| total_ns as f64 / count as f64),
             min_ns: values.first().copied(),
             p50_ns: nearest_rank(&values, 50),
@@ -315,7 +315,7 @@ impl Report {
             w.text(s.kernel_name.as_deref().unwrap_or(""))?;
             w.display(s.count)?;
             w.display(s.missing)?;
-            w.display(s.total_ns)?;
+            w.optional(s.total_ns)?;
             w.optional(s.mean_ns)?;
             w.optional(s.min_ns)?;
             w.optional(s.p50_ns)?;
@@ -379,11 +379,11 @@ fn write_table(f: &mut fmt::Formatter<'_>, header: &[&str], labels: usize, rows:
 
 /// The statistic columns of one group, as table cells.
 fn stat_cells(s: &LabelStats) -> [String; 8] {
-    let dash = || "-".to_owned();
+    let dash = || BLANK.to_owned();
     let duration = |v: Option<u64>| v.map_or_else(dash, |v| format_duration_ns(v as f64));
     [
         s.count.to_string(),
-        format_duration_ns(s.total_ns as f64),
+        duration(s.total_ns),
         s.mean_ns.map_or_else(dash, format_duration_ns),
         duration(s.min_ns),
         duration(s.p50_ns),
@@ -444,14 +444,14 @@ mod tests {
     #[test]
     fn label_stats_of_values() {
         let s = LabelStats::of(StatsTable::Kernel, StatsQuantity::DurationNs, "r".into(), None, vec![3, 1, 2], 2, 12);
-        assert_eq!((s.count, s.missing, s.total_ns), (3, 2, 6));
+        assert_eq!((s.count, s.missing, s.total_ns), (3, 2, Some(6)));
         assert_eq!((s.min_ns, s.p50_ns, s.p99_ns, s.max_ns), (Some(1), Some(2), Some(3), Some(3)));
         assert_eq!(s.mean_ns, Some(2.0));
         assert_eq!(s.share_pct, Some(50.0));
         let empty = LabelStats::of(StatsTable::Range, StatsQuantity::GpuTimeNs, "r".into(), None, vec![], 1, 0);
         assert_eq!(
             (empty.count, empty.total_ns, empty.mean_ns, empty.p50_ns, empty.share_pct),
-            (0, 0, None, None, None)
+            (0, None, None, None, None)
         );
     }
 }

@@ -1,45 +1,97 @@
-//! The summary table: per-range rows grouped by range path across instances.
+//! The summary table: range rows folded into groups and sorted by share, sized for a screen.
 //!
 //! Layer 3 (the safe profiler), report output for people: what `gmprof` prints at the end of
-//! a run. One line per range path (all instances of `train_step/forward` together), sorted
-//! by total GPU time, under a header that always states the mode, the device and the
-//! dropped and flagged counts, plus the clock drift and the memcpy/memset totals when the
-//! report has them.
+//! a run. Range rows are grouped ([`crate::report::group`]): by default by range path with
+//! numbers folded, so `Train step 0` … `Train step 49` are one row `Train step #`. Each row
+//! has the count, total, mean, p50 and p99 (nearest rank, see [`crate::report::stats`]) of
+//! its instances' GPU time and its share; rows are sorted by share and only the top
+//! [`DEFAULT_TOP`] are shown unless asked otherwise ([`SummaryOptions`]). A footer says how
+//! many range rows were folded and how many groups were hidden; per-instance rows stay in
+//! ranges.csv and report.json. The header always states the mode, the device and chip and
+//! the dropped and flagged counts, plus the clock drift and the memcpy/memset totals when
+//! the report has them.
 //!
-//! Range rows are inclusive, so the shares of a parent and its children overlap and the
-//! share column does not add up to 100%.
+//! A value that was not measured is "—", never 0: a group none of whose instances has a
+//! GPU time (a nested range in per_range mode, beyond the measured nesting levels) has no
+//! total, mean or share.
+//!
+//! With `skip_first` K > 0, the first K instances of each repeated range (and what is nested
+//! in them, see [`warmup_rows`]) are left out of the steady-state columns and shown apart in
+//! a warm-up column (their count and mean).
+//!
+//! Shares are of the sum over top-level rows (depth 0 and the `<root>` row) of the same
+//! state (steady or all): range rows are inclusive, so a parent's share contains its
+//! children's and the column does not add up to 100%.
 
-use std::collections::HashMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::group::{group_rows, warmup_rows, GroupBy};
+use super::stats::nearest_rank;
 use super::Report;
 use crate::model::TransferKind;
 
-/// One range path's statistics over its instances.
+/// Groups shown by default: with the header and footer, one screen.
+pub const DEFAULT_TOP: usize = 20;
+
+/// Longest label shown; longer ones keep their end (the innermost names).
+pub const MAX_LABEL_CHARS: usize = 56;
+
+/// Text of a value that was not measured.
+pub const BLANK: &str = "—";
+
+/// How [`Report::summary_with`] groups and trims.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SummaryOptions {
+    /// What rows are grouped by.
+    pub group_by: GroupBy,
+    /// Show only this many groups, largest share first; `None` shows all.
+    pub top: Option<usize>,
+    /// Instances of each repeated range shown apart as warm-up.
+    pub skip_first: u32,
+}
+
+impl Default for SummaryOptions {
+    fn default() -> Self {
+        SummaryOptions { group_by: GroupBy::Path, top: Some(DEFAULT_TOP), skip_first: 0 }
+    }
+}
+
+/// One group of range rows; statistics over its steady-state instances.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SummaryRow {
-    /// The range path (or the root row's).
-    pub path: String,
-    /// Number of instances.
+    /// The group's label: a folded path or name (`Train step #/forward`), or the exact one
+    /// when nothing was folded.
+    pub label: String,
+    /// Range rows folded into this group (steady and warm-up).
+    pub rows: u64,
+    /// Different exact paths (or names) folded together; 1 when none were.
+    pub distinct: u64,
+    /// Steady-state instances with a GPU time.
     pub count: u64,
-    /// Σ GPU time over instances, ns.
-    pub total_ns: u64,
-    /// Mean GPU time per instance with a known time, ns.
+    /// Steady-state instances without a GPU time (not measured), left out of the statistics.
+    pub missing: u64,
+    /// Σ GPU time over steady-state instances, ns.
+    pub total_ns: Option<u64>,
+    /// Mean GPU time, ns.
     pub mean_ns: Option<f64>,
-    /// Smallest instance GPU time, ns.
-    pub min_ns: Option<u64>,
-    /// Largest instance GPU time, ns.
-    pub max_ns: Option<u64>,
-    /// `total_ns` as a percentage of the session's total kernel time.
+    /// Median GPU time by nearest rank, ns.
+    pub p50_ns: Option<u64>,
+    /// 99th percentile by nearest rank, ns.
+    pub p99_ns: Option<u64>,
+    /// `total_ns` as a percentage of the steady-state top-level total.
     pub share_pct: Option<f64>,
-    /// Σ kernels over instances (inclusive).
+    /// Σ kernels over steady-state instances (inclusive).
     pub kernels: u64,
-    /// Σ flagged kernels over instances.
+    /// Σ flagged kernels over steady-state instances.
     pub flagged_kernels: u64,
-    /// Σ DRAM bytes / Σ GPU time over instances with both, GB/s.
+    /// Σ DRAM bytes / Σ GPU time over steady-state instances with both, GB/s.
     pub dram_gbps: Option<f64>,
+    /// Warm-up instances (see [`SummaryOptions::skip_first`]).
+    pub warmup_count: u64,
+    /// Their mean GPU time, ns.
+    pub warmup_mean_ns: Option<f64>,
 }
 
 /// The summary of a report; its `Display` is the text table.
@@ -53,8 +105,8 @@ pub struct Summary {
     pub device: String,
     /// Kernel rows.
     pub kernel_count: u64,
-    /// Σ kernel time, ns.
-    pub total_gpu_time_ns: u64,
+    /// Σ kernel time, ns; `None` when no kernel time was measured.
+    pub total_gpu_time_ns: Option<u64>,
     /// Counter ranges CUPTI dropped.
     pub dropped_counter_ranges: u64,
     /// Activity records CUPTI dropped.
@@ -80,74 +132,118 @@ pub struct Summary {
     /// Σ transfer durations, ns.
     #[serde(default)]
     pub transfer_time_ns: u64,
-    /// One row per range path, by total GPU time, largest first.
+    /// What rows were grouped by.
+    pub group_by: GroupBy,
+    /// Warm-up instances per repeated range.
+    pub skip_first: u32,
+    /// Range rows of the report.
+    pub range_rows: u64,
+    /// Of them, warm-up rows.
+    pub warmup_rows: u64,
+    /// Groups before `top` was applied.
+    pub group_count: u64,
+    /// Exact paths (or names) that folded into a group with another one: Σ (distinct − 1).
+    pub folded: u64,
+    /// The shown groups, by share (steady-state total GPU time), largest first.
     pub rows: Vec<SummaryRow>,
 }
 
-#[derive(Default)]
-struct PathStats {
-    count: u64,
-    total_ns: u64,
-    timed: u64,
-    min_ns: Option<u64>,
-    max_ns: Option<u64>,
-    kernels: u64,
-    flagged: u64,
-    dram_bytes: f64,
-    dram_time_ns: u64,
-    dram_known: bool,
-}
-
 impl Summary {
-    /// Groups `report`'s range rows by path.
+    /// The default summary: grouped by folded path, top [`DEFAULT_TOP`], no warm-up.
     pub fn of(report: &Report) -> Self {
+        Self::with(report, &SummaryOptions::default())
+    }
+
+    /// The summary of `report` with `options`.
+    pub fn with(report: &Report, options: &SummaryOptions) -> Self {
         let meta = &report.meta;
-        let mut order: Vec<&str> = Vec::new();
-        let mut stats: HashMap<&str, PathStats> = HashMap::new();
-        for row in &report.ranges {
-            let s = stats.entry(row.path.as_str()).or_insert_with(|| {
-                order.push(row.path.as_str());
-                PathStats::default()
-            });
-            s.count += 1;
-            s.kernels += row.kernel_count;
-            s.flagged += row.flagged_kernel_count;
-            if let Some(t) = row.gpu_time_ns {
-                s.total_ns = s.total_ns.saturating_add(t);
-                s.timed += 1;
-                s.min_ns = Some(s.min_ns.map_or(t, |m| m.min(t)));
-                s.max_ns = Some(s.max_ns.map_or(t, |m| m.max(t)));
-                let bytes = match (row.dram_read_bytes, row.dram_write_bytes) {
-                    (Some(r), Some(w)) => Some(r + w),
-                    _ => row.dram_total_gbps.map(|g| g * t as f64),
-                };
-                if let Some(b) = bytes.filter(|_| row.dram_total_gbps.is_some()) {
-                    s.dram_bytes += b;
-                    s.dram_time_ns = s.dram_time_ns.saturating_add(t);
-                    s.dram_known = true;
-                }
-            }
-        }
-        let total = meta.total_gpu_time_ns;
-        let mut rows: Vec<SummaryRow> = order
+        let warmup = warmup_rows(&report.ranges, options.skip_first);
+        let grand: u64 = report
+            .ranges
+            .iter()
+            .zip(&warmup)
+            .filter(|(r, w)| r.depth == 0 && !**w)
+            .filter_map(|(r, _)| r.gpu_time_ns)
+            .fold(0u64, u64::saturating_add);
+        let groups = group_rows(&report.ranges, options.group_by);
+        let group_count = groups.len() as u64;
+        let mut rows: Vec<SummaryRow> = groups
             .into_iter()
-            .filter_map(|path| {
-                let s = stats.get(path)?;
-                Some(SummaryRow {
-                    path: path.to_owned(),
-                    count: s.count,
-                    total_ns: s.total_ns,
-                    mean_ns: (s.timed > 0).then(|| s.total_ns as f64 / s.timed as f64),
-                    min_ns: s.min_ns,
-                    max_ns: s.max_ns,
-                    share_pct: (total > 0).then(|| 100.0 * s.total_ns as f64 / total as f64),
-                    kernels: s.kernels,
-                    flagged_kernels: s.flagged,
-                    dram_gbps: (s.dram_known && s.dram_time_ns > 0).then(|| s.dram_bytes / s.dram_time_ns as f64),
-                })
+            .map(|g| {
+                let mut steady: Vec<u64> = Vec::new();
+                let mut row = SummaryRow {
+                    label: g.label,
+                    rows: g.members.len() as u64,
+                    distinct: g.distinct as u64,
+                    count: 0,
+                    missing: 0,
+                    total_ns: None,
+                    mean_ns: None,
+                    p50_ns: None,
+                    p99_ns: None,
+                    share_pct: None,
+                    kernels: 0,
+                    flagged_kernels: 0,
+                    dram_gbps: None,
+                    warmup_count: 0,
+                    warmup_mean_ns: None,
+                };
+                let (mut warm_total, mut warm_timed) = (0u64, 0u64);
+                let (mut dram_bytes, mut dram_time) = (0.0f64, 0u64);
+                let mut dram_known = false;
+                for &i in &g.members {
+                    let r = &report.ranges[i];
+                    if warmup[i] {
+                        row.warmup_count += 1;
+                        if let Some(t) = r.gpu_time_ns {
+                            warm_total = warm_total.saturating_add(t);
+                            warm_timed += 1;
+                        }
+                        continue;
+                    }
+                    row.kernels += r.kernel_count;
+                    row.flagged_kernels += r.flagged_kernel_count;
+                    let Some(t) = r.gpu_time_ns else {
+                        row.missing += 1;
+                        continue;
+                    };
+                    steady.push(t);
+                    let bytes = match (r.dram_read_bytes, r.dram_write_bytes) {
+                        (Some(a), Some(b)) => Some(a + b),
+                        _ => r.dram_total_gbps.map(|g| g * t as f64),
+                    };
+                    if let Some(b) = bytes.filter(|_| r.dram_total_gbps.is_some()) {
+                        dram_bytes += b;
+                        dram_time = dram_time.saturating_add(t);
+                        dram_known = true;
+                    }
+                }
+                steady.sort_unstable();
+                row.count = steady.len() as u64;
+                if !steady.is_empty() {
+                    let total = steady.iter().fold(0u64, |a, b| a.saturating_add(*b));
+                    row.total_ns = Some(total);
+                    row.mean_ns = Some(total as f64 / steady.len() as f64);
+                    row.p50_ns = nearest_rank(&steady, 50);
+                    row.p99_ns = nearest_rank(&steady, 99);
+                    row.share_pct = (grand > 0).then(|| 100.0 * total as f64 / grand as f64);
+                }
+                row.dram_gbps = (dram_known && dram_time > 0).then(|| dram_bytes / dram_time as f64);
+                row.warmup_mean_ns = (warm_timed > 0).then(|| warm_total as f64 / warm_timed as f64);
+                row
             })
             .collect();
-        rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then_with(|| a.path.cmp(&b.path)));
+        rows.sort_by(|a, b| {
+            b.total_ns
+                .is_some()
+                .cmp(&a.total_ns.is_some())
+                .then(b.total_ns.cmp(&a.total_ns))
+                .then_with(|| a.label.cmp(&b.label))
+        });
+        let folded = rows.iter().map(|r| r.distinct.saturating_sub(1)).sum();
+        if let Some(top) = options.top {
+            rows.truncate(top);
+        }
 
         let device = format!(
             "{} (chip {})",
@@ -159,7 +255,7 @@ impl Summary {
             mode: meta.mode.as_str().to_owned(),
             device,
             kernel_count: meta.kernel_count,
-            total_gpu_time_ns: total,
+            total_gpu_time_ns: meta.total_gpu_time_ns,
             dropped_counter_ranges: meta.dropped_counter_ranges,
             dropped_activity_records: meta.dropped_activity_records,
             flagged_kernel_rows: meta.flagged_kernel_rows,
@@ -178,6 +274,12 @@ impl Summary {
                 .filter(|t| t.kind == TransferKind::Memset)
                 .fold(0u64, |sum, t| sum.saturating_add(t.bytes)),
             transfer_time_ns: report.transfers.iter().fold(0u64, |sum, t| sum.saturating_add(t.duration_ns)),
+            group_by: options.group_by,
+            skip_first: options.skip_first,
+            range_rows: report.ranges.len() as u64,
+            warmup_rows: warmup.iter().filter(|w| **w).count() as u64,
+            group_count,
+            folded,
             rows,
         }
     }
@@ -186,7 +288,7 @@ impl Summary {
 /// A duration in ns as text with a readable unit: `850 ns`, `12.35 us`, `4.560 ms`, `1.234 s`.
 pub fn format_duration_ns(ns: f64) -> String {
     if !ns.is_finite() {
-        return "-".to_owned();
+        return BLANK.to_owned();
     }
     let abs = ns.abs();
     if abs < 1e3 {
@@ -210,6 +312,17 @@ pub(crate) fn cell(text: &str) -> String {
         .collect()
 }
 
+/// A label cut to [`MAX_LABEL_CHARS`], keeping its end.
+fn short_label(label: &str) -> String {
+    let text = cell(label);
+    let n = text.chars().count();
+    if n <= MAX_LABEL_CHARS {
+        return text;
+    }
+    let tail: String = text.chars().skip(n - (MAX_LABEL_CHARS - 1)).collect();
+    format!("…{tail}")
+}
+
 impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -219,7 +332,7 @@ impl fmt::Display for Summary {
             self.mode,
             cell(&self.device),
             self.kernel_count,
-            format_duration_ns(self.total_gpu_time_ns as f64)
+            self.total_gpu_time_ns.map_or_else(|| BLANK.to_owned(), |t| format_duration_ns(t as f64))
         )?;
         if let Some(drift) = self.clock_drift_ns {
             write!(f, " | clock drift {drift:+} ns")?;
@@ -244,38 +357,59 @@ impl fmt::Display for Summary {
                 self.memcpy_bytes,
                 self.memset_bytes,
                 format_duration_ns(time as f64),
-                if time > 0 { format!("{:.2} GB/s", bytes as f64 / time as f64) } else { "- GB/s".to_owned() }
+                if time > 0 { format!("{:.2} GB/s", bytes as f64 / time as f64) } else { format!("{BLANK} GB/s") }
             )?;
         }
 
-        let header = ["range", "count", "total", "mean", "min", "max", "share", "kernels", "flagged", "DRAM GB/s"];
-        let dash = || "-".to_owned();
-        let table: Vec<[String; 10]> = self
+        let warm = self.skip_first > 0;
+        let flagged = self.rows.iter().any(|r| r.flagged_kernels > 0);
+        let mut header = vec!["range", "count", "total", "mean", "p50", "p99", "share"];
+        if warm {
+            header.push("warm-up (mean)");
+        }
+        header.push("kernels");
+        if flagged {
+            header.push("flagged");
+        }
+        header.push("DRAM GB/s");
+        let blank = || BLANK.to_owned();
+        let duration = |v: Option<u64>| v.map_or_else(blank, |v| format_duration_ns(v as f64));
+        let table: Vec<Vec<String>> = self
             .rows
             .iter()
             .map(|r| {
-                [
-                    cell(&r.path),
+                let mut line = vec![
+                    short_label(&r.label),
                     r.count.to_string(),
-                    format_duration_ns(r.total_ns as f64),
-                    r.mean_ns.map_or_else(dash, format_duration_ns),
-                    r.min_ns.map_or_else(dash, |v| format_duration_ns(v as f64)),
-                    r.max_ns.map_or_else(dash, |v| format_duration_ns(v as f64)),
-                    r.share_pct.map_or_else(dash, |p| format!("{p:.1}%")),
-                    r.kernels.to_string(),
-                    r.flagged_kernels.to_string(),
-                    r.dram_gbps.map_or_else(dash, |g| format!("{g:.1}")),
-                ]
+                    duration(r.total_ns),
+                    r.mean_ns.map_or_else(blank, format_duration_ns),
+                    duration(r.p50_ns),
+                    duration(r.p99_ns),
+                    r.share_pct.map_or_else(blank, |p| format!("{p:.1}%")),
+                ];
+                if warm {
+                    line.push(if r.warmup_count == 0 {
+                        blank()
+                    } else {
+                        format!("{}× {}", r.warmup_count, r.warmup_mean_ns.map_or_else(blank, format_duration_ns))
+                    });
+                }
+                line.push(r.kernels.to_string());
+                if flagged {
+                    line.push(r.flagged_kernels.to_string());
+                }
+                line.push(r.dram_gbps.map_or_else(blank, |g| format!("{g:.1}")));
+                line
             })
             .collect();
-        let mut widths: [usize; 10] = header.map(|h| h.chars().count());
+        let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
         for line in &table {
             for (w, text) in widths.iter_mut().zip(line) {
                 *w = (*w).max(text.chars().count());
             }
         }
         let write_line = |f: &mut fmt::Formatter<'_>, cells: &[&str]| -> fmt::Result {
-            for (i, (text, width)) in cells.iter().zip(widths).enumerate() {
+            for (i, (text, width)) in cells.iter().zip(&widths).enumerate() {
                 let pad = width.saturating_sub(text.chars().count());
                 if i == 0 {
                     write!(f, "{text}{}", " ".repeat(pad))?;
@@ -289,6 +423,24 @@ impl fmt::Display for Summary {
         for line in &table {
             let cells: Vec<&str> = line.iter().map(String::as_str).collect();
             write_line(f, &cells)?;
+        }
+
+        let hidden = self.group_count.saturating_sub(self.rows.len() as u64);
+        write!(f, "{} range rows in {} groups by {}", self.range_rows, self.group_count, self.group_by.as_str())?;
+        if self.folded > 0 {
+            write!(f, " ({} {}s folded into others: numbers read #)", self.folded, self.group_by.as_str())?;
+        }
+        if hidden > 0 {
+            write!(f, "; top {} shown, {hidden} hidden (--top 0 shows all)", self.rows.len())?;
+        }
+        writeln!(f, "; per-instance rows in ranges.csv and report.json")?;
+        if warm {
+            writeln!(
+                f,
+                "warm-up: the first {} instance(s) of each repeated range and what they hold ({} rows) are apart; \
+                 count, total, mean, p50, p99 and share are steady state",
+                self.skip_first, self.warmup_rows
+            )?;
         }
         Ok(())
     }

@@ -71,6 +71,11 @@ pub mod env {
     /// Kernels (kernel_replay, per_kernel) or ranges (per_range) per counter cycle: counters
     /// reach a checkpoint when their cycle ends, so this bounds what a SIGKILL loses.
     pub const RANGES_PER_CYCLE: &str = "GMPROF_RANGES_PER_CYCLE";
+    /// Iteration replay: the name or glob (`Train step *`) of the repeating NVTX range whose
+    /// instances run the replay passes; needs [`ITERATIONS`].
+    pub const ITERATION_REPLAY: &str = "GMPROF_ITERATION_REPLAY";
+    /// Iteration replay: how many instances of that range the program runs.
+    pub const ITERATIONS: &str = "GMPROF_ITERATIONS";
 }
 
 /// Default seconds between checkpoints.
@@ -101,6 +106,8 @@ pub struct InjectionConfig {
     pub signal_timeout: std::time::Duration,
     /// Counter ranges per cycle (`None`: the library default).
     pub ranges_per_cycle: Option<usize>,
+    /// Iteration replay: range pattern and instance count.
+    pub iteration_replay: Option<(String, usize)>,
 }
 
 impl InjectionConfig {
@@ -147,7 +154,28 @@ impl InjectionConfig {
                 0 => None,
                 n => Some(n as usize),
             },
+            iteration_replay: iteration_replay(get(env::ITERATION_REPLAY), get(env::ITERATIONS))?,
         })
+    }
+}
+
+/// The iteration-replay setting from its two variables: both or neither.
+fn iteration_replay(pattern: Option<String>, iterations: Option<String>) -> Result<Option<(String, usize)>> {
+    match (pattern, iterations) {
+        (None, None) => Ok(None),
+        (Some(pattern), Some(n)) => {
+            let n = n.parse::<usize>().map_err(|_| {
+                Error::InvalidConfig(format!("{}={n}: use the number of instances the program runs", env::ITERATIONS))
+            })?;
+            crate::capture::profiler::iteration_pattern(&pattern)?;
+            Ok(Some((pattern, n)))
+        }
+        (Some(_), None) => Err(Error::InvalidConfig(format!(
+            "{} needs {} (how many instances of the range the program runs)",
+            env::ITERATION_REPLAY,
+            env::ITERATIONS
+        ))),
+        (None, Some(_)) => Err(Error::InvalidConfig(format!("{} needs {}", env::ITERATIONS, env::ITERATION_REPLAY))),
     }
 }
 
@@ -322,6 +350,9 @@ fn on_context(state: &'static Injected, event: ContextEvent) {
             }
             if let Some(n) = config.ranges_per_cycle {
                 builder = builder.max_ranges_per_cycle(n);
+            }
+            if let Some((pattern, instances)) = &config.iteration_replay {
+                builder = builder.iteration_replay(pattern.clone(), *instances);
             }
             // Range boundaries arrive inside CUPTI's NVTX callbacks, where flushing the
             // activity buffers crashed CUPTI 13.0 (seen on an H200); the report does not
@@ -649,6 +680,19 @@ mod tests {
         assert!(e.contains("unknown mode 'fast'"), "{e}");
         let e = config(&[(env::SYNC_ON_POP, "maybe")]).unwrap_err().to_string();
         assert!(e.contains("GMPROF_SYNC_ON_POP=maybe"), "{e}");
+    }
+
+    #[test]
+    fn iteration_replay_needs_a_pattern_and_a_count() {
+        assert_eq!(config(&[]).unwrap().iteration_replay, None);
+        let c = config(&[(env::ITERATION_REPLAY, "Train step *"), (env::ITERATIONS, "50")]).unwrap();
+        assert_eq!(c.iteration_replay, Some(("Train step *".to_owned(), 50)));
+        let e = config(&[(env::ITERATION_REPLAY, "Train step *")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_ITERATION_REPLAY needs GMPROF_ITERATIONS"), "{e}");
+        let e = config(&[(env::ITERATION_REPLAY, "step"), (env::ITERATIONS, "many")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_ITERATIONS=many"), "{e}");
+        let e = config(&[(env::ITERATION_REPLAY, "step [0-"), (env::ITERATIONS, "8")]).unwrap_err().to_string();
+        assert!(e.contains("pattern 'step [0-'"), "{e}");
     }
 
     #[test]

@@ -38,6 +38,9 @@ pub struct LaunchOptions {
     pub synchronize_on_pop: bool,
     /// libgmprof.so to inject (default: found next to the running executable).
     pub library: Option<PathBuf>,
+    /// Iteration replay: range pattern and how many instances the program runs, passed as
+    /// `GMPROF_ITERATION_REPLAY` and `GMPROF_ITERATIONS`.
+    pub iteration_replay: Option<(String, usize)>,
     /// The program and its arguments.
     pub program: Vec<OsString>,
 }
@@ -149,6 +152,11 @@ impl LaunchPlan {
         }
         if opts.synchronize_on_pop {
             env.push((env::SYNC_ON_POP.into(), "1".into()));
+        }
+        if let Some((pattern, instances)) = &opts.iteration_replay {
+            crate::capture::profiler::iteration_pattern(pattern)?;
+            env.push((env::ITERATION_REPLAY.into(), pattern.into()));
+            env.push((env::ITERATIONS.into(), instances.to_string().into()));
         }
         Ok(LaunchPlan { library, cupti, output_dir, env, program: opts.program.clone() })
     }
@@ -296,6 +304,7 @@ mod tests {
             range_scope: None,
             synchronize_on_pop: true,
             library: Some(lib),
+            iteration_replay: Some(("Train step *".into(), 50)),
             program: vec!["python3".into(), "train.py".into()],
         }
     }
@@ -317,6 +326,8 @@ mod tests {
         assert_eq!(get("GMPROF_SYNC_ON_POP").unwrap(), "1");
         assert_eq!(get("GMPROF_OUT").unwrap(), dir.path().join("out").display().to_string());
         assert!(get("GMPROF_RANGE_SCOPE").is_none());
+        assert_eq!(get("GMPROF_ITERATION_REPLAY").unwrap(), "Train step *");
+        assert_eq!(get("GMPROF_ITERATIONS").unwrap(), "50");
     }
 
     #[test]

@@ -52,6 +52,41 @@ pub struct ProfilerBuilder {
     pub(super) iteration_replay: Option<(String, usize)>,
 }
 
+/// The metrics a builder collects unless told otherwise (`gpu__time_duration.sum` is always
+/// added).
+pub const DEFAULT_METRICS: [&str; 2] = ["dram__bytes_read.sum", "dram__bytes_write.sum"];
+
+/// Parses an iteration-replay range pattern: an exact range name, or a glob (`*` any text,
+/// `?` one character, `[0-9]` a class) that matches numbered names such as
+/// `Train step *`.
+pub fn iteration_pattern(pattern: &str) -> Result<glob::Pattern> {
+    if pattern.trim().is_empty() {
+        return Err(Error::InvalidConfig("the iteration-replay range pattern is empty".into()));
+    }
+    glob::Pattern::new(pattern)
+        .map_err(|e| Error::InvalidConfig(format!("iteration-replay range pattern '{pattern}': {e}")))
+}
+
+/// The up-front check of iteration replay, shared by [`ProfilerBuilder::build`] and
+/// `gmprof run`: the mode must replay by user range, and the program must run at least as
+/// many instances of the range as the metric set needs passes.
+pub fn check_iteration_replay(mode: ProfilingMode, passes: usize, pattern: &str, instances: usize) -> Result<()> {
+    iteration_pattern(pattern)?;
+    if !matches!(mode, ProfilingMode::PerKernel | ProfilingMode::PerRange) {
+        return Err(Error::InvalidConfig(format!(
+            "iteration replay needs the per_kernel or per_range mode, not {}",
+            mode.as_str()
+        )));
+    }
+    if passes > instances {
+        return Err(Error::InvalidConfig(format!(
+            "the metric set needs {passes} replay passes, but the program runs only {instances} \
+             instance(s) of '{pattern}': run at least {passes}, use fewer metrics, or use kernel_replay"
+        )));
+    }
+    Ok(())
+}
+
 /// Default nesting levels CUPTI collects in [`ProfilingMode::PerRange`]: the outermost
 /// only, since under user replay each level needs its own passes.
 pub const DEFAULT_MAX_NESTING_LEVELS: u16 = 1;
@@ -59,7 +94,7 @@ pub const DEFAULT_MAX_NESTING_LEVELS: u16 = 1;
 impl Default for ProfilerBuilder {
     fn default() -> Self {
         ProfilerBuilder {
-            metrics: vec!["dram__bytes_read.sum".into(), "dram__bytes_write.sum".into()],
+            metrics: DEFAULT_METRICS.iter().map(|m| (*m).to_owned()).collect(),
             mode: None,
             device: None,
             context: None,
@@ -156,7 +191,9 @@ impl ProfilerBuilder {
 
     /// Iteration replay for multi-pass metric sets in the user-replay modes: pass `p` is
     /// collected during the `p`-th instance of the range named `range` (e.g. `train_step`),
-    /// so a training loop provides the passes itself, with no closure. `instances` is how
+    /// so a training loop provides the passes itself, with no closure. `range` may be a
+    /// glob ([`iteration_pattern`]): `Train step *` takes `Train step 0`, `Train step 1`, ...
+    /// as the instances; within a round their differing names are not a replay mismatch. `instances` is how
     /// many instances the program will run: when the set needs more passes than that,
     /// [`ProfilerBuilder::build`] fails and says how many passes are needed.
     ///
@@ -193,5 +230,31 @@ impl std::str::FromStr for ProfilingMode {
                 "unknown mode '{other}': use kernel_replay, per_kernel, per_range or trace"
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iteration_patterns_match_numbered_ranges() {
+        let p = iteration_pattern("Train step *").unwrap();
+        assert!(p.matches("Train step 0") && p.matches("Train step 49"));
+        assert!(!p.matches("Eval step 3") && !p.matches("Train step"));
+        let exact = iteration_pattern("train_step").unwrap();
+        assert!(exact.matches("train_step") && !exact.matches("train_step 2"));
+        assert!(iteration_pattern(" ").is_err());
+        assert!(iteration_pattern("step [0-").is_err());
+    }
+
+    #[test]
+    fn iteration_replay_is_checked_up_front() {
+        assert!(check_iteration_replay(ProfilingMode::PerKernel, 8, "Train step *", 8).is_ok());
+        assert!(check_iteration_replay(ProfilingMode::PerRange, 1, "step", 1).is_ok());
+        let e = check_iteration_replay(ProfilingMode::PerKernel, 8, "Train step *", 5).unwrap_err().to_string();
+        assert!(e.contains("needs 8 replay passes") && e.contains("only 5 instance(s) of 'Train step *'"), "{e}");
+        let e = check_iteration_replay(ProfilingMode::KernelReplay, 8, "step", 50).unwrap_err().to_string();
+        assert!(e.contains("per_kernel or per_range mode, not kernel_replay"), "{e}");
     }
 }

@@ -61,7 +61,7 @@ use crate::checked::target;
 use crate::checked::{Cupti, Driver};
 use crate::error::{Error, Result};
 use crate::model::session::SessionTree;
-use crate::model::{ClockPair, MetricSet, ProfilingMode, RangeId, ThreadId};
+use crate::model::{ClockPair, DevicePeaks, MetricSet, ProfilingMode, RangeId, ThreadId};
 
 /// What a live capture holds; dropped (in field order) when the capture ends.
 struct Capture {
@@ -101,6 +101,7 @@ struct Shared {
     range_scope: RangeScope,
     device_name: String,
     chip: String,
+    device_peaks: DevicePeaks,
     started_unix_ns: u64,
     capture: Mutex<Option<Capture>>,
     state: Mutex<SessionState>,
@@ -108,8 +109,8 @@ struct Shared {
     launch_gate: Mutex<()>,
     finished: AtomicBool,
     replay: Mutex<ReplayState>,
-    /// Iteration replay: the repeating range whose instances are the passes.
-    iteration_range: Option<String>,
+    /// Iteration replay: the pattern of the repeating range whose instances are the passes.
+    iteration_range: Option<glob::Pattern>,
 }
 
 /// A profiling session on one GPU context. Cheap to clone; all clones share the session.
@@ -180,27 +181,25 @@ impl Profiler {
         let device_name = driver::device_name(&drv, device)?;
         let context_id = activity::context_id(&cupti, context)?;
 
+        let device_peaks = driver::device_peaks(&drv, device);
         let (counters, metric_set, names, passes, chip, mode) = if cfg.mode == Some(ProfilingMode::Trace) {
-            (None, MetricSet::default(), Vec::new(), 0, String::new(), ProfilingMode::Trace)
+            // Trace mode needs no counters, but the report names the chip in every mode.
+            let chip = target::query_chip_name(&cupti, device as usize).unwrap_or_else(|e| {
+                tracing::warn!("gmprof: could not read the chip name: {e}");
+                String::new()
+            });
+            (None, MetricSet::default(), Vec::new(), 0, chip, ProfilingMode::Trace)
         } else {
             let c = Self::start_counters(&cfg, &cupti, context, device)?;
             (Some(c.counters), c.metric_set, c.names, c.passes, c.chip, c.mode)
         };
-        if let Some((range, instances)) = &cfg.iteration_replay {
-            let user_replay = matches!(mode, ProfilingMode::PerKernel | ProfilingMode::PerRange);
-            if !user_replay {
-                return Err(Error::InvalidConfig(format!(
-                    "iteration replay needs the per_kernel or per_range mode, not {}",
-                    mode.as_str()
-                )));
+        let iteration_range = match &cfg.iteration_replay {
+            Some((range, instances)) => {
+                check_iteration_replay(mode, passes, range, *instances)?;
+                Some(iteration_pattern(range)?)
             }
-            if passes > *instances {
-                return Err(Error::InvalidConfig(format!(
-                    "the metric set needs {passes} replay passes, but the program runs only {instances} \
-                     instance(s) of '{range}': run at least {passes}, use fewer metrics, or use kernel_replay"
-                )));
-            }
-        }
+            None => None,
+        };
 
         let clock_start = ClockPair { cupti_ns: activity::timestamp(&cupti)?, unix_ns: unix_ns() };
         let shared = Arc::new(Shared {
@@ -218,6 +217,7 @@ impl Profiler {
             range_scope: cfg.range_scope,
             device_name,
             chip,
+            device_peaks,
             started_unix_ns: clock_start.unix_ns,
             capture: Mutex::new(None),
             state: Mutex::new(SessionState {
@@ -232,7 +232,7 @@ impl Profiler {
             launch_gate: Mutex::new(()),
             finished: AtomicBool::new(false),
             replay: Mutex::new(ReplayState::default()),
-            iteration_range: cfg.iteration_replay.as_ref().map(|(name, _)| name.clone()),
+            iteration_range,
         });
         // The capture is in place before the hub can route a callback to this session.
         *shared.capture.lock() = Some(Capture { membership: None, counters, _primary: primary, context });
@@ -360,6 +360,11 @@ impl Shared {
         }
     }
 
+    /// Whether `name` is an instance of the iteration-replay range.
+    fn is_iteration_range(&self, name: &str) -> bool {
+        self.iteration_range.as_ref().is_some_and(|p| p.matches(name))
+    }
+
     fn user_replay(&self) -> bool {
         matches!(self.mode, ProfilingMode::PerKernel | ProfilingMode::PerRange)
     }
@@ -368,10 +373,8 @@ impl Shared {
     /// named by its [`range_counter_name`].
     fn open_user_range(&self, name: &str, thread: ThreadId, ts: u64) -> Result<RangeId> {
         let mut replay = self.replay.lock();
-        let instance = self.iteration_range.as_deref() == Some(name)
-            && replay.iteration_level.is_none()
-            && self.user_replay()
-            && self.passes > 1;
+        let instance =
+            self.is_iteration_range(name) && replay.iteration_level.is_none() && self.user_replay() && self.passes > 1;
         if instance {
             replay.iteration_level = Some(replay.open_depth);
             drop(replay);
@@ -393,7 +396,10 @@ impl Shared {
             replay.range_cursor += 1;
             match replay.range_script.get(position).cloned() {
                 Some((script_name, id)) => {
-                    if script_name != name {
+                    // Numbered instances of the iteration range differ in name only.
+                    let same =
+                        script_name == name || (self.is_iteration_range(&script_name) && self.is_iteration_range(name));
+                    if !same {
                         replay.mismatched_ranges.push(id);
                     }
                     id

@@ -1,0 +1,119 @@
+//! The HTML report: one self-contained file with plots and sortable tables.
+//!
+//! Layer 3 (the safe profiler), report output. [`Report::to_html`] fills a page
+//! (`template.html`, with its script `report.js`) with the report's data ([`data::HtmlData`],
+//! serialized with `serde_json`) and the plotting library, Apache ECharts 5.6.0, vendored
+//! unmodified in `vendor/` (Apache-2.0; see `vendor/README.md`). Nothing is loaded from the
+//! network, so the file opens offline and can be mailed or attached to an issue.
+//!
+//! The page holds: the header facts (mode, device and chip, dropped and flagged counts,
+//! warnings) and the text summary; a timeline overview of ranges, kernels and transfers (on
+//! the synthetic kernel placement of counter modes, see [`crate::report::timeline`]); each
+//! range group's time with its share; DRAM bandwidth per range group and per kernel against
+//! the device's theoretical peak ([`crate::model::DevicePeaks`]); a roofline when FLOP (or
+//! warp instruction) counters were collected ([`data::FLOP_COUNTERS`]); and sortable tables
+//! of the top kernels and of every range group.
+//!
+//! The page reports its own health for automated checks: `<body data-render>` becomes `ok`
+//! once every chart is drawn, and `data-errors` counts script errors and `console.error`
+//! calls (`scripts/check-html.sh` renders a report in headless Chromium and reads both).
+
+pub mod data;
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::report::csv::write_file;
+use crate::report::summary::SummaryOptions;
+use crate::report::Report;
+
+use self::data::HtmlData;
+
+/// The vendored plotting library.
+const ECHARTS: &str = include_str!("vendor/echarts.min.js");
+/// Its version, shown in the page's footer.
+pub const ECHARTS_VERSION: &str = "5.6.0";
+const TEMPLATE: &str = include_str!("template.html");
+const SCRIPT: &str = include_str!("report.js");
+
+/// JSON that is safe inside a `<script>` element: every `<` is written as `\u003c` (valid
+/// JSON, since `<` occurs only inside strings), so no text can close the element.
+fn script_safe_json(data: &HtmlData) -> Result<String> {
+    let json =
+        serde_json::to_string(data).map_err(|e| Error::Serialize { what: "HTML report", message: e.to_string() })?;
+    Ok(json.replace('<', "\\u003c"))
+}
+
+/// Text for HTML element content.
+fn escape_html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+impl Report {
+    /// The report as one self-contained HTML page; range groups are made with `options`.
+    pub fn to_html(&self, options: &SummaryOptions) -> Result<String> {
+        let data = HtmlData::of(self, options);
+        let title = format!("gmprof report: {} · {}", data.meta.device, data.meta.mode);
+        // Each part is inserted once, in this order; the library and the data go last so
+        // that no text of theirs is searched for a placeholder.
+        let page = TEMPLATE
+            .replacen("{{TITLE}}", &escape_html(&title), 1)
+            .replacen("{{ECHARTS_VERSION}}", ECHARTS_VERSION, 1)
+            .replacen("/*{{SCRIPT}}*/", SCRIPT, 1);
+        let (head, tail) = page
+            .split_once("/*{{ECHARTS}}*/")
+            .ok_or_else(|| Error::InvalidState("the HTML template lacks its library slot".into()))?;
+        let (middle, end) = tail
+            .split_once("{{DATA}}")
+            .ok_or_else(|| Error::InvalidState("the HTML template lacks its data slot".into()))?;
+        let json = script_safe_json(&data)?;
+        let mut out = String::with_capacity(page.len() + ECHARTS.len() + json.len());
+        out.push_str(head);
+        out.push_str(ECHARTS);
+        out.push_str(middle);
+        out.push_str(&json);
+        out.push_str(end);
+        Ok(out)
+    }
+
+    /// Writes [`Report::to_html`] to `out`.
+    pub fn write_html_to<W: Write>(&self, mut out: W, options: &SummaryOptions) -> Result<()> {
+        let page = self.to_html(options)?;
+        out.write_all(page.as_bytes()).map_err(|e| Error::Serialize { what: "HTML report", message: e.to_string() })
+    }
+
+    /// Writes [`Report::to_html`] to a file, e.g. `report.html`.
+    pub fn write_html(&self, path: impl AsRef<Path>, options: &SummaryOptions) -> Result<()> {
+        write_file(path.as_ref(), |out| self.write_html_to(&mut *out, options))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn html_text_is_escaped() {
+        assert_eq!(escape_html("a<b>&\"c\""), "a&lt;b&gt;&amp;&quot;c&quot;");
+    }
+
+    #[test]
+    fn the_template_has_each_slot_once() {
+        for slot in ["{{TITLE}}", "{{ECHARTS_VERSION}}", "/*{{SCRIPT}}*/", "/*{{ECHARTS}}*/", "{{DATA}}"] {
+            assert_eq!(TEMPLATE.matches(slot).count(), 1, "{slot}");
+        }
+        assert!(!SCRIPT.contains("{{") && !SCRIPT.contains("http"), "the script loads nothing");
+        assert!(ECHARTS.starts_with("\n/*\n* Licensed to the Apache Software Foundation"), "vendored library");
+    }
+}

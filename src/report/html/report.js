@@ -1,0 +1,380 @@
+/* gmprof HTML report: draws the data gmprof embedded in #gmprof-data with ECharts.
+   Values that were not measured are null: shown as an em dash and left out of plots. */
+(function () {
+  'use strict';
+  var BLANK = '\u2014';
+  var data = JSON.parse(document.getElementById('gmprof-data').textContent);
+  var meta = data.meta;
+  var charts = [];
+
+  function el(tag, attrs, text) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) { node.setAttribute(k, attrs[k]); });
+    if (text !== undefined && text !== null) node.textContent = text;
+    return node;
+  }
+  function known(v) { return v !== null && v !== undefined && !(typeof v === 'number' && !isFinite(v)); }
+  function fmtDur(ns) {
+    if (!known(ns)) return BLANK;
+    var a = Math.abs(ns);
+    if (a < 1e3) return ns.toFixed(0) + ' ns';
+    if (a < 1e6) return (ns / 1e3).toFixed(2) + ' us';
+    if (a < 1e9) return (ns / 1e6).toFixed(3) + ' ms';
+    return (ns / 1e9).toFixed(3) + ' s';
+  }
+  function fmtNum(v, digits) { return known(v) ? v.toFixed(digits) : BLANK; }
+  function fmtPct(v) { return known(v) ? v.toFixed(1) + '%' : BLANK; }
+  function fmtG(v) {
+    if (!known(v)) return BLANK;
+    if (v >= 100) return v.toFixed(0);
+    if (v >= 1) return v.toFixed(2);
+    return v.toPrecision(3);
+  }
+  /* A kernel's demangled name without "void " and its argument list, cut to n characters. */
+  function kernelLabel(name, n) {
+    var text = name.replace(/^void /, '').replace(/\(anonymous namespace\)/g, '{anonymous}');
+    var depth = 0;
+    for (var i = 0; i < text.length; i++) {
+      var ch = text.charAt(i);
+      if (ch === '<') depth++;
+      else if (ch === '>') depth--;
+      else if (ch === '(' && depth === 0 && i > 0) { text = text.slice(0, i); break; }
+    }
+    return text.length <= n ? text : text.slice(0, n - 1) + '\u2026';
+  }
+  function shorten(text, n) { return text.length <= n ? text : '\u2026' + text.slice(text.length - n + 1); }
+  function chart(id) {
+    var c = echarts.init(document.getElementById(id), null, { renderer: 'canvas' });
+    charts.push(c);
+    return c;
+  }
+  function empty(id, message) {
+    var node = document.getElementById(id);
+    node.className = 'empty';
+    node.textContent = message;
+  }
+  var palette = ['#2f6fdf', '#e8743b', '#19a979', '#945ecf', '#ed4a7b', '#13a4b4', '#c9a227', '#6c8893', '#bf399e', '#3f8f29'];
+  function colorOf(text) {
+    var h = 0;
+    for (var i = 0; i < text.length; i++) h = (h * 31 + text.charCodeAt(i)) >>> 0;
+    return palette[h % palette.length];
+  }
+
+  /* Header. */
+  function header() {
+    document.getElementById('title').textContent = 'gmprof report \u00b7 ' + meta.device + ' (chip ' + meta.chip + ')';
+    var facts = [
+      ['mode', meta.mode], ['time source', meta.time_source], ['kernels', String(meta.kernel_count)],
+      ['GPU time', fmtDur(meta.total_gpu_time_ns)],
+      ['DRAM peak', known(meta.dram_peak_gbps) ? meta.dram_peak_gbps.toFixed(0) + ' GB/s' : BLANK],
+      ['FP32 peak', known(meta.fp32_peak_gflops) ? (meta.fp32_peak_gflops / 1e3).toFixed(1) + ' TFLOP/s' : BLANK],
+      ['dropped counter ranges', String(meta.dropped_counter_ranges)],
+      ['dropped activity records', String(meta.dropped_activity_records)],
+      ['flagged kernel rows', String(meta.flagged_kernel_rows)],
+      ['gmprof', meta.version]
+    ];
+    var box = document.getElementById('facts');
+    facts.forEach(function (f) {
+      var span = el('span');
+      span.appendChild(document.createTextNode(f[0] + ' '));
+      span.appendChild(el('b', {}, f[1]));
+      box.appendChild(span);
+    });
+    if (meta.warnings.length) {
+      var d = el('details');
+      d.appendChild(el('summary', { 'class': 'bad' }, meta.warnings.length + ' warning(s)'));
+      var ul = el('ul');
+      meta.warnings.forEach(function (w) { ul.appendChild(el('li', {}, w)); });
+      d.appendChild(ul);
+      document.getElementById('warnings').appendChild(d);
+    }
+    document.getElementById('summary').textContent = data.summary_text;
+  }
+
+  /* Timeline overview: one rectangle per slice on its lane. */
+  function timeline() {
+    var t = data.timeline;
+    if (!t.items.length) { empty('timeline', 'No range, kernel or transfer has timestamps.'); return; }
+    var note = 'Ranges per thread and nesting depth; kernels and transfers per GPU stream. Drag or scroll to zoom.';
+    if (meta.placement_note) note += ' In this mode ' + meta.placement_note + '.';
+    if (t.left_out > 0) note += ' ' + t.left_out + ' later slices are left out of this overview.';
+    document.getElementById('timeline-note').textContent = note;
+    var kindName = ['range', 'kernel', 'transfer'];
+    var items = t.items.map(function (it) {
+      var name = t.names[it[3]];
+      var color = it[4] === 0 ? palette[it[0] % palette.length] : (it[4] === 1 ? colorOf(name) : '#8a94a6');
+      return { value: [it[0], it[1], it[1] + Math.max(it[2], 0), it[2], it[4], it[3]], itemStyle: { color: color } };
+    });
+    // Open on the ranges (kernels before the first range, e.g. at start-up, stay reachable by zooming out).
+    var window0 = Infinity, window1 = -Infinity;
+    t.items.forEach(function (it) {
+      if (it[4] === 0) { window0 = Math.min(window0, it[1]); window1 = Math.max(window1, it[1] + it[2]); }
+    });
+    if (!isFinite(window0)) {
+      t.items.forEach(function (it) { window0 = Math.min(window0, it[1]); window1 = Math.max(window1, it[1] + it[2]); });
+    }
+    var pad = (window1 - window0) * 0.02;
+    window0 -= pad; window1 += pad;
+    var c = chart('timeline');
+    c.setOption({
+      animation: false,
+      tooltip: {
+        formatter: function (p) {
+          var v = p.value;
+          var name = v[4] === 1 ? kernelLabel(t.names[v[5]], 90) : t.names[v[5]];
+          return kindName[v[4]] + ': ' + name.replace(/[<>&]/g, '') + '<br>at ' + (v[1] / 1e3).toFixed(3) + ' ms, ' + fmtDur(v[3] * 1e3);
+        }
+      },
+      grid: { left: 170, right: 24, top: 16, bottom: 64 },
+      dataZoom: [
+        { type: 'slider', filterMode: 'weakFilter', bottom: 12, startValue: window0, endValue: window1, labelFormatter: function (v) { return (v / 1e3).toFixed(1) + ' ms'; } },
+        { type: 'inside', filterMode: 'weakFilter', startValue: window0, endValue: window1 }
+      ],
+      xAxis: { type: 'value', name: 'ms', scale: true, axisLabel: { formatter: function (v) { return (v / 1e3).toFixed(1); } } },
+      yAxis: { type: 'category', data: t.lanes, inverse: true, axisLabel: { fontSize: 11 } },
+      series: [{
+        type: 'custom',
+        encode: { x: [1, 2], y: 0 },
+        data: items,
+        renderItem: function (params, api) {
+          var lane = api.value(0);
+          var start = api.coord([api.value(1), lane]);
+          var end = api.coord([api.value(2), lane]);
+          var height = api.size([0, 1])[1] * 0.7;
+          var rect = echarts.graphic.clipRectByRect(
+            { x: start[0], y: start[1] - height / 2, width: Math.max(end[0] - start[0], 0.5), height: height },
+            { x: params.coordSys.x, y: params.coordSys.y, width: params.coordSys.width, height: params.coordSys.height });
+          return rect && { type: 'rect', transition: [], shape: rect, style: api.style() };
+        }
+      }]
+    });
+  }
+
+  /* Steady-state GPU time per range group, top 25, with shares. */
+  function rangeTime() {
+    var rows = data.groups.filter(function (g) { return known(g.total_ns); }).slice(0, 25);
+    if (!rows.length) { empty('range-time', 'No range has a measured GPU time.'); return; }
+    var c = chart('range-time');
+    c.setOption({
+      animation: false,
+      tooltip: {
+        trigger: 'axis', axisPointer: { type: 'shadow' },
+        formatter: function (ps) {
+          var g = rows[ps[0].dataIndex];
+          var text = g.label.replace(/[<>&]/g, '') + '<br>' + g.count + ' instances, total ' + fmtDur(g.total_ns) +
+            ', mean ' + fmtDur(g.mean_ns) + ', p50 ' + fmtDur(g.p50_ns) + ', p99 ' + fmtDur(g.p99_ns) + ', share ' + fmtPct(g.share_pct);
+          if (g.warmup_count) text += '<br>warm-up: ' + g.warmup_count + '\u00d7 ' + fmtDur(g.warmup_mean_ns);
+          return text;
+        }
+      },
+      grid: { left: 300, right: 90, top: 10, bottom: 30 },
+      xAxis: { type: 'value', name: 'ms', axisLabel: { formatter: function (v) { return (v).toFixed(1); } } },
+      yAxis: { type: 'category', inverse: true, data: rows.map(function (g) { return shorten(g.label, 46); }), axisLabel: { fontSize: 11 } },
+      series: [{
+        type: 'bar', barMaxWidth: 18,
+        data: rows.map(function (g) { return g.total_ns / 1e6; }),
+        itemStyle: { color: '#2f6fdf' },
+        label: { show: true, position: 'right', formatter: function (p) { return fmtPct(rows[p.dataIndex].share_pct); } }
+      }]
+    });
+  }
+
+  /* DRAM bandwidth of range groups and kernels against the device's peak. */
+  function bandwidthChart(id, rows, label, title) {
+    if (!rows.length) { empty(id, 'No ' + title + ' has a DRAM bandwidth: DRAM byte counters were not collected (trace mode collects none).'); return; }
+    var peak = meta.dram_peak_gbps;
+    var max = Math.max.apply(null, rows.map(function (r) { return r.dram_gbps; }).concat(known(peak) ? [peak * 1.05] : []));
+    var c = chart(id);
+    c.setOption({
+      animation: false,
+      title: { text: title, left: 8, top: 4, textStyle: { fontSize: 13 } },
+      tooltip: {
+        trigger: 'axis', axisPointer: { type: 'shadow' },
+        formatter: function (ps) {
+          var r = rows[ps[0].dataIndex];
+          var text = label(r).replace(/[<>&]/g, '') + '<br>' + fmtNum(r.dram_gbps, 1) + ' GB/s';
+          if (known(peak)) text += ' (' + fmtPct(100 * r.dram_gbps / peak) + ' of peak)';
+          return text;
+        }
+      },
+      grid: { left: 230, right: 40, top: 34, bottom: 30 },
+      xAxis: { type: 'value', name: 'GB/s', max: Math.ceil(max) },
+      yAxis: { type: 'category', inverse: true, data: rows.map(function (r) { return label(r).length > 34 ? label(r).slice(0, 33) + '\u2026' : label(r); }), axisLabel: { fontSize: 11 } },
+      series: [{
+        type: 'bar', barMaxWidth: 16, data: rows.map(function (r) { return r.dram_gbps; }), itemStyle: { color: '#19a979' },
+        markLine: known(peak) ? {
+          symbol: 'none', lineStyle: { color: '#b3261e', type: 'dashed' },
+          label: { formatter: 'peak ' + peak.toFixed(0) + ' GB/s', position: 'insideEndTop' },
+          data: [{ xAxis: peak }]
+        } : undefined
+      }]
+    });
+  }
+  function bandwidth() {
+    var peak = meta.dram_peak_gbps;
+    document.getElementById('bandwidth-note').textContent = 'DRAM bytes read and written per GPU second, for the 20 range groups and the 20 kernels with the most time. ' +
+      (known(peak) ? 'The dashed line is the device\u2019s theoretical peak, ' + peak.toFixed(0) + ' GB/s (memory clock \u00d7 bus width \u00d7 2).' : 'The device\u2019s peak is not known for this report.');
+    var ranges = data.groups.filter(function (g) { return known(g.dram_gbps); }).slice(0, 20);
+    var kernels = data.kernels.filter(function (k) { return known(k.dram_gbps); }).slice(0, 20);
+    bandwidthChart('range-bandwidth', ranges, function (g) { return g.label; }, 'range groups');
+    bandwidthChart('kernel-bandwidth', kernels, function (k) { return kernelLabel(k.name, 60); }, 'kernels');
+  }
+
+  /* Roofline: each kernel name at (work per DRAM byte, work per second), under the roofs. */
+  function roofline() {
+    var r = data.roofline;
+    var noteNode = document.getElementById('roofline-note');
+    if (!r) {
+      noteNode.textContent = '';
+      empty('roofline', 'No FLOP or instruction counters were collected, so there is no roofline. Collect ' +
+        'smsp__inst_executed.sum with dram__bytes_read.sum and dram__bytes_write.sum for an instruction roofline.');
+      return;
+    }
+    var flop = r.kind === 'flop';
+    var unit = flop ? 'GFLOP/s' : 'G warp inst/s';
+    var xunit = flop ? 'FLOP/byte' : 'warp inst/byte';
+    var points = data.kernels.filter(function (k) { return known(k.intensity) && known(k.rate_g) && k.intensity > 0 && k.rate_g > 0; });
+    noteNode.textContent = (flop ? 'FLOPs (' + r.precisions.join(', ') + ')' : 'Warp instructions') + ' from ' + r.counters.join(', ') +
+      '; bytes from the DRAM counters. Each point is one kernel name over all its calls; its size grows with its time. ' +
+      (known(r.dram_peak_gbps) ? 'Sloped roof: DRAM peak. ' : '') +
+      (known(r.compute_peak_g) ? (flop ? 'Flat roof: FP32 peak (CUDA cores, FMA).' : 'Flat roof: warp-instruction issue peak (4 schedulers per SM, one instruction per clock).')
+        : 'No compute roof: its peak is known for FP32-only FLOP counters and for instruction counters.');
+    if (!points.length) { empty('roofline', 'The counters were collected, but no kernel has both work and DRAM bytes.'); return; }
+    var xs = points.map(function (p) { return p.intensity; });
+    var ys = points.map(function (p) { return p.rate_g; });
+    var xmin = Math.min.apply(null, xs) / 4, xmax = Math.max.apply(null, xs) * 4;
+    var series = [];
+    var maxTime = Math.max.apply(null, points.map(function (p) { return p.total_ns || 0; })) || 1;
+    series.push({
+      type: 'scatter', name: 'kernels',
+      data: points.map(function (p) { return { value: [p.intensity, p.rate_g], name: p.name, itemStyle: { color: colorOf(p.name) } }; }),
+      symbolSize: function (v, p) { return 6 + 18 * Math.sqrt((points[p.dataIndex].total_ns || 0) / maxTime); }
+    });
+    var ceiling = known(r.compute_peak_g) ? r.compute_peak_g : null;
+    if (known(r.dram_peak_gbps)) {
+      var line = [];
+      for (var i = 0; i <= 40; i++) {
+        var x = xmin * Math.pow(xmax / xmin, i / 40);
+        var y = r.dram_peak_gbps * x;
+        if (ceiling !== null) y = Math.min(y, ceiling);
+        line.push([x, y]);
+      }
+      series.push({ type: 'line', name: 'roof', data: line, showSymbol: false, lineStyle: { color: '#b3261e', type: 'dashed' } });
+    } else if (ceiling !== null) {
+      series.push({ type: 'line', name: 'roof', data: [[xmin, ceiling], [xmax, ceiling]], showSymbol: false, lineStyle: { color: '#b3261e', type: 'dashed' } });
+    }
+    var ymax = Math.max.apply(null, ys.concat(ceiling !== null ? [ceiling] : []).concat(known(r.dram_peak_gbps) && ceiling === null ? [r.dram_peak_gbps * xmax] : []));
+    var c = chart('roofline');
+    c.setOption({
+      animation: false,
+      tooltip: {
+        formatter: function (p) {
+          if (p.seriesName !== 'kernels') return 'roof';
+          var k = points[p.dataIndex];
+          return kernelLabel(k.name, 90).replace(/[<>&]/g, '') + '<br>' + fmtG(k.intensity) + ' ' + xunit + ', ' + fmtG(k.rate_g) + ' ' + unit + ', ' + k.calls + ' calls, ' + fmtDur(k.total_ns);
+        }
+      },
+      grid: { left: 80, right: 30, top: 20, bottom: 50 },
+      xAxis: { type: 'log', name: xunit, nameLocation: 'middle', nameGap: 28, min: xmin, max: xmax, axisLabel: { formatter: fmtG } },
+      yAxis: { type: 'log', name: unit, min: Math.min.apply(null, ys) / 4, max: ymax * 2, axisLabel: { formatter: fmtG } },
+      series: series
+    });
+  }
+
+  /* Sortable tables: nulls always last. */
+  function table(id, columns, rows) {
+    var node = document.getElementById(id);
+    var thead = el('thead'), tr = el('tr'), tbody = el('tbody');
+    var state = { column: -1, descending: true };
+    columns.forEach(function (col, i) {
+      var th = el('th', { 'class': col.text ? 'text' : '' }, col.title);
+      th.addEventListener('click', function () {
+        state.descending = state.column === i ? !state.descending : !col.text;
+        state.column = i;
+        Array.prototype.forEach.call(tr.children, function (h) { h.removeAttribute('aria-sort'); });
+        th.setAttribute('aria-sort', state.descending ? 'descending' : 'ascending');
+        render();
+      });
+      tr.appendChild(th);
+    });
+    thead.appendChild(tr);
+    node.appendChild(thead);
+    node.appendChild(tbody);
+    function render() {
+      var sorted = rows.slice();
+      if (state.column >= 0) {
+        var key = columns[state.column].key;
+        sorted.sort(function (a, b) {
+          var x = key(a), y = key(b);
+          if (!known(x) && !known(y)) return 0;
+          if (!known(x)) return 1;
+          if (!known(y)) return -1;
+          var c = typeof x === 'string' ? x.localeCompare(y) : x - y;
+          return state.descending ? -c : c;
+        });
+      }
+      var body = el('tbody');
+      sorted.forEach(function (row) {
+        var r = el('tr');
+        columns.forEach(function (col) {
+          var td = el('td', { 'class': col.text ? 'text' : '' });
+          if (col.bar) {
+            var v = col.key(row);
+            if (known(v)) td.appendChild(el('span', { 'class': 'bar', style: 'width:' + Math.max(1, Math.min(100, v)).toFixed(0) + 'px' }));
+          }
+          td.appendChild(document.createTextNode(col.show(row)));
+          if (col.text) td.title = col.full ? col.full(row) : col.show(row);
+          r.appendChild(td);
+        });
+        body.appendChild(r);
+      });
+      node.replaceChild(body, tbody);
+      tbody = body;
+    }
+    render();
+  }
+  function tables() {
+    var peak = meta.dram_peak_gbps;
+    var flopUnit = data.roofline && data.roofline.kind === 'instruction' ? 'G inst/s' : 'GFLOP/s';
+    var kcols = [
+      { title: 'kernel', text: true, key: function (k) { return k.name; }, show: function (k) { return kernelLabel(k.name, 110); }, full: function (k) { return k.name; } },
+      { title: 'calls', key: function (k) { return k.calls; }, show: function (k) { return String(k.calls); } },
+      { title: 'total', key: function (k) { return k.total_ns; }, show: function (k) { return fmtDur(k.total_ns); } },
+      { title: 'mean', key: function (k) { return k.mean_ns; }, show: function (k) { return fmtDur(k.mean_ns); } },
+      { title: 'share', bar: true, key: function (k) { return k.share_pct; }, show: function (k) { return fmtPct(k.share_pct); } },
+      { title: 'DRAM GB/s', key: function (k) { return k.dram_gbps; }, show: function (k) { return fmtNum(k.dram_gbps, 1); } },
+      { title: '% of peak', key: function (k) { return known(peak) && known(k.dram_gbps) ? 100 * k.dram_gbps / peak : null; },
+        show: function (k) { return known(peak) && known(k.dram_gbps) ? fmtPct(100 * k.dram_gbps / peak) : BLANK; } },
+      { title: flopUnit, key: function (k) { return k.rate_g; }, show: function (k) { return fmtG(k.rate_g); } },
+      { title: 'flagged', key: function (k) { return k.flagged; }, show: function (k) { return String(k.flagged); } }
+    ];
+    table('kernels', kcols, data.kernels);
+    if (data.kernels_left_out > 0) document.getElementById('kernels-note').textContent += ' ' + data.kernels_left_out + ' more kernel names are in kernels.csv.';
+    var gcols = [
+      { title: 'range group', text: true, key: function (g) { return g.label; }, show: function (g) { return g.label; } },
+      { title: 'folded', key: function (g) { return g.distinct; }, show: function (g) { return String(g.distinct); } },
+      { title: 'count', key: function (g) { return g.count; }, show: function (g) { return String(g.count); } },
+      { title: 'not measured', key: function (g) { return g.missing; }, show: function (g) { return String(g.missing); } },
+      { title: 'total', key: function (g) { return g.total_ns; }, show: function (g) { return fmtDur(g.total_ns); } },
+      { title: 'mean', key: function (g) { return g.mean_ns; }, show: function (g) { return fmtDur(g.mean_ns); } },
+      { title: 'p50', key: function (g) { return g.p50_ns; }, show: function (g) { return fmtDur(g.p50_ns); } },
+      { title: 'p99', key: function (g) { return g.p99_ns; }, show: function (g) { return fmtDur(g.p99_ns); } },
+      { title: 'share', bar: true, key: function (g) { return g.share_pct; }, show: function (g) { return fmtPct(g.share_pct); } },
+      { title: 'warm-up', key: function (g) { return g.warmup_count ? g.warmup_mean_ns : null; },
+        show: function (g) { return g.warmup_count ? g.warmup_count + '\u00d7 ' + fmtDur(g.warmup_mean_ns) : BLANK; } },
+      { title: 'kernels', key: function (g) { return g.kernels; }, show: function (g) { return String(g.kernels); } },
+      { title: 'DRAM GB/s', key: function (g) { return g.dram_gbps; }, show: function (g) { return fmtNum(g.dram_gbps, 1); } }
+    ];
+    table('groups', gcols, data.groups);
+    if (data.groups_left_out > 0) document.getElementById('groups-note').textContent += ' ' + data.groups_left_out + ' more groups are left out.';
+  }
+
+  header();
+  timeline();
+  rangeTime();
+  bandwidth();
+  roofline();
+  tables();
+  window.addEventListener('resize', function () { charts.forEach(function (c) { c.resize(); }); });
+  document.body.setAttribute('data-render', 'ok');
+})();
