@@ -4,7 +4,7 @@
 //! Every file is replaced whole ([`Report::write_all`] writes beside the target and renames),
 //! so a program killed at any moment, SIGKILL and the OOM killer included, leaves the last
 //! complete set: at worst the last checkpoint, which says so in `report.json`
-//! ([`RunEnd::Checkpoint`](crate::model::RunEnd::Checkpoint)).
+//! ([`RunEnd::Checkpoint`]).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
