@@ -178,3 +178,12 @@ fn run_end_is_tagged_json() {
     assert!(end.is_complete());
     assert!(!RunEnd::Checkpoint { reason: "periodic".into(), pending_kernels: 0 }.is_complete());
 }
+
+#[test]
+fn checkpoints_back_off_when_they_grow_expensive() {
+    use gmprof::ways_in::outputs::next_wait;
+    let every = Duration::from_secs(30);
+    assert_eq!(next_wait(every, Duration::from_millis(200)), every);
+    // A 1 000 000-kernel checkpoint took 6.7 s here (examples/checkpoint_memory.rs).
+    assert_eq!(next_wait(every, Duration::from_millis(6700)), Duration::from_secs(67));
+}

@@ -17,6 +17,14 @@ use crate::error::Result;
 use crate::model::RunEnd;
 use crate::report::Report;
 
+/// A checkpoint that took `t` is followed by at least `CHECKPOINT_COST_FACTOR × t` of waiting.
+pub const CHECKPOINT_COST_FACTOR: u32 = 10;
+
+/// The wait before the next checkpoint, given the interval and what the last one took.
+pub fn next_wait(every: Duration, last_took: Duration) -> Duration {
+    every.max(last_took * CHECKPOINT_COST_FACTOR)
+}
+
 /// One output directory and who may write it.
 #[derive(Debug)]
 pub struct Outputs {
@@ -70,12 +78,19 @@ impl Outputs {
     }
 }
 
-/// Calls `tick` every `every` on a `gmprof-checkpoint` thread until it returns false.
+/// Calls `tick` on a `gmprof-checkpoint` thread until it returns false: every `every`, or
+/// [`CHECKPOINT_COST_FACTOR`] times as long as the last tick took, whichever is longer, so
+/// checkpoints never take more than a tenth of a core however large the session grows.
 pub fn spawn_checkpoints(every: Duration, tick: impl Fn() -> bool + Send + 'static) {
-    let spawned = std::thread::Builder::new().name("gmprof-checkpoint".into()).spawn(move || loop {
-        std::thread::sleep(every);
-        if !tick() {
-            return;
+    let spawned = std::thread::Builder::new().name("gmprof-checkpoint".into()).spawn(move || {
+        let mut wait = every;
+        loop {
+            std::thread::sleep(wait);
+            let started = std::time::Instant::now();
+            if !tick() {
+                return;
+            }
+            wait = next_wait(every, started.elapsed());
         }
     });
     if let Err(e) = spawned {
