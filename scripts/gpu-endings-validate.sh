@@ -7,6 +7,8 @@
 #   bash scripts/gpu-endings-validate.sh py   # there: PyTorch ended by SIGTERM in every mode,
 #                                             # the C ABI ended by SIGTERM, a kernel_replay run
 #                                             # killed with SIGKILL (its checkpoint is read back)
+#   bash scripts/gpu-endings-validate.sh odd  # there: exit() from another thread (C, two modes),
+#                                             # an uncaught Python exception (C ABI; gmprof run)
 # Logs go to $OUT (or out/endings). Each check prints ok/FAIL and check_run.py prints ALL OK.
 set -u
 cd "$(dirname "$0")/.."
@@ -91,5 +93,17 @@ print(rows[1]['kernel_count'] if len(rows) > 1 else 0)")
   run $G report "$out/mlp-kill"
   run python3 scripts/check_run.py "$out/mlp-kill" --expect-end checkpoint --per-instance "Train step 1:25"
   ls /tmp/core.* 2>/dev/null && echo "CORE FILES FOUND" || echo "no core files"
+  ;;
+odd)
+  run nvcc -O2 -arch=sm_90 -o /tmp/exit_from_thread scripts/endings/exit_from_thread.cu
+  for mode in trace kernel_replay; do
+    run timeout 120 $G run --mode $mode -o "$out/exit-thread-$mode" -- /tmp/exit_from_thread
+    run python3 scripts/check_run.py "$out/exit-thread-$mode" --expect-end finished --per-instance step:10
+  done
+  echo '{"step": 15}' > /tmp/uncaught_counts.json
+  run timeout 120 python3 scripts/endings/uncaught.py "$out/uncaught-capi" gmprof
+  run python3 scripts/check_run.py "$out/uncaught-capi" --expect-end finished --counts /tmp/uncaught_counts.json
+  run timeout 120 $G run --mode per_kernel --metrics $DRAM -o "$out/uncaught-run" -- python3 scripts/endings/uncaught.py unused nvtx
+  run python3 scripts/check_run.py "$out/uncaught-run" --expect-end finished --counts /tmp/uncaught_counts.json
   ;;
 esac
