@@ -50,6 +50,7 @@ pub struct ProfilerBuilder {
     pub(super) max_ranges_per_cycle: usize,
     pub(super) max_nesting_levels: u16,
     pub(super) iteration_replay: Option<(String, usize)>,
+    pub(super) background_evaluation: bool,
 }
 
 /// Default nesting levels CUPTI collects in [`ProfilingMode::PerRange`]: the outermost
@@ -70,13 +71,15 @@ impl Default for ProfilerBuilder {
             max_ranges_per_cycle: DEFAULT_MAX_RANGES_PER_CYCLE,
             max_nesting_levels: DEFAULT_MAX_NESTING_LEVELS,
             iteration_replay: None,
+            background_evaluation: true,
         }
     }
 }
 
 impl ProfilerBuilder {
     /// The metrics to collect (full names, e.g. `dram__bytes_read.sum`).
-    /// `gpu__time_duration.sum` is always added: kernel time comes from it.
+    /// `gpu__time_duration.sum` is always added: kernel time in kernel_replay, and the
+    /// counter window that weighs ratio metrics in every counter mode, come from it.
     pub fn metrics<I, S>(mut self, names: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -166,6 +169,17 @@ impl ProfilerBuilder {
     /// [`Profiler::replay`]. Kernels outside the named range get no counters.
     pub fn iteration_replay(mut self, range: impl Into<String>, instances: usize) -> Self {
         self.iteration_replay = Some((range.into(), instances));
+        self
+    }
+
+    /// Whether full counter images are evaluated on a background thread (the default). When a
+    /// counter cycle is full, the next launch stops the range profiler, decodes the image and
+    /// starts again; evaluating the image's ranges (most of a cycle's cost) then runs on a
+    /// gmprof thread while the program goes on, with at most two images in memory. With
+    /// `false` the launching thread waits for each evaluation and one image is used: less
+    /// memory and no extra thread, but a stall at every cycle.
+    pub fn background_evaluation(mut self, on: bool) -> Self {
+        self.background_evaluation = on;
         self
     }
 

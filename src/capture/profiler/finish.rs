@@ -64,13 +64,37 @@ impl Profiler {
                 }
                 shared.finish_cycle(&mut counters)?;
             }
+            // Every decoded image's counter ranges, from the evaluator thread. Its images
+            // stay alive (in `evaluated`) until the range profiler is disabled.
+            tracing::debug!("gmprof: finish: waiting for the counter evaluator");
+            let stats = counters.evaluator.stats;
+            let mut evaluated = counters.evaluator.finish();
+            tracing::info!("gmprof: {}", stats.describe(&evaluated, counters.background_evaluation));
+            {
+                let mut state = shared.state.lock();
+                for (cycle, ranges) in std::mem::take(&mut evaluated.cycles) {
+                    state.correlator.add_counter_ranges(cycle, ranges);
+                }
+                state.warnings.append(&mut evaluated.errors);
+                if stats.waits > 0 {
+                    state.warnings.push(format!(
+                        "the launching thread waited {} time(s), {:.1} ms in total, for the counter evaluator to \
+                         finish an earlier cycle (a cycle filled faster than it was evaluated)",
+                        stats.waits,
+                        stats.waited.as_secs_f64() * 1e3
+                    ));
+                }
+            }
             tracing::debug!("gmprof: finish: disabling the range profiler");
             if let Some(rp) = counters.range_profiler.take() {
                 rp.shutdown()?;
             }
+            drop(evaluated.images);
             cycles = counters.cycle + 1;
             dropped_ranges = counters.dropped_ranges;
-            counters.host.shutdown()?;
+            if let Some(host) = evaluated.host.take() {
+                host.shutdown()?;
+            }
             counters._api.shutdown()?;
         }
         // Leaving the hub flushes this context's records to us; the stats are read first.
