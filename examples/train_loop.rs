@@ -77,6 +77,21 @@ struct Args {
     #[arg(long)]
     compare: bool,
 
+    /// Synchronize after every step and print the p50, p99 and max step time (the periodic
+    /// stall check).
+    #[arg(long)]
+    step_times: bool,
+
+    /// Upper bound on counter ranges per cycle (gmprof's `max_ranges_per_cycle`; 2000 by
+    /// default). Smaller values cycle the counter image more often.
+    #[arg(long)]
+    max_ranges_per_cycle: Option<usize>,
+
+    /// Evaluate full counter images on the launching thread (gmprof's
+    /// `background_evaluation(false)`), as gmprof did before it had a background evaluator.
+    #[arg(long)]
+    sync_evaluate: bool,
+
     /// Print the loss every N steps (0: never).
     #[arg(long, default_value_t = 1)]
     log_every: usize,
@@ -115,7 +130,23 @@ fn main() {
     }
 }
 
+/// Prints the step-time line of `--step-times`.
+fn print_step_times(mode: &str, times: &[f64]) {
+    let q = |p| workloads::quantile(times, p).unwrap_or(f64::NAN);
+    let (p50, p99) = (q(0.5), q(0.99));
+    println!(
+        "train_loop step_times mode={mode} steps={} p50_ms={p50:.3} p99_ms={p99:.3} max_ms={:.3} p99_over_p50={:.3}",
+        times.len(),
+        q(1.0),
+        p99 / p50
+    );
+}
+
 fn run(args: Args) -> Result<(), Box<dyn Error>> {
+    // GMPROF_LOG=gmprof=info shows where each counter cycle's time went.
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("GMPROF_LOG") {
+        let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    }
     let metrics: Vec<String> =
         args.metrics.split(',').map(str::trim).filter(|m| !m.is_empty()).map(String::from).collect();
 
@@ -158,14 +189,23 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
 
     let unprofiled = |mlp: &mut Mlp| -> Result<std::time::Duration, Box<dyn Error>> {
         let start = Instant::now();
+        let mut times = Vec::new();
         for step in 0..args.steps {
+            let t0 = Instant::now();
             mlp.forward()?;
             mlp.backward()?;
             mlp.update(args.lr)?;
             // Reading the loss synchronises; that is part of the loop in both variants.
             log(step, mlp)?;
+            if args.step_times {
+                gpu.sync()?;
+                times.push(t0.elapsed().as_secs_f64() * 1e3);
+            }
         }
         gpu.sync()?;
+        if args.step_times {
+            print_step_times("none", &times);
+        }
         Ok(start.elapsed())
     };
     if args.no_profile {
@@ -182,7 +222,14 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
 
     // ===================================== gmprof ======================================
     let mode = mode.expect("parsed above unless --no-profile");
-    let mut builder = gmprof::Profiler::builder().mode(mode).metrics(metrics).synchronize_on_pop(args.sync_ranges);
+    let mut builder = gmprof::Profiler::builder()
+        .mode(mode)
+        .metrics(metrics)
+        .synchronize_on_pop(args.sync_ranges)
+        .background_evaluation(!args.sync_evaluate);
+    if let Some(n) = args.max_ranges_per_cycle {
+        builder = builder.max_ranges_per_cycle(n);
+    }
     if args.iteration_replay {
         builder = builder.iteration_replay("train_step", args.steps);
     }
@@ -190,7 +237,9 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
     println!("metric set: {} pass(es), mode {}", prof.passes(), prof.mode().as_str());
 
     let start = Instant::now();
+    let mut times = Vec::new();
     for step in 0..args.steps {
+        let t0 = Instant::now();
         // With a metric set that needs P passes under user replay (per_kernel, per_range),
         // the step runs P times and CUPTI merges the passes; otherwise it runs once.
         let step_body = |_pass: usize, mlp: &mut Mlp| -> Result<(), Box<dyn std::error::Error>> {
@@ -216,9 +265,16 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
         }
         // Outside train_step, so the loss read-back copy is not attributed to the step.
         log(step, &mlp)?;
+        if args.step_times {
+            gpu.sync()?;
+            times.push(t0.elapsed().as_secs_f64() * 1e3);
+        }
     }
     gpu.sync()?;
     let loop_time = start.elapsed();
+    if args.step_times {
+        print_step_times(&args.mode, &times);
+    }
     let report = prof.finish()?;
     let total = start.elapsed();
 
