@@ -39,6 +39,7 @@ use workloads::{Gpu, Mlp};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Workload {
     Mixed,
+    #[value(name = "cpu_bound")]
     CpuBound,
 }
 

@@ -92,6 +92,11 @@ struct Args {
     #[arg(long)]
     sync_evaluate: bool,
 
+    /// Extra tiny kernels per step (in the `update` range), to give a step as many launches
+    /// as a transformer's (about 400): `--extra-kernels 384`.
+    #[arg(long, default_value_t = 0)]
+    extra_kernels: usize,
+
     /// Print the loss every N steps (0: never).
     #[arg(long, default_value_t = 1)]
     log_every: usize,
@@ -154,7 +159,7 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
     let mode = if args.no_profile { None } else { Some(args.mode.parse::<gmprof::ProfilingMode>()?) };
 
     // The cudarc context must exist before the profiler: both use the primary context.
-    let gpu = Gpu::new(args.device)?;
+    let mut gpu = Gpu::new(args.device)?;
     let cfg = MlpConfig {
         batch: args.batch,
         input: args.input,
@@ -187,7 +192,7 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
         Ok(())
     };
 
-    let unprofiled = |mlp: &mut Mlp| -> Result<std::time::Duration, Box<dyn Error>> {
+    let unprofiled = |mlp: &mut Mlp, gpu: &mut Gpu| -> Result<std::time::Duration, Box<dyn Error>> {
         let start = Instant::now();
         let mut times = Vec::new();
         for step in 0..args.steps {
@@ -195,6 +200,9 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
             mlp.forward()?;
             mlp.backward()?;
             mlp.update(args.lr)?;
+            for _ in 0..args.extra_kernels {
+                gpu.tiny_kernel()?;
+            }
             // Reading the loss synchronises; that is part of the loop in both variants.
             log(step, mlp)?;
             if args.step_times {
@@ -209,7 +217,7 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
         Ok(start.elapsed())
     };
     if args.no_profile {
-        let wall = unprofiled(&mut mlp)?;
+        let wall = unprofiled(&mut mlp, &mut gpu)?;
         println!(
             "wall time: {:.3} ms for {} steps ({:.3} ms/step), unprofiled",
             wall.as_secs_f64() * 1e3,
@@ -218,7 +226,7 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
         );
         return Ok(());
     }
-    let baseline = if args.compare { Some(unprofiled(&mut mlp)?) } else { None };
+    let baseline = if args.compare { Some(unprofiled(&mut mlp, &mut gpu)?) } else { None };
 
     // ===================================== gmprof ======================================
     let mode = mode.expect("parsed above unless --no-profile");
@@ -242,7 +250,7 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
         let t0 = Instant::now();
         // With a metric set that needs P passes under user replay (per_kernel, per_range),
         // the step runs P times and CUPTI merges the passes; otherwise it runs once.
-        let step_body = |_pass: usize, mlp: &mut Mlp| -> Result<(), Box<dyn std::error::Error>> {
+        let step_body = |_pass: usize, mlp: &mut Mlp, gpu: &mut Gpu| -> Result<(), Box<dyn std::error::Error>> {
             let _step = prof.range("train_step");
             {
                 let _r = prof.range("forward");
@@ -255,13 +263,16 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
             {
                 let _r = prof.range("update");
                 mlp.update(args.lr)?;
+                for _ in 0..args.extra_kernels {
+                    gpu.tiny_kernel()?;
+                }
             }
             Ok(())
         };
         if args.iteration_replay {
-            step_body(0, &mut mlp)?;
+            step_body(0, &mut mlp, &mut gpu)?;
         } else {
-            prof.replay(|pass| step_body(pass, &mut mlp))??;
+            prof.replay(|pass| step_body(pass, &mut mlp, &mut gpu))??;
         }
         // Outside train_step, so the loss read-back copy is not attributed to the step.
         log(step, &mlp)?;

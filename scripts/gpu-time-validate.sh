@@ -5,7 +5,7 @@
 #   1. GPU tests: tests/gpu_time.rs, tests/gpu_user_replay.rs, tests/gpu.rs (3000 kernels).
 #   2. per_kernel and trace kernel times against ncu on a mixed workload.
 #   3. A CPU-bound loop: range GPU time per mode.
-#   4. A 100-step training loop: p50/p99 step time per mode; counter-cycle timings.
+#   4. 100-step training loops: p50/p99 step time per mode; counter-cycle timings.
 #   5. Launch-bound cost against the raw-CUPTI floors (bench/).
 set -u
 cd "$(dirname "$0")/.."
@@ -15,8 +15,8 @@ export PATH=$CUDA_HOME/bin:$PATH
 out=${OUT:-out/time-validate}; mkdir -p "$out"
 tmp=$(mktemp -d)
 B=.gpu/bin
-run() { echo; echo "\$ $*"; timeout "${T:-120}" "$@"; echo "[exit $?]"; }
-only() { grep -E "$1|^\\$ |\\[exit|error|panicked"; }  # keep the lines that matter
+run() { echo; echo "\$ $*"; timeout "${T:-90}" "$@"; echo "[exit $?]"; }
+only() { grep -E "$1|^\\$ |\\[exit|error|panicked" | sed "s/\x1b\\[[0-9;]*m//g"; }  # keep the lines that matter
 
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
   ncu --version | tail -1; } > "$out/env.log" 2>&1
@@ -37,6 +37,7 @@ only() { grep -E "$1|^\\$ |\\[exit|error|panicked"; }  # keep the lines that mat
   for mode in per_kernel trace per_range; do
     run $B/kernel_times --workload mixed --steps 6 --mode $mode --out "$tmp/mixed-$mode" | only "^kernel_times"
     run python3 scripts/compare_ncu.py "$tmp/ncu.csv" "$tmp/mixed-$mode/kernels.csv" --stats --tail
+    run python3 scripts/compare_ncu.py "$tmp/ncu.csv" "$tmp/mixed-$mode/kernels.csv" --stats --tail --min-ns 10000 | tail -1
   done
   # Before this change per_kernel reported the CUPTI range's time: the same comparison on
   # range_duration_ns.
@@ -60,18 +61,22 @@ PY
   done
 } > "$out/cpu_bound.log" 2>&1
 
-# 4. Step times: 100 steps, synchronized, per mode. Counter cycles of 160 ranges come every
-# 10 steps (16 kernels per step); then the default 2000 ranges over 300 steps. Cycle
-# timings from GMPROF_LOG, background evaluation against evaluation on the launching thread.
+# 4. Step times, synchronized, per mode. (a) 100 steps of train_loop with 384 extra tiny
+# kernels per step (400 launches per step, like a transformer's): per_kernel with the default
+# cycle size, and with 2000-range cycles (the old default) with background evaluation and on
+# the launching thread (the old behaviour). (b) The plain train_loop's overhead per mode.
+# GMPROF_LOG gives the counter image size and each cycle's timings.
 { export GMPROF_LOG=gmprof=info
-  S="--steps 100 --log-every 0 --step-times"
-  run $B/train_loop $S --no-profile | only "step_times|wall"
+  S="--steps 100 --log-every 0 --step-times --extra-kernels 384"
+  F="step_times|wall|counter cycle|counter image"
+  run $B/train_loop $S --no-profile 2>&1 | only "$F"
   for mode in trace per_range per_kernel; do
-    run $B/train_loop $S --mode $mode --max-ranges-per-cycle 160 --compare | only "step_times|overhead|counter cycle"
+    run $B/train_loop $S --mode $mode 2>&1 | only "$F"
   done
-  run $B/train_loop $S --mode per_kernel --max-ranges-per-cycle 160 --sync-evaluate | only "step_times|counter cycle"
-  for ev in "" --sync-evaluate; do
-    run $B/train_loop --steps 300 --log-every 0 --step-times --mode per_kernel $ev | only "step_times|counter cycle"
+  run $B/train_loop $S --mode per_kernel --max-ranges-per-cycle 2000 2>&1 | only "$F"
+  run $B/train_loop $S --mode per_kernel --max-ranges-per-cycle 2000 --sync-evaluate 2>&1 | only "$F"
+  for mode in trace per_range per_kernel; do
+    run $B/train_loop --steps 100 --log-every 0 --step-times --mode $mode --compare 2>&1 | only "$F|overhead"
   done
   unset GMPROF_LOG
 } > "$out/steps.log" 2>&1

@@ -657,12 +657,12 @@ pub fn mixed_mlp_config() -> MlpConfig {
     MlpConfig { batch: 512, ..MlpConfig::default() }
 }
 
-/// One step of a mixed workload for kernel-time checks: vector adds of 2^15, 2^18 and 2^20
-/// floats (about 2 to 10 µs each), one MLP training step (cuBLAS GEMMs and element-wise
+/// One step of a mixed workload for kernel-time checks: vector adds of 2^19, 2^20 and 2^21
+/// floats (about 2 to 10 µs each on an H200), one MLP training step (cuBLAS GEMMs and element-wise
 /// kernels) and one memory-bound vector add of [`MIXED_LARGE`] floats. Queues the work and
 /// returns; call [`Gpu::prepare_vector_add`] with [`MIXED_LARGE`] first.
 pub fn mixed_step(gpu: &mut Gpu, mlp: &mut Mlp) -> Result<()> {
-    for n in [1 << 15, 1 << 15, 1 << 15, 1 << 15, 1 << 18, 1 << 18, 1 << 18, 1 << 18, 1 << 20, 1 << 20] {
+    for n in [1 << 19, 1 << 19, 1 << 19, 1 << 19, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 21, 1 << 21] {
         gpu.vector_add(n)?;
     }
     mlp.step(DEFAULT_LR)?;

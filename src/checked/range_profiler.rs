@@ -68,6 +68,12 @@ pub struct CounterDataImage {
 }
 
 impl CounterDataImage {
+    /// A zero-filled image of `len` bytes (calloc'd: pages are touched only when used), to be
+    /// initialized with [`RangeProfiler::initialize_counter_data`] before use.
+    pub fn zeroed(len: usize) -> Self {
+        CounterDataImage { bytes: vec![0u8; len] }
+    }
+
     /// The image's bytes, for evaluation.
     pub fn bytes(&self) -> &[u8] {
         &self.bytes

@@ -6,10 +6,12 @@ use crate::model::ProfilingMode;
 
 use super::*;
 
-/// Default host memory for one counter data image.
+/// Default host memory for the counter data images (two with background evaluation).
 pub const DEFAULT_COUNTER_IMAGE_BUDGET: usize = 256 << 20;
-/// Default upper bound of ranges per counter cycle.
-pub const DEFAULT_MAX_RANGES_PER_CYCLE: usize = 2000;
+/// Default upper bound of ranges per counter cycle. Every cycle stops and restarts CUPTI's
+/// range profiler, which costs the launching thread about 12 ms plus about 2.5 µs per range
+/// (H200, CUPTI 13.0): large cycles make that stall rare; the memory budget bounds them.
+pub const DEFAULT_MAX_RANGES_PER_CYCLE: usize = 50_000;
 
 /// Which open range a kernel or transfer is attributed to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -141,7 +143,8 @@ impl ProfilerBuilder {
         self
     }
 
-    /// Host memory allowed for one counter data image; bounds the ranges per cycle.
+    /// Host memory allowed for the counter data images (two with background evaluation, one
+    /// without); bounds the ranges per cycle.
     pub fn counter_image_budget(mut self, bytes: usize) -> Self {
         self.counter_image_budget = bytes;
         self

@@ -95,7 +95,9 @@ impl Profiler {
             .counter_data_size(&name_refs, 2, 2)?
             .saturating_sub(range_profiler.counter_data_size(&name_refs, 1, 1)?)
             .max(1);
-        let ranges_per_cycle = (cfg.counter_image_budget / per_range).clamp(1, cfg.max_ranges_per_cycle);
+        // The budget covers every image: two with background evaluation.
+        let images = if cfg.background_evaluation { super::evaluator::MAX_IMAGES } else { 1 };
+        let ranges_per_cycle = (cfg.counter_image_budget / images / per_range).clamp(1, cfg.max_ranges_per_cycle);
         let mut counter_data =
             range_profiler.create_counter_data(&name_refs, ranges_per_cycle, ranges_per_cycle as u32)?;
         let (range, replay, num_nesting_levels) = match mode {
@@ -115,7 +117,13 @@ impl Profiler {
         // SAFETY: both images move into `Counters`, whose heap buffers never reallocate and
         // outlive the range profiler (it is disabled before they drop).
         unsafe { range_profiler.set_config(&config_image, &mut counter_data, &config)? };
-        tracing::debug!(ranges_per_cycle, image_bytes = counter_data.len(), "gmprof: counter image");
+        tracing::info!(
+            ranges_per_cycle,
+            image_bytes = counter_data.len(),
+            bytes_per_range = per_range,
+            images,
+            "gmprof: counter image"
+        );
         let evaluator = Evaluator::spawn(*cupti, host, names.clone(), range, cfg.background_evaluation)?;
         Ok(CounterSetup {
             counters: Counters {

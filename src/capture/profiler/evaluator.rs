@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::model::CounterRange;
 
 /// Images that may exist at once with background evaluation: one armed, one evaluated.
-const MAX_IMAGES: usize = 2;
+pub(super) const MAX_IMAGES: usize = 2;
 
 /// A decoded counter image and what evaluating it needs.
 pub(super) struct CycleJob {
@@ -190,8 +190,7 @@ impl Evaluator {
         let Some(jobs) = self.jobs.as_ref() else {
             return Err(Error::InvalidState("the counter evaluator has finished".into()));
         };
-        // Only needed if no spare comes back: a copy of the image, made before it goes.
-        let spare_copy = (self.background && self.images < MAX_IMAGES).then(|| image.clone());
+        let len = image.len();
         let job = CycleJob { cycle, image: std::mem::take(image), dropped };
         if let Err(mpsc::SendError(job)) = jobs.send(job) {
             *image = job.image;
@@ -204,9 +203,10 @@ impl Evaluator {
             self.wait_for_image(false)
         } else if let Some(spare) = self.spares.pop() {
             Ok(spare)
-        } else if let Some(copy) = spare_copy {
+        } else if self.images < MAX_IMAGES {
+            // The second image, made once: zero pages until the re-arm initializes it.
             self.images += 1;
-            Ok(copy)
+            Ok(CounterDataImage::zeroed(len))
         } else {
             self.wait_for_image(true)
         };
