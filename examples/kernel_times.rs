@@ -120,7 +120,7 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
     step(&mut gpu)?;
     gpu.sync()?;
 
-    let workload = format!("{:?}", args.workload).to_lowercase();
+    let workload = args.workload.to_possible_value().map_or_else(String::new, |v| v.get_name().to_owned());
     let Some(mode) = mode else {
         let start = Instant::now();
         for _ in 0..args.steps {

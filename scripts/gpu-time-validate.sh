@@ -16,21 +16,23 @@ out=${OUT:-out/time-validate}; mkdir -p "$out"
 tmp=$(mktemp -d)
 B=.gpu/bin
 run() { echo; echo "\$ $*"; timeout "${T:-90}" "$@"; echo "[exit $?]"; }
+# SECTIONS picks sections (default: all), e.g. SECTIONS="tests steps".
+want() { case " ${SECTIONS:-tests gpurs ncu cpu steps launch} " in *" $1 "*) return 0;; esac; return 1; }
 only() { grep -E "$1|^\\$ |\\[exit|error|panicked" | sed "s/\x1b\\[[0-9;]*m//g"; }  # keep the lines that matter
 
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
   ncu --version | tail -1; } > "$out/env.log" 2>&1
 
 # 1. GPU tests.
-{ for t in .gpu/tests/gpu_time-* .gpu/tests/gpu_user_replay-*; do
+want tests && { for t in .gpu/tests/gpu_time-* .gpu/tests/gpu_user_replay-*; do
     run "$t" --include-ignored --test-threads=1 --nocapture 2>&1 | grep -v "^\s*$"
   done
-  GMPROF_GPU_TEST_KERNELS=3000 run .gpu/tests/gpu-* --include-ignored --test-threads=1 2>&1 | only "^test |test result|panicked|\[exit"
+  want gpurs && GMPROF_GPU_TEST_KERNELS=3000 run .gpu/tests/gpu-* --include-ignored --test-threads=1 2>&1 | only "^test |test result|panicked|\[exit"
 } > "$out/tests.log" 2>&1
 
 # 2. Kernel time against ncu (the reference), paired in launch order; ncu also sees the
 # warm-up step, so gmprof's kernels are paired with the tail of ncu's list.
-{ M=gpu__time_duration.sum,dram__bytes_read.sum
+want ncu && { M=gpu__time_duration.sum,dram__bytes_read.sum
   run ncu --csv --print-units base --cache-control none --clock-control none --metrics $M \
       $B/kernel_times --workload mixed --steps 6 --no-profile > "$tmp/ncu.csv" 2> "$tmp/ncu.err"
   tail -2 "$tmp/ncu.err"
@@ -56,7 +58,7 @@ PY
 } > "$out/ncu.log" 2>&1
 
 # 3. CPU-bound loop: 10 steps of 20 small adds, each after 50 us of host work.
-{ for mode in trace per_kernel per_range; do
+want cpu && { for mode in trace per_kernel per_range; do
     run $B/kernel_times --workload cpu_bound --steps 10 --mode $mode | only "^kernel_times"
   done
 } > "$out/cpu_bound.log" 2>&1
@@ -66,7 +68,7 @@ PY
 # cycle size, and with 2000-range cycles (the old default) with background evaluation and on
 # the launching thread (the old behaviour). (b) The plain train_loop's overhead per mode.
 # GMPROF_LOG gives the counter image size and each cycle's timings.
-{ export GMPROF_LOG=gmprof=info
+want steps && { export GMPROF_LOG=gmprof=info
   S="--steps 100 --log-every 0 --step-times --extra-kernels 384"
   F="step_times|wall|counter cycle|counter image"
   run $B/train_loop $S --no-profile 2>&1 | only "$F"
@@ -82,7 +84,7 @@ PY
 } > "$out/steps.log" 2>&1
 
 # 5. Launch-bound: 2000 adds of 65 536 floats, and train_loop at B=256, against the floors.
-{ I="-I$CUDA_HOME/extras/CUPTI/include -I$CUDA_HOME/targets/x86_64-linux/include -L$CUDA_HOME/targets/x86_64-linux/lib -L$CUDA_HOME/extras/CUPTI/lib64"
+want launch && { I="-I$CUDA_HOME/extras/CUPTI/include -I$CUDA_HOME/targets/x86_64-linux/include -L$CUDA_HOME/targets/x86_64-linux/lib -L$CUDA_HOME/extras/CUPTI/lib64"
   nvcc -O2 -std=c++17 -arch=sm_90 -o "$tmp/range_floor" bench/range_floor.cu $I -lcupti -lcuda || echo "range_floor build failed"
   nvcc -O2 -std=c++17 -arch=sm_90 -o "$tmp/cupti_floor" bench/cupti_floor.cu $I -lcupti || echo "cupti_floor build failed"
   run "$tmp/range_floor" 2000 65536 gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum | only "range_floor|dropped"
@@ -97,6 +99,6 @@ PY
   done
 } > "$out/launch.log" 2>&1
 
-tar -C "$tmp" -czf "$out/csv.tgz" --exclude='*.json' mixed-per_kernel mixed-trace mixed-per_range ncu.csv 2>/dev/null
+want ncu && tar -C "$tmp" -czf "$out/csv.tgz" --exclude='*.json' mixed-per_kernel mixed-trace mixed-per_range ncu.csv 2>/dev/null
 rm -rf "$tmp"
 echo "logs in $out"; ls -la "$out"

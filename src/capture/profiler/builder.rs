@@ -9,9 +9,10 @@ use super::*;
 /// Default host memory for the counter data images (two with background evaluation).
 pub const DEFAULT_COUNTER_IMAGE_BUDGET: usize = 256 << 20;
 /// Default upper bound of ranges per counter cycle. Every cycle stops and restarts CUPTI's
-/// range profiler, which costs the launching thread about 12 ms plus about 2.5 µs per range
-/// (H200, CUPTI 13.0): large cycles make that stall rare; the memory budget bounds them.
-pub const DEFAULT_MAX_RANGES_PER_CYCLE: usize = 50_000;
+/// range profiler, which holds the launching thread for about 11 to 17 ms (H200, CUPTI
+/// 13.0; see BENCHMARKS.md). Images for tens of thousands of ranges made every session very
+/// slow to set up or finish in the same measurements, so the default stays at 2000.
+pub const DEFAULT_MAX_RANGES_PER_CYCLE: usize = 2000;
 
 /// Which open range a kernel or transfer is attributed to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
