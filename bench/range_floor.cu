@@ -11,7 +11,13 @@
 // process:
 //   per_range  one user range around all launches (gmprof's per_range with one range);
 //   per_kernel one user range per launch, pushed before and popped after it, from the
-//              launching code (gmprof pushes from the launch callback).
+//              launching code;
+//   per_kernel_cb          the same ranges pushed and popped in CUPTI's launch callbacks
+//              (enter and exit of cudaLaunchKernel; cuLaunchKernel subscribed too), named by
+//              the correlation id: how gmprof does it;
+//   per_kernel_cb_activity per_kernel_cb plus kernel activity records
+//              (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, read and discarded): everything
+//              gmprof's per_kernel mode asks of CUPTI, so the raw floor to compare it with.
 // With a metric set of P passes the launches run P times (user replay), as gmprof's
 // closure replay does. The first Start of a process costs about 1.5 s once, so each
 // configuration is run twice and the second is reported.
@@ -21,6 +27,7 @@
 #include <cupti_profiler_target.h>
 #include <cupti_range_profiler.h>
 #include <cupti_target.h>
+#include <cupti.h>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -37,6 +44,19 @@ __global__ void vector_add(const float* a, const float* b, float* c, int n) {
 }
 
 using Clock = std::chrono::steady_clock;
+
+static std::vector<void*> pool;
+static size_t records = 0;
+static void CUPTIAPI requested(uint8_t** buf, size_t* size, size_t* max) {
+    *size = 8 << 20;
+    if (pool.empty()) { void* p = nullptr; if (posix_memalign(&p, 8, *size) != 0) std::abort(); pool.push_back(p); }
+    *buf = static_cast<uint8_t*>(pool.back()); pool.pop_back(); *max = 0;
+}
+static void CUPTIAPI completed(CUcontext, uint32_t, uint8_t* buf, size_t, size_t valid) {
+    CUpti_Activity* r = nullptr;
+    while (cuptiActivityGetNextRecord(buf, valid, &r) == CUPTI_SUCCESS) records++;
+    pool.push_back(buf);
+}
 
 struct Setup {
     CUpti_RangeProfiler_Object* object = nullptr;
@@ -132,6 +152,20 @@ static void pop(Setup& s) {
     CHECK_CUPTI(cuptiRangeProfilerPopRange(&p));
 }
 
+static Setup* callback_setup = nullptr;
+// Pushes at the runtime launch's enter, pops at its exit; the nested driver call is ignored.
+static void CUPTIAPI on_launch(void*, CUpti_CallbackDomain domain, CUpti_CallbackId, const void* data) {
+    if (domain != CUPTI_CB_DOMAIN_RUNTIME_API || callback_setup == nullptr) return;
+    auto* cb = static_cast<const CUpti_CallbackData*>(data);
+    if (cb->callbackSite == CUPTI_API_ENTER) {
+        char name[16];
+        std::snprintf(name, sizeof name, "%u", cb->correlationId);
+        push(*callback_setup, name);
+    } else {
+        pop(*callback_setup);
+    }
+}
+
 int main(int argc, char** argv) {
     const int kernels = argc > 1 ? std::atoi(argv[1]) : 2000;
     const int n = argc > 2 ? std::atoi(argv[2]) : (1 << 24);
@@ -169,8 +203,19 @@ int main(int argc, char** argv) {
     };
     unprofiled();  // warm-up
     Setup s = setup(ctx, metrics, kernels + 1);
-    for (const char* mode : {"per_range", "per_kernel"}) {
+    CUpti_SubscriberHandle sub = nullptr;
+    CHECK_CUPTI(cuptiSubscribe(&sub, on_launch, nullptr));
+    CHECK_CUPTI(cuptiActivityRegisterCallbacks(requested, completed));
+    for (const char* mode : {"per_range", "per_kernel", "per_kernel_cb", "per_kernel_cb_activity"}) {
         bool per_kernel = std::strcmp(mode, "per_kernel") == 0;
+        bool in_callbacks = std::strncmp(mode, "per_kernel_cb", 13) == 0;
+        bool activity = std::strcmp(mode, "per_kernel_cb_activity") == 0;
+        if (in_callbacks) {
+            callback_setup = &s;
+            CHECK_CUPTI(cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000));
+            CHECK_CUPTI(cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
+        }
+        if (activity) CHECK_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
         double profiled = 0;
         for (int round = 0; round < 2; ++round) {
             configure(s, kernels + 1);
@@ -180,9 +225,9 @@ int main(int argc, char** argv) {
                 CUpti_RangeProfiler_Start_Params start = {CUpti_RangeProfiler_Start_Params_STRUCT_SIZE};
                 start.pRangeProfilerObject = s.object;
                 CHECK_CUPTI(cuptiRangeProfilerStart(&start));
-                if (!per_kernel) push(s, "all");
+                if (!per_kernel && !in_callbacks) push(s, "all");
                 launches(per_kernel, &s);
-                if (!per_kernel) pop(s);
+                if (!per_kernel && !in_callbacks) pop(s);
                 CHECK_CUDA(cudaDeviceSynchronize());
                 CUpti_RangeProfiler_Stop_Params stop = {CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
                 stop.pRangeProfilerObject = s.object;
@@ -194,6 +239,15 @@ int main(int argc, char** argv) {
             decode.pRangeProfilerObject = s.object;
             CHECK_CUPTI(cuptiRangeProfilerDecodeData(&decode));
             if (decode.numOfRangeDropped) std::printf("dropped %zu ranges\n", decode.numOfRangeDropped);
+        }
+        if (activity) {
+            CHECK_CUPTI(cuptiActivityFlushAll(1));
+            CHECK_CUPTI(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+        }
+        if (in_callbacks) {
+            CHECK_CUPTI(cuptiEnableCallback(0, sub, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000));
+            CHECK_CUPTI(cuptiEnableCallback(0, sub, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
+            callback_setup = nullptr;
         }
         double base = unprofiled();
         std::printf("range_floor mode=%s kernels=%d elements=%d passes=%zu unprofiled_ms=%.3f profiled_ms=%.3f ratio=%.3f\n",

@@ -77,6 +77,26 @@ struct Args {
     #[arg(long)]
     compare: bool,
 
+    /// Synchronize after every step and print the p50, p99 and max step time (the periodic
+    /// stall check).
+    #[arg(long)]
+    step_times: bool,
+
+    /// Upper bound on counter ranges per cycle (gmprof's `max_ranges_per_cycle`; 2000 by
+    /// default). Smaller values cycle the counter image more often.
+    #[arg(long)]
+    max_ranges_per_cycle: Option<usize>,
+
+    /// Evaluate full counter images on the launching thread (gmprof's
+    /// `background_evaluation(false)`), as gmprof did before it had a background evaluator.
+    #[arg(long)]
+    sync_evaluate: bool,
+
+    /// Extra tiny kernels per step (in the `update` range), to give a step as many launches
+    /// as a transformer's (about 400): `--extra-kernels 384`.
+    #[arg(long, default_value_t = 0)]
+    extra_kernels: usize,
+
     /// Print the loss every N steps (0: never).
     #[arg(long, default_value_t = 1)]
     log_every: usize,
@@ -115,7 +135,23 @@ fn main() {
     }
 }
 
+/// Prints the step-time line of `--step-times`.
+fn print_step_times(mode: &str, times: &[f64]) {
+    let q = |p| workloads::quantile(times, p).unwrap_or(f64::NAN);
+    let (p50, p99) = (q(0.5), q(0.99));
+    println!(
+        "train_loop step_times mode={mode} steps={} p50_ms={p50:.3} p99_ms={p99:.3} max_ms={:.3} p99_over_p50={:.3}",
+        times.len(),
+        q(1.0),
+        p99 / p50
+    );
+}
+
 fn run(args: Args) -> Result<(), Box<dyn Error>> {
+    // GMPROF_LOG=gmprof=info shows where each counter cycle's time went.
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("GMPROF_LOG") {
+        let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    }
     let metrics: Vec<String> =
         args.metrics.split(',').map(str::trim).filter(|m| !m.is_empty()).map(String::from).collect();
 
@@ -123,7 +159,7 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
     let mode = if args.no_profile { None } else { Some(args.mode.parse::<gmprof::ProfilingMode>()?) };
 
     // The cudarc context must exist before the profiler: both use the primary context.
-    let gpu = Gpu::new(args.device)?;
+    let mut gpu = Gpu::new(args.device)?;
     let cfg = MlpConfig {
         batch: args.batch,
         input: args.input,
@@ -156,20 +192,32 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
         Ok(())
     };
 
-    let unprofiled = |mlp: &mut Mlp| -> Result<std::time::Duration, Box<dyn Error>> {
+    let unprofiled = |mlp: &mut Mlp, gpu: &mut Gpu| -> Result<std::time::Duration, Box<dyn Error>> {
         let start = Instant::now();
+        let mut times = Vec::new();
         for step in 0..args.steps {
+            let t0 = Instant::now();
             mlp.forward()?;
             mlp.backward()?;
             mlp.update(args.lr)?;
+            for _ in 0..args.extra_kernels {
+                gpu.tiny_kernel()?;
+            }
             // Reading the loss synchronises; that is part of the loop in both variants.
             log(step, mlp)?;
+            if args.step_times {
+                gpu.sync()?;
+                times.push(t0.elapsed().as_secs_f64() * 1e3);
+            }
         }
         gpu.sync()?;
+        if args.step_times {
+            print_step_times("none", &times);
+        }
         Ok(start.elapsed())
     };
     if args.no_profile {
-        let wall = unprofiled(&mut mlp)?;
+        let wall = unprofiled(&mut mlp, &mut gpu)?;
         println!(
             "wall time: {:.3} ms for {} steps ({:.3} ms/step), unprofiled",
             wall.as_secs_f64() * 1e3,
@@ -178,11 +226,18 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
         );
         return Ok(());
     }
-    let baseline = if args.compare { Some(unprofiled(&mut mlp)?) } else { None };
+    let baseline = if args.compare { Some(unprofiled(&mut mlp, &mut gpu)?) } else { None };
 
     // ===================================== gmprof ======================================
     let mode = mode.expect("parsed above unless --no-profile");
-    let mut builder = gmprof::Profiler::builder().mode(mode).metrics(metrics).synchronize_on_pop(args.sync_ranges);
+    let mut builder = gmprof::Profiler::builder()
+        .mode(mode)
+        .metrics(metrics)
+        .synchronize_on_pop(args.sync_ranges)
+        .background_evaluation(!args.sync_evaluate);
+    if let Some(n) = args.max_ranges_per_cycle {
+        builder = builder.max_ranges_per_cycle(n);
+    }
     if args.iteration_replay {
         builder = builder.iteration_replay("train_step", args.steps);
     }
@@ -190,10 +245,12 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
     println!("metric set: {} pass(es), mode {}", prof.passes(), prof.mode().as_str());
 
     let start = Instant::now();
+    let mut times = Vec::new();
     for step in 0..args.steps {
+        let t0 = Instant::now();
         // With a metric set that needs P passes under user replay (per_kernel, per_range),
         // the step runs P times and CUPTI merges the passes; otherwise it runs once.
-        let step_body = |_pass: usize, mlp: &mut Mlp| -> Result<(), Box<dyn std::error::Error>> {
+        let step_body = |_pass: usize, mlp: &mut Mlp, gpu: &mut Gpu| -> Result<(), Box<dyn std::error::Error>> {
             let _step = prof.range("train_step");
             {
                 let _r = prof.range("forward");
@@ -206,19 +263,29 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
             {
                 let _r = prof.range("update");
                 mlp.update(args.lr)?;
+                for _ in 0..args.extra_kernels {
+                    gpu.tiny_kernel()?;
+                }
             }
             Ok(())
         };
         if args.iteration_replay {
-            step_body(0, &mut mlp)?;
+            step_body(0, &mut mlp, &mut gpu)?;
         } else {
-            prof.replay(|pass| step_body(pass, &mut mlp))??;
+            prof.replay(|pass| step_body(pass, &mut mlp, &mut gpu))??;
         }
         // Outside train_step, so the loss read-back copy is not attributed to the step.
         log(step, &mlp)?;
+        if args.step_times {
+            gpu.sync()?;
+            times.push(t0.elapsed().as_secs_f64() * 1e3);
+        }
     }
     gpu.sync()?;
     let loop_time = start.elapsed();
+    if args.step_times {
+        print_step_times(&args.mode, &times);
+    }
     let report = prof.finish()?;
     let total = start.elapsed();
 

@@ -117,8 +117,9 @@ impl Capture {
                 context_id: 1,
                 device_id: 0,
                 graph_id: 0,
-                // The range profiler collapses activity timestamps in counter modes.
-                start_ns: if self.mode == ProfilingMode::Trace { end - 5 } else { end },
+                // Kernel replay collapses activity timestamps; the other modes have real ones
+                // (each kernel runs 5 ns here, whatever its counters say).
+                start_ns: if self.mode == ProfilingMode::KernelReplay { end } else { end - 5 },
                 end_ns: end,
             });
         }
@@ -593,12 +594,152 @@ fn empty_derived_columns_without_their_inputs() {
 fn per_kernel_and_trace_modes() {
     let (report, _) = training_capture(ProfilingMode::PerKernel).report();
     assert_eq!(report.meta.flagged_kernel_rows, 0, "{:?}", report.meta.warnings);
-    assert_eq!(range(&report, "train_step", 1).gpu_time_ns, Some(9200));
+    // Five kernels of 5 ns each: the range's GPU time is its kernels' activity time.
+    assert_eq!(range(&report, "train_step", 1).gpu_time_ns, Some(25));
 
     let (report, _) = training_capture(ProfilingMode::Trace).report();
     assert_eq!(report.meta.time_source, TimeSource::Activity);
     assert!(report.kernels.iter().all(|k| k.duration_ns == Some(5) && k.status == KernelStatus::Ok));
+    assert!(report.kernels.iter().all(|k| k.range_duration_ns.is_none()), "no counter ranges in trace");
     assert_eq!(range(&report, "train_step", 0).gpu_time_ns, Some(25));
+}
+
+/// The time source of each mode, as the report states it and as the rows use it.
+#[test]
+fn each_mode_states_and_uses_its_time_source() {
+    for (mode, source, text) in [
+        (ProfilingMode::KernelReplay, TimeSource::GpuTimeDuration, "gpu__time_duration"),
+        (ProfilingMode::PerKernel, TimeSource::Activity, "activity"),
+        (ProfilingMode::PerRange, TimeSource::Activity, "activity"),
+        (ProfilingMode::Trace, TimeSource::Activity, "activity"),
+    ] {
+        assert_eq!(TimeSource::for_mode(mode), source);
+        let (report, _) = training_capture(mode).report();
+        assert_eq!(report.meta.time_source, source, "{mode:?}");
+        assert!(report.kernels.iter().all(|k| k.time_source == source));
+        let mut csv = Vec::new();
+        report.write_kernels_csv_to(&mut csv).expect("csv");
+        let csv = String::from_utf8(csv).expect("utf8");
+        assert!(csv.contains(&format!("# time_source: {text}\n")), "{mode:?}");
+    }
+}
+
+/// per_kernel: the kernel's time is its activity time, not its CUPTI range's, which also
+/// counts the GPU's wait for the launch; the range's time is kept as `range_duration_ns`,
+/// and range rows sum kernel times (what a CPU-bound loop needs).
+#[test]
+fn per_kernel_time_comes_from_activity_and_keeps_the_range_duration() {
+    let (report, _) = training_capture(ProfilingMode::PerKernel).report();
+    let gemm = report
+        .kernels
+        .iter()
+        .find(|k| k.kernel_name.as_deref().is_some_and(|n| n.starts_with("void gemm<128>")))
+        .expect("gemm");
+    assert_eq!(gemm.duration_ns, Some(5), "activity end - start");
+    assert_eq!(gemm.range_duration_ns, Some(2000), "the CUPTI range's gpu__time_duration.sum");
+    assert_eq!(gemm.time_source, TimeSource::Activity);
+
+    let step = range(&report, "train_step", 0);
+    // The step's five kernels (data_loader's kernel is another thread's range).
+    assert_eq!(step.gpu_time_ns, Some(25), "Σ kernel activity time, not Σ range windows");
+    assert_close(metric(&report, step, GPU_TIME_METRIC), 9200.0);
+    assert_eq!(step.gpu_busy_ns, Some(25), "real timestamps: busy time is known");
+    // DRAM bandwidth over kernel time.
+    let own_read = 8000.0 + 1000.0 + 16000.0 + 3000.0 + 2800.0;
+    assert_close(step.dram_read_bytes, own_read);
+    assert_close(step.dram_read_gbps, own_read / 25.0);
+    // SM % is weighted by each kernel's counter window, as in kernel_replay.
+    let (replay, _) = training_capture(ProfilingMode::KernelReplay).report();
+    let replay_step = range(&replay, "train_step", 0);
+    assert_close(metric(&report, step, SM_PCT), metric(&replay, replay_step, SM_PCT).expect("kernel_replay SM %"));
+    assert_eq!(replay_step.gpu_time_ns, Some(9200));
+    assert!(replay.kernels.iter().all(|k| k.range_duration_ns == k.duration_ns && k.duration_ns.is_some()));
+
+    // The metadata names the time each rate divides by.
+    let gbps = report.meta.derived_metrics.iter().find(|d| d.name == "dram_read_gbps").expect("derived");
+    assert_eq!(gbps.inputs, vec![READ.to_owned(), "duration_ns".to_owned()]);
+    let gbps = replay.meta.derived_metrics.iter().find(|d| d.name == "dram_read_gbps").expect("derived");
+    assert_eq!(gbps.inputs, vec![READ.to_owned(), GPU_TIME_METRIC.to_owned()]);
+
+    let mut csv = Vec::new();
+    report.write_kernels_csv_to(&mut csv).expect("csv");
+    let mut reader = csv::ReaderBuilder::new().comment(Some(b'#')).from_reader(csv.as_slice());
+    let headers = reader.headers().expect("headers").clone();
+    let column = |name: &str| headers.iter().position(|h| h == name).unwrap_or_else(|| panic!("{name}"));
+    let (duration, window) = (column("duration_ns"), column("range_duration_ns"));
+    let first = reader.records().next().expect("row").expect("record");
+    assert_eq!((&first[duration], &first[window]), ("5", "500"));
+}
+
+fn launch_record(correlation_id: u32, range: Option<RangeId>, ordinal: u32) -> LaunchRecord {
+    LaunchRecord {
+        correlation_id,
+        thread: 1,
+        range,
+        cycle: 0,
+        ordinal,
+        api: LaunchApi::Runtime,
+        api_name: "cudaLaunchKernel".into(),
+        context_id: 1,
+    }
+}
+
+fn timed_activity(correlation_id: u32, start_ns: u64, end_ns: u64) -> KernelActivity {
+    KernelActivity { start_ns, end_ns, ..activity(correlation_id, "k") }
+}
+
+/// A CPU-bound per_range loop: CUPTI's range measures 1 ms, most of it the GPU waiting for
+/// launches; the range's GPU time is its two kernels' 30 µs.
+#[test]
+fn per_range_gpu_time_is_kernel_time_and_the_measured_window_stays_a_metric() {
+    let metrics = MetricSet {
+        metrics: vec![spec(GPU_TIME_METRIC, MetricKind::Counter, "nsecond"), spec(READ, MetricKind::Counter, "byte")],
+    };
+    let mut tree = SessionTree::new();
+    let step = tree.push("step", 1, 0);
+    tree.pop(1, 2_000_000).expect("pop");
+    let mut correlator = Correlator::new();
+    correlator.add_launch(launch_record(1, Some(step), 0));
+    correlator.add_launch(launch_record(2, Some(step), 1));
+    correlator.add_activity(timed_activity(1, 100_000, 110_000));
+    correlator.add_activity(timed_activity(2, 900_000, 920_000));
+    correlator.add_counter_ranges(
+        0,
+        vec![CounterRange {
+            cycle: 0,
+            index: 0,
+            name: gmprof::correlate::range_counter_name(step),
+            values: vec![1_000_000.0, 3_000_000.0],
+        }],
+    );
+    let report = Report::analyze(CaptureInfo::new(ProfilingMode::PerRange), &metrics, &tree, correlator);
+    assert!(report.meta.warnings.is_empty(), "{:?}", report.meta.warnings);
+    assert_eq!(report.kernels.iter().map(|k| k.duration_ns).collect::<Vec<_>>(), [Some(10_000), Some(20_000)]);
+    assert!(report.kernels.iter().all(|k| k.range_duration_ns.is_none()));
+    let row = range(&report, "step", 0);
+    assert_eq!(row.gpu_time_ns, Some(30_000));
+    assert_eq!(row.gpu_busy_ns, Some(30_000));
+    assert_close(metric(&report, row, GPU_TIME_METRIC), 1_000_000.0);
+    assert_close(row.dram_read_bytes, 3_000_000.0);
+    assert_close(row.dram_read_gbps, 100.0);
+}
+
+/// Activity timestamps with end ≤ start where they are the time source: the duration is
+/// empty and counted in a warning, never 0 and never taken from the range.
+#[test]
+fn collapsed_activity_timestamps_leave_the_duration_empty() {
+    let metrics = MetricSet { metrics: vec![spec(GPU_TIME_METRIC, MetricKind::Counter, "nsecond")] };
+    let mut tree = SessionTree::new();
+    let r = tree.push("r", 1, 0);
+    let mut correlator = Correlator::new();
+    correlator.add_launch(launch_record(7, Some(r), 0));
+    correlator.add_activity(timed_activity(7, 500, 500));
+    correlator.add_counter_ranges(0, vec![CounterRange { cycle: 0, index: 0, name: "7".into(), values: vec![4000.0] }]);
+    let report = Report::analyze(CaptureInfo::new(ProfilingMode::PerKernel), &metrics, &tree, correlator);
+    let k = &report.kernels[0];
+    assert_eq!((k.duration_ns, k.range_duration_ns, k.status), (None, Some(4000), KernelStatus::Ok));
+    assert_eq!(range(&report, "r", 0).gpu_time_ns, None);
+    assert!(report.meta.warnings.iter().any(|w| w.contains("end <= start")), "{:?}", report.meta.warnings);
 }
 
 #[test]

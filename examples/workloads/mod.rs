@@ -643,3 +643,53 @@ enum Which {
     Logits,
     Hidden,
 }
+
+// ---------------------------------------------------------------------------------------
+// Kernel-time workloads
+// ---------------------------------------------------------------------------------------
+
+/// Elements of the mixed workload's memory-bound vector add: 2^25 floats, 402 MB moved,
+/// over 100 µs of DRAM traffic on an H100 or H200.
+pub const MIXED_LARGE: usize = 1 << 25;
+
+/// The MLP sizes of the mixed workload: B=512 makes its GEMMs tens to a few hundred µs.
+pub fn mixed_mlp_config() -> MlpConfig {
+    MlpConfig { batch: 512, ..MlpConfig::default() }
+}
+
+/// One step of a mixed workload for kernel-time checks: vector adds of 2^19, 2^20 and 2^21
+/// floats (about 2 to 10 µs each on an H200), one MLP training step (cuBLAS GEMMs and element-wise
+/// kernels) and one memory-bound vector add of [`MIXED_LARGE`] floats. Queues the work and
+/// returns; call [`Gpu::prepare_vector_add`] with [`MIXED_LARGE`] first.
+pub fn mixed_step(gpu: &mut Gpu, mlp: &mut Mlp) -> Result<()> {
+    for n in [1 << 19, 1 << 19, 1 << 19, 1 << 19, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 21, 1 << 21] {
+        gpu.vector_add(n)?;
+    }
+    mlp.step(DEFAULT_LR)?;
+    gpu.vector_add(MIXED_LARGE)
+}
+
+/// One step of a CPU-bound loop: `kernels` vector adds of 2^16 floats, each after
+/// `host_us` µs of host work (a busy wait standing in for a data loader), so the GPU idles
+/// between kernels.
+pub fn cpu_bound_step(gpu: &mut Gpu, kernels: usize, host_us: u64) -> Result<()> {
+    for _ in 0..kernels {
+        let until = std::time::Instant::now() + std::time::Duration::from_micros(host_us);
+        while std::time::Instant::now() < until {
+            std::hint::spin_loop();
+        }
+        gpu.vector_add(1 << 16)?;
+    }
+    Ok(())
+}
+
+/// The nearest-rank `p`-quantile (0 < p ≤ 1) of `values`; `None` when empty.
+pub fn quantile(values: &[f64], p: f64) -> Option<f64> {
+    let mut sorted: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    if sorted.is_empty() {
+        return None;
+    }
+    sorted.sort_by(f64::total_cmp);
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    Some(sorted[rank - 1])
+}

@@ -20,14 +20,18 @@
 //!   time-like counters; the range profiler does not overlap them.
 //! - **Rates gmprof can decompose** are recomputed from summed counters
 //!   ([`AggregationRule::RatioOfSums`]): `X.per_second` when its base counter `X` was
-//!   collected is `Σ X / Σ gpu time`, and the derived DRAM bandwidths are
-//!   `Σ bytes / Σ gpu time` (bytes/ns = GB/s).
+//!   collected is `Σ X / Σ kernel time`, and the derived DRAM bandwidths are
+//!   `Σ bytes / Σ kernel time` (bytes/ns = GB/s), with the kernel times of the kernel rows
+//!   (`duration_ns`, see [`kernel_time_input`]).
 //! - **Every other ratio or throughput** (percent of peak, per-instruction ratios) is
-//!   duration-weighted ([`AggregationRule::DurationWeighted`]): `Σ(vᵢ·tᵢ) / Σ tᵢ` with
-//!   `tᵢ` the kernel's GPU time, which is the ratio's value over the range's busy time. A
-//!   plain mean of ratios is never used: a 1 µs kernel at 100% and a 3 µs kernel at 0% are
-//!   25% busy over the range, not 50%. For a rate `vᵢ = cᵢ/tᵢ` this equals `Σcᵢ/Σtᵢ`
-//!   exactly. Without kernel times the value is left empty rather than guessed.
+//!   duration-weighted ([`AggregationRule::DurationWeighted`]): `Σ(vᵢ·wᵢ) / Σ wᵢ` with
+//!   `wᵢ` the window the kernel's counters were measured over, its counter range's
+//!   `gpu__time_duration.sum` (`range_duration_ns`: the kernel itself in kernel_replay, the
+//!   kernel plus the GPU's wait for its launch in per_kernel). That is the ratio's value
+//!   over the ranges' measured time. A plain mean of ratios is never used: a 1 µs kernel at
+//!   100% and a 3 µs kernel at 0% are 25% busy over the range, not 50%. For a rate
+//!   `vᵢ = cᵢ/wᵢ` this equals `Σcᵢ/Σwᵢ` exactly. Without windows the value is left empty
+//!   rather than guessed.
 //! - In [`ProfilingMode::PerRange`] CUPTI measured each range as one block, so its values
 //!   are used as measured ([`AggregationRule::MeasuredPerRange`]).
 //!
@@ -36,13 +40,17 @@
 //!
 //! # Time and transfers
 //!
-//! `gpu_time_ns` is the *sum* of kernel durations. In [`ProfilingMode::Trace`] kernels keep
-//! their real activity timestamps and may overlap (several streams), so a range also gets
-//! `gpu_busy_ns`: the length of the union of its kernels' `[start_ns, end_ns)` intervals
-//! (inclusive of nested ranges, across streams and devices), the time at least one of its
-//! kernels was running. It is at most `gpu_time_ns`, and smaller exactly when kernels
-//! overlapped. In counter modes the range profiler collapses activity timestamps (start ==
-//! end), so `gpu_busy_ns` is `None` there.
+//! `gpu_time_ns` is the *sum* of kernel durations, in every mode, with durations from the
+//! mode's [`TimeSource`]: activity timestamps in trace, per_kernel and per_range,
+//! `gpu__time_duration.sum` in kernel_replay. So a range's GPU time counts the time its
+//! kernels ran, not the time the GPU waited for the CPU to launch them (in per_range,
+//! CUPTI's measurement of the whole range, idle time included, stays in the
+//! `gpu__time_duration.sum` metric column). Where activity timestamps are real, kernels
+//! may overlap (several streams), so a range also gets `gpu_busy_ns`: the length of the
+//! union of its kernels' `[start_ns, end_ns)` intervals (inclusive of nested ranges, across
+//! streams and devices), the time at least one of its kernels was running. It is at most
+//! `gpu_time_ns`, and smaller exactly when kernels overlapped. Kernel replay collapses
+//! activity timestamps (start == end), so `gpu_busy_ns` is `None` there.
 //!
 //! Memcpy and memset rows ([`TransferRow`]) are attributed like kernels (the calling thread's
 //! innermost range, the root row without a call) and summed, inclusive of nested ranges:
@@ -53,7 +61,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::correlate::{Correlation, KernelRow, TransferRow};
+use crate::analysis::correlate::{Correlation, KernelRow, TimeSource, TransferRow};
 use crate::model::session::{SessionTree, ROOT_PATH};
 use crate::model::{
     MetricKind, MetricSet, MetricSpec, ProfilingMode, RangeId, ThreadId, TransferKind, GPU_TIME_METRIC,
@@ -161,8 +169,9 @@ pub struct RangeRow {
     #[serde(default)]
     pub parent_id: Option<RangeId>,
     /// Length of the union of the kernels' `[start_ns, end_ns)` intervals, ns (inclusive of
-    /// nested ranges): time at least one kernel ran. Trace mode only; `None` in counter modes
-    /// and when no kernel of the range has timestamps.
+    /// nested ranges): time at least one kernel ran. In the modes whose time source is
+    /// activity (trace, per_kernel, per_range); `None` in kernel_replay and when no kernel of
+    /// the range has timestamps.
     #[serde(default)]
     pub gpu_busy_ns: Option<u64>,
     /// Memcpy and memset operations of this range and its nested ranges.
@@ -242,7 +251,7 @@ pub fn metric_rules(set: &MetricSet, mode: ProfilingMode) -> Vec<MetricRule> {
             let inputs = match rule {
                 AggregationRule::RatioOfSums => {
                     let base = spec.name.strip_suffix(PER_SECOND_SUFFIX).unwrap_or(&spec.name);
-                    vec![base.to_owned(), GPU_TIME_METRIC.to_owned()]
+                    vec![base.to_owned(), kernel_time_input(mode).to_owned()]
                 }
                 AggregationRule::DurationWeighted => {
                     vec![spec.name.clone(), GPU_TIME_METRIC.to_owned()]
@@ -253,6 +262,21 @@ pub fn metric_rules(set: &MetricSet, mode: ProfilingMode) -> Vec<MetricRule> {
         })
         .collect()
 }
+
+/// What a rate's time comes from, as named in [`MetricRule::inputs`] and
+/// [`DerivedMetric::inputs`]: the kernels' durations (`duration_ns` of the kernel rows), which
+/// is `gpu__time_duration.sum` in kernel_replay and activity end − start in the other modes
+/// ([`TimeSource::for_mode`]).
+pub fn kernel_time_input(mode: ProfilingMode) -> &'static str {
+    match TimeSource::for_mode(mode) {
+        TimeSource::GpuTimeDuration => GPU_TIME_METRIC,
+        TimeSource::Activity => KERNEL_DURATION_INPUT,
+    }
+}
+
+/// The name [`kernel_time_input`] gives kernel durations taken from activity timestamps: the
+/// `duration_ns` column of the kernel rows.
+pub const KERNEL_DURATION_INPUT: &str = "duration_ns";
 
 /// Where a DRAM byte count comes from.
 #[derive(Clone, Copy, Debug)]
@@ -300,15 +324,22 @@ impl DramInputs {
         }
     }
 
-    fn describe(&self, set: &MetricSet) -> Vec<DerivedMetric> {
+    fn describe(&self, set: &MetricSet, mode: ProfilingMode) -> Vec<DerivedMetric> {
         let name_of = |s: Option<ByteSource>| s.and_then(|s| set.metrics.get(s.index)).map(|m| m.name.clone());
+        let time = kernel_time_input(mode);
         let with_time = |mut inputs: Vec<String>| {
-            if inputs.is_empty() || set.index_of(GPU_TIME_METRIC).is_none() {
+            let time_known = time != GPU_TIME_METRIC || set.index_of(GPU_TIME_METRIC).is_some();
+            if inputs.is_empty() || !time_known {
                 Vec::new()
             } else {
-                inputs.push(GPU_TIME_METRIC.to_owned());
+                inputs.push(time.to_owned());
                 inputs
             }
+        };
+        let time_text = if time == GPU_TIME_METRIC {
+            GPU_TIME_METRIC.to_owned()
+        } else {
+            format!("kernel durations ({time}, from activity timestamps)")
         };
         let read: Vec<String> = name_of(self.read).into_iter().collect();
         let write: Vec<String> = name_of(self.write).into_iter().collect();
@@ -320,10 +351,7 @@ impl DramInputs {
         let column = |name: &str, what: &str, inputs: Vec<String>| DerivedMetric {
             name: name.to_owned(),
             unit: "GB/s".to_owned(),
-            formula: format!(
-                "sum of DRAM bytes {what} / sum of {GPU_TIME_METRIC} (bytes/ns = GB/s); sectors \
-                 count 32 bytes"
-            ),
+            formula: format!("sum of DRAM bytes {what} / sum of {time_text} (bytes/ns = GB/s); sectors count 32 bytes"),
             inputs: with_time(inputs),
             rule: AggregationRule::RatioOfSums,
         };
@@ -349,21 +377,28 @@ struct MetricSums {
     count: u64,
     /// Σ v over kernels with a value and a duration.
     timed_sum: f64,
-    /// Σ v·t over kernels with a value and a duration.
+    /// Σ t (kernel duration) over kernels with a value and a duration.
+    time: f64,
+    /// Σ v·w over kernels with a value and a counter window `w`.
     weighted_sum: f64,
-    /// Σ t over kernels with a value and a duration.
+    /// Σ w over kernels with a value and a counter window.
     weight: f64,
 }
 
 impl MetricSums {
-    fn add(&mut self, value: Option<f64>, time: Option<f64>) {
+    /// Adds one kernel's value, with its duration `time` (for rates) and the window its
+    /// counters were measured over, `window` (for duration weighting).
+    fn add(&mut self, value: Option<f64>, time: Option<f64>, window: Option<f64>) {
         let Some(v) = value else { return };
         self.sum += v;
         self.count += 1;
         if let Some(t) = time {
             self.timed_sum += v;
-            self.weighted_sum += v * t;
-            self.weight += t;
+            self.time += t;
+        }
+        if let Some(w) = window {
+            self.weighted_sum += v * w;
+            self.weight += w;
         }
     }
 
@@ -371,6 +406,7 @@ impl MetricSums {
         self.sum += other.sum;
         self.count += other.count;
         self.timed_sum += other.timed_sum;
+        self.time += other.time;
         self.weighted_sum += other.weighted_sum;
         self.weight += other.weight;
     }
@@ -385,7 +421,7 @@ impl MetricSums {
 
     /// Σv / Σt over kernels with both, per ns.
     fn per_ns(&self) -> Option<f64> {
-        (self.weight > 0.0).then(|| self.timed_sum / self.weight)
+        (self.time > 0.0).then(|| self.timed_sum / self.time)
     }
 }
 
@@ -465,8 +501,8 @@ pub fn aggregate(
     let mut metric_sums: Vec<MetricSums> = vec![MetricSums::default(); slots * metric_count];
 
     let index_of = |id: Option<RangeId>| id.and_then(|id| tree.dense_index(id)).filter(|i| *i < root).unwrap_or(root);
-    // Kernel intervals per range, for the busy time (trace mode only).
-    let track_busy = mode == ProfilingMode::Trace;
+    // Kernel intervals per range, for the busy time (modes with real activity timestamps).
+    let track_busy = TimeSource::for_mode(mode) == TimeSource::Activity;
     let mut intervals: Vec<Vec<(u64, u64)>> = if track_busy { vec![Vec::new(); slots] } else { Vec::new() };
     let mut total_gpu_time_ns = 0u64;
     let mut timed_kernels = 0u64;
@@ -518,10 +554,19 @@ pub fn aggregate(
         }
     }
 
-    let time_known = mode == ProfilingMode::Trace || metrics.index_of(GPU_TIME_METRIC).is_some();
-    if !time_known && mode != ProfilingMode::PerRange {
-        let weighted: Vec<&str> =
-            rules.iter().filter(|r| r.rule != AggregationRule::Sum).map(|r| r.metric.name.as_str()).collect();
+    let window_known = mode == ProfilingMode::Trace || metrics.index_of(GPU_TIME_METRIC).is_some();
+    if !window_known && mode != ProfilingMode::PerRange {
+        // Weighting needs each kernel's counter window; rates need kernel durations, which
+        // come from the same metric only in kernel_replay.
+        let time_from_counters = TimeSource::for_mode(mode) == TimeSource::GpuTimeDuration;
+        let weighted: Vec<&str> = rules
+            .iter()
+            .filter(|r| {
+                r.rule == AggregationRule::DurationWeighted
+                    || (r.rule == AggregationRule::RatioOfSums && time_from_counters)
+            })
+            .map(|r| r.metric.name.as_str())
+            .collect();
         if !weighted.is_empty() {
             warnings.push(format!(
                 "{GPU_TIME_METRIC} was not collected, so these metrics cannot be weighted by \
@@ -560,7 +605,7 @@ pub fn aggregate(
         let mut row = if mode == ProfilingMode::PerRange {
             let measured = correlation.range_counters.get(&node.id);
             let values = measured.cloned().unwrap_or_else(|| vec![None; metric_count]);
-            per_range_row(row_sums, values, metrics, &dram)
+            per_range_row(row_sums, values, &dram)
         } else {
             let values =
                 range_values(&rules, &metric_sums[index * metric_count..(index + 1) * metric_count], metric_count);
@@ -589,7 +634,7 @@ pub fn aggregate(
     } else {
         (correlation.rows.is_empty() || timed_kernels > 0).then_some(total_gpu_time_ns)
     };
-    Aggregation { rules, derived: dram.describe(metrics), ranges, total_gpu_time_ns, warnings }
+    Aggregation { rules, derived: dram.describe(metrics, mode), ranges, total_gpu_time_ns, warnings }
 }
 
 /// Sorts and coalesces half-open intervals `[start, end)` into disjoint ones in start order;
@@ -610,6 +655,8 @@ pub fn union_intervals(mut intervals: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
 /// Adds one kernel's values to its own range's sums.
 fn add_kernel(sums: &mut RangeSums, metric_sums: &mut [MetricSums], row: &KernelRow, dram: &DramInputs) {
     let time = row.duration_ns.map(|t| t as f64);
+    // Ratios were measured over the kernel's counter range: weigh them by its length.
+    let window = row.range_duration_ns.map(|t| t as f64);
     sums.kernels += 1;
     sums.self_kernels += 1;
     if row.status.is_flagged() {
@@ -620,11 +667,11 @@ fn add_kernel(sums: &mut RangeSums, metric_sums: &mut [MetricSums], row: &Kernel
         sums.timed_kernels += 1;
     }
     for (acc, value) in metric_sums.iter_mut().zip(&row.metrics) {
-        acc.add(*value, time);
+        acc.add(*value, time, window);
     }
-    sums.dram[0].add(dram.read_bytes(&row.metrics), time);
-    sums.dram[1].add(dram.write_bytes(&row.metrics), time);
-    sums.dram[2].add(dram.total_bytes(&row.metrics), time);
+    sums.dram[0].add(dram.read_bytes(&row.metrics), time, window);
+    sums.dram[1].add(dram.write_bytes(&row.metrics), time, window);
+    sums.dram[2].add(dram.total_bytes(&row.metrics), time, window);
 }
 
 /// A range's metric values from its (inclusive) sums, by each metric's rule.
@@ -687,15 +734,17 @@ fn build_row(range_id: Option<RangeId>, sums: &RangeSums, metrics: Vec<Option<f6
     }
 }
 
-/// A row from CUPTI's measurement of the whole range (PerRange mode).
-fn per_range_row(sums: &RangeSums, values: Vec<Option<f64>>, metrics: &MetricSet, dram: &DramInputs) -> RangeRow {
-    let time = metrics.index_of(GPU_TIME_METRIC).and_then(|i| values.get(i).copied().flatten()).filter(|t| *t >= 0.0);
+/// A row from CUPTI's measurement of the whole range (PerRange mode). Its GPU time is the sum
+/// of its kernels' durations (activity timestamps), as in every mode; CUPTI's measured
+/// `gpu__time_duration.sum` of the range, which also counts the time the GPU waited for
+/// launches while the range was open, stays in the metric columns.
+fn per_range_row(sums: &RangeSums, values: Vec<Option<f64>>, dram: &DramInputs) -> RangeRow {
+    let mut row = build_row(None, sums, Vec::new(), None);
+    let time = row.gpu_time_ns.map(|t| t as f64);
     let per_ns = |b: Option<f64>| Some(b? / time.filter(|t| *t > 0.0)?);
     let read = dram.read_bytes(&values);
     let write = dram.write_bytes(&values);
     let total = dram.total_bytes(&values);
-    let mut row = build_row(None, sums, Vec::new(), None);
-    row.gpu_time_ns = time.map(|t| t.round() as u64);
     row.dram_read_bytes = read;
     row.dram_write_bytes = write;
     row.dram_read_gbps = per_ns(read);
@@ -753,14 +802,26 @@ mod tests {
     #[test]
     fn weighted_mean_is_not_a_plain_mean() {
         let mut s = MetricSums::default();
-        s.add(Some(0.0), Some(3.0));
-        s.add(Some(100.0), Some(1.0));
-        s.add(None, Some(50.0));
+        s.add(Some(0.0), Some(3.0), Some(3.0));
+        s.add(Some(100.0), Some(1.0), Some(1.0));
+        s.add(None, Some(50.0), Some(50.0));
         assert_eq!(s.weighted_mean(), Some(25.0));
         let mut t = MetricSums::default();
-        t.add(Some(7.0), None);
+        t.add(Some(7.0), None, None);
         assert_eq!(t.weighted_mean(), None);
         assert_eq!(t.total(), Some(7.0));
+    }
+
+    #[test]
+    fn rates_use_kernel_time_and_weights_use_the_counter_window() {
+        // per_kernel: 1000 bytes in a 2 µs kernel measured by a 6 µs range.
+        let mut s = MetricSums::default();
+        s.add(Some(1000.0), Some(2000.0), Some(6000.0));
+        s.add(Some(3000.0), Some(2000.0), Some(2000.0));
+        assert_eq!(s.per_ns(), Some(1.0), "4000 bytes over 4000 ns of kernels");
+        assert_eq!(s.weighted_mean(), Some((1000.0 * 6000.0 + 3000.0 * 2000.0) / 8000.0));
+        assert_eq!(kernel_time_input(ProfilingMode::KernelReplay), GPU_TIME_METRIC);
+        assert_eq!(kernel_time_input(ProfilingMode::PerKernel), KERNEL_DURATION_INPUT);
     }
 
     #[test]
@@ -788,7 +849,7 @@ mod tests {
         assert_eq!(inputs.write_bytes(&values), Some(10.0));
         assert_eq!(inputs.total_bytes(&values), Some(74.0));
         assert_eq!(inputs.total_bytes(&[Some(2.0), None]), None);
-        let described = inputs.describe(&set);
+        let described = inputs.describe(&set, ProfilingMode::KernelReplay);
         assert!(described.iter().all(|d| d.inputs.is_empty()), "no time metric: no inputs");
     }
 }

@@ -1,7 +1,7 @@
 //! The CUPTI range profiler (CUDA 12.6+): an object bound to one context that collects
 //! counters into a counter data image, range by range.
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::os::raw::c_char;
 
 use super::driver::Context;
@@ -68,6 +68,12 @@ pub struct CounterDataImage {
 }
 
 impl CounterDataImage {
+    /// A zero-filled image of `len` bytes (calloc'd: pages are touched only when used), to be
+    /// initialized with [`RangeProfiler::initialize_counter_data`] before use.
+    pub fn zeroed(len: usize) -> Self {
+        CounterDataImage { bytes: vec![0u8; len] }
+    }
+
     /// The image's bytes, for evaluation.
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
@@ -249,6 +255,11 @@ impl RangeProfiler {
     pub fn push(&self, name: &str) -> Result<()> {
         let name =
             CString::new(name).map_err(|_| Error::InvalidConfig(format!("range name contains NUL: {name:?}")))?;
+        self.push_cstr(&name)
+    }
+
+    /// [`RangeProfiler::push`] with a name that is already NUL-terminated (no allocation).
+    pub fn push_cstr(&self, name: &CStr) -> Result<()> {
         let mut p = cupti_params!(CUpti_RangeProfiler_PushRange_Params, pRangeName);
         p.pRangeProfilerObject = self.object;
         p.pRangeName = name.as_ptr();

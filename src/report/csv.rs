@@ -53,7 +53,7 @@ pub const RANGE_DERIVED_COLUMNS: [&str; 5] =
     ["dram_read_bytes", "dram_write_bytes", "dram_read_gbps", "dram_write_gbps", "dram_total_gbps"];
 
 /// Columns of the per-kernel table before the metric columns.
-pub const KERNEL_COLUMNS: [&str; 24] = [
+pub const KERNEL_COLUMNS: [&str; 25] = [
     "correlation_id",
     "cycle",
     "ordinal",
@@ -77,6 +77,7 @@ pub const KERNEL_COLUMNS: [&str; 24] = [
     "end_ns",
     "duration_ns",
     "time_source",
+    "range_duration_ns",
     "status",
 ];
 
@@ -317,6 +318,7 @@ impl Report {
             w.optional(k.end_ns)?;
             w.optional(k.duration_ns)?;
             w.text(k.time_source.as_str())?;
+            w.optional(k.range_duration_ns)?;
             w.text(k.status.as_str())?;
             for i in 0..metric_names.len() {
                 w.optional(k.metrics.get(i).copied().flatten())?;

@@ -37,17 +37,17 @@
 //!
 //! # Where kernel times come from
 //!
-//! In [`ProfilingMode::Trace`] kernels sit at the start and end their activity records
-//! measured. In the counter modes ([`ProfilingMode::KernelReplay`], `PerKernel`,
-//! `PerRange`) the range profiler collapses activity timestamps (start == end), so a
-//! kernel's *duration* is measured (`gpu__time_duration.sum`) but its *position* is not.
-//! gmprof then places kernels synthetically: in launch order, back to back per device, each
-//! starting at the push of the range that launched it or, when the GPU is still busy with
-//! earlier kernels (or with a measured transfer), right after them. (Kernels launched outside
-//! any range start at their collapsed activity timestamp instead.) The range profiler
-//! serializes kernels, so this layout never overlaps kernels, but the gaps and positions are
-//! invented: every such kernel carries `args.placement` = [`SYNTHETIC_PLACEMENT`] and
-//! `otherData.note` says so.
+//! Where the report's [`TimeSource`] is activity ([`ProfilingMode::Trace`],
+//! [`ProfilingMode::PerKernel`], [`ProfilingMode::PerRange`]) kernels sit at the start and
+//! end their activity records measured. In [`ProfilingMode::KernelReplay`] kernel replay
+//! collapses activity timestamps (start == end), so a kernel's *duration* is measured
+//! (`gpu__time_duration.sum`) but its *position* is not. gmprof then places kernels
+//! synthetically: in launch order, back to back per device, each starting at the push of
+//! the range that launched it or, when the GPU is still busy with earlier kernels (or with a
+//! measured transfer), right after them. (Kernels launched outside any range start at their
+//! collapsed activity timestamp instead.) Kernel replay serializes kernels, so this layout
+//! never overlaps kernels, but the gaps and positions are invented: every such kernel
+//! carries `args.placement` = [`SYNTHETIC_PLACEMENT`] and `otherData.note` says so.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;

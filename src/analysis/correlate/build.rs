@@ -21,6 +21,8 @@ pub(super) struct RowBuilder<'a> {
     pub(super) demangled: HashMap<String, String>,
     pub(super) counts: CorrelationCounts,
     pub(super) warnings: WarningLog,
+    /// Rows whose activity record has end ≤ start where the time source is activity.
+    pub(super) untimed_activity: u64,
 }
 
 /// What the counter join gave one launch.
@@ -314,14 +316,27 @@ impl RowBuilder<'_> {
 
         let (range_id, range_path) = self.resolve_range(launch.and_then(|l| l.range));
 
+        // The kernel's own counter range (CUPTI's auto range in kernel_replay, the per-kernel
+        // user range in per_kernel) measured this.
+        let counter_time = self
+            .time_index
+            .and_then(|i| metrics.get(i).copied().flatten())
+            .filter(|t| *t >= 0.0)
+            .map(|t| t.round() as u64);
+        let range_duration_ns = match self.mode {
+            ProfilingMode::KernelReplay | ProfilingMode::PerKernel => counter_time,
+            ProfilingMode::PerRange | ProfilingMode::Trace => None,
+        };
         let duration_ns = match self.time_source {
-            TimeSource::GpuTimeDuration if self.mode != ProfilingMode::PerRange => self
-                .time_index
-                .and_then(|i| metrics.get(i).copied().flatten())
-                .filter(|t| *t >= 0.0)
-                .map(|t| t.round() as u64),
-            TimeSource::GpuTimeDuration => None,
-            TimeSource::Activity => activity.as_ref().and_then(|a| a.end_ns.checked_sub(a.start_ns)),
+            TimeSource::GpuTimeDuration => counter_time,
+            TimeSource::Activity => match activity.as_ref() {
+                Some(a) if a.end_ns > a.start_ns => Some(a.end_ns - a.start_ns),
+                Some(_) => {
+                    self.untimed_activity += 1;
+                    None
+                }
+                None => None,
+            },
         };
 
         let mut row = KernelRow {
@@ -346,6 +361,7 @@ impl RowBuilder<'_> {
             end_ns: None,
             duration_ns,
             time_source: self.time_source,
+            range_duration_ns,
             metrics,
             status,
         };

@@ -115,6 +115,11 @@ impl Correlator {
         self.counter_cycles.entry(cycle).or_default().extend(ranges);
     }
 
+    /// Whether the counter ranges of cycle `cycle` were added.
+    pub fn has_counter_cycle(&self, cycle: u32) -> bool {
+        self.counter_cycles.contains_key(&cycle)
+    }
+
     /// Adds one memcpy/memset API call.
     pub fn add_transfer_call(&mut self, call: TransferCall) {
         self.transfer_calls.push(call);
@@ -178,12 +183,15 @@ impl Correlator {
                 ..CorrelationCounts::default()
             },
             warnings,
+            untimed_activity: 0,
         };
         if mode != ProfilingMode::Trace && builder.time_index.is_none() {
-            builder.warnings.push(format!(
-                "{GPU_TIME_METRIC} was not collected: kernel durations, duration-weighted \
-                 metrics and bandwidths are empty"
-            ));
+            let empty = if builder.time_source == TimeSource::GpuTimeDuration {
+                "kernel durations, duration-weighted metrics and bandwidths are"
+            } else {
+                "duration-weighted metrics are"
+            };
+            builder.warnings.push(format!("{GPU_TIME_METRIC} was not collected: {empty} empty"));
         }
 
         if !launches.is_sorted_by_key(|l| (l.cycle, l.ordinal)) {
@@ -335,6 +343,13 @@ impl Correlator {
                 "{} launch(es) have no kernel activity record (CUPTI dropped activity records?); \
                  their rows have status missing_activity and no kernel name",
                 counts.missing_activity
+            ));
+        }
+        if builder.untimed_activity > 0 {
+            builder.warnings.push(format!(
+                "{} kernel activity record(s) have end <= start, so their duration (from {}) is \
+                 empty; kernel replay collapses activity timestamps like this",
+                builder.untimed_activity, builder.time_source
             ));
         }
         if counts.graph_kernel > 0 {

@@ -97,11 +97,18 @@ impl fmt::Display for KernelStatus {
 /// Where a kernel's duration comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum TimeSource {
-    /// The `gpu__time_duration.sum` metric. Used in every counter mode, because the range
-    /// profiler serializes kernels and collapses activity timestamps (start == end).
+    /// The `gpu__time_duration.sum` metric of the kernel's counter range. Used in
+    /// [`ProfilingMode::KernelReplay`], where CUPTI's auto range is the kernel itself and
+    /// kernel replay collapses activity timestamps (start == end).
     #[serde(rename = "gpu__time_duration")]
     GpuTimeDuration,
-    /// Activity record end − start; used in trace mode, where no counters are collected.
+    /// Activity record end − start: the GPU's own start and end of the kernel. Used in
+    /// [`ProfilingMode::Trace`], and under user replay ([`ProfilingMode::PerKernel`],
+    /// [`ProfilingMode::PerRange`]), where the timestamps are real (measured on an H100 with
+    /// CUPTI 13.0: within 1 ns of trace mode's at the median). In per_kernel the kernel's
+    /// CUPTI range also measures `gpu__time_duration.sum`, but that range opens at the launch
+    /// call, before the kernel starts, so it adds the GPU's wait for the launch (about 4 µs);
+    /// it is kept as [`KernelRow::range_duration_ns`].
     #[serde(rename = "activity")]
     Activity,
 }
@@ -110,10 +117,8 @@ impl TimeSource {
     /// The time source a mode uses.
     pub fn for_mode(mode: ProfilingMode) -> Self {
         match mode {
-            ProfilingMode::Trace => TimeSource::Activity,
-            ProfilingMode::KernelReplay | ProfilingMode::PerKernel | ProfilingMode::PerRange => {
-                TimeSource::GpuTimeDuration
-            }
+            ProfilingMode::KernelReplay => TimeSource::GpuTimeDuration,
+            ProfilingMode::Trace | ProfilingMode::PerKernel | ProfilingMode::PerRange => TimeSource::Activity,
         }
     }
 
@@ -164,14 +169,24 @@ pub struct KernelRow {
     pub thread: Option<ThreadId>,
     /// Device ordinal.
     pub device_id: Option<u32>,
-    /// Activity start timestamp, ns (collapsed to `end_ns` in counter modes).
+    /// Activity start timestamp, ns (collapsed to `end_ns` in kernel_replay).
     pub start_ns: Option<u64>,
     /// Activity end timestamp, ns.
     pub end_ns: Option<u64>,
-    /// Kernel duration, ns, from [`KernelRow::time_source`].
+    /// Kernel duration, ns, from [`KernelRow::time_source`]; `None` when that source has no
+    /// value (no activity record, or timestamps with end ≤ start; no counters in
+    /// kernel_replay).
     pub duration_ns: Option<u64>,
     /// Where `duration_ns` comes from.
     pub time_source: TimeSource,
+    /// `gpu__time_duration.sum` of the CUPTI range that measured this kernel's counters, ns:
+    /// the per-kernel user range in [`ProfilingMode::PerKernel`] (the kernel plus the GPU's
+    /// wait between the range's start at the launch call and the kernel's start), CUPTI's
+    /// auto range in [`ProfilingMode::KernelReplay`] (the kernel; equal to `duration_ns`).
+    /// It is the window that per-kernel ratio and throughput metrics were measured over.
+    /// `None` in per_range and trace (no per-kernel counter range) and without counters.
+    #[serde(default)]
+    pub range_duration_ns: Option<u64>,
     /// One value per metric of the session's [`MetricSet`](crate::model::MetricSet), in its order; `None` where no
     /// value was measured or could be matched.
     pub metrics: Vec<Option<f64>>,

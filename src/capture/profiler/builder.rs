@@ -6,9 +6,12 @@ use crate::model::ProfilingMode;
 
 use super::*;
 
-/// Default host memory for one counter data image.
+/// Default host memory for the counter data images (two with background evaluation).
 pub const DEFAULT_COUNTER_IMAGE_BUDGET: usize = 256 << 20;
-/// Default upper bound of ranges per counter cycle.
+/// Default upper bound of ranges per counter cycle. Every cycle stops and restarts CUPTI's
+/// range profiler, which holds the launching thread for about 11 to 17 ms (H200, CUPTI
+/// 13.0; see BENCHMARKS.md). Images for tens of thousands of ranges made every session very
+/// slow to set up or finish in the same measurements, so the default stays at 2000.
 pub const DEFAULT_MAX_RANGES_PER_CYCLE: usize = 2000;
 
 /// Which open range a kernel or transfer is attributed to.
@@ -50,6 +53,7 @@ pub struct ProfilerBuilder {
     pub(super) max_ranges_per_cycle: usize,
     pub(super) max_nesting_levels: u16,
     pub(super) iteration_replay: Option<(String, usize)>,
+    pub(super) background_evaluation: bool,
 }
 
 /// The metrics a builder collects unless told otherwise (`gpu__time_duration.sum` is always
@@ -105,13 +109,15 @@ impl Default for ProfilerBuilder {
             max_ranges_per_cycle: DEFAULT_MAX_RANGES_PER_CYCLE,
             max_nesting_levels: DEFAULT_MAX_NESTING_LEVELS,
             iteration_replay: None,
+            background_evaluation: true,
         }
     }
 }
 
 impl ProfilerBuilder {
     /// The metrics to collect (full names, e.g. `dram__bytes_read.sum`).
-    /// `gpu__time_duration.sum` is always added: kernel time comes from it.
+    /// `gpu__time_duration.sum` is always added: kernel time in kernel_replay, and the
+    /// counter window that weighs ratio metrics in every counter mode, come from it.
     pub fn metrics<I, S>(mut self, names: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -173,7 +179,8 @@ impl ProfilerBuilder {
         self
     }
 
-    /// Host memory allowed for one counter data image; bounds the ranges per cycle.
+    /// Host memory allowed for the counter data images (two with background evaluation, one
+    /// without); bounds the ranges per cycle.
     pub fn counter_image_budget(mut self, bytes: usize) -> Self {
         self.counter_image_budget = bytes;
         self
@@ -203,6 +210,17 @@ impl ProfilerBuilder {
     /// [`Profiler::replay`]. Kernels outside the named range get no counters.
     pub fn iteration_replay(mut self, range: impl Into<String>, instances: usize) -> Self {
         self.iteration_replay = Some((range.into(), instances));
+        self
+    }
+
+    /// Whether full counter images are evaluated on a background thread (the default). When a
+    /// counter cycle is full, the next launch stops the range profiler, decodes the image and
+    /// starts again; evaluating the image's ranges (most of a cycle's cost) then runs on a
+    /// gmprof thread while the program goes on, with at most two images in memory. With
+    /// `false` the launching thread waits for each evaluation and one image is used: less
+    /// memory and no extra thread, but a stall at every cycle.
+    pub fn background_evaluation(mut self, on: bool) -> Self {
+        self.background_evaluation = on;
         self
     }
 

@@ -1,5 +1,8 @@
 //! Counter cycles: the range profiler's configuration, and the cycle of a counter data image
-//! (stop, decode, evaluate, re-arm) that keeps host memory bounded however many kernels run.
+//! (stop, decode, hand the image to the evaluator, re-arm, start) that keeps host memory
+//! bounded however many kernels run. Evaluation runs on the [`Evaluator`] thread.
+
+use std::time::Instant;
 
 use crate::capture::metrics::MetricCatalog;
 use crate::checked::driver::Context;
@@ -8,8 +11,9 @@ use crate::checked::range_profiler::{CounterDataImage, RangeConfig, RangeMode, R
 use crate::checked::target::{self, ProfilerApi};
 use crate::checked::Cupti;
 use crate::error::Result;
-use crate::model::{CounterRange, MetricSet, ProfilingMode, GPU_TIME_METRIC};
+use crate::model::{MetricSet, ProfilingMode, GPU_TIME_METRIC};
 
+use super::evaluator::Evaluator;
 use super::*;
 
 /// The range profiler side of a counter mode.
@@ -18,17 +22,19 @@ pub(super) struct Counters {
     pub(super) counter_data: CounterDataImage,
     pub(super) config_image: Vec<u8>,
     pub(super) config: RangeConfig,
-    pub(super) host: ProfilerHost,
     pub(super) _api: ProfilerApi,
     pub(super) cycle: u32,
     pub(super) ordinal_in_cycle: u32,
     pub(super) dropped_ranges: u64,
-    /// Auto ranges CUPTI numbered in earlier cycles (see `finish_cycle`).
-    pub(super) auto_ranges_before_cycle: u64,
     /// Whether the range profiler is started (between `start` and `stop`).
     pub(super) running: bool,
     /// CUPTI user ranges open now.
     pub(super) user_depth: u32,
+    /// Evaluates decoded images off the launching thread; owns the profiler host object.
+    /// Declared after the range profiler, so a session dropped without `finish` disables
+    /// the profiler before the images the evaluator holds are freed.
+    pub(super) evaluator: Evaluator,
+    pub(super) background_evaluation: bool,
 }
 
 /// What `start_counters` sets up.
@@ -67,7 +73,7 @@ impl Profiler {
         drop(catalog);
         let availability = target::counter_availability(cupti, context)?;
         tracing::debug!(bytes = availability.len(), "gmprof: counter availability");
-        let mut host = ProfilerHost::new(cupti, &chip, Some(&availability))?;
+        let mut host: ProfilerHost = ProfilerHost::new(cupti, &chip, Some(&availability))?;
         host.add_metrics(&name_refs)?;
         let config_image = host.config_image()?;
         let metric_passes = host.num_passes(&config_image)?;
@@ -89,7 +95,9 @@ impl Profiler {
             .counter_data_size(&name_refs, 2, 2)?
             .saturating_sub(range_profiler.counter_data_size(&name_refs, 1, 1)?)
             .max(1);
-        let ranges_per_cycle = (cfg.counter_image_budget / per_range).clamp(1, cfg.max_ranges_per_cycle);
+        // The budget covers every image: two with background evaluation.
+        let images = if cfg.background_evaluation { super::evaluator::MAX_IMAGES } else { 1 };
+        let ranges_per_cycle = (cfg.counter_image_budget / images / per_range).clamp(1, cfg.max_ranges_per_cycle);
         let mut counter_data =
             range_profiler.create_counter_data(&name_refs, ranges_per_cycle, ranges_per_cycle as u32)?;
         let (range, replay, num_nesting_levels) = match mode {
@@ -109,21 +117,28 @@ impl Profiler {
         // SAFETY: both images move into `Counters`, whose heap buffers never reallocate and
         // outlive the range profiler (it is disabled before they drop).
         unsafe { range_profiler.set_config(&config_image, &mut counter_data, &config)? };
-        tracing::debug!(ranges_per_cycle, image_bytes = counter_data.len(), "gmprof: counter image");
+        tracing::info!(
+            ranges_per_cycle,
+            image_bytes = counter_data.len(),
+            bytes_per_range = per_range,
+            images,
+            "gmprof: counter image"
+        );
+        let evaluator = Evaluator::spawn(*cupti, host, names.clone(), range, cfg.background_evaluation)?;
         Ok(CounterSetup {
             counters: Counters {
                 range_profiler: Some(range_profiler),
                 counter_data,
                 config_image,
                 config,
-                host,
                 _api: api,
                 cycle: 0,
                 ordinal_in_cycle: 0,
                 dropped_ranges: 0,
-                auto_ranges_before_cycle: 0,
                 running: false,
                 user_depth: 0,
+                evaluator,
+                background_evaluation: cfg.background_evaluation,
             },
             metric_set: MetricSet { metrics: specs },
             names,
@@ -135,32 +150,41 @@ impl Profiler {
 }
 
 impl Shared {
-    /// Stops the profiler, evaluates the full image, re-initializes it and starts again.
+    /// Stops the profiler, hands the full image to the evaluator, re-arms and starts again.
     pub(super) fn cycle_counter_image(&self, counters: &mut Counters) -> Result<()> {
+        let t0 = Instant::now();
         self.finish_cycle(counters)?;
         self.rearm(counters)?;
         let Some(rp) = counters.range_profiler.as_ref() else { return Ok(()) };
+        let t_start = Instant::now();
         rp.start()?;
         counters.running = true;
+        let stats = &mut counters.evaluator.stats;
+        stats.start += t_start.elapsed();
+        stats.longest = stats.longest.max(t0.elapsed());
         Ok(())
     }
 
     /// Re-initializes the image and configuration for the next cycle.
     pub(super) fn rearm(&self, counters: &mut Counters) -> Result<()> {
         let Some(rp) = counters.range_profiler.as_ref() else { return Ok(()) };
+        let t0 = Instant::now();
         rp.initialize_counter_data(&mut counters.counter_data)?;
         // SAFETY: the images live in `counters` and outlive the range profiler.
         unsafe { rp.set_config(&counters.config_image, &mut counters.counter_data, &counters.config)? };
         counters.cycle += 1;
         counters.ordinal_in_cycle = 0;
+        counters.evaluator.stats.rearm += t0.elapsed();
         Ok(())
     }
 
-    /// Stops and decodes the current cycle and hands its counter ranges to the correlator.
+    /// Stops and decodes the current cycle and hands it to the evaluator.
     pub(super) fn finish_cycle(&self, counters: &mut Counters) -> Result<()> {
         let Some(rp) = counters.range_profiler.as_ref() else { return Ok(()) };
+        let t0 = Instant::now();
         let stop = rp.stop()?;
         counters.running = false;
+        counters.evaluator.stats.stop += t0.elapsed();
         if !stop.all_passes_submitted {
             self.state.lock().warnings.push(format!(
                 "counter cycle {}: CUPTI reported pass {} without all passes submitted",
@@ -170,37 +194,19 @@ impl Shared {
         self.collect_cycle(counters)
     }
 
-    /// Decodes the stopped cycle and hands its counter ranges to the correlator.
+    /// Decodes the stopped cycle and hands the image to the evaluator, which turns it into
+    /// counter ranges for the correlator (collected at finish). `counters.counter_data` is
+    /// then a spare image, to be re-armed before the profiler starts again.
     pub(super) fn collect_cycle(&self, counters: &mut Counters) -> Result<()> {
         let Some(rp) = counters.range_profiler.as_ref() else { return Ok(()) };
         counters.user_depth = 0;
+        let t0 = Instant::now();
         let dropped = rp.decode()?;
+        counters.evaluator.stats.decode += t0.elapsed();
         if dropped > 0 {
             tracing::warn!("gmprof: CUPTI dropped {dropped} counter range(s) in cycle {}", counters.cycle);
             counters.dropped_ranges += dropped as u64;
         }
-        let count = counters.counter_data.range_count(&self.cupti)?;
-        let names: Vec<&str> = self.metric_names.iter().map(String::as_str).collect();
-        let mut ranges = Vec::with_capacity(count);
-        // CUPTI numbers auto ranges from the profiler's enable, not per image: after a cycle
-        // of 1000 ranges the next image starts at "1000" (seen with CUPTI 13.0.1 on an H200).
-        // Rebase the numbers to the cycle, so the correlator's check (name == ordinal) stays
-        // a real check: a kernel CUPTI saw out of gmprof's order still shows as a mismatch.
-        let base = counters.auto_ranges_before_cycle;
-        for index in 0..count {
-            let image = counters.counter_data.bytes();
-            let raw_name = counters.host.range_name(image, index, "/")?;
-            let name = match (counters.config.range, raw_name.parse::<u64>()) {
-                (RangeMode::Auto, Ok(n)) if n >= base => (n - base).to_string(),
-                // A nested user range is named by its path; gmprof's own name is the last part.
-                (RangeMode::User, _) => raw_name.rsplit('/').next().unwrap_or_default().to_owned(),
-                _ => raw_name,
-            };
-            let values = counters.host.evaluate(image, index, &names)?;
-            ranges.push(CounterRange { cycle: counters.cycle, index: index as u32, name, values });
-        }
-        counters.auto_ranges_before_cycle += (count + dropped) as u64;
-        self.state.lock().correlator.add_counter_ranges(counters.cycle, ranges);
-        Ok(())
+        counters.evaluator.hand_off(counters.cycle, dropped, &mut counters.counter_data)
     }
 }

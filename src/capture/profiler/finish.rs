@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::model::{ClockPair, ClockSync, RunEnd};
 use crate::report::{CaptureInfo, Report};
 
+use super::evaluator::EvaluatorOutput;
 use super::*;
 
 /// Whether [`Profiler::finish_with`] releases CUPTI's objects after the report is written.
@@ -33,6 +34,9 @@ pub enum Teardown {
 /// What a capture holds until teardown.
 struct Leftovers {
     counters: Option<Counters>,
+    /// The evaluator's host object and images: the images stay alive until the range
+    /// profiler is disabled.
+    evaluated: Option<EvaluatorOutput>,
     membership: Option<HubMembership>,
     primary: Option<PrimaryContext>,
 }
@@ -86,7 +90,23 @@ impl Profiler {
         let shared = &self.shared;
         activity::flush_all(&shared.cupti, true)?;
         shared.drain_activity();
-        let running_cycle = shared.capture.lock().as_ref().and_then(|c| c.counters.as_ref()).map(|c| c.cycle);
+        // Counter cycles the evaluator finished go to the correlator now; a cycle still being
+        // evaluated counts as running, so its launches wait for the next checkpoint.
+        let (running_cycle, evaluated) = {
+            let guard = shared.capture.lock();
+            match guard.as_ref().and_then(|c| c.counters.as_ref()) {
+                Some(c) => (Some(c.cycle), c.evaluator.take_evaluated()),
+                None => (None, Vec::new()),
+            }
+        };
+        let running_cycle = {
+            let mut state = shared.state.lock();
+            for (cycle, ranges) in evaluated {
+                state.correlator.add_counter_ranges(cycle, ranges);
+            }
+            running_cycle
+                .map(|running| (0..running).find(|c| !state.correlator.has_counter_cycle(*c)).unwrap_or(running))
+        };
         let now = ClockPair { cupti_ns: activity::timestamp(&shared.cupti)?, unix_ns: unix_ns() };
         let (correlator, mut tree, mut warnings, pending) = {
             let state = shared.state.lock();
@@ -138,9 +158,10 @@ impl Shared {
         let clock_finish = ClockPair { cupti_ns: activity::timestamp(&self.cupti)?, unix_ns: unix_ns() };
         let mut dropped_ranges = 0;
         let mut counters = capture.counters.take();
+        let mut evaluated = None;
         if let Some(counters) = counters.as_mut() {
             tracing::debug!("gmprof: finish: decoding the last counter cycle");
-            self.stop_counters(counters)?;
+            evaluated = Some(self.stop_counters(counters)?);
             dropped_ranges = counters.dropped_ranges;
         }
         // The last activity records, while every CUPTI object is still alive.
@@ -196,13 +217,14 @@ impl Shared {
         drop(state);
         let mut info = self.capture_info(clock_finish, warnings, dropped_ranges, dropped_records);
         info.run_end = Some(run_end);
-        let leftovers = Leftovers { counters, membership: capture.membership.take(), primary: capture._primary.take() };
+        let leftovers =
+            Leftovers { counters, evaluated, membership: capture.membership.take(), primary: capture._primary.take() };
         Ok((info, leftovers))
     }
 
     /// Ends the counter side: closes what is open, stops and decodes the last cycle (an
     /// unfinished iteration-replay round is dropped, with a warning).
-    fn stop_counters(&self, counters: &mut Counters) -> Result<()> {
+    fn stop_counters(&self, counters: &mut Counters) -> Result<EvaluatorOutput> {
         let unfinished_round = {
             let replay = self.replay.lock();
             replay.active.then_some(replay.pass + 1)
@@ -234,18 +256,41 @@ impl Shared {
             }
             self.finish_cycle(counters)?;
         }
-        Ok(())
+        // Every decoded image's counter ranges, from the evaluator thread.
+        tracing::debug!("gmprof: finish: waiting for the counter evaluator");
+        let stats = counters.evaluator.stats;
+        let mut evaluated = counters.evaluator.finish();
+        tracing::info!("gmprof: {}", stats.describe(&evaluated, counters.background_evaluation));
+        let mut state = self.state.lock();
+        for (cycle, ranges) in std::mem::take(&mut evaluated.cycles) {
+            state.correlator.add_counter_ranges(cycle, ranges);
+        }
+        state.warnings.append(&mut evaluated.errors);
+        if stats.waits > 0 {
+            state.warnings.push(format!(
+                "the launching thread waited {} time(s), {:.1} ms in total, for the counter evaluator to finish \
+                 an earlier cycle (a cycle filled faster than it was evaluated)",
+                stats.waits,
+                stats.waited.as_secs_f64() * 1e3
+            ));
+        }
+        Ok(evaluated)
     }
 
     /// Releases CUPTI's objects, after the report exists.
     fn release(&self, leftovers: Leftovers) -> Result<()> {
-        let Leftovers { counters, membership, primary } = leftovers;
+        let Leftovers { counters, evaluated, membership, primary } = leftovers;
         if let Some(mut counters) = counters {
             tracing::debug!("gmprof: finish: disabling the range profiler");
             if let Some(rp) = counters.range_profiler.take() {
                 rp.shutdown()?;
             }
-            counters.host.shutdown()?;
+            if let Some(mut evaluated) = evaluated {
+                drop(std::mem::take(&mut evaluated.images));
+                if let Some(host) = evaluated.host.take() {
+                    host.shutdown()?;
+                }
+            }
             counters._api.shutdown()?;
         }
         if let Some(membership) = membership {

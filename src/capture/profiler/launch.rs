@@ -3,6 +3,7 @@
 //! arrive from the hub.
 
 use std::cell::Cell;
+use std::ffi::{CStr, CString};
 use std::sync::atomic::Ordering;
 
 use crate::checked::activity::ActivityRecord;
@@ -39,6 +40,38 @@ fn os_thread_id() -> u64 {
     use std::sync::atomic::AtomicU64;
     static NEXT: AtomicU64 = AtomicU64::new(1);
     NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A correlation id as a NUL-terminated decimal string on the stack: the per-kernel range's
+/// name, made without allocating on the launch path.
+struct IdName {
+    bytes: [u8; 11],
+    start: usize,
+}
+
+impl IdName {
+    fn new(mut id: u32) -> Self {
+        // u32::MAX has 10 digits; the last byte is the NUL.
+        let mut bytes = [0u8; 11];
+        let mut start = 10;
+        loop {
+            start -= 1;
+            bytes[start] = b'0' + (id % 10) as u8;
+            id /= 10;
+            if id == 0 {
+                break;
+            }
+        }
+        IdName { bytes, start }
+    }
+}
+
+impl std::ops::Deref for IdName {
+    type Target = CStr;
+    fn deref(&self) -> &CStr {
+        // Digits, then the one NUL at the end: a valid C string.
+        CStr::from_bytes_with_nul(&self.bytes[self.start..]).unwrap_or_default()
+    }
 }
 
 thread_local! {
@@ -164,7 +197,14 @@ impl Shared {
         });
     }
 
-    pub(super) fn record_launch(&self, cb: &ApiCallback<'_>, replay_active: bool) -> Option<RangeId> {
+    /// Records a launch: its counter cycle and ordinal (cycling a full counter image first),
+    /// and, with `kernel_range`, opens its per-kernel CUPTI range under the same lock.
+    pub(super) fn record_launch(
+        &self,
+        cb: &ApiCallback<'_>,
+        replay_active: bool,
+        kernel_range: bool,
+    ) -> Option<RangeId> {
         let (cycle, ordinal) = {
             let mut guard = self.capture.lock();
             let capture = guard.as_mut()?;
@@ -179,6 +219,9 @@ impl Shared {
                     }
                     let at = (counters.cycle, counters.ordinal_in_cycle);
                     counters.ordinal_in_cycle += 1;
+                    if kernel_range {
+                        self.push_kernel_range_locked(counters, &IdName::new(cb.correlation_id));
+                    }
                     at
                 }
                 None => (0, self.launches.fetch_add(1, Ordering::Relaxed)),
@@ -208,7 +251,7 @@ impl Shared {
     pub(super) fn on_kernel_launch(&self, cb: &ApiCallback<'_>) {
         if !self.user_replay() {
             // No replay state in kernel_replay and trace: keep the launch path lock-light.
-            self.record_launch(cb, false);
+            self.record_launch(cb, false, false);
             return;
         }
         let mut replay = self.replay.lock();
@@ -225,8 +268,13 @@ impl Shared {
             let name = replay.kernel_script.get(position).map(|(c, _)| *c);
             drop(replay);
             if self.mode == ProfilingMode::PerKernel && cb.launch == LaunchKind::Kernel {
-                let name = name.map_or_else(|| format!("gmprof-replay-extra-{}", cb.correlation_id), |c| c.to_string());
-                self.push_kernel_range(&name);
+                match name {
+                    Some(c) => self.push_kernel_range(&IdName::new(c)),
+                    None => {
+                        let extra = format!("gmprof-replay-extra-{}", cb.correlation_id);
+                        self.push_kernel_range(&CString::new(extra).unwrap_or_default());
+                    }
+                }
             }
             return;
         }
@@ -235,30 +283,34 @@ impl Shared {
             replay.unreplayed_launches += 1;
         }
         drop(replay);
-        let range = self.record_launch(cb, active);
+        // The per-kernel CUPTI range opens under the same lock as the launch's ordinal.
+        let kernel_range = self.mode == ProfilingMode::PerKernel && cb.launch == LaunchKind::Kernel;
+        let range = self.record_launch(cb, active, kernel_range);
         if active {
             let mut replay = self.replay.lock();
             replay.kernel_script.push((cb.correlation_id, range));
             replay.tracked.insert(cb.correlation_id);
         }
-        if self.mode == ProfilingMode::PerKernel && cb.launch == LaunchKind::Kernel {
-            self.push_kernel_range(&cb.correlation_id.to_string());
-        }
     }
 
     /// Opens the per-kernel CUPTI range of the launch in flight (PerKernel mode).
-    pub(super) fn push_kernel_range(&self, name: &str) {
+    pub(super) fn push_kernel_range(&self, name: &CStr) {
         let mut guard = self.capture.lock();
         let Some(counters) = guard.as_mut().and_then(|c| c.counters.as_mut()) else { return };
+        self.push_kernel_range_locked(counters, name);
+    }
+
+    /// [`Shared::push_kernel_range`] with the capture lock held.
+    fn push_kernel_range_locked(&self, counters: &mut Counters, name: &CStr) {
         let Some(rp) = counters.range_profiler.as_ref().filter(|_| counters.running) else { return };
-        match rp.push(name) {
+        match rp.push_cstr(name) {
             Ok(()) => {
                 counters.user_depth += 1;
                 PUSHED_KERNEL_RANGE.with(|p| p.set(true));
             }
             Err(e) => {
-                drop(guard);
-                self.state.lock().warnings.push(format!("per-kernel range {name}: {e}"));
+                // Lock order: capture, then state.
+                self.state.lock().warnings.push(format!("per-kernel range {}: {e}", name.to_string_lossy()));
             }
         }
     }
@@ -276,6 +328,18 @@ impl Shared {
                 drop(guard);
                 self.state.lock().warnings.push(format!("closing a per-kernel range: {e}"));
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IdName;
+
+    #[test]
+    fn correlation_ids_become_c_strings_without_allocating() {
+        for id in [0u32, 7, 10, 4096, 123_456_789, u32::MAX] {
+            assert_eq!(IdName::new(id).to_str().ok(), Some(id.to_string().as_str()));
         }
     }
 }

@@ -12,6 +12,8 @@
 //! # Modes
 //! - [`ProfilingMode::KernelReplay`]: CUPTI auto range + kernel replay; kernel time from
 //!   `gpu__time_duration.sum` (activity records have start == end while it runs).
+//! - [`ProfilingMode::PerKernel`], [`ProfilingMode::PerRange`]: CUPTI user ranges + user
+//!   replay; kernel time from the activity records, whose timestamps are real there.
 //! - [`ProfilingMode::Trace`]: activity and callbacks only, no counters; kernels, memcpys and
 //!   memsets carry their real start and end. Range push and pop times come from
 //!   `cuptiGetTimestamp`, the clock of the activity records, so the whole trace lives in one
@@ -27,14 +29,17 @@
 //! the same when several threads launch, the callback holds a gate from the launch's entry
 //! to its exit. Kernel replay serializes kernels anyway, so the gate costs nothing extra.
 //!
-//! # No kernel limit
+//! # No kernel limit, no periodic stall
 //! The counter data image holds `ranges_per_cycle` ranges (sized from a memory budget). When
-//! a cycle is full, the next launch first stops the profiler, decodes and evaluates the
-//! image, re-initializes it and starts again, as NVIDIA's profiling_injection sample does.
-//! Host memory then grows with the results, not with the number of kernels.
+//! a cycle is full, the next launch first stops the profiler and decodes the image, as
+//! NVIDIA's profiling_injection sample does; then it hands the decoded image to a background
+//! evaluator thread, arms a spare image and starts again (double buffering, see the private
+//! `evaluator` module). Host memory then grows with the results, not with the number of
+//! kernels, and the launching thread does not wait for the evaluation of 2000 ranges.
 
 mod builder;
 mod counters;
+mod evaluator;
 mod finish;
 mod launch;
 mod replay;
