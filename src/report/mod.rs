@@ -23,6 +23,7 @@ pub mod csv;
 pub mod group;
 pub mod html;
 pub mod json;
+pub mod merge;
 pub mod stats;
 pub mod summary;
 pub mod timeline;

@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicI32, Ordering};
 
 use crate::checked::library::cupti_candidates;
 use crate::error::{Error, Result};
-use crate::report::OUTPUT_FILES;
-use crate::ways_in::injection::{env, InjectionStatus, STATUS_FILE};
+use crate::ways_in::injection::{env, InjectionStatus};
+use crate::ways_in::layout::{self, LAUNCHER_PID_ENV};
 
 /// Environment variable naming libgmprof.so explicitly (also read by the Python module).
 pub const LIBRARY_ENV: &str = "GMPROF_LIBRARY";
@@ -137,6 +137,9 @@ impl LaunchPlan {
             // The injected library loads the same libcupti that NVTX was pointed at.
             (crate::checked::library::CUPTI_LIB_ENV.into(), cupti.clone().into()),
             (env::OUT.into(), output_dir.clone().into()),
+            // The program started here writes into the output directory itself; the
+            // processes it starts, each into its own (crate::ways_in::layout).
+            (LAUNCHER_PID_ENV.into(), std::process::id().to_string().into()),
         ];
         if let Some(mode) = &opts.mode {
             env.push((env::MODE.into(), mode.into()));
@@ -161,16 +164,23 @@ impl LaunchPlan {
         Ok(LaunchPlan { library, cupti, output_dir, env, program: opts.program.clone() })
     }
 
-    /// Removes outputs of an earlier run from the output directory (only gmprof's files),
-    /// so that what is read afterwards is this run's.
-    pub fn clear_stale_outputs(&self) -> Result<()> {
-        for name in OUTPUT_FILES.iter().copied().chain([STATUS_FILE]) {
-            let path = self.output_dir.join(name);
-            match std::fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(Error::io(&path, e)),
-            }
+    /// Where the processes' directories are: the output directory, or the part of a
+    /// template before its first `%`.
+    pub fn output_root(&self) -> PathBuf {
+        layout::template_root(&self.output_dir)
+    }
+
+    /// Refuses an output directory that holds results of an earlier run, in it or in a
+    /// subdirectory: gmprof never writes over results.
+    pub fn check_fresh_output(&self) -> Result<()> {
+        let root = self.output_root();
+        if let Some(found) = crate::report::merge::result_dirs(&root, layout::RESULT_FILES.as_slice()).first() {
+            return Err(Error::InvalidConfig(format!(
+                "{} already holds the results of an earlier run (in {}); gmprof does not write over results: \
+                 remove them or choose another -o",
+                root.display(),
+                found.display()
+            )));
         }
         Ok(())
     }
@@ -182,7 +192,7 @@ impl LaunchPlan {
     /// Ctrl-C already reaches the program and is not sent twice. If `gmprof run` itself is
     /// killed, the program gets SIGTERM (`PR_SET_PDEATHSIG`), so it still writes its outputs.
     pub fn run(&self) -> Result<Outcome> {
-        self.clear_stale_outputs()?;
+        self.check_fresh_output()?;
         let (program, args) = self.program.split_first().ok_or_else(|| Error::InvalidConfig("no program".into()))?;
         let mut command = Command::new(program);
         command.args(args).envs(self.env.iter().map(|(k, v)| (k, v)));
@@ -350,6 +360,31 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("could not find libcupti.so (tried: /nowhere/libcupti.so)"), "{e}");
+    }
+
+    #[test]
+    fn earlier_results_are_refused_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let cupti = dir.path().join("libcupti.so");
+        std::fs::write(&cupti, b"").unwrap();
+        let candidates = [cupti.display().to_string()];
+        let mut o = opts(dir.path());
+        let plan = LaunchPlan::with_cupti_candidates(&o, &candidates).unwrap();
+        let launcher = plan.env.iter().find(|(k, _)| k == LAUNCHER_PID_ENV).unwrap();
+        assert_eq!(launcher.1, OsString::from(std::process::id().to_string()));
+        plan.check_fresh_output().unwrap();
+        let rank_dir = dir.path().join("out/node-1");
+        std::fs::create_dir_all(&rank_dir).unwrap();
+        std::fs::write(rank_dir.join("ranges.csv"), "").unwrap();
+        plan.check_fresh_output().expect("no report.json or injection.json: not results");
+        std::fs::write(rank_dir.join("injection.json"), "{}").unwrap();
+        let e = plan.check_fresh_output().unwrap_err().to_string();
+        assert!(e.contains("already holds the results") && e.contains("node-1"), "{e}");
+        // A template looks under the part before its first %.
+        o.output_dir = dir.path().join("out/%h-%p");
+        let plan = LaunchPlan::with_cupti_candidates(&o, &candidates).unwrap();
+        assert_eq!(plan.output_root(), dir.path().join("out"));
+        assert!(plan.check_fresh_output().is_err());
     }
 
     #[test]

@@ -11,5 +11,6 @@ pub mod capi;
 pub(crate) mod global;
 pub mod injection;
 pub mod launch;
+pub mod layout;
 pub mod outputs;
 pub mod signals;
