@@ -116,7 +116,9 @@ enum Command {
         /// comma-separated).
         #[arg(long = "nvtx-include", value_delimiter = ',')]
         nvtx_include: Vec<String>,
-        /// Output directory.
+        /// Output directory. The program started writes into it; every other process that
+        /// profiles, into its own subdirectory (`<host>-<rank>`, `<host>-pid<pid>`). A path with
+        /// `%p` (pid), `%h` (host) or `%q{VAR}` (environment variable) is a per-process template.
         #[arg(short, long = "out", default_value = "gmprof-out")]
         out: PathBuf,
         /// How helper threads' kernels are attributed: process (default) or thread.
@@ -266,18 +268,20 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         };
         let plan = LaunchPlan::new(&opts)?;
         let outcome = plan.run()?;
-        if outcome.has_outputs() {
+        let profiled: Vec<_> = outcome.profiled().collect();
+        if let [only] = profiled.as_slice() {
             println!();
-            if let Err(e) = print_report(&outcome.output_dir, false, stats, &view) {
+            if let Err(e) = print_report(&only.dir, false, stats, &view) {
                 eprintln!("gmprof: could not read the outputs back: {e}");
             }
         }
         for line in outcome.messages() {
             eprintln!("gmprof: {line}");
         }
-        // A program ended by a signal gives 128 + its number, as a shell reports it.
+        // The program's status, whatever was profiled (a launcher or a worker that created no
+        // CUDA context is not an error); a program ended by a signal gives 128 + its number,
+        // as a shell reports it.
         let code = match (outcome.exit.code(), std::os::unix::process::ExitStatusExt::signal(&outcome.exit)) {
-            (Some(0), _) if !outcome.has_outputs() => 1,
             (Some(c), _) => c.clamp(0, 255) as u8,
             (None, Some(signal)) => (128 + signal).clamp(0, 255) as u8,
             (None, None) => 128,

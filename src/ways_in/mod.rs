@@ -13,4 +13,5 @@ pub mod injection;
 pub mod launch;
 pub mod layout;
 pub mod outputs;
+pub mod processes;
 pub mod signals;
