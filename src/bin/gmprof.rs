@@ -7,7 +7,8 @@
 //!   injection and prints the summary (and writes the HTML report with `--html`); it exits
 //!   with the program's status.
 //! - `gmprof report OUT` reprints the summary of saved outputs (`--html FILE` writes the
-//!   HTML report).
+//!   HTML report); on a directory of several processes' outputs, the merged summary.
+//! - `gmprof merge OUT` merges several processes' outputs: one summary, and merged.csv.
 //!
 //! Errors print as one readable message and exit with status 1; nothing panics.
 
@@ -20,6 +21,7 @@ use gmprof::launch::{LaunchOptions, LaunchPlan};
 use gmprof::metrics::MetricCatalog;
 use gmprof::model::{MetricKind, ProfilingMode, GPU_TIME_METRIC};
 use gmprof::profiler::{check_iteration_replay, DEFAULT_METRICS};
+use gmprof::report::merge;
 use gmprof::report::summary::DEFAULT_TOP;
 use gmprof::report::{GroupBy, SummaryOptions};
 use gmprof::trace_check::{check_trace_file, CheckOptions, DEFAULT_LAUNCH_LATENCY_ALLOWANCE_US};
@@ -148,6 +150,12 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         program: Vec<std::ffi::OsString>,
     },
+    /// One summary across the processes of a run (ranks, workers): per range path, the min,
+    /// median and max of GPU time across processes and the slowest one; writes merged.csv.
+    Merge {
+        /// The output directory of the run: its subdirectories (and itself) hold report.json.
+        dir: PathBuf,
+    },
     /// Check a Chrome trace JSON file (gmprof's or another tool's) for well-formedness.
     CheckTrace {
         /// The trace file.
@@ -213,7 +221,31 @@ fn kind_name(kind: MetricKind) -> &'static str {
     }
 }
 
+/// Merges the processes under `dir`, writes merged.csv and prints the summary.
+fn print_merged(dir: &std::path::Path) -> gmprof::Result<()> {
+    let merged = merge::merge_dir(dir)?;
+    println!("{merged}");
+    eprintln!("gmprof: wrote {}", dir.join(merge::MERGED_CSV).display());
+    Ok(())
+}
+
 fn print_report(path: &std::path::Path, csv: bool, stats: bool, view: &ViewArgs) -> gmprof::Result<()> {
+    // A directory of several processes' outputs (a distributed run) is merged; one with a
+    // single process's outputs in a subdirectory is that process's report.
+    if path.is_dir() && !path.join("report.json").is_file() {
+        match merge::result_dirs(path, &["report.json"]).as_slice() {
+            [] => {}
+            [only] => return print_report(only, csv, stats, view),
+            _ if csv => {
+                return Err(gmprof::Error::InvalidConfig(format!(
+                    "{} holds several processes' reports: `gmprof merge {}` writes merged.csv",
+                    path.display(),
+                    path.display()
+                )))
+            }
+            _ => return print_merged(path),
+        }
+    }
     let file = if path.is_dir() { path.join("report.json") } else { path.to_owned() };
     let report = gmprof::Report::read_json(&file)?;
     if csv {
@@ -274,6 +306,11 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
             if let Err(e) = print_report(&only.dir, false, stats, &view) {
                 eprintln!("gmprof: could not read the outputs back: {e}");
             }
+        } else if profiled.len() > 1 {
+            println!();
+            if let Err(e) = print_merged(&outcome.output_dir) {
+                eprintln!("gmprof: could not merge the outputs: {e}");
+            }
         }
         for line in outcome.messages() {
             eprintln!("gmprof: {line}");
@@ -314,6 +351,7 @@ fn run_tool(cli: Cli) -> gmprof::Result<()> {
             Ok(())
         }
         Command::Report { path, csv, stats, view } => print_report(&path, csv, stats, &view),
+        Command::Merge { dir } => print_merged(&dir),
         Command::Passes { metrics, chip } => {
             let cupti = Cupti::load()?;
             let chip = chip_name(&chip, &cupti)?;

@@ -298,7 +298,7 @@ impl Outcome {
             }
         }
         if self.profiled().count() > 1 {
-            out.push(format!("one summary across the processes: gmprof merge {}", self.output_dir.display()));
+            out.push(format!("merged summary above; again with: gmprof merge {}", self.output_dir.display()));
         }
         if !self.exit.success() {
             let how = match (self.exit.code(), self.exit.signal()) {
@@ -488,7 +488,7 @@ mod tests {
         );
         assert_eq!(m[1], "rank 0 (pid 10 on node7): 0 NVTX range(s) followed of 0 pushed");
         assert!(m[3].starts_with("rank 1 (pid 11 on node7): NVIDIA H200, 236 kernels"), "{}", m[3]);
-        assert_eq!(m[6], format!("one summary across the processes: gmprof merge {}", root.display()));
+        assert_eq!(m[6], format!("merged summary above; again with: gmprof merge {}", root.display()));
         assert!(!m.iter().any(|l| l.contains("never created") || l.contains("exited with")), "{m:#?}");
     }
 }

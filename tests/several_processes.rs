@@ -1,0 +1,63 @@
+//! `gmprof merge` and `gmprof report` on recorded outputs of several processes (ranks).
+
+use std::path::Path;
+use std::process::Command;
+
+use gmprof::Report;
+
+fn write_rank(root: &Path, dir: &str, scale: f64) {
+    let mut r = Report::from_json(include_str!("golden/report.json")).unwrap();
+    r.meta.device_name = Some("NVIDIA H200".into());
+    for row in &mut r.ranges {
+        row.gpu_time_ns = row.gpu_time_ns.map(|t| (t as f64 * scale) as u64);
+    }
+    r.write_all(root.join(dir)).unwrap();
+}
+
+fn gmprof(args: &[&std::ffi::OsStr]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gmprof")).args(args).output().unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+#[test]
+fn merge_and_report_read_a_directory_of_ranks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    write_rank(root, "node7-0", 1.0);
+    write_rank(root, "node7-1", 3.0);
+
+    let (ok, stdout, stderr) = gmprof(&["merge".as_ref(), root.as_os_str()]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.starts_with("# 2 process(es):\n#   node7-0: NVIDIA H200\n#   node7-1: NVIDIA H200\n"), "{stdout}");
+    let step = stdout.lines().find(|l| l.starts_with("train_step ")).unwrap();
+    assert!(step.contains("2/2") && step.ends_with("node7-1"), "{step}");
+    let csv = std::fs::read_to_string(root.join("merged.csv")).unwrap();
+    assert!(csv.starts_with("\"path\",\"processes\",\"measured\",\"min_gpu_time_ns\""), "{csv}");
+    assert!(stderr.contains("merged.csv"), "{stderr}");
+
+    // `gmprof report` on the directory gives the same summary.
+    let (ok, report_stdout, stderr) = gmprof(&["report".as_ref(), root.as_os_str()]);
+    assert!(ok, "{stderr}");
+    assert_eq!(report_stdout, stdout);
+    let (ok, _, stderr) = gmprof(&["report".as_ref(), "--csv".as_ref(), root.as_os_str()]);
+    assert!(!ok && stderr.contains("gmprof merge"), "{stderr}");
+}
+
+#[test]
+fn report_on_a_directory_with_one_process_inside_reads_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    write_rank(tmp.path(), "node7-pid42", 1.0);
+    let (ok, single, stderr) = gmprof(&["report".as_ref(), tmp.path().join("node7-pid42").as_os_str()]);
+    assert!(ok, "{stderr}");
+    let (ok, stdout, stderr) = gmprof(&["report".as_ref(), tmp.path().as_os_str()]);
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout, single);
+    assert!(!stdout.contains("process(es)"), "{stdout}");
+}
+
+#[test]
+fn merge_of_a_directory_without_reports_fails_plainly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (ok, _, stderr) = gmprof(&["merge".as_ref(), tmp.path().as_os_str()]);
+    assert!(!ok && stderr.contains("no report.json in it or in its subdirectories"), "{stderr}");
+}
