@@ -62,7 +62,8 @@ pub struct MergedRow {
     pub median_ns: Option<u64>,
     /// Largest measured total.
     pub max_ns: Option<u64>,
-    /// The label of the process with the largest total.
+    /// The label of the (first) process with the largest total; `None` when every process
+    /// that measured the path measured the same.
     pub slowest: Option<String>,
 }
 
@@ -122,7 +123,12 @@ impl Merged {
                     min_ns: measured.first().map(|m| m.0),
                     median_ns,
                     max_ns: measured.last().map(|m| m.0),
-                    slowest: measured.last().map(|m| processes[m.1].label.clone()),
+                    // The first process with the largest total; none when all are equal.
+                    slowest: measured
+                        .last()
+                        .filter(|last| last.0 > measured[0].0)
+                        .and_then(|last| measured.iter().find(|m| m.0 == last.0))
+                        .map(|m| processes[m.1].label.clone()),
                     gpu_time_ns,
                     instances,
                 }
@@ -334,9 +340,10 @@ mod tests {
         assert_eq!(loader.instances, [0, 2]);
         assert_eq!(loader.gpu_time_ns[0], None);
         assert_eq!(loader.median_ns, totals(&b, "data_loader"));
-        assert_eq!(loader.slowest.as_deref(), Some("r1"));
+        assert_eq!(loader.slowest, None, "measured by one process only");
         let fwd = m.rows.iter().find(|r| r.path == "train_step/forward").unwrap();
         assert_eq!(fwd.gpu_time_ns, [totals(&a, "train_step/forward"), None]);
+        assert_eq!(fwd.slowest, None, "one measurement: nothing is slower");
         assert_eq!((fwd.min_ns, fwd.max_ns, fwd.measured()), (fwd.gpu_time_ns[0], fwd.gpu_time_ns[0], 1));
         assert!(m.warnings[0].contains("different modes") && m.warnings[0].contains("r1: trace"), "{:?}", m.warnings);
         let mut out = Vec::new();
@@ -344,7 +351,13 @@ mod tests {
         let csv = String::from_utf8(out).unwrap();
         let line = csv.lines().find(|l| l.starts_with("\"train_step/forward\",")).unwrap();
         let t = fwd.gpu_time_ns[0].unwrap();
-        assert_eq!(line, format!("\"train_step/forward\",2,1,{t},{t},{t},\"r0\",{t},\"\""), "blank, not 0");
+        assert_eq!(line, format!("\"train_step/forward\",2,1,{t},{t},{t},\"\",{t},\"\""), "blank, not 0");
+        // Equal totals: no slowest; a tie at the top names the first.
+        let c = ProcessReport { label: "r2".into(), dir: "r2".into(), report: b.clone() };
+        let m = Merged::of(&[procs[0].clone(), procs[0].clone(), procs[1].clone(), c]);
+        assert_eq!(m.rows.iter().find(|r| r.path == "<root>").unwrap().slowest.as_deref(), Some("r1"));
+        let m = Merged::of(&[procs[0].clone(), procs[0].clone()]);
+        assert!(m.rows.iter().all(|r| r.slowest.is_none()));
     }
 
     #[test]
