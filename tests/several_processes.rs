@@ -33,7 +33,10 @@ fn merge_and_report_read_a_directory_of_ranks() {
     assert!(step.contains("2/2") && step.ends_with("node7-1"), "{step}");
     let csv = std::fs::read_to_string(root.join("merged.csv")).unwrap();
     assert!(csv.starts_with("\"path\",\"processes\",\"measured\",\"min_gpu_time_ns\""), "{csv}");
-    assert!(stderr.contains("merged.csv"), "{stderr}");
+    assert!(stderr.contains("merged.csv") && stderr.contains("merged-trace.json"), "{stderr}");
+    let trace = root.join("merged-trace.json");
+    let (ok, stdout_check, stderr) = gmprof(&["check-trace".as_ref(), trace.as_os_str()]);
+    assert!(ok && stdout_check.trim_end().ends_with("events, OK"), "{stdout_check}{stderr}");
 
     // `gmprof report` on the directory gives the same summary.
     let (ok, report_stdout, stderr) = gmprof(&["report".as_ref(), root.as_os_str()]);

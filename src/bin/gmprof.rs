@@ -8,7 +8,8 @@
 //!   with the program's status.
 //! - `gmprof report OUT` reprints the summary of saved outputs (`--html FILE` writes the
 //!   HTML report); on a directory of several processes' outputs, the merged summary.
-//! - `gmprof merge OUT` merges several processes' outputs: one summary, and merged.csv.
+//! - `gmprof merge OUT` merges several processes' outputs: one summary, merged.csv and
+//!   merged-trace.json.
 //!
 //! Errors print as one readable message and exit with status 1; nothing panics.
 
@@ -151,7 +152,8 @@ enum Command {
         program: Vec<std::ffi::OsString>,
     },
     /// One summary across the processes of a run (ranks, workers): per range path, the min,
-    /// median and max of GPU time across processes and the slowest one; writes merged.csv.
+    /// median and max of GPU time across processes and the slowest one; writes merged.csv
+    /// and merged-trace.json (one Perfetto trace, processes side by side).
     Merge {
         /// The output directory of the run: its subdirectories (and itself) hold report.json.
         dir: PathBuf,
@@ -225,7 +227,11 @@ fn kind_name(kind: MetricKind) -> &'static str {
 fn print_merged(dir: &std::path::Path) -> gmprof::Result<()> {
     let merged = merge::merge_dir(dir)?;
     println!("{merged}");
-    eprintln!("gmprof: wrote {}", dir.join(merge::MERGED_CSV).display());
+    eprintln!(
+        "gmprof: wrote {} and {}",
+        dir.join(merge::MERGED_CSV).display(),
+        dir.join(gmprof::report::merge_trace::MERGED_TRACE).display()
+    );
     Ok(())
 }
 

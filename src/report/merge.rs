@@ -7,7 +7,8 @@
 //! (Σ over the path's instances), then the minimum, median and maximum across the
 //! processes that measured it and the slowest process. A process that measured nothing
 //! for a path, or has no such range, is blank, never 0, and is left out of the statistics.
-//! [`Merged::write_csv`] writes `merged.csv`; [`Merged`]'s `Display` is the summary table.
+//! [`Merged::write_csv`] writes `merged.csv`; [`Merged`]'s `Display` is the summary table;
+//! [`crate::report::merge_trace`] puts the processes' timelines in one Perfetto trace.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -216,7 +217,8 @@ impl fmt::Display for Merged {
     }
 }
 
-/// Reads the processes under `root`, merges them and writes `root/merged.csv`.
+/// Reads the processes under `root`, merges them and writes `root/merged.csv` and
+/// `root/merged-trace.json` ([`crate::report::merge_trace`]).
 pub fn merge_dir(root: &Path) -> Result<Merged> {
     let processes = ProcessReport::read_all(root)?;
     if processes.is_empty() {
@@ -227,6 +229,7 @@ pub fn merge_dir(root: &Path) -> Result<Merged> {
     }
     let merged = Merged::of(&processes);
     merged.write_csv(root.join(MERGED_CSV))?;
+    crate::report::merge_trace::merged_trace(&processes).write(root.join(crate::report::merge_trace::MERGED_TRACE))?;
     Ok(merged)
 }
 
