@@ -74,6 +74,11 @@ const char *gmprof_last_error(void);
 /* The library version, e.g. "0.1.0". */
 const char *gmprof_version(void);
 
+/* The directory this process writes into: output_dir itself, or its per-process
+   subdirectory (DIR/<host>-<rank>/ under a rank variable). "" before gmprof_init; valid
+   until the next gmprof_init. */
+const char *gmprof_output_dir(void);
+
 #ifdef __cplusplus
 }
 #endif

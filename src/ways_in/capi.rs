@@ -117,8 +117,18 @@ pub struct Options {
 }
 
 /// The C functions the header declares, checked against `include/gmprof.h` by the tests.
-pub const EXPORTED_FUNCTIONS: [&str; 6] =
-    ["gmprof_init", "gmprof_push_range", "gmprof_pop_range", "gmprof_finish", "gmprof_last_error", "gmprof_version"];
+pub const EXPORTED_FUNCTIONS: [&str; 7] = [
+    "gmprof_init",
+    "gmprof_push_range",
+    "gmprof_pop_range",
+    "gmprof_finish",
+    "gmprof_last_error",
+    "gmprof_version",
+    "gmprof_output_dir",
+];
+
+/// The directory the last `gmprof_init` claimed (see [`crate::ways_in::layout`]).
+static OUTPUT_DIR: Mutex<Option<CString>> = Mutex::new(None);
 
 struct Session {
     profiler: Profiler,
@@ -219,6 +229,7 @@ pub unsafe extern "C" fn gmprof_init(options: *const Options) -> Status {
         // Each process gets its own directory (ranks, workers, a second run): never an overwrite.
         let out = PathBuf::from(out.unwrap_or_else(|| "gmprof-out".into()));
         let dir = crate::ways_in::layout::claim_for_process(&out, &|k: &str| std::env::var(k).ok()).map_err(fail)?;
+        *OUTPUT_DIR.lock() = CString::new(dir.as_os_str().as_encoded_bytes()).ok();
         let outputs = std::sync::Arc::new(Outputs::new(dir));
         install_exit_hooks();
         if let Some(every) =
@@ -399,6 +410,14 @@ extern "C" {
 #[no_mangle]
 pub extern "C" fn gmprof_last_error() -> *const c_char {
     LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
+
+/// The directory this process writes its outputs into (the configured output directory or
+/// its per-process subdirectory), "" before the first `gmprof_init`. Valid until the next
+/// `gmprof_init`.
+#[no_mangle]
+pub extern "C" fn gmprof_output_dir() -> *const c_char {
+    OUTPUT_DIR.lock().as_ref().map_or(c"".as_ptr(), |d| d.as_ptr())
 }
 
 /// The library version.
