@@ -64,3 +64,51 @@ fn merge_of_a_directory_without_reports_fails_plainly() {
     let (ok, _, stderr) = gmprof(&["merge".as_ref(), tmp.path().as_os_str()]);
     assert!(!ok && stderr.contains("no report.json in it or in its subdirectories"), "{stderr}");
 }
+
+#[path = "common/cdylib.rs"]
+mod common;
+
+/// `gmprof run` with a stand-in libcupti: the program runs, nothing initializes CUDA.
+fn run(out: &Path, program: &[&str]) -> (Option<i32>, String, String) {
+    let cupti = out.with_file_name("libcupti.so");
+    std::fs::write(&cupti, b"").unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_gmprof"))
+        .env("GMPROF_CUPTI_LIB", &cupti)
+        .arg("run")
+        .arg("--lib")
+        .arg(common::cdylib())
+        .arg("-o")
+        .arg(out)
+        .arg("--")
+        .args(program)
+        .output()
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into(),
+        String::from_utf8_lossy(&output.stderr).into(),
+    )
+}
+
+#[test]
+fn run_exits_with_the_programs_status_and_refuses_earlier_results() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    // No CUDA context anywhere is no error of gmprof's: the program's status comes back.
+    let (code, stdout, stderr) = run(&out, &["sh", "-c", "echo launcher=$GMPROF_LAUNCHER_PID; exit 3"]);
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(stdout.trim().strip_prefix("launcher=").is_some_and(|pid| pid.parse::<u32>().is_ok()), "{stdout}");
+    assert!(
+        stderr.contains("no process created a CUDA context") && stderr.contains("exited with status 3"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = run(&out, &["true"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    // A rank directory of an earlier run: refused, the program is not started.
+    write_rank(&out, "node7-0", 1.0);
+    let marker = tmp.path().join("started");
+    let (code, _, stderr) = run(&out, &["touch", marker.to_str().unwrap()]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("already holds the results of an earlier run") && stderr.contains("node7-0"), "{stderr}");
+    assert!(!marker.exists(), "the program must not run");
+}

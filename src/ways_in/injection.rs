@@ -320,9 +320,8 @@ impl InjectionStatus {
 /// The injected profiler's process-wide state.
 struct Injected {
     config: InjectionConfig,
-    /// The process that loaded gmprof: a forked child inherits this state and its exit and
-    /// signal handlers, and must not write over its parent's outputs.
-    pid: u32,
+    /// The process that loaded gmprof (`pid`: a forked child inherits this state and its exit
+    /// and signal handlers, and must not write over its parent's outputs).
     identity: ProcessIdentity,
     /// Where this process writes, claimed when the first context is profiled.
     target: Target,
@@ -449,7 +448,7 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
     // A second caller (the exit handler while a signal's finish runs) waits for the first,
     // so the process does not exit in the middle of writing.
     let _finishing = state.finishing.lock();
-    if std::process::id() != state.pid || state.done.swap(true, Ordering::AcqRel) {
+    if std::process::id() != state.identity.pid || state.done.swap(true, Ordering::AcqRel) {
         return;
     }
     tracing::debug!(?run_end, "gmprof: finishing");
@@ -503,8 +502,9 @@ fn write_status(state: &Injected, run_end: Option<RunEnd>, outputs_written: bool
     let error = state.error.lock().clone();
     let dir = match state.outputs.get() {
         Some(outputs) => outputs.dir().to_owned(),
+        // Claimed once: a second write goes to the same directory.
         None if error.is_some() => match state.target.claim() {
-            Ok(dir) => dir,
+            Ok(dir) => state.outputs.get_or_init(|| Outputs::new(dir)).dir().to_owned(),
             Err(e) => return eprintln!("gmprof: could not write {STATUS_FILE}: {e}"),
         },
         None => return,
@@ -534,7 +534,7 @@ fn write_status(state: &Injected, run_end: Option<RunEnd>, outputs_written: bool
 
 /// Writes a checkpoint of the running profiler (nothing once it has finished).
 fn checkpoint(state: &Injected, reason: &str) -> bool {
-    if state.done.load(Ordering::Acquire) || std::process::id() != state.pid {
+    if state.done.load(Ordering::Acquire) || std::process::id() != state.identity.pid {
         return false;
     }
     let Some(profiler) = state.profiler.lock().as_ref().map(|(_, p)| p.clone()) else { return false };
@@ -621,7 +621,6 @@ fn initialize() -> Result<()> {
     let cupti = Cupti::load()?;
     let state = Injected {
         config,
-        pid: identity.pid,
         identity,
         target,
         profiler: Mutex::new(None),
