@@ -59,6 +59,21 @@ fn report_on_a_directory_with_one_process_inside_reads_it() {
 }
 
 #[test]
+fn the_programs_own_report_and_its_workers_merge_under_the_roots_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("out");
+    write_rank(&root, "", 1.0);
+    write_rank(&root, "node7-pid42", 2.0);
+    let (ok, stdout, stderr) = gmprof(&["report".as_ref(), root.as_os_str()]);
+    assert!(ok, "{stderr}");
+    assert!(!stdout.contains("process(es)"), "the program's own report: {stdout}");
+    assert!(stderr.contains("also holds 1 other process(es)' reports: `gmprof merge"), "{stderr}");
+    let (ok, stdout, stderr) = gmprof(&["merge".as_ref(), root.as_os_str()]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.starts_with("# 2 process(es):\n#   out: NVIDIA H200\n#   node7-pid42: NVIDIA H200\n"), "{stdout}");
+}
+
+#[test]
 fn merge_of_a_directory_without_reports_fails_plainly() {
     let tmp = tempfile::tempdir().unwrap();
     let (ok, _, stderr) = gmprof(&["merge".as_ref(), tmp.path().as_os_str()]);

@@ -254,6 +254,16 @@ fn print_report(path: &std::path::Path, csv: bool, stats: bool, view: &ViewArgs)
     }
     let file = if path.is_dir() { path.join("report.json") } else { path.to_owned() };
     let report = gmprof::Report::read_json(&file)?;
+    if path.is_dir() {
+        let others = merge::result_dirs(path, &["report.json"]).len().saturating_sub(1);
+        if others > 0 {
+            eprintln!(
+                "gmprof: {} also holds {others} other process(es)' reports: `gmprof merge {}` for all of them",
+                path.display(),
+                path.display()
+            );
+        }
+    }
     if csv {
         report.write_csv_to(std::io::stdout().lock())?;
     } else {

@@ -24,7 +24,7 @@ pub const MERGED_CSV: &str = "merged.csv";
 /// One process's report and its label (its directory, relative to the root).
 #[derive(Clone, Debug)]
 pub struct ProcessReport {
-    /// The directory's path relative to the root (`node7-0`), or `.` for the root itself.
+    /// The directory's path relative to the root (`node7-0`); for the root itself, its name.
     pub label: String,
     /// The directory.
     pub dir: PathBuf,
@@ -40,7 +40,15 @@ impl ProcessReport {
             .map(|dir| {
                 let report = Report::read_json(dir.join("report.json"))?;
                 let rel = dir.strip_prefix(root).unwrap_or(&dir);
-                let label = if rel.as_os_str().is_empty() { ".".to_owned() } else { rel.display().to_string() };
+                // The root's own process (the program `gmprof run` started) is named by the root.
+                let label = if rel.as_os_str().is_empty() {
+                    root.canonicalize()
+                        .ok()
+                        .and_then(|r| r.file_name().map(|n| n.to_string_lossy().into_owned()))
+                        .unwrap_or_else(|| ".".to_owned())
+                } else {
+                    rel.display().to_string()
+                };
                 Ok(ProcessReport { label, dir, report })
             })
             .collect()
