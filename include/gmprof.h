@@ -42,7 +42,10 @@ typedef struct gmprof_options {
     const char *mode;        /* "per_kernel", "per_range", "kernel_replay" or "trace"; NULL: $GMPROF_MODE,
                                 else per_kernel for a one-pass metric set, kernel_replay otherwise */
     const char *metrics;     /* comma-separated; NULL: $GMPROF_METRICS or DRAM bytes read/written */
-    const char *output_dir;  /* where gmprof_finish writes; NULL: $GMPROF_OUT or "gmprof-out" */
+    const char *output_dir;  /* where gmprof_finish writes; NULL: $GMPROF_OUT or "gmprof-out". Each
+                                process writes into its own directory of it (README "Several
+                                processes"): DIR/<host>-<rank>/ under a rank variable, DIR/ itself
+                                otherwise unless it already holds results */
     int device;              /* CUDA device ordinal; -1: the current context, or device 0 */
     int synchronize_on_pop;  /* nonzero: wait for the GPU before each range closes */
 } gmprof_options;
@@ -70,6 +73,11 @@ const char *gmprof_last_error(void);
 
 /* The library version, e.g. "0.1.0". */
 const char *gmprof_version(void);
+
+/* The directory this process writes into: output_dir itself, or its per-process
+   subdirectory (DIR/<host>-<rank>/ under a rank variable). "" before gmprof_init; valid
+   until the next gmprof_init. */
+const char *gmprof_output_dir(void);
 
 #ifdef __cplusplus
 }

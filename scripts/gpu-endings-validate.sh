@@ -25,7 +25,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 case "${1:-c}" in
 c)
   # The GPU suites (the CPU suites run in CI; some of them need cargo, which is not here).
-  for t in .gpu/tests/gpu-* .gpu/tests/gpu_user_replay-*; do
+  for t in .gpu/tests/gpu-* .gpu/tests/gpu_user_replay-* .gpu/tests/gpu_time-*; do
     echo "== $t"
     GMPROF_GPU_TEST_KERNELS=${GMPROF_GPU_TEST_KERNELS:-20000} "$t" --include-ignored --test-threads=1 2>&1 |
       grep -E "^test |test result|panicked"

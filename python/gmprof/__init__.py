@@ -190,6 +190,9 @@ def _configure(lib: Any) -> Any:
     lib.gmprof_last_error.restype = ctypes.c_char_p
     lib.gmprof_version.argtypes = []
     lib.gmprof_version.restype = ctypes.c_char_p
+    if hasattr(lib, "gmprof_output_dir"):
+        lib.gmprof_output_dir.argtypes = []
+        lib.gmprof_output_dir.restype = ctypes.c_char_p
     return lib
 
 
@@ -347,7 +350,10 @@ def init(
     lib = _load()
     _check(lib, lib.gmprof_init(ctypes.pointer(options)), "gmprof_init")
     _initialized = True
-    _output_dir = resolved_dir
+    # Each process writes into its own directory of output_dir (a rank's, a worker's): the
+    # library says which.
+    claimed = lib.gmprof_output_dir() if hasattr(lib, "gmprof_output_dir") else None
+    _output_dir = os.fsdecode(claimed) if claimed else resolved_dir
 
 
 def push_range(name: str) -> None:

@@ -259,6 +259,13 @@ class FakeLibraryTest(EnvMixin, unittest.TestCase):
         self.assertEqual(self.lib.options["output_dir"], os.path.abspath("env-out").encode())
         self.assertEqual(gmprof.finish(), os.path.abspath("env-out"))
 
+    def test_finish_returns_the_directory_the_library_claimed(self):
+        # Under a rank variable the library writes into a per-process subdirectory.
+        self.lib.gmprof_output_dir = lambda: os.path.abspath("out/node7-1").encode()
+        gmprof.init(output_dir="out")
+        self.assertEqual(self.lib.options["output_dir"], os.path.abspath("out").encode())
+        self.assertEqual(gmprof.finish(), os.path.abspath("out/node7-1"))
+
     def test_failed_init_leaves_uninitialized(self):
         self.lib.statuses["init"] = [gmprof.GMPROF_ERROR_UNKNOWN_METRIC]
         self.lib.messages[gmprof.GMPROF_ERROR_UNKNOWN_METRIC] = "unknown metric 'nope'"

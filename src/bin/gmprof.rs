@@ -7,7 +7,9 @@
 //!   injection and prints the summary (and writes the HTML report with `--html`); it exits
 //!   with the program's status.
 //! - `gmprof report OUT` reprints the summary of saved outputs (`--html FILE` writes the
-//!   HTML report).
+//!   HTML report); on a directory of several processes' outputs, the merged summary.
+//! - `gmprof merge OUT` merges several processes' outputs: one summary, merged.csv and
+//!   merged-trace.json.
 //!
 //! Errors print as one readable message and exit with status 1; nothing panics.
 
@@ -20,6 +22,7 @@ use gmprof::launch::{LaunchOptions, LaunchPlan};
 use gmprof::metrics::MetricCatalog;
 use gmprof::model::{MetricKind, ProfilingMode, GPU_TIME_METRIC};
 use gmprof::profiler::{check_iteration_replay, DEFAULT_METRICS};
+use gmprof::report::merge;
 use gmprof::report::summary::DEFAULT_TOP;
 use gmprof::report::{GroupBy, SummaryOptions};
 use gmprof::trace_check::{check_trace_file, CheckOptions, DEFAULT_LAUNCH_LATENCY_ALLOWANCE_US};
@@ -116,7 +119,9 @@ enum Command {
         /// comma-separated).
         #[arg(long = "nvtx-include", value_delimiter = ',')]
         nvtx_include: Vec<String>,
-        /// Output directory.
+        /// Output directory. The program started writes into it; every other process that
+        /// profiles, into its own subdirectory (`<host>-<rank>`, `<host>-pid<pid>`). A path with
+        /// `%p` (pid), `%h` (host) or `%q{VAR}` (environment variable) is a per-process template.
         #[arg(short, long = "out", default_value = "gmprof-out")]
         out: PathBuf,
         /// How helper threads' kernels are attributed: process (default) or thread.
@@ -145,6 +150,13 @@ enum Command {
         /// The program and its arguments (after `--`).
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         program: Vec<std::ffi::OsString>,
+    },
+    /// One summary across the processes of a run (ranks, workers): per range path, the min,
+    /// median and max of GPU time across processes and the slowest one; writes merged.csv
+    /// and merged-trace.json (one Perfetto trace, processes side by side).
+    Merge {
+        /// The output directory of the run: its subdirectories (and itself) hold report.json.
+        dir: PathBuf,
     },
     /// Check a Chrome trace JSON file (gmprof's or another tool's) for well-formedness.
     CheckTrace {
@@ -211,9 +223,47 @@ fn kind_name(kind: MetricKind) -> &'static str {
     }
 }
 
+/// Merges the processes under `dir`, writes merged.csv and prints the summary.
+fn print_merged(dir: &std::path::Path) -> gmprof::Result<()> {
+    let merged = merge::merge_dir(dir)?;
+    println!("{merged}");
+    eprintln!(
+        "gmprof: wrote {} and {}",
+        dir.join(merge::MERGED_CSV).display(),
+        dir.join(gmprof::report::merge_trace::MERGED_TRACE).display()
+    );
+    Ok(())
+}
+
 fn print_report(path: &std::path::Path, csv: bool, stats: bool, view: &ViewArgs) -> gmprof::Result<()> {
+    // A directory of several processes' outputs (a distributed run) is merged; one with a
+    // single process's outputs in a subdirectory is that process's report.
+    if path.is_dir() && !path.join("report.json").is_file() {
+        match merge::result_dirs(path, &["report.json"]).as_slice() {
+            [] => {}
+            [only] => return print_report(only, csv, stats, view),
+            _ if csv => {
+                return Err(gmprof::Error::InvalidConfig(format!(
+                    "{} holds several processes' reports: `gmprof merge {}` writes merged.csv",
+                    path.display(),
+                    path.display()
+                )))
+            }
+            _ => return print_merged(path),
+        }
+    }
     let file = if path.is_dir() { path.join("report.json") } else { path.to_owned() };
     let report = gmprof::Report::read_json(&file)?;
+    if path.is_dir() {
+        let others = merge::result_dirs(path, &["report.json"]).len().saturating_sub(1);
+        if others > 0 {
+            eprintln!(
+                "gmprof: {} also holds {others} other process(es)' reports: `gmprof merge {}` for all of them",
+                path.display(),
+                path.display()
+            );
+        }
+    }
     if csv {
         report.write_csv_to(std::io::stdout().lock())?;
     } else {
@@ -266,18 +316,25 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         };
         let plan = LaunchPlan::new(&opts)?;
         let outcome = plan.run()?;
-        if outcome.has_outputs() {
+        let profiled: Vec<_> = outcome.profiled().collect();
+        if let [only] = profiled.as_slice() {
             println!();
-            if let Err(e) = print_report(&outcome.output_dir, false, stats, &view) {
+            if let Err(e) = print_report(&only.dir, false, stats, &view) {
                 eprintln!("gmprof: could not read the outputs back: {e}");
+            }
+        } else if profiled.len() > 1 {
+            println!();
+            if let Err(e) = print_merged(&outcome.output_dir) {
+                eprintln!("gmprof: could not merge the outputs: {e}");
             }
         }
         for line in outcome.messages() {
             eprintln!("gmprof: {line}");
         }
-        // A program ended by a signal gives 128 + its number, as a shell reports it.
+        // The program's status, whatever was profiled (a launcher or a worker that created no
+        // CUDA context is not an error); a program ended by a signal gives 128 + its number,
+        // as a shell reports it.
         let code = match (outcome.exit.code(), std::os::unix::process::ExitStatusExt::signal(&outcome.exit)) {
-            (Some(0), _) if !outcome.has_outputs() => 1,
             (Some(c), _) => c.clamp(0, 255) as u8,
             (None, Some(signal)) => (128 + signal).clamp(0, 255) as u8,
             (None, None) => 128,
@@ -310,6 +367,7 @@ fn run_tool(cli: Cli) -> gmprof::Result<()> {
             Ok(())
         }
         Command::Report { path, csv, stats, view } => print_report(&path, csv, stats, &view),
+        Command::Merge { dir } => print_merged(&dir),
         Command::Passes { metrics, chip } => {
             let cupti = Cupti::load()?;
             let chip = chip_name(&chip, &cupti)?;

@@ -23,6 +23,8 @@ pub mod csv;
 pub mod group;
 pub mod html;
 pub mod json;
+pub mod merge;
+pub mod merge_trace;
 pub mod stats;
 pub mod summary;
 pub mod timeline;

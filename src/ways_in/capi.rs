@@ -117,8 +117,18 @@ pub struct Options {
 }
 
 /// The C functions the header declares, checked against `include/gmprof.h` by the tests.
-pub const EXPORTED_FUNCTIONS: [&str; 6] =
-    ["gmprof_init", "gmprof_push_range", "gmprof_pop_range", "gmprof_finish", "gmprof_last_error", "gmprof_version"];
+pub const EXPORTED_FUNCTIONS: [&str; 7] = [
+    "gmprof_init",
+    "gmprof_push_range",
+    "gmprof_pop_range",
+    "gmprof_finish",
+    "gmprof_last_error",
+    "gmprof_version",
+    "gmprof_output_dir",
+];
+
+/// The directory the last `gmprof_init` claimed (see [`crate::ways_in::layout`]).
+static OUTPUT_DIR: Mutex<Option<CString>> = Mutex::new(None);
 
 struct Session {
     profiler: Profiler,
@@ -216,7 +226,11 @@ pub unsafe extern "C" fn gmprof_init(options: *const Options) -> Status {
             builder = builder.synchronize_on_pop(o.synchronize_on_pop != 0);
         }
         let profiler = builder.build().map_err(fail)?;
-        let outputs = std::sync::Arc::new(Outputs::new(PathBuf::from(out.unwrap_or_else(|| "gmprof-out".into()))));
+        // Each process gets its own directory (ranks, workers, a second run): never an overwrite.
+        let out = PathBuf::from(out.unwrap_or_else(|| "gmprof-out".into()));
+        let dir = crate::ways_in::layout::claim_for_process(&out, &|k: &str| std::env::var(k).ok()).map_err(fail)?;
+        *OUTPUT_DIR.lock() = CString::new(dir.as_os_str().as_encoded_bytes()).ok();
+        let outputs = std::sync::Arc::new(Outputs::new(dir));
         install_exit_hooks();
         if let Some(every) =
             env_seconds(crate::ways_in::injection::env::CHECKPOINT_SECS, DEFAULT_CHECKPOINT_SECS).map_err(fail)?
@@ -230,6 +244,7 @@ pub unsafe extern "C" fn gmprof_init(options: *const Options) -> Status {
                 true
             });
         }
+        SESSION_PID.store(std::process::id(), std::sync::atomic::Ordering::Release);
         *session = Some(Session { profiler, outputs });
         Ok(())
     })
@@ -292,6 +307,9 @@ pub extern "C" fn gmprof_finish() -> Status {
     })
 }
 
+/// The process that called `gmprof_init`.
+static SESSION_PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 /// Finishes `session`, writing its outputs before CUPTI is torn down.
 fn finish_session(session: Session, run_end: RunEnd, teardown: Teardown) -> Result<(), (Status, String)> {
     let mut written = Ok(());
@@ -309,6 +327,10 @@ fn finish_open_session(run_end: RunEnd) {
     let _finishing = FINISHING.lock();
     if matches!(run_end, RunEnd::Signal { .. }) {
         ENDED_BY_SIGNAL.store(true, std::sync::atomic::Ordering::Release);
+    }
+    // A forked child inherits the session and the exit hooks; the parent writes.
+    if SESSION_PID.load(std::sync::atomic::Ordering::Acquire) != std::process::id() {
+        return;
     }
     let Some(session) = SESSION.lock().take() else { return };
     let dir = session.outputs.dir().display().to_string();
@@ -388,6 +410,14 @@ extern "C" {
 #[no_mangle]
 pub extern "C" fn gmprof_last_error() -> *const c_char {
     LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
+
+/// The directory this process writes its outputs into (the configured output directory or
+/// its per-process subdirectory), "" before the first `gmprof_init`. Valid until the next
+/// `gmprof_init`.
+#[no_mangle]
+pub extern "C" fn gmprof_output_dir() -> *const c_char {
+    OUTPUT_DIR.lock().as_ref().map_or(c"".as_ptr(), |d| d.as_ptr())
 }
 
 /// The library version.

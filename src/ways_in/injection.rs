@@ -38,6 +38,7 @@ use crate::checked::driver::Context;
 use crate::checked::Cupti;
 use crate::error::{Error, Result};
 use crate::model::{ProfilingMode, RunEnd};
+use crate::ways_in::layout::{self, ProcessIdentity, Target};
 use crate::ways_in::outputs::{self, Outputs};
 use crate::ways_in::signals::{self, Request};
 
@@ -50,7 +51,8 @@ pub mod env {
     pub const MODE: &str = "GMPROF_MODE";
     /// Comma-separated metric names.
     pub const METRICS: &str = "GMPROF_METRICS";
-    /// Output directory (default `gmprof-out`).
+    /// Output directory (default `gmprof-out`) or a per-process template (`out/%h-%p`);
+    /// each process writes into its own directory of it, see [`crate::ways_in::layout`].
     pub const OUT: &str = "GMPROF_OUT";
     /// Comma-separated NVTX range names: only these ranges and ranges nested in them become
     /// gmprof ranges.
@@ -287,6 +289,15 @@ pub struct InjectionStatus {
     /// Checkpoints written while the program ran.
     #[serde(default)]
     pub checkpoints_written: u64,
+    /// The host the process ran on.
+    #[serde(default)]
+    pub host: Option<String>,
+    /// Its rank, when a rank variable was set.
+    #[serde(default)]
+    pub rank: Option<u32>,
+    /// The variable the rank came from (`RANK`, `SLURM_PROCID`, ...).
+    #[serde(default)]
+    pub rank_variable: Option<String>,
 }
 
 impl InjectionStatus {
@@ -309,6 +320,11 @@ impl InjectionStatus {
 /// The injected profiler's process-wide state.
 struct Injected {
     config: InjectionConfig,
+    /// The process that loaded gmprof (`pid`: a forked child inherits this state and its exit
+    /// and signal handlers, and must not write over its parent's outputs).
+    identity: ProcessIdentity,
+    /// Where this process writes, claimed when the first context is profiled.
+    target: Target,
     profiler: Mutex<Option<(Context, Profiler)>>,
     contexts_created: AtomicU64,
     nvtx_pushes: AtomicU64,
@@ -317,7 +333,7 @@ struct Injected {
     error: Mutex<Option<String>>,
     profiled: AtomicBool,
     done: AtomicBool,
-    outputs: Outputs,
+    outputs: OnceLock<Outputs>,
     exit_hooks: std::sync::Once,
     finishing: Mutex<()>,
 }
@@ -341,6 +357,12 @@ fn on_context(state: &'static Injected, event: ContextEvent) {
                 return;
             }
             let config = &state.config;
+            match state.target.claim() {
+                Ok(dir) => {
+                    let _ = state.outputs.set(Outputs::new(dir));
+                }
+                Err(e) => return note_error(state, format!("could not create the output directory: {e}")),
+            }
             let mut builder = Profiler::builder().context(ctx).range_scope(config.range_scope);
             if let Some(mode) = config.mode {
                 builder = builder.mode(mode);
@@ -426,11 +448,10 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
     // A second caller (the exit handler while a signal's finish runs) waits for the first,
     // so the process does not exit in the middle of writing.
     let _finishing = state.finishing.lock();
-    if state.done.swap(true, Ordering::AcqRel) {
+    if std::process::id() != state.identity.pid || state.done.swap(true, Ordering::AcqRel) {
         return;
     }
     tracing::debug!(?run_end, "gmprof: finishing");
-    let out = &state.config.output_dir;
     let taken = state.profiler.lock().take();
     let mut outputs_written = false;
     let contexts = state.contexts_created.load(Ordering::Acquire);
@@ -447,12 +468,13 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
             if unbalanced > 0 {
                 report.meta.warnings.push(format!("{unbalanced} NVTX pop(s) had no matching push"));
             }
-            match state.outputs.write_final(report) {
+            let Some(outputs) = state.outputs.get() else { return };
+            match outputs.write_final(report) {
                 Ok(()) => {
                     outputs_written = true;
                     eprintln!(
                         "gmprof: wrote {} ({} ranges, {} kernels; {ended})",
-                        out.display(),
+                        outputs.dir().display(),
                         report.ranges.len(),
                         report.kernels.len()
                     );
@@ -463,7 +485,7 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
         if let Err(e) = result {
             note_error(state, format!("could not finish profiling: {e}"));
             // The last checkpoint, if any, is what is left; the status says so.
-            if state.outputs.checkpoints() > 0 {
+            if state.outputs.get().is_some_and(|o| o.checkpoints() > 0) {
                 note_error(state, "the outputs are the last checkpoint".into());
             }
         }
@@ -473,35 +495,51 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
     write_status(state, Some(run_end), outputs_written);
 }
 
-/// Writes injection.json.
+/// Writes injection.json into the process's directory. A process that profiled nothing and
+/// met no error (a launcher, a data-loader worker) writes nothing.
 fn write_status(state: &Injected, run_end: Option<RunEnd>, outputs_written: bool) {
+    let checkpoints = state.outputs.get().map_or(0, Outputs::checkpoints);
+    let error = state.error.lock().clone();
+    let dir = match state.outputs.get() {
+        Some(outputs) => outputs.dir().to_owned(),
+        // Claimed once: a second write goes to the same directory.
+        None if error.is_some() => match state.target.claim() {
+            Ok(dir) => state.outputs.get_or_init(|| Outputs::new(dir)).dir().to_owned(),
+            Err(e) => return eprintln!("gmprof: could not write {STATUS_FILE}: {e}"),
+        },
+        None => return,
+    };
     let status = InjectionStatus {
         pid: std::process::id(),
         command: std::env::args().collect(),
         mode: state.config.mode.map(|m| m.as_str().to_owned()),
         contexts_created: state.contexts_created.load(Ordering::Acquire),
         profiled: state.profiled.load(Ordering::Acquire),
-        error: state.error.lock().clone(),
+        error,
         finished_by: run_end.as_ref().map(RunEnd::describe),
-        outputs_written: outputs_written || state.outputs.checkpoints() > 0,
+        outputs_written: outputs_written || checkpoints > 0,
         nvtx_pushes: state.nvtx_pushes.load(Ordering::Relaxed),
         nvtx_ranges_followed: state.nvtx_followed.load(Ordering::Relaxed),
         nvtx_unbalanced_pops: state.nvtx_unbalanced.load(Ordering::Relaxed),
         run_end,
-        checkpoints_written: state.outputs.checkpoints(),
+        checkpoints_written: checkpoints,
+        host: Some(state.identity.host.clone()),
+        rank: state.identity.rank.as_ref().map(|r| r.value),
+        rank_variable: state.identity.rank.as_ref().map(|r| r.variable.to_owned()),
     };
-    if let Err(e) = status.write(&state.config.output_dir) {
+    if let Err(e) = status.write(&dir) {
         eprintln!("gmprof: could not write {STATUS_FILE}: {e}");
     }
 }
 
 /// Writes a checkpoint of the running profiler (nothing once it has finished).
 fn checkpoint(state: &Injected, reason: &str) -> bool {
-    if state.done.load(Ordering::Acquire) {
+    if state.done.load(Ordering::Acquire) || std::process::id() != state.identity.pid {
         return false;
     }
     let Some(profiler) = state.profiler.lock().as_ref().map(|(_, p)| p.clone()) else { return false };
-    match state.outputs.write_checkpoint(&profiler, reason) {
+    let Some(outputs) = state.outputs.get() else { return false };
+    match outputs.write_checkpoint(&profiler, reason) {
         Ok(Some(run_end)) => write_status(state, Some(run_end), false),
         Ok(None) => {}
         Err(e) => tracing::warn!("gmprof: checkpoint failed: {e}"),
@@ -576,10 +614,15 @@ fn initialize() -> Result<()> {
     }
     let config = InjectionConfig::from_env()?;
     tracing::debug!(?config, "gmprof: injected");
-    let output_dir = config.output_dir.clone();
+    let lookup = |k: &str| std::env::var(k).ok();
+    let identity = ProcessIdentity::current(&lookup);
+    let launcher = lookup(layout::LAUNCHER_PID_ENV).and_then(|v| v.trim().parse::<u32>().ok());
+    let target = Target::resolve(&config.output_dir, &identity, launcher, &lookup)?;
     let cupti = Cupti::load()?;
     let state = Injected {
         config,
+        identity,
+        target,
         profiler: Mutex::new(None),
         contexts_created: AtomicU64::new(0),
         nvtx_pushes: AtomicU64::new(0),
@@ -588,7 +631,7 @@ fn initialize() -> Result<()> {
         error: Mutex::new(None),
         profiled: AtomicBool::new(false),
         done: AtomicBool::new(false),
-        outputs: Outputs::new(output_dir),
+        outputs: OnceLock::new(),
         exit_hooks: std::sync::Once::new(),
         finishing: Mutex::new(()),
     };
@@ -632,7 +675,10 @@ pub extern "C" fn InitializeInjection() -> c_int {
                     error: Some(format!("injection failed: {e}")),
                     ..Default::default()
                 };
-                let _ = status.write(&config.output_dir);
+                let lookup = |k: &str| std::env::var(k).ok();
+                if let Ok(dir) = layout::claim_for_process(&config.output_dir, &lookup) {
+                    let _ = status.write(&dir);
+                }
             }
             0
         }

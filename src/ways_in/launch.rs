@@ -15,8 +15,9 @@ use std::sync::atomic::{AtomicI32, Ordering};
 
 use crate::checked::library::cupti_candidates;
 use crate::error::{Error, Result};
-use crate::report::OUTPUT_FILES;
-use crate::ways_in::injection::{env, InjectionStatus, STATUS_FILE};
+use crate::ways_in::injection::env;
+use crate::ways_in::layout::{self, LAUNCHER_PID_ENV};
+use crate::ways_in::processes::{self, ProcessOutputs};
 
 /// Environment variable naming libgmprof.so explicitly (also read by the Python module).
 pub const LIBRARY_ENV: &str = "GMPROF_LIBRARY";
@@ -65,9 +66,9 @@ pub struct LaunchPlan {
 pub struct Outcome {
     /// The program's exit status.
     pub exit: ExitStatus,
-    /// `injection.json`, if the injected library wrote it.
-    pub status: Option<InjectionStatus>,
-    /// The output directory.
+    /// The processes that left outputs or a status, by rank then pid.
+    pub processes: Vec<ProcessOutputs>,
+    /// Where they were looked for: the output directory (or a template's root).
     pub output_dir: PathBuf,
 }
 
@@ -137,6 +138,9 @@ impl LaunchPlan {
             // The injected library loads the same libcupti that NVTX was pointed at.
             (crate::checked::library::CUPTI_LIB_ENV.into(), cupti.clone().into()),
             (env::OUT.into(), output_dir.clone().into()),
+            // The program started here writes into the output directory itself; the
+            // processes it starts, each into its own (crate::ways_in::layout).
+            (LAUNCHER_PID_ENV.into(), std::process::id().to_string().into()),
         ];
         if let Some(mode) = &opts.mode {
             env.push((env::MODE.into(), mode.into()));
@@ -161,16 +165,23 @@ impl LaunchPlan {
         Ok(LaunchPlan { library, cupti, output_dir, env, program: opts.program.clone() })
     }
 
-    /// Removes outputs of an earlier run from the output directory (only gmprof's files),
-    /// so that what is read afterwards is this run's.
-    pub fn clear_stale_outputs(&self) -> Result<()> {
-        for name in OUTPUT_FILES.iter().copied().chain([STATUS_FILE]) {
-            let path = self.output_dir.join(name);
-            match std::fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(Error::io(&path, e)),
-            }
+    /// Where the processes' directories are: the output directory, or the part of a
+    /// template before its first `%`.
+    pub fn output_root(&self) -> PathBuf {
+        layout::template_root(&self.output_dir)
+    }
+
+    /// Refuses an output directory that holds results of an earlier run, in it or in a
+    /// subdirectory: gmprof never writes over results.
+    pub fn check_fresh_output(&self) -> Result<()> {
+        let root = self.output_root();
+        if let Some(found) = crate::report::merge::result_dirs(&root, layout::RESULT_FILES.as_slice()).first() {
+            return Err(Error::InvalidConfig(format!(
+                "{} already holds the results of an earlier run (in {}); gmprof does not write over results: \
+                 remove them or choose another -o",
+                root.display(),
+                found.display()
+            )));
         }
         Ok(())
     }
@@ -182,7 +193,7 @@ impl LaunchPlan {
     /// Ctrl-C already reaches the program and is not sent twice. If `gmprof run` itself is
     /// killed, the program gets SIGTERM (`PR_SET_PDEATHSIG`), so it still writes its outputs.
     pub fn run(&self) -> Result<Outcome> {
-        self.clear_stale_outputs()?;
+        self.check_fresh_output()?;
         let (program, args) = self.program.split_first().ok_or_else(|| Error::InvalidConfig("no program".into()))?;
         let mut command = Command::new(program);
         command.args(args).envs(self.env.iter().map(|(k, v)| (k, v)));
@@ -200,8 +211,8 @@ impl LaunchPlan {
         forward_signals_to(child.id());
         let exit = child.wait().map_err(|e| Error::InvalidState(format!("waiting for the program: {e}")))?;
         CHILD.store(0, Ordering::Release);
-        let status = InjectionStatus::read(&self.output_dir).ok();
-        Ok(Outcome { exit, status, output_dir: self.output_dir.clone() })
+        let root = self.output_root();
+        Ok(Outcome { exit, processes: processes::scan(&root), output_dir: root })
     }
 }
 
@@ -235,45 +246,59 @@ fn forward_signals_to(pid: u32) {
 }
 
 impl Outcome {
-    /// True when the outputs were written.
+    /// True when any process wrote outputs.
     pub fn has_outputs(&self) -> bool {
-        self.status.as_ref().is_some_and(|s| s.outputs_written)
+        self.processes.iter().any(ProcessOutputs::has_outputs)
     }
 
-    /// What to tell the user, one line each.
+    /// The processes that wrote outputs.
+    pub fn profiled(&self) -> impl Iterator<Item = &ProcessOutputs> {
+        self.processes.iter().filter(|p| p.has_outputs())
+    }
+
+    /// What to tell the user, one line each: one line per profiled process, then what went
+    /// wrong. Processes that created no CUDA context wrote nothing and are not errors.
     pub fn messages(&self) -> Vec<String> {
         let mut out = Vec::new();
-        let dir = self.output_dir.display();
-        match &self.status {
-            None => out.push(
-                "the program never initialized CUDA with gmprof injected (no injection.json was written): \
-                 it used no GPU, exited before CUDA started, or was killed before it could exit"
-                    .to_owned(),
-            ),
-            Some(s) => {
-                if s.contexts_created == 0 {
-                    out.push("the program never created a CUDA context, so there was nothing to profile".to_owned());
+        if self.processes.is_empty() {
+            out.push(format!(
+                "no process created a CUDA context with gmprof injected (nothing under {}): the program used \
+                 no GPU, exited before CUDA started, or was killed before it could write",
+                self.output_dir.display()
+            ));
+        }
+        let several = self.processes.len() > 1;
+        for p in &self.processes {
+            let who = if several { format!("{}: ", p.who()) } else { String::new() };
+            if p.has_outputs() || several {
+                out.push(p.line());
+            }
+            if let Some(s) = &p.status {
+                if s.contexts_created == 0 && s.error.is_none() {
+                    out.push(format!("{who}the program never created a CUDA context, so there was nothing to profile"));
                 }
                 if let Some(e) = &s.error {
-                    out.push(e.clone());
+                    out.push(format!("{who}{e}"));
                 }
-                if let Some(end) = &s.run_end {
-                    out.push(format!("run: {}", end.describe()));
-                }
-                if s.outputs_written {
+                if p.has_outputs() {
                     out.push(format!(
-                        "outputs in {dir} ({} NVTX range(s) followed of {} pushed)",
+                        "{who}{} NVTX range(s) followed of {} pushed",
                         s.nvtx_ranges_followed, s.nvtx_pushes
                     ));
                     if s.nvtx_pushes == 0 {
-                        out.push(
-                            "no NVTX range reached gmprof: all kernels are in the <root> row (annotate with \
+                        out.push(format!(
+                            "{who}no NVTX range reached gmprof: all kernels are in the <root> row (annotate with \
                              nvtxRangePushA/Pop or torch.cuda.nvtx.range_push/pop)"
-                                .to_owned(),
-                        );
+                        ));
                     }
                 }
             }
+            if let Some(e) = &p.report_error {
+                out.push(format!("{who}could not read its report: {e}"));
+            }
+        }
+        if self.profiled().count() > 1 {
+            out.push(format!("merged summary above; again with: gmprof merge {}", self.output_dir.display()));
         }
         if !self.exit.success() {
             let how = match (self.exit.code(), self.exit.signal()) {
@@ -291,6 +316,7 @@ impl Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ways_in::injection::InjectionStatus;
     use std::os::unix::process::ExitStatusExt;
 
     fn opts(dir: &Path) -> LaunchOptions {
@@ -353,6 +379,31 @@ mod tests {
     }
 
     #[test]
+    fn earlier_results_are_refused_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let cupti = dir.path().join("libcupti.so");
+        std::fs::write(&cupti, b"").unwrap();
+        let candidates = [cupti.display().to_string()];
+        let mut o = opts(dir.path());
+        let plan = LaunchPlan::with_cupti_candidates(&o, &candidates).unwrap();
+        let launcher = plan.env.iter().find(|(k, _)| k == LAUNCHER_PID_ENV).unwrap();
+        assert_eq!(launcher.1, OsString::from(std::process::id().to_string()));
+        plan.check_fresh_output().unwrap();
+        let rank_dir = dir.path().join("out/node-1");
+        std::fs::create_dir_all(&rank_dir).unwrap();
+        std::fs::write(rank_dir.join("ranges.csv"), "").unwrap();
+        plan.check_fresh_output().expect("no report.json or injection.json: not results");
+        std::fs::write(rank_dir.join("injection.json"), "{}").unwrap();
+        let e = plan.check_fresh_output().unwrap_err().to_string();
+        assert!(e.contains("already holds the results") && e.contains("node-1"), "{e}");
+        // A template looks under the part before its first %.
+        o.output_dir = dir.path().join("out/%h-%p");
+        let plan = LaunchPlan::with_cupti_candidates(&o, &candidates).unwrap();
+        assert_eq!(plan.output_root(), dir.path().join("out"));
+        assert!(plan.check_fresh_output().is_err());
+    }
+
+    #[test]
     fn library_is_looked_for_next_to_the_executable() {
         let c = library_candidates(None, Some(Path::new("/opt/gmprof/bin/gmprof")));
         if std::env::var_os(LIBRARY_ENV).is_none() {
@@ -365,13 +416,24 @@ mod tests {
     }
 
     fn outcome(code: i32, status: Option<InjectionStatus>) -> Outcome {
-        Outcome { exit: ExitStatus::from_raw(code << 8), status, output_dir: PathBuf::from("/o") }
+        let processes = status
+            .map(|status| ProcessOutputs {
+                dir: PathBuf::from("/o"),
+                status: Some(status),
+                device_name: None,
+                kernels: None,
+                run_end: None,
+                report_error: None,
+            })
+            .into_iter()
+            .collect();
+        Outcome { exit: ExitStatus::from_raw(code << 8), processes, output_dir: PathBuf::from("/o") }
     }
 
     #[test]
     fn messages_explain_what_happened() {
         let m = outcome(0, None).messages();
-        assert!(m[0].contains("never initialized CUDA"), "{m:?}");
+        assert!(m[0].contains("no process created a CUDA context") && m[0].contains("/o"), "{m:?}");
 
         let none =
             InjectionStatus { contexts_created: 0, finished_by: Some("process exit".into()), ..Default::default() };
@@ -379,6 +441,7 @@ mod tests {
         assert_eq!(m, ["the program never created a CUDA context, so there was nothing to profile"]);
 
         let crashed = InjectionStatus {
+            pid: 9,
             contexts_created: 1,
             profiled: true,
             outputs_written: true,
@@ -387,9 +450,10 @@ mod tests {
             ..Default::default()
         };
         let m = outcome(3, Some(crashed)).messages();
-        assert_eq!(m.len(), 2, "{m:?}");
-        assert!(m[0].contains("40 NVTX range(s) followed of 40"));
-        assert_eq!(m[1], "the program exited with status 3; what was collected is in the outputs");
+        assert_eq!(m.len(), 3, "{m:?}");
+        assert_eq!(m[0], "pid 9: GPU unknown, no report, run end unknown: /o");
+        assert_eq!(m[1], "40 NVTX range(s) followed of 40 pushed");
+        assert_eq!(m[2], "the program exited with status 3; what was collected is in the outputs");
 
         let failed = InjectionStatus {
             contexts_created: 1,
@@ -399,7 +463,32 @@ mod tests {
         let m = outcome(0, Some(failed)).messages();
         assert_eq!(m, ["could not start profiling the first CUDA context: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"]);
 
-        let killed = Outcome { exit: ExitStatus::from_raw(9), status: None, output_dir: PathBuf::from("/o") };
+        let killed = Outcome { exit: ExitStatus::from_raw(9), processes: Vec::new(), output_dir: PathBuf::from("/o") };
         assert_eq!(killed.messages().last().unwrap(), "the program was ended by SIGKILL");
+    }
+
+    #[test]
+    fn a_distributed_run_gives_one_line_per_rank_and_no_error_for_the_launcher() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        // torchrun (no CUDA context) wrote nothing; two ranks wrote their outputs.
+        crate::ways_in::processes::tests::write_process(&root.join("node7-0"), 10, Some(0), Some(240));
+        crate::ways_in::processes::tests::write_process(&root.join("node7-1"), 11, Some(1), Some(236));
+        let outcome =
+            Outcome { exit: ExitStatus::from_raw(0), processes: processes::scan(root), output_dir: root.to_owned() };
+        assert!(outcome.has_outputs());
+        let m = outcome.messages();
+        assert_eq!(m.len(), 7, "{m:#?}");
+        assert_eq!(
+            m[0],
+            format!(
+                "rank 0 (pid 10 on node7): NVIDIA H200, 240 kernels, finished (process exit): {}",
+                root.join("node7-0").display()
+            )
+        );
+        assert_eq!(m[1], "rank 0 (pid 10 on node7): 0 NVTX range(s) followed of 0 pushed");
+        assert!(m[3].starts_with("rank 1 (pid 11 on node7): NVIDIA H200, 236 kernels"), "{}", m[3]);
+        assert_eq!(m[6], format!("merged summary above; again with: gmprof merge {}", root.display()));
+        assert!(!m.iter().any(|l| l.contains("never created") || l.contains("exited with")), "{m:#?}");
     }
 }

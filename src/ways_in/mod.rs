@@ -11,5 +11,7 @@ pub mod capi;
 pub(crate) mod global;
 pub mod injection;
 pub mod launch;
+pub mod layout;
 pub mod outputs;
+pub mod processes;
 pub mod signals;

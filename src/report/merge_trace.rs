@@ -1,0 +1,189 @@
+//! One Perfetto trace of several processes: each process's timeline side by side.
+//!
+//! Layer 3, beside [`crate::report::merge`]. [`merged_trace`] builds each process's
+//! [`ChromeTrace`] ([`Report::to_chrome_trace`]) and puts them in one file:
+//!
+//! - **Processes as trace processes.** Process `i` (in [`ProcessReport::read_all`] order)
+//!   keeps its tracks with pids moved to `(i + 1) * PID_STRIDE + pid`: its CPU ranges at
+//!   `(i + 1) * 1000 + 1`, its GPU `d` at `(i + 1) * 1000 + 100 + d`; every process and
+//!   thread name starts with the process's label (`node7-1: GPU 0: NVIDIA H200`).
+//! - **Clocks aligned through the clock pairs.** Each process's trace starts at its own
+//!   origin; where every process has a CPU/GPU clock pair, each is shifted by its origin's
+//!   Unix time minus the earliest one's, so the processes line up on the wall clock. The
+//!   drift of one process's clocks over its session (`clock_drift_ns`) is not applied: a
+//!   constant shift keeps every track's nesting. When a process has no clock pair, nothing
+//!   is shifted and `otherData.aligned` is false.
+//! - **Range ids stay unique.** `range_id`, `parent_id` and a kernel's `range_id` get the
+//!   process's index as a prefix (`1/3.0`), so `gmprof check-trace` matches children and
+//!   kernels to ranges of their own process.
+
+use std::io::Write;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::report::csv::write_file;
+use crate::report::merge::ProcessReport;
+use crate::report::timeline::{ChromeTrace, EventArgs, Phase, TraceEvent, TraceInfo};
+use crate::report::Report;
+
+/// The file the merged trace is written to in the output root.
+pub const MERGED_TRACE: &str = "merged-trace.json";
+
+/// Process `i`'s pids start at `(i + 1) * PID_STRIDE`.
+pub const PID_STRIDE: u64 = 1000;
+
+/// One process in the merged trace's `otherData`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MergedProcessInfo {
+    /// The process's label (its directory).
+    pub label: String,
+    /// Its pids start here.
+    pub pid_base: u64,
+    /// How far its events were moved, µs.
+    pub shift_us: f64,
+    /// Its own trace's `otherData`.
+    pub trace: TraceInfo,
+}
+
+/// The merged trace's `otherData`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MergedTraceInfo {
+    /// Whether the processes were aligned on the wall clock.
+    pub aligned: bool,
+    /// `ts` 0, ns since the Unix epoch, when aligned.
+    pub origin_unix_ns: Option<u64>,
+    /// The processes, in pid order.
+    pub processes: Vec<MergedProcessInfo>,
+}
+
+/// The merged trace.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MergedTrace {
+    /// Every process's events: all metadata first, then by (pid, tid, ts).
+    #[serde(rename = "traceEvents")]
+    pub trace_events: Vec<TraceEvent>,
+    /// Always `"ns"`.
+    #[serde(rename = "displayTimeUnit")]
+    pub display_time_unit: &'static str,
+    /// The processes and how they were aligned.
+    #[serde(rename = "otherData")]
+    pub other_data: MergedTraceInfo,
+}
+
+/// Builds the merged trace of `processes`.
+pub fn merged_trace(processes: &[ProcessReport]) -> MergedTrace {
+    let traces: Vec<(ChromeTrace, &ProcessReport)> =
+        processes.iter().map(|p| (Report::to_chrome_trace(&p.report), p)).collect();
+    let origins: Option<Vec<u64>> = traces.iter().map(|(t, _)| t.other_data.origin_unix_ns).collect();
+    let origin_unix_ns = origins.as_ref().and_then(|o| o.iter().min().copied());
+    let mut metadata = Vec::new();
+    let mut events = Vec::new();
+    let mut infos = Vec::new();
+    for (i, (trace, process)) in traces.into_iter().enumerate() {
+        let pid_base = (i as u64 + 1) * PID_STRIDE;
+        let shift_us = match (&origins, origin_unix_ns) {
+            (Some(o), Some(first)) => (o[i] - first) as f64 / 1e3,
+            _ => 0.0,
+        };
+        for mut e in trace.trace_events {
+            e.pid += pid_base;
+            e.ts = e.ts.map(|ts| ts + shift_us);
+            match &mut e.args {
+                EventArgs::Name { name } => *name = format!("{}: {name}", process.label),
+                EventArgs::Range(r) => {
+                    r.range_id = format!("{i}/{}", r.range_id);
+                    r.parent_id = r.parent_id.take().map(|p| format!("{i}/{p}"));
+                }
+                EventArgs::Kernel(k) => k.range_id = k.range_id.take().map(|r| format!("{i}/{r}")),
+                EventArgs::Transfer(_) | EventArgs::Counter { .. } => {}
+            }
+            if e.ph == Phase::Metadata {
+                metadata.push(e);
+            } else {
+                events.push(e);
+            }
+        }
+        infos.push(MergedProcessInfo { label: process.label.clone(), pid_base, shift_us, trace: trace.other_data });
+    }
+    metadata.extend(events);
+    MergedTrace {
+        trace_events: metadata,
+        display_time_unit: "ns",
+        other_data: MergedTraceInfo { aligned: origin_unix_ns.is_some(), origin_unix_ns, processes: infos },
+    }
+}
+
+impl MergedTrace {
+    /// Serializes the trace to `out`.
+    pub fn write_to<W: Write>(&self, out: W) -> Result<()> {
+        serde_json::to_writer(out, self)
+            .map_err(|e| Error::Serialize { what: "merged Chrome trace", message: e.to_string() })
+    }
+
+    /// Writes the trace to `path` (replaced whole).
+    pub fn write(&self, path: impl AsRef<Path>) -> Result<()> {
+        write_file(path.as_ref(), |out| self.write_to(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ClockPair, ClockSync};
+    use crate::report::trace_check::{check_trace_json, CheckOptions};
+
+    fn process(label: &str, unix_start: Option<u64>) -> ProcessReport {
+        let mut report = Report::from_json(include_str!("../../tests/golden/report.json")).unwrap();
+        let first = report.ranges.iter().filter_map(|r| r.start_ns).min().unwrap();
+        report.meta.clock = unix_start.map(|u| ClockSync {
+            start: ClockPair { cupti_ns: first, unix_ns: u },
+            finish: ClockPair { cupti_ns: first + 1_000_000, unix_ns: u + 1_000_000 },
+        });
+        ProcessReport { label: label.into(), dir: label.into(), report }
+    }
+
+    #[test]
+    fn ranks_become_processes_aligned_on_the_wall_clock() {
+        let procs = [process("node7-0", Some(5_000_000_000)), process("node7-1", Some(5_000_250_000))];
+        let single = Report::to_chrome_trace(&procs[0].report);
+        let merged = merged_trace(&procs);
+        assert!(merged.other_data.aligned);
+        assert_eq!(merged.trace_events.len(), 2 * single.trace_events.len());
+        assert_eq!(merged.other_data.processes[1].shift_us, 250.0);
+        let names: Vec<&str> = merged
+            .trace_events
+            .iter()
+            .filter(|e| e.name == "process_name")
+            .filter_map(|e| match &e.args {
+                EventArgs::Name { name } => Some(name.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert!(names.contains(&"node7-0: CPU ranges") && names.contains(&"node7-1: CPU ranges"), "{names:?}");
+        let first_ts = |pid: u64| merged.trace_events.iter().filter(|e| e.pid == pid).filter_map(|e| e.ts).next();
+        assert_eq!(first_ts(2001).unwrap() - first_ts(1001).unwrap(), 250.0, "the second rank starts 250 us later");
+        let mut text = Vec::new();
+        merged.write_to(&mut text).unwrap();
+        let check = check_trace_json(std::str::from_utf8(&text).unwrap(), &CheckOptions::default());
+        assert!(check.is_ok(), "{:?}", check.violations);
+        assert_eq!(check.events, merged.trace_events.len());
+    }
+
+    #[test]
+    fn without_clock_pairs_nothing_is_shifted() {
+        let merged = merged_trace(&[process("a", None), process("b", Some(1))]);
+        assert!(!merged.other_data.aligned && merged.other_data.origin_unix_ns.is_none());
+        assert!(merged.other_data.processes.iter().all(|p| p.shift_us == 0.0));
+        let ids: Vec<&str> = merged
+            .trace_events
+            .iter()
+            .filter_map(|e| match &e.args {
+                EventArgs::Range(r) => Some(r.range_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert!(ids.iter().any(|i| i.starts_with("0/")) && ids.iter().any(|i| i.starts_with("1/")), "{ids:?}");
+    }
+}
