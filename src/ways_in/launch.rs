@@ -211,8 +211,18 @@ impl LaunchPlan {
         forward_signals_to(child.id());
         let exit = child.wait().map_err(|e| Error::InvalidState(format!("waiting for the program: {e}")))?;
         CHILD.store(0, Ordering::Release);
+        restore_default_signals();
         let root = self.output_root();
         Ok(Outcome { exit, processes: processes::scan(&root), output_dir: root })
+    }
+}
+
+/// Puts back the default action of the signals [`forward_signals_to`] took, once the program
+/// has ended: a SIGTERM to `gmprof run` while it prints the summary ends it as usual.
+fn restore_default_signals() {
+    for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        // SAFETY: SIG_DFL is always a valid disposition.
+        unsafe { libc::signal(signal, libc::SIG_DFL) };
     }
 }
 
