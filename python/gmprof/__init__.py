@@ -17,13 +17,19 @@ Typical use::
 Library lookup (first that loads wins):
 
 1. ``$GMPROF_LIBRARY`` -- when set, it is the only candidate;
-2. ``libgmprof.so`` next to this package (``python/gmprof/libgmprof.so``);
+2. ``libgmprof.so`` in this package's directory (where the wheel puts it);
 3. ``target/release/libgmprof.so`` then ``target/debug/libgmprof.so`` in the repository
    root (the first directory above this package that holds a ``Cargo.toml``);
 4. ``ctypes.util.find_library("gmprof")``, else the bare name ``libgmprof.so``
    (the system loader's search path, ``LD_LIBRARY_PATH``).
 
 If nothing loads, the first call raises :class:`GmprofError` listing every path tried.
+Before loading, the lib directories of NVIDIA's pip wheels on ``sys.path`` (see
+:func:`cuda_lib_dirs`) are added to ``$GMPROF_CUDA_LIB_DIRS``, where the library looks for
+libcupti.
+
+Results: :func:`load` reads an output directory back (pandas DataFrames when pandas is
+installed); it needs neither a GPU nor the library.
 
 Disabling: with ``GMPROF_DISABLE=1`` (also ``true``/``yes``/``on``) in the environment,
 :func:`init`, :func:`push_range`, :func:`pop_range`, :func:`finish` and :func:`range` do
