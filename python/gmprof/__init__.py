@@ -17,13 +17,19 @@ Typical use::
 Library lookup (first that loads wins):
 
 1. ``$GMPROF_LIBRARY`` -- when set, it is the only candidate;
-2. ``libgmprof.so`` next to this package (``python/gmprof/libgmprof.so``);
+2. ``libgmprof.so`` in this package's directory (where the wheel puts it);
 3. ``target/release/libgmprof.so`` then ``target/debug/libgmprof.so`` in the repository
    root (the first directory above this package that holds a ``Cargo.toml``);
 4. ``ctypes.util.find_library("gmprof")``, else the bare name ``libgmprof.so``
    (the system loader's search path, ``LD_LIBRARY_PATH``).
 
 If nothing loads, the first call raises :class:`GmprofError` listing every path tried.
+Before loading, the lib directories of NVIDIA's pip wheels on ``sys.path`` (see
+:func:`cuda_lib_dirs`) are added to ``$GMPROF_CUDA_LIB_DIRS``, where the library looks for
+libcupti.
+
+Results: :func:`load` reads an output directory back (pandas DataFrames when pandas is
+installed); it needs neither a GPU nor the library.
 
 Disabling: with ``GMPROF_DISABLE=1`` (also ``true``/``yes``/``on``) in the environment,
 :func:`init`, :func:`push_range`, :func:`pop_range`, :func:`finish` and :func:`range` do
@@ -42,6 +48,7 @@ import ctypes
 import ctypes.util
 import functools
 import os
+import sys
 import threading
 from typing import Any, Callable, Iterable, List, Optional, TypeVar, Union, overload
 
@@ -56,6 +63,9 @@ __all__ = [
     "is_enabled",
     "range",
     "library_path",
+    "cuda_lib_dirs",
+    "load",
+    "Report",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -175,6 +185,39 @@ def _candidates() -> List[str]:
     return paths
 
 
+# Where NVIDIA's pip wheels (which PyTorch installs) keep their libraries, relative to a
+# site-packages directory; mirrors PIP_LIB_SUBDIRS in src/checked/library.rs.
+_PIP_LIB_SUBDIRS = ("nvidia/cu13/lib", "nvidia/cuda_cupti/lib", "nvidia/cuda_runtime/lib")
+
+
+def cuda_lib_dirs(paths: Optional[Iterable[str]] = None) -> List[str]:
+    """The lib directories of NVIDIA's pip wheels (``nvidia-cuda-cupti-cu13`` and friends).
+
+    Looks under each directory of ``paths`` (default ``sys.path``, which holds this
+    environment's site-packages) for ``nvidia/cu13/lib``, ``nvidia/cuda_cupti/lib`` and
+    ``nvidia/cuda_runtime/lib``; returns the existing ones, without duplicates. The library
+    gets them through ``$GMPROF_CUDA_LIB_DIRS`` and searches them for libcupti after
+    ``$CUDA_HOME`` and before ``/usr/local/cuda``, so a PyTorch venv needs no system CUDA.
+    """
+    out: List[str] = []
+    for base in sys.path if paths is None else paths:
+        if not base or not os.path.isdir(base):
+            continue
+        for sub in _PIP_LIB_SUBDIRS:
+            d = os.path.abspath(os.path.join(base, *sub.split("/")))
+            if os.path.isdir(d) and d not in out:
+                out.append(d)
+    return out
+
+
+def _export_cuda_lib_dirs() -> None:
+    """Adds :func:`cuda_lib_dirs` to ``$GMPROF_CUDA_LIB_DIRS`` (kept first: the user's)."""
+    current = [d for d in os.environ.get("GMPROF_CUDA_LIB_DIRS", "").split(os.pathsep) if d]
+    merged = current + [d for d in cuda_lib_dirs() if d not in current]
+    if merged:
+        os.environ["GMPROF_CUDA_LIB_DIRS"] = os.pathsep.join(merged)
+
+
 def _configure(lib: Any) -> Any:
     """Declares the C signatures on a freshly loaded CDLL."""
     status = ctypes.c_int
@@ -206,6 +249,7 @@ def _load() -> Any:
         if _lib is not None:
             return _lib
         tried = []
+        _export_cuda_lib_dirs()
         for path in _candidates():
             try:
                 lib = ctypes.CDLL(path)
@@ -304,6 +348,7 @@ def init(
     output_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
     device: int = -1,
     synchronize_on_pop: bool = False,
+    range_scope: Optional[str] = None,
 ) -> None:
     """Starts the process-wide profiler (``gmprof_init``).
 
@@ -318,6 +363,12 @@ def init(
         device: CUDA device ordinal; -1 uses the current context or device 0.
         synchronize_on_pop: wait for the GPU before each range closes, so that ranges
             cover the GPU work they launched.
+        range_scope: ``"process"`` (the default) puts work launched by a thread with no
+            open range of its own into the latest range open on any thread, so that the
+            kernels PyTorch's autograd thread launches for ``backward`` land in the range the
+            training loop opened; ``"thread"`` keeps each thread's work in its own ranges
+            (``<root>`` when it has none). ``None`` uses ``$GMPROF_RANGE_SCOPE`` or
+            ``"process"``. Passed to the library as ``GMPROF_RANGE_SCOPE`` for the call.
 
     Raises:
         GmprofError: e.g. ``GMPROF_ERROR_ALREADY_INITIALIZED``,
@@ -339,6 +390,10 @@ def init(
     resolved_dir = os.path.abspath(os.fspath(output_dir))
     if not isinstance(device, int) or isinstance(device, bool):
         raise TypeError("device must be an int, not %s" % type(device).__name__)
+    if range_scope is None:
+        range_scope = os.environ.get("GMPROF_RANGE_SCOPE") or "process"
+    if range_scope not in ("process", "thread"):
+        raise ValueError("range_scope must be 'process' or 'thread', not %r" % (range_scope,))
 
     options = GmprofOptions(
         _encode_optional(mode, "mode"),
@@ -348,7 +403,18 @@ def init(
         1 if synchronize_on_pop else 0,
     )
     lib = _load()
-    _check(lib, lib.gmprof_init(ctypes.pointer(options)), "gmprof_init")
+    # The C library reads the scope from the environment during gmprof_init; restore the
+    # caller's value afterwards so that child processes do not inherit ours.
+    saved_scope = os.environ.get("GMPROF_RANGE_SCOPE")
+    os.environ["GMPROF_RANGE_SCOPE"] = range_scope
+    try:
+        status = lib.gmprof_init(ctypes.pointer(options))
+    finally:
+        if saved_scope is None:
+            os.environ.pop("GMPROF_RANGE_SCOPE", None)
+        else:
+            os.environ["GMPROF_RANGE_SCOPE"] = saved_scope
+    _check(lib, status, "gmprof_init")
     _initialized = True
     # Each process writes into its own directory of output_dir (a rank's, a worker's): the
     # library says which.
@@ -500,3 +566,6 @@ def range(name: Any = None) -> Any:  # noqa: A001 - shadows the builtin on purpo
     if callable(name) and not isinstance(name, (str, bytes)):
         return _Range(None)(name)
     return _Range(name)
+
+
+from .report import Report, load  # noqa: E402  (pure Python; no library needed)

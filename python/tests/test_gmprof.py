@@ -5,15 +5,22 @@ neither a GPU nor libgmprof.so. ``RealLibraryTest`` runs against a built libgmpr
 ``GMPROF_TEST_LIBRARY`` points at one (tests/python_module.rs sets it).
 
 Run from the repository root: ``python3 -m unittest discover -s python/tests -v``.
+With ``GMPROF_TEST_INSTALLED=1`` the tests import the installed ``gmprof`` (the wheel, in a
+venv; ``.ci/run`` does this) instead of ``python/gmprof``.
 """
 
 import ctypes
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import threading
 import unittest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+INSTALLED = os.environ.get("GMPROF_TEST_INSTALLED") == "1"
+if not INSTALLED:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 
 import gmprof  # noqa: E402
 
@@ -43,6 +50,8 @@ class FakeLibrary:
             "device": o.device,
             "synchronize_on_pop": o.synchronize_on_pop,
         }
+        # The range scope travels in the environment during the call.
+        self.range_scope = os.environ.get("GMPROF_RANGE_SCOPE")
         self.calls.append(("init",))
         return self._ret("init")
 
@@ -69,11 +78,12 @@ class FakeLibrary:
 class EnvMixin:
     """Saves and restores the environment variables a test changes."""
 
-    VARS = ("GMPROF_DISABLE", "GMPROF_LIBRARY", "GMPROF_OUT", "GMPROF_CUPTI_LIB")
+    VARS = ("GMPROF_DISABLE", "GMPROF_LIBRARY", "GMPROF_OUT", "GMPROF_CUPTI_LIB", "GMPROF_RANGE_SCOPE",
+            "GMPROF_CUDA_LIB_DIRS")
 
     def setUp(self):
         self._saved = {k: os.environ.get(k) for k in self.VARS}
-        for k in ("GMPROF_DISABLE", "GMPROF_OUT"):
+        for k in ("GMPROF_DISABLE", "GMPROF_OUT", "GMPROF_RANGE_SCOPE"):
             os.environ.pop(k, None)
 
     def tearDown(self):
@@ -310,9 +320,131 @@ class MissingLibraryTest(EnvMixin, unittest.TestCase):
         paths = gmprof._candidates()
         pkg = os.path.dirname(os.path.abspath(gmprof.__file__))
         self.assertEqual(paths[0], os.path.join(pkg, "libgmprof.so"))
-        root = os.path.dirname(os.path.dirname(pkg))
-        self.assertIn(os.path.join(root, "target", "release", "libgmprof.so"), paths)
-        self.assertGreaterEqual(len(paths), 3)
+        if INSTALLED:
+            # No Cargo.toml above site-packages: the package's own copy, then the loader's.
+            self.assertEqual(len(paths), 2, paths)
+        else:
+            root = os.path.dirname(os.path.dirname(pkg))
+            self.assertIn(os.path.join(root, "target", "release", "libgmprof.so"), paths)
+            self.assertGreaterEqual(len(paths), 3)
+
+
+class RangeScopeTest(EnvMixin, unittest.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.lib = FakeLibrary()
+        gmprof._set_library(self.lib)
+
+    def test_default_is_process_and_the_environment_is_restored(self):
+        gmprof.init()
+        self.assertEqual(self.lib.range_scope, "process")
+        self.assertNotIn("GMPROF_RANGE_SCOPE", os.environ)
+        gmprof.finish()
+
+    def test_thread_scope_is_passed(self):
+        os.environ["GMPROF_RANGE_SCOPE"] = "process"
+        gmprof.init(range_scope="thread")
+        self.assertEqual(self.lib.range_scope, "thread")
+        self.assertEqual(os.environ["GMPROF_RANGE_SCOPE"], "process")  # the caller's, back
+        gmprof.finish()
+
+    def test_environment_is_the_fallback(self):
+        os.environ["GMPROF_RANGE_SCOPE"] = "thread"
+        gmprof.init()
+        self.assertEqual(self.lib.range_scope, "thread")
+        gmprof.finish()
+
+    def test_invalid_scope_is_rejected_before_c(self):
+        with self.assertRaises(ValueError):
+            gmprof.init(range_scope="global")
+        self.assertEqual(self.lib.calls, [])
+        self.assertFalse(gmprof.is_initialized())
+
+    def test_scope_restored_when_init_fails(self):
+        self.lib.statuses["init"] = [gmprof.GMPROF_ERROR_CUPTI]
+        with self.assertRaises(gmprof.GmprofError):
+            gmprof.init(range_scope="thread")
+        self.assertEqual(self.lib.range_scope, "thread")
+        self.assertNotIn("GMPROF_RANGE_SCOPE", os.environ)
+
+
+def fake_site_packages(root, cupti_source=None):
+    """A site-packages tree with NVIDIA's pip layout; copies cupti_source's lib dir into cu13."""
+    site = os.path.join(root, "site-packages")
+    cu13 = os.path.join(site, "nvidia", "cu13", "lib")
+    cu12 = os.path.join(site, "nvidia", "cuda_cupti", "lib")
+    os.makedirs(cu13)
+    os.makedirs(cu12)
+    os.makedirs(os.path.join(site, "nvidia", "cublas"))  # not a lib dir gmprof searches
+    if cupti_source:
+        src = os.path.dirname(cupti_source)
+        for name in os.listdir(src):
+            if name.startswith(("libcupti", "libnvperf")):
+                shutil.copy(os.path.join(src, name), cu13)
+    return site, cu13, cu12
+
+
+class CudaLibDirsTest(EnvMixin, unittest.TestCase):
+    def test_finds_the_pip_wheel_lib_dirs(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            site, cu13, cu12 = fake_site_packages(tmp)
+            self.assertEqual(gmprof.cuda_lib_dirs([site, os.path.join(tmp, "nope"), site]), [cu13, cu12])
+            self.assertEqual(gmprof.cuda_lib_dirs([tmp]), [])
+
+    def test_exported_after_the_users_dirs(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            site, cu13, cu12 = fake_site_packages(tmp)
+            os.environ["GMPROF_CUDA_LIB_DIRS"] = "/mine"
+            sys.path.insert(0, site)
+            try:
+                gmprof._export_cuda_lib_dirs()
+            finally:
+                sys.path.remove(site)
+            self.assertEqual(os.environ["GMPROF_CUDA_LIB_DIRS"].split(os.pathsep), ["/mine", cu13, cu12])
+
+    @unittest.skipUnless(os.environ.get("GMPROF_TEST_LIBRARY") and os.environ.get("GMPROF_TEST_CUPTI_LIB"),
+                         "needs GMPROF_TEST_LIBRARY and GMPROF_TEST_CUPTI_LIB (libcupti from the pip wheel)")
+    def test_real_library_loads_cupti_from_a_pip_site_packages(self):
+        # A fresh process: the library keeps the first libcupti it loads.
+        with tempfile.TemporaryDirectory() as tmp:
+            site, cu13, _ = fake_site_packages(tmp, os.environ["GMPROF_TEST_CUPTI_LIB"])
+            env = {k: v for k, v in os.environ.items()
+                   if k not in ("GMPROF_CUPTI_LIB", "CUDA_HOME", "CUDA_PATH", "GMPROF_CUDA_LIB_DIRS")}
+            env["GMPROF_LIBRARY"] = os.environ["GMPROF_TEST_LIBRARY"]
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (site, env.get("PYTHONPATH")) if p)
+            if not INSTALLED:
+                env["PYTHONPATH"] += os.pathsep + os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir)
+            code = ("import gmprof, os\n"
+                    "try:\n    gmprof.init(mode='trace', output_dir=%r); print('initialized')\n"
+                    "except gmprof.GmprofError as e:\n    print(e)\n"
+                    "print('DIRS=' + os.environ.get('GMPROF_CUDA_LIB_DIRS', ''))\n" % os.path.join(tmp, "out"))
+            out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                 timeout=120)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertIn("DIRS=" + cu13, out.stdout)
+            # libcupti came from the fake site-packages: what fails now (no GPU here) is libcuda.
+            self.assertNotIn("libcupti could not be loaded", out.stdout)
+            if "initialized" not in out.stdout:
+                self.assertIn("libcuda could not be loaded", out.stdout)
+
+
+@unittest.skipUnless(INSTALLED, "GMPROF_TEST_INSTALLED=1 tests the installed wheel")
+class InstalledWheelTest(EnvMixin, unittest.TestCase):
+    def test_package_finds_its_own_library(self):
+        os.environ.pop("GMPROF_LIBRARY", None)
+        gmprof._set_library(None)
+        pkg = os.path.dirname(os.path.abspath(gmprof.__file__))
+        self.assertIn("site-packages", pkg)
+        self.assertEqual(gmprof.library_path(), os.path.join(pkg, "libgmprof.so"))
+        from importlib.metadata import version
+        self.assertEqual(gmprof.version(), version("gmprof"))
+
+    def test_python_dash_m_runs_the_cli(self):
+        out = subprocess.run([sys.executable, "-m", "gmprof", "--version"], capture_output=True, text=True,
+                             timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        from importlib.metadata import version
+        self.assertEqual(out.stdout.strip(), "gmprof " + version("gmprof"))
 
 
 @unittest.skipUnless(os.environ.get("GMPROF_TEST_LIBRARY"),

@@ -49,40 +49,107 @@ static DRIVER: OnceLock<&'static DriverLibrary> = OnceLock::new();
 /// Serializes first loads, so two threads never both load and leak a library.
 static LOAD_LOCK: Mutex<()> = Mutex::new(());
 
+/// Environment variable listing extra directories (separated by `:`) that hold libcupti and
+/// its siblings, e.g. the lib directories of NVIDIA's pip wheels. The Python module sets it
+/// to those of its own environment before it loads libgmprof.
+pub const CUDA_LIB_DIRS_ENV: &str = "GMPROF_CUDA_LIB_DIRS";
+
+/// Where NVIDIA's pip wheels put their libraries, relative to a `site-packages` directory:
+/// `nvidia-cuda-cupti-cu13` and the other CUDA 13 wheels share `nvidia/cu13/lib`; the CUDA 12
+/// wheels have one directory each (`nvidia/cuda_cupti/lib`, `nvidia/cuda_runtime/lib`).
+pub const PIP_LIB_SUBDIRS: [&str; 3] = ["nvidia/cu13/lib", "nvidia/cuda_cupti/lib", "nvidia/cuda_runtime/lib"];
+
+/// The existing lib directories of NVIDIA's pip wheels: each directory of `dirs_var` (the
+/// value of `GMPROF_CUDA_LIB_DIRS`), then [`PIP_LIB_SUBDIRS`] of each
+/// `lib/python3*/site-packages` beside the directory of `exe` (a virtual environment's or
+/// `~/.local`'s `bin/`, where pip installs the `gmprof` binary).
+pub fn pip_lib_dirs_from(dirs_var: Option<&std::ffi::OsStr>, exe: Option<&std::path::Path>) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    let mut push = |dir: PathBuf| {
+        if dir.is_dir() && !out.contains(&dir) {
+            out.push(dir);
+        }
+    };
+    if let Some(var) = dirs_var {
+        std::env::split_paths(var).filter(|d| !d.as_os_str().is_empty()).for_each(&mut push);
+    }
+    if let Some(prefix) = exe.and_then(std::path::Path::parent).and_then(std::path::Path::parent) {
+        let pattern = prefix.join("lib/python3*/site-packages");
+        let mut sites: Vec<PathBuf> =
+            glob::glob(&pattern.to_string_lossy()).map(|paths| paths.flatten().collect()).unwrap_or_default();
+        sites.sort();
+        for site in sites {
+            for sub in PIP_LIB_SUBDIRS {
+                push(site.join(sub));
+            }
+        }
+    }
+    out
+}
+
+/// [`pip_lib_dirs_from`] of this process: `$GMPROF_CUDA_LIB_DIRS` and the running executable.
+pub fn pip_lib_dirs() -> Vec<PathBuf> {
+    let exe = std::env::current_exe().ok();
+    pip_lib_dirs_from(std::env::var_os(CUDA_LIB_DIRS_ENV).as_deref(), exe.as_deref())
+}
+
 /// The candidates for libcupti, in search order.
 ///
-/// `GMPROF_CUPTI_LIB` alone when set; else each of `CUDA_HOME`, `CUDA_PATH` and
-/// `/usr/local/cuda` under `extras/CUPTI/lib64`, `targets/x86_64-linux/lib` (or
-/// `sbsa-linux`) and `lib64`; then the loader's default names.
+/// `GMPROF_CUPTI_LIB` alone when set; else each of `CUDA_HOME` and `CUDA_PATH` under
+/// `extras/CUPTI/lib64`, `targets/x86_64-linux/lib` (or `sbsa-linux`) and `lib64`; then the
+/// pip wheels' lib directories ([`pip_lib_dirs`]); then `/usr/local/cuda` as the first;
+/// then the loader's default names.
 pub fn cupti_candidates() -> Vec<String> {
     if let Some(path) = std::env::var_os(CUPTI_LIB_ENV) {
         return vec![PathBuf::from(path).display().to_string()];
     }
-    let mut roots: Vec<PathBuf> =
+    let roots: Vec<PathBuf> =
         ["CUDA_HOME", "CUDA_PATH"].iter().filter_map(|v| std::env::var_os(v).map(PathBuf::from)).collect();
-    roots.push(PathBuf::from("/usr/local/cuda"));
+    cupti_candidates_with(&roots, &pip_lib_dirs())
+}
+
+/// The candidates for libcupti under the toolkit `roots`, then in `pip_dirs`, then under
+/// `/usr/local/cuda`, then the loader's default names.
+pub fn cupti_candidates_with(roots: &[PathBuf], pip_dirs: &[PathBuf]) -> Vec<String> {
+    const NAMES: [&str; 3] = ["libcupti.so", "libcupti.so.13", "libcupti.so.12"];
     let target = if cfg!(target_arch = "aarch64") { "sbsa-linux" } else { "x86_64-linux" };
+    let toolkit_dirs = |root: &PathBuf| -> Vec<PathBuf> {
+        ["extras/CUPTI/lib64".to_owned(), format!("targets/{target}/lib"), "lib64".to_owned()]
+            .iter()
+            .map(|d| root.join(d))
+            .collect()
+    };
+    let mut dirs: Vec<PathBuf> = roots.iter().flat_map(toolkit_dirs).collect();
+    dirs.extend(pip_dirs.iter().cloned());
+    dirs.extend(toolkit_dirs(&PathBuf::from("/usr/local/cuda")));
     let mut out = Vec::new();
-    for root in roots {
-        for dir in ["extras/CUPTI/lib64".to_owned(), format!("targets/{target}/lib"), "lib64".to_owned()] {
-            for name in ["libcupti.so", "libcupti.so.13", "libcupti.so.12"] {
-                let p = root.join(&dir).join(name).display().to_string();
-                if !out.contains(&p) {
-                    out.push(p);
-                }
+    for dir in dirs {
+        for name in NAMES {
+            let p = dir.join(name).display().to_string();
+            if !out.contains(&p) {
+                out.push(p);
             }
         }
     }
-    out.extend(["libcupti.so", "libcupti.so.13", "libcupti.so.12"].map(String::from));
+    out.extend(NAMES.map(String::from));
     out
 }
 
-/// The candidates for libcuda, in search order.
+/// The candidates for libcuda, in search order: `GMPROF_CUDA_DRIVER_LIB` alone when set;
+/// else the loader's names (the driver's own install), then `libcuda.so.1` in the pip
+/// wheels' lib directories ([`pip_lib_dirs`]; a container may put a compat driver there).
 pub fn driver_candidates() -> Vec<String> {
     if let Some(path) = std::env::var_os(CUDA_DRIVER_LIB_ENV) {
         return vec![PathBuf::from(path).display().to_string()];
     }
-    vec!["libcuda.so.1".into(), "libcuda.so".into(), "/usr/lib/wsl/lib/libcuda.so.1".into()]
+    driver_candidates_with(&pip_lib_dirs())
+}
+
+/// The driver's candidates with `pip_dirs` as the extra directories (see [`driver_candidates`]).
+pub fn driver_candidates_with(pip_dirs: &[PathBuf]) -> Vec<String> {
+    let mut out: Vec<String> = vec!["libcuda.so.1".into(), "libcuda.so".into(), "/usr/lib/wsl/lib/libcuda.so.1".into()];
+    out.extend(pip_dirs.iter().map(|d| d.join("libcuda.so.1").display().to_string()));
+    out
 }
 
 /// A symbol slot of a generated library table, or [`Error::MissingSymbol`] naming it.
@@ -387,5 +454,40 @@ mod tests {
         assert_eq!(cupti_result_name(CUptiResult::CUPTI_ERROR_HARDWARE_BUSY), "CUPTI_ERROR_HARDWARE_BUSY");
         assert_eq!(cupti_result_name(CUptiResult(999_999)), "CUPTI_ERROR_999999");
         assert!(cupti_hint(&cupti_result_name(CUptiResult::CUPTI_ERROR_INSUFFICIENT_PRIVILEGES)).is_some());
+    }
+
+    #[test]
+    fn pip_wheel_lib_dirs_are_searched_after_cuda_home_and_before_usr_local() {
+        let tmp = tempfile::tempdir().unwrap();
+        let site = tmp.path().join("venv/lib/python3.12/site-packages");
+        let cu13 = site.join("nvidia/cu13/lib");
+        let cu12 = site.join("nvidia/cuda_cupti/lib");
+        std::fs::create_dir_all(&cu13).unwrap();
+        std::fs::create_dir_all(&cu12).unwrap();
+        std::fs::write(cu13.join("libcupti.so.13"), b"").unwrap();
+        std::fs::create_dir_all(tmp.path().join("venv/bin")).unwrap();
+        let extra = tmp.path().join("extra");
+        std::fs::create_dir_all(&extra).unwrap();
+        let missing = tmp.path().join("missing");
+        let var = std::env::join_paths([&extra, &missing]).unwrap();
+
+        let exe = tmp.path().join("venv/bin/gmprof");
+        let dirs = pip_lib_dirs_from(Some(&var), Some(&exe));
+        // The variable's directories first (missing ones dropped), then the venv's, in order.
+        assert_eq!(dirs, vec![extra.clone(), cu13.clone(), cu12.clone()]);
+        assert!(pip_lib_dirs_from(None, Some(&tmp.path().join("elsewhere/bin/gmprof"))).is_empty());
+
+        let home = PathBuf::from("/opt/cuda-home");
+        let c = cupti_candidates_with(std::slice::from_ref(&home), &dirs);
+        let at = |p: String| c.iter().position(|x| *x == p).unwrap_or_else(|| panic!("{p} not in {c:?}"));
+        let home_at = at(home.join("extras/CUPTI/lib64/libcupti.so").display().to_string());
+        let pip_at = at(cu13.join("libcupti.so.13").display().to_string());
+        let usr_at = at("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so".to_owned());
+        assert!(home_at < pip_at && pip_at < usr_at, "{c:?}");
+        assert_eq!(c.last().map(String::as_str), Some("libcupti.so.12"));
+
+        let d = driver_candidates_with(&dirs);
+        assert_eq!(d[0], "libcuda.so.1");
+        assert_eq!(d.last().unwrap(), &cu12.join("libcuda.so.1").display().to_string());
     }
 }

@@ -76,8 +76,9 @@ fn absolute(path: &Path) -> Result<PathBuf> {
     std::path::absolute(path).map_err(|e| Error::io(path, e))
 }
 
-/// Candidates for libgmprof.so: `explicit`, else `$GMPROF_LIBRARY`, else next to `exe` and
-/// in `exe/../lib`.
+/// Candidates for libgmprof.so: `explicit`, else `$GMPROF_LIBRARY`, else next to `exe`, in
+/// `exe/../lib`, and in the `gmprof` Python package of each `exe/../lib/python3*/site-packages`
+/// (where the wheel puts it; pip puts the binary in the environment's `bin/`).
 pub fn library_candidates(explicit: Option<&Path>, exe: Option<&Path>) -> Vec<PathBuf> {
     if let Some(p) = explicit {
         return vec![p.to_owned()];
@@ -89,6 +90,11 @@ pub fn library_candidates(explicit: Option<&Path>, exe: Option<&Path>) -> Vec<Pa
     if let Some(dir) = exe.and_then(Path::parent) {
         out.push(dir.join("libgmprof.so"));
         out.push(dir.join("../lib/libgmprof.so"));
+        let pattern = dir.join("../lib/python3*/site-packages/gmprof/libgmprof.so");
+        let mut wheel: Vec<PathBuf> =
+            glob::glob(&pattern.to_string_lossy()).map(|paths| paths.flatten().collect()).unwrap_or_default();
+        wheel.sort();
+        out.extend(wheel);
     }
     out
 }
@@ -423,6 +429,22 @@ mod tests {
             );
         }
         assert_eq!(library_candidates(Some(Path::new("/x.so")), None), [PathBuf::from("/x.so")]);
+    }
+
+    #[test]
+    fn library_is_found_in_the_wheel_package_of_a_venv() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pkg = tmp.path().join("venv/lib/python3.12/site-packages/gmprof");
+        std::fs::create_dir_all(&pkg).unwrap();
+        std::fs::create_dir_all(tmp.path().join("venv/bin")).unwrap();
+        std::fs::write(pkg.join("libgmprof.so"), b"").unwrap();
+        let exe = tmp.path().join("venv/bin/gmprof");
+        if std::env::var_os(LIBRARY_ENV).is_none() {
+            let c = library_candidates(None, Some(&exe));
+            assert_eq!(c.len(), 3, "{c:?}");
+            let found = first_existing(&c, "libgmprof.so", "").unwrap();
+            assert_eq!(found.canonicalize().unwrap(), pkg.join("libgmprof.so").canonicalize().unwrap());
+        }
     }
 
     fn outcome(code: i32, status: Option<InjectionStatus>) -> Outcome {

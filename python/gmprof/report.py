@@ -1,0 +1,212 @@
+"""Reading gmprof's outputs back into Python: :func:`load` and :class:`Report`.
+
+Pure Python (``csv``, ``json``): importable and usable without a GPU and without
+``libgmprof.so``. With pandas installed, the tables are :class:`pandas.DataFrame`; without it
+they are lists of dicts (one per row, keyed by the CSV header).
+
+A value gmprof did not measure is blank in the CSV files; here it is ``None`` (``NaN`` in a
+numeric DataFrame column), never 0.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import json
+import os
+from typing import Any, Dict, List, Optional, Tuple
+
+__all__ = ["Report", "load"]
+
+Row = Dict[str, Any]
+
+
+def _number(text: str) -> Any:
+    """``text`` as an int, else a float; raises ValueError if it is neither."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def _read_csv(path: str) -> Tuple[List[str], List[Row], List[str]]:
+    """(header, rows, comment lines) of a gmprof CSV file.
+
+    gmprof writes ``# ...`` comment lines before the header. A column whose non-blank
+    values are all numbers becomes numeric; blanks become ``None``.
+    """
+    comments: List[str] = []
+    with open(path, newline="", encoding="utf-8") as f:
+        lines = f.read().splitlines(keepends=True)
+    start = 0
+    while start < len(lines) and lines[start].startswith("#"):
+        comments.append(lines[start].rstrip("\r\n"))
+        start += 1
+    reader = csv.reader(lines[start:])
+    header = next(reader, [])
+    raw = [row for row in reader if row]
+    columns: List[List[Any]] = [[row[i] if i < len(row) else "" for row in raw] for i in range(len(header))]
+    for values in columns:
+        try:
+            converted = [None if v == "" else _number(v) for v in values]
+        except ValueError:
+            converted = [None if v == "" else v for v in values]
+        values[:] = converted
+    rows = [{name: columns[i][r] for i, name in enumerate(header)} for r in range(len(raw))]
+    return header, rows, comments
+
+
+def _pandas(wanted: Optional[bool]) -> Any:
+    if wanted is False:
+        return None
+    try:
+        import pandas  # type: ignore[import-not-found]
+    except ImportError:
+        if wanted:
+            raise ImportError("gmprof.load(..., pandas=True) needs pandas: pip install pandas") from None
+        return None
+    return pandas
+
+
+class Report:
+    """The outputs of one gmprof run, as loaded by :func:`load`.
+
+    Attributes:
+        path: the output directory (absolute).
+        ranges: ranges.csv, one row per range instance.
+        kernels: kernels.csv, one row per kernel launch.
+        stats: stats.csv (``table`` is ``range`` or ``kernel``; count, missing, total, mean,
+            percentiles and share per range path or kernel name).
+        meta: report.json's ``meta`` (mode, device, metrics, counts, warnings, ...), or the
+            ``# key: value`` header lines of ranges.csv when report.json is absent.
+        warnings: the run's warnings (dropped records, ranges left open, ...).
+        json: the whole report.json, or ``None`` when absent.
+    """
+
+    def __init__(self, path: str, tables: Dict[str, Tuple[List[str], List[Row]]], meta: Dict[str, Any],
+                 warnings: List[str], report_json: Optional[Dict[str, Any]], pandas: Any) -> None:
+        self.path = path
+        self.meta = meta
+        self.warnings = warnings
+        self.json = report_json
+        self._rows = {name: rows for name, (_, rows) in tables.items()}
+        for name, (header, rows) in tables.items():
+            value: Any = rows if pandas is None else pandas.DataFrame(rows, columns=header)
+            setattr(self, name, value)
+
+    ranges: Any
+    kernels: Any
+    stats: Any
+
+    def top_ranges(self, n: int = 10, quantity: str = "gpu_time_ns") -> List[Row]:
+        """The ``n`` range paths with the largest total ``quantity`` (from stats.csv), largest
+        first. ``quantity`` is ``gpu_time_ns`` or ``wall_time_ns``. Rows are dicts with
+        ``range_path``, ``count``, ``missing``, ``total_ns``, ``mean_ns``, ``p50_ns``,
+        ``max_ns`` and ``share_pct`` (``None`` where not measured)."""
+        rows = [r for r in self._rows["stats"] if r.get("table") == "range" and r.get("quantity") == quantity]
+        rows.sort(key=lambda r: (r.get("total_ns") is None, -(r.get("total_ns") or 0)))
+        return rows[:n]
+
+    def __repr__(self) -> str:
+        return "<gmprof.Report %s: mode %s, %d ranges, %d kernels, %d warnings>" % (
+            self.path,
+            self.meta.get("mode", "?"),
+            len(self._rows["ranges"]),
+            len(self._rows["kernels"]),
+            len(self.warnings),
+        )
+
+    def _repr_html_(self) -> str:
+        """A notebook summary: the run's facts and a table of the top ranges by GPU time."""
+        esc = html.escape
+
+        def cell(value: Any, digits: int = 0) -> str:
+            if value is None:
+                return "\u2014"  # not measured
+            if isinstance(value, float):
+                return esc("%.*f" % (digits, value))
+            return esc(str(value))
+
+        facts = [
+            ("mode", self.meta.get("mode")),
+            ("device", self.meta.get("device_name")),
+            ("kernels", self.meta.get("kernel_count")),
+            ("GPU time (ns)", self.meta.get("total_gpu_time_ns")),
+            ("warnings", len(self.warnings)),
+        ]
+        out = ['<div class="gmprof-report">', "<p><b>gmprof</b> %s<br>" % esc(self.path)]
+        out.append(" &middot; ".join("%s: %s" % (esc(k), cell(v)) for k, v in facts) + "</p>")
+        out.append("<table><thead><tr><th>range</th><th>count</th><th>missing</th><th>total GPU ns</th>"
+                   "<th>mean ns</th><th>p50 ns</th><th>max ns</th><th>share %</th></tr></thead><tbody>")
+        for r in self.top_ranges(10):
+            out.append("<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
+                       "<td>%s</td></tr>" % (
+                           cell(r.get("range_path")), cell(r.get("count")), cell(r.get("missing")),
+                           cell(r.get("total_ns")), cell(r.get("mean_ns")), cell(r.get("p50_ns")),
+                           cell(r.get("max_ns")), cell(r.get("share_pct"), 1)))
+        out.append("</tbody></table>")
+        if self.warnings:
+            out.append("<ul>%s</ul>" % "".join("<li>%s</li>" % esc(w) for w in self.warnings))
+        out.append("</div>")
+        return "\n".join(out)
+
+
+def _meta_from_comments(comments: List[str]) -> Tuple[Dict[str, Any], List[str]]:
+    meta: Dict[str, Any] = {}
+    warnings: List[str] = []
+    for line in comments:
+        key, sep, value = line.lstrip("#").strip().partition(": ")
+        if not sep:
+            continue
+        if key == "warning":
+            warnings.append(value)
+        elif key in meta:
+            continue
+        else:
+            try:
+                meta[key] = _number(value)
+            except ValueError:
+                meta[key] = value
+    if "device" in meta and "device_name" not in meta:
+        meta["device_name"] = str(meta["device"]).split(" (chip ")[0]
+    if "kernels" in meta:
+        meta.setdefault("kernel_count", meta["kernels"])
+    return meta, warnings
+
+
+def load(out_dir: "str | os.PathLike[str]", pandas: Optional[bool] = None) -> Report:
+    """Loads the outputs gmprof wrote into ``out_dir`` (what :func:`gmprof.finish` returns).
+
+    Reads ranges.csv, kernels.csv and stats.csv (all three required) and report.json (for
+    :attr:`Report.meta`; optional). ``pandas``: ``None`` gives DataFrames when pandas is
+    installed, else lists of dicts; ``True`` requires pandas; ``False`` always gives lists.
+
+    Raises:
+        FileNotFoundError: a required file is missing (a directory with one subdirectory per
+            process needs ``gmprof merge`` first, or load each process's directory).
+    """
+    path = os.path.abspath(os.fspath(out_dir))
+    pd = _pandas(pandas)
+    tables: Dict[str, Tuple[List[str], List[Row]]] = {}
+    comments: List[str] = []
+    for name in ("ranges", "kernels", "stats"):
+        file = os.path.join(path, name + ".csv")
+        if not os.path.isfile(file):
+            raise FileNotFoundError(
+                "%s: no %s.csv; point gmprof.load at a directory gmprof wrote (with one directory per "
+                "process, run `gmprof merge` first or load each process's directory)" % (path, name))
+        header, rows, notes = _read_csv(file)
+        tables[name] = (header, rows)
+        if name == "ranges":
+            comments = notes
+    report_json: Optional[Dict[str, Any]] = None
+    json_file = os.path.join(path, "report.json")
+    if os.path.isfile(json_file):
+        with open(json_file, encoding="utf-8") as f:
+            report_json = json.load(f)
+    if report_json is not None and isinstance(report_json.get("meta"), dict):
+        meta = report_json["meta"]
+        warnings = [str(w) for w in meta.get("warnings") or []]
+    else:
+        meta, warnings = _meta_from_comments(comments)
+    return Report(path, tables, meta, warnings, report_json, pd)
