@@ -115,6 +115,13 @@ static WORKER_TID: AtomicI32 = AtomicI32::new(0);
 /// a second call is an error.
 pub fn install(timeout: Duration, on_request: impl Fn(Request) + Send + 'static) -> Result<()> {
     let (request_read, request_write) = pipe()?;
+    // The handler must never block on a full pipe (a storm of signals): its end is
+    // non-blocking, and a request that does not fit is dropped (one is already queued).
+    // SAFETY: fcntl on a descriptor this function just created.
+    unsafe {
+        let flags = libc::fcntl(request_write, libc::F_GETFL);
+        libc::fcntl(request_write, libc::F_SETFL, flags | libc::O_NONBLOCK);
+    }
     let (done_read, done_write) = pipe()?;
     let mut previous = Vec::new();
     for &signal in &HANDLED {
