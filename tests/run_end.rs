@@ -187,3 +187,22 @@ fn checkpoints_back_off_when_they_grow_expensive() {
     // A 1 000 000-kernel checkpoint took 6.7 s here (examples/checkpoint_memory.rs).
     assert_eq!(next_wait(every, Duration::from_millis(6700)), Duration::from_secs(67));
 }
+
+#[test]
+fn end_settings_are_read_one_way_for_injection_and_the_c_abi() {
+    use gmprof::ways_in::outputs::EndSettings;
+    let env = |pairs: &'static [(&'static str, &'static str)]| {
+        move |k: &str| pairs.iter().find(|(key, _)| *key == k).map(|(_, v)| v.to_string())
+    };
+    let defaults = EndSettings::from_lookup(env(&[])).unwrap();
+    assert_eq!(defaults.checkpoint_every, Some(Duration::from_secs(30)));
+    assert!(defaults.handle_signals);
+    assert_eq!(defaults.signal_timeout, Duration::from_secs(120));
+    let off = EndSettings::from_lookup(env(&[("GMPROF_SIGNALS", "false"), ("GMPROF_CHECKPOINT_SECS", "0")])).unwrap();
+    assert!(!off.handle_signals && off.checkpoint_every.is_none());
+    let bad = EndSettings::from_lookup(env(&[("GMPROF_SIGNAL_TIMEOUT_SECS", "soon")])).unwrap_err().to_string();
+    assert!(bad.contains("GMPROF_SIGNAL_TIMEOUT_SECS=soon"), "{bad}");
+    // The injected library reads the same values.
+    let config = gmprof::injection::InjectionConfig::from_lookup(env(&[("GMPROF_SIGNALS", "false")])).unwrap();
+    assert!(!config.handle_signals);
+}

@@ -19,10 +19,8 @@ use crate::capture::profiler::Profiler;
 use crate::capture::profiler::Teardown;
 use crate::error::Error;
 use crate::model::{ProfilingMode, RunEnd};
-use crate::ways_in::injection::DEFAULT_CHECKPOINT_SECS;
-use crate::ways_in::outputs::{spawn_checkpoints, Outputs};
+use crate::ways_in::outputs::{spawn_checkpoints, EndSettings, Outputs};
 use crate::ways_in::signals::{self, Request};
-use std::time::Duration;
 
 /// Status codes; the values are the C enum `gmprof_status`.
 #[repr(C)]
@@ -232,9 +230,8 @@ pub unsafe extern "C" fn gmprof_init(options: *const Options) -> Status {
         *OUTPUT_DIR.lock() = CString::new(dir.as_os_str().as_encoded_bytes()).ok();
         let outputs = std::sync::Arc::new(Outputs::new(dir));
         install_exit_hooks();
-        if let Some(every) =
-            env_seconds(crate::ways_in::injection::env::CHECKPOINT_SECS, DEFAULT_CHECKPOINT_SECS).map_err(fail)?
-        {
+        let settings = EndSettings::from_lookup(|k| std::env::var(k).ok()).map_err(fail)?;
+        if let Some(every) = settings.checkpoint_every {
             let (weak_outputs, weak_profiler) = (std::sync::Arc::downgrade(&outputs), profiler.clone());
             spawn_checkpoints(every, move || {
                 let Some(outputs) = weak_outputs.upgrade() else { return false };
@@ -340,17 +337,6 @@ fn finish_open_session(run_end: RunEnd) {
     }
 }
 
-/// Reads a seconds setting: `None` when 0 (off).
-fn env_seconds(key: &str, default: u64) -> crate::error::Result<Option<Duration>> {
-    let value = match std::env::var(key).ok().map(|v| v.trim().to_owned()).filter(|v| !v.is_empty()) {
-        None => default,
-        Some(v) => v
-            .parse::<u64>()
-            .map_err(|_| Error::InvalidConfig(format!("{key}={v}: use a whole number of seconds (0 turns it off)")))?,
-    };
-    Ok((value > 0).then(|| Duration::from_secs(value)))
-}
-
 /// Once per process, after the first session started (so after CUDA and CUPTI registered
 /// their own exit handlers; see `injection`): an exit handler and the signal handlers that
 /// write an open session's outputs when the program ends without `gmprof_finish`.
@@ -361,17 +347,16 @@ fn install_exit_hooks() {
         if unsafe { atexit(at_exit) } != 0 {
             tracing::warn!("gmprof: atexit registration failed");
         }
-        let handle = !matches!(std::env::var(crate::ways_in::injection::env::SIGNALS).as_deref(), Ok("0"));
+        let settings = match EndSettings::from_lookup(|k| std::env::var(k).ok()) {
+            Ok(settings) => settings,
+            Err(e) => {
+                eprintln!("gmprof: {e}; signals are left alone");
+                return;
+            }
+        };
         // The injected library handles signals itself when it is the one that runs.
-        if handle && std::env::var_os("CUDA_INJECTION64_PATH").is_none() {
-            let timeout = env_seconds(
-                crate::ways_in::injection::env::SIGNAL_TIMEOUT_SECS,
-                crate::ways_in::injection::DEFAULT_SIGNAL_TIMEOUT_SECS,
-            )
-            .ok()
-            .flatten()
-            .unwrap_or(Duration::from_secs(crate::ways_in::injection::DEFAULT_SIGNAL_TIMEOUT_SECS));
-            let installed = signals::install(timeout, |request| match request {
+        if settings.handle_signals && std::env::var_os("CUDA_INJECTION64_PATH").is_none() {
+            let installed = signals::install(settings.signal_timeout, |request| match request {
                 Request::Final(signal) => finish_open_session(RunEnd::Signal { signal, name: signals::name(signal) }),
                 Request::Checkpoint(signal) => {
                     let session = SESSION.lock().as_ref().map(|s| (s.profiler.clone(), s.outputs.clone()));

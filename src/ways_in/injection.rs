@@ -130,15 +130,8 @@ impl InjectionConfig {
                 }),
             }
         };
-        let flag = |key: &str, default: bool| -> Result<bool> {
-            match get(key).as_deref() {
-                None => Ok(default),
-                Some("0") | Some("false") | Some("no") => Ok(false),
-                Some("1") | Some("true") | Some("yes") => Ok(true),
-                Some(other) => Err(Error::InvalidConfig(format!("{key}={other}: use 1 or 0"))),
-            }
-        };
-        let checkpoint_secs = seconds(env::CHECKPOINT_SECS, DEFAULT_CHECKPOINT_SECS)?;
+        let flag = |key: &str, default: bool| parse_flag(key, get(key), default);
+        let ends = crate::ways_in::outputs::EndSettings::from_lookup(&lookup)?;
         Ok(InjectionConfig {
             mode: get(env::MODE).map(|m| m.parse()).transpose()?,
             metrics: get(env::METRICS).map(list),
@@ -146,18 +139,25 @@ impl InjectionConfig {
             nvtx_include: get(env::NVTX_INCLUDE).map(list).unwrap_or_default(),
             range_scope: get(env::RANGE_SCOPE).map(|s| s.parse()).transpose()?.unwrap_or(RangeScope::Process),
             synchronize_on_pop: flag(env::SYNC_ON_POP, false)?,
-            checkpoint_every: (checkpoint_secs > 0).then(|| std::time::Duration::from_secs(checkpoint_secs)),
-            handle_signals: flag(env::SIGNALS, true)?,
-            signal_timeout: std::time::Duration::from_secs(seconds(
-                env::SIGNAL_TIMEOUT_SECS,
-                DEFAULT_SIGNAL_TIMEOUT_SECS,
-            )?),
+            checkpoint_every: ends.checkpoint_every,
+            handle_signals: ends.handle_signals,
+            signal_timeout: ends.signal_timeout,
             ranges_per_cycle: match seconds(env::RANGES_PER_CYCLE, 0)? {
                 0 => None,
                 n => Some(n as usize),
             },
             iteration_replay: iteration_replay(get(env::ITERATION_REPLAY), get(env::ITERATIONS))?,
         })
+    }
+}
+
+/// A yes/no setting: `1`, `true`, `yes` or `0`, `false`, `no`; `default` when unset.
+pub(crate) fn parse_flag(key: &str, value: Option<String>, default: bool) -> Result<bool> {
+    match value.as_deref() {
+        None => Ok(default),
+        Some("0") | Some("false") | Some("no") => Ok(false),
+        Some("1") | Some("true") | Some("yes") => Ok(true),
+        Some(other) => Err(Error::InvalidConfig(format!("{key}={other}: use 1 or 0"))),
     }
 }
 
