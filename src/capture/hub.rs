@@ -11,14 +11,16 @@
 //! the process: it must hear NVTX ranges and context creation before any session exists.
 //! Then only the activity registration comes and goes with the sessions.
 
+use std::cell::{Cell, RefCell};
 use std::sync::{Arc, Weak};
 
 use parking_lot::{Mutex, RwLock};
 
 use crate::checked::activity::{self, ActivityKinds, ActivityRecord, ActivityStats, ActivityTracing};
-use crate::checked::callback::{ApiCallback, ContextHandler, NvtxHandler, Subscriber};
+use crate::checked::callback::{ApiCallback, ContextHandler, GraphEvent, NvtxHandler, Subscriber};
 use crate::checked::Cupti;
 use crate::error::{Error, Result};
+use crate::model::CapturedNode;
 
 /// Activity buffers allocated when the hub starts.
 const PREALLOCATED_ACTIVITY_BUFFERS: usize = 8;
@@ -75,6 +77,47 @@ fn route_records(records: Vec<ActivityRecord>) {
     }
 }
 
+thread_local! {
+    /// Whether this thread is inside a launch, memcpy or memset call gmprof heard.
+    static IN_CALL: Cell<bool> = const { Cell::new(false) };
+    /// Graph nodes created inside this thread's call in flight: nodes made while the call's
+    /// stream was capturing.
+    static CREATED_NODES: RefCell<Vec<CapturedNode>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Marks the start of this thread's outermost launch, memcpy or memset call: graph nodes
+/// created from now until [`end_call`] belong to it.
+pub(crate) fn begin_call() {
+    IN_CALL.with(|c| c.set(true));
+    CREATED_NODES.with(|n| n.borrow_mut().clear());
+}
+
+/// Ends the call [`begin_call`] started; returns the graph nodes it created (empty unless
+/// its stream was capturing).
+pub(crate) fn end_call() -> Vec<CapturedNode> {
+    IN_CALL.with(|c| c.set(false));
+    CREATED_NODES.with(|n| std::mem::take(&mut *n.borrow_mut()))
+}
+
+/// Graph node events. A node created inside a launch, memcpy or memset call was captured
+/// into a graph by that call; nodes made by the graph APIs themselves (adding nodes,
+/// cloning, instantiating) are not calls gmprof records.
+fn route_graph_event(event: GraphEvent) {
+    if let GraphEvent::NodeCreated { graph_id, node_id, node_type } = event {
+        if IN_CALL.with(Cell::get) {
+            CREATED_NODES.with(|n| n.borrow_mut().push(CapturedNode { graph_id, node_id, node_type }));
+        }
+    }
+}
+
+/// The subscriber gmprof needs: launch and transfer callbacks routed to sessions, graph
+/// node events for capture awareness.
+fn subscribe(cupti: &Cupti) -> Result<Subscriber> {
+    let subscriber = Subscriber::subscribe_launches(cupti, Arc::new(route_callback), true)?;
+    subscriber.watch_graphs(Arc::new(route_graph_event))?;
+    Ok(subscriber)
+}
+
 fn activity_stats(registration: &Option<Registration>) -> ActivityStats {
     registration.as_ref().and_then(|r| r.activity.as_ref()).map(|a| a.stats()).unwrap_or_default()
 }
@@ -85,7 +128,7 @@ fn activity_stats(registration: &Option<Registration>) -> ActivityStats {
 pub(crate) fn pin(cupti: &Cupti, nvtx: NvtxHandler, contexts: ContextHandler) -> Result<()> {
     let mut registration = REGISTRATION.lock();
     if registration.is_none() {
-        let subscriber = Subscriber::subscribe_launches(cupti, Arc::new(route_callback), true)?;
+        let subscriber = subscribe(cupti)?;
         *registration = Some(Registration { subscriber, activity: None, pinned: false });
     }
     let Some(reg) = registration.as_mut() else {
@@ -133,7 +176,7 @@ pub(crate) fn join(
     }
     let started = (|| {
         if registration.is_none() {
-            let subscriber = Subscriber::subscribe_launches(cupti, Arc::new(route_callback), true)?;
+            let subscriber = subscribe(cupti)?;
             *registration = Some(Registration { subscriber, activity: None, pinned: false });
         }
         if let Some(reg) = registration.as_mut().filter(|r| r.activity.is_none()) {

@@ -159,6 +159,7 @@ unsafe fn decode_buffer(cupti: &Cupti, buffer: *mut u8, valid: usize) -> Vec<Act
                     context_id: k.contextId,
                     device_id: k.deviceId,
                     graph_id: k.graphId,
+                    graph_node_id: k.graphNodeId,
                     start_ns: k.start,
                     end_ns: k.end,
                 }));
@@ -175,6 +176,8 @@ unsafe fn decode_buffer(cupti: &Cupti, buffer: *mut u8, valid: usize) -> Vec<Act
                     stream_id: m.streamId,
                     context_id: m.contextId,
                     device_id: m.deviceId,
+                    graph_id: m.graphId,
+                    graph_node_id: m.graphNodeId,
                 }));
             }
             CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET => {
@@ -189,6 +192,8 @@ unsafe fn decode_buffer(cupti: &Cupti, buffer: *mut u8, valid: usize) -> Vec<Act
                     stream_id: m.streamId,
                     context_id: m.contextId,
                     device_id: m.deviceId,
+                    graph_id: m.graphId,
+                    graph_node_id: m.graphNodeId,
                 }));
             }
             _ => {}

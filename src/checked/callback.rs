@@ -13,8 +13,9 @@ use super::library::Cupti;
 use crate::error::{Error, Result};
 use crate::sys::cupti::{
     CUpti_ApiCallbackSite, CUpti_CallbackData, CUpti_CallbackDomain, CUpti_CallbackId, CUpti_CallbackIdResource,
-    CUpti_NvtxData, CUpti_ResourceData, CUpti_SubscriberHandle, CUpti_driver_api_trace_cbid_enum as DriverCbid,
-    CUpti_nvtx_api_trace_cbid as NvtxCbid, CUpti_runtime_api_trace_cbid_enum as RuntimeCbid,
+    CUpti_GraphData, CUpti_NvtxData, CUpti_ResourceData, CUpti_SubscriberHandle,
+    CUpti_driver_api_trace_cbid_enum as DriverCbid, CUpti_nvtx_api_trace_cbid as NvtxCbid,
+    CUpti_runtime_api_trace_cbid_enum as RuntimeCbid,
 };
 use crate::sys::nvtx;
 
@@ -96,10 +97,40 @@ pub enum ContextEvent {
 /// The handler for context events.
 pub type ContextHandler = Arc<dyn Fn(ContextEvent) + Send + Sync>;
 
+/// A CUDA graph node's life event, heard in the resource domain. CUPTI issues
+/// `GRAPHNODE_CREATED` between the enter and exit callbacks of the API call that made the
+/// node: a launch, memcpy or memset made while a stream is capturing creates one, as do
+/// `cudaGraphAdd*Node`, `cudaGraphClone` and `cudaGraphInstantiate`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GraphEvent {
+    /// A node was created in graph `graph_id`.
+    NodeCreated {
+        /// CUPTI's id of the graph.
+        graph_id: u32,
+        /// CUPTI's unique id of the node (the `graphNodeId` of activity records).
+        node_id: u64,
+        /// The driver's `CUgraphNodeType` (0 kernel, 1 memcpy, 2 memset, ...).
+        node_type: u32,
+    },
+    /// A node was cloned from another (graph clone and instantiation: the executable
+    /// graph's nodes are clones of the graph's).
+    NodeCloned {
+        /// The clone's id.
+        node_id: u64,
+        /// The node it was cloned from.
+        original_node_id: u64,
+    },
+}
+
+/// The handler for graph node events; runs on the thread of the API call that made the node.
+pub type GraphHandler = Arc<dyn Fn(GraphEvent) + Send + Sync>;
+
 struct HandlerBox {
+    cupti: Cupti,
     handler: ApiHandler,
     nvtx: OnceLock<NvtxHandler>,
     contexts: OnceLock<ContextHandler>,
+    graphs: OnceLock<GraphHandler>,
     panics: AtomicU64,
     driver_transfers: Vec<u32>,
     runtime_transfers: Vec<u32>,
@@ -263,6 +294,33 @@ fn transfer_cbids(cupti: &Cupti, domain: CUpti_CallbackDomain, size: u32) -> Vec
     out
 }
 
+/// CUPTI's id of a graph node, or `None` when CUPTI cannot give one.
+fn node_id(cupti: &Cupti, node: crate::sys::cupti::CUgraphNode) -> Option<u64> {
+    let get = cupti.raw().cuptiGetGraphNodeId.as_ref().ok()?;
+    if node.is_null() {
+        return None;
+    }
+    let mut id = 0u64;
+    // SAFETY: `node` is the live node CUPTI passed to this callback; `id` is a valid out-pointer.
+    (unsafe { get(node, &mut id) } == crate::sys::cupti::CUptiResult::CUPTI_SUCCESS).then_some(id)
+}
+
+/// Decodes a graph node callback.
+fn graph_event(cupti: &Cupti, cbid: u32, data: &CUpti_GraphData) -> Option<GraphEvent> {
+    let node = node_id(cupti, data.node)?;
+    if cbid == CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED.0 {
+        return Some(GraphEvent::NodeCloned { node_id: node, original_node_id: node_id(cupti, data.originalNode)? });
+    }
+    let mut graph_id = 0u32;
+    if let (Ok(get), false) = (cupti.raw().cuptiGetGraphId.as_ref(), data.graph.is_null()) {
+        // SAFETY: `data.graph` is the live graph CUPTI passed; `graph_id` is a valid out-pointer.
+        if unsafe { get(data.graph, &mut graph_id) } != crate::sys::cupti::CUptiResult::CUPTI_SUCCESS {
+            graph_id = 0;
+        }
+    }
+    Some(GraphEvent::NodeCreated { graph_id, node_id: node, node_type: data.nodeType.0 })
+}
+
 unsafe extern "C" fn trampoline(
     userdata: *mut c_void,
     domain: CUpti_CallbackDomain,
@@ -294,10 +352,24 @@ unsafe extern "C" fn trampoline(
             return;
         }
         CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE => {
-            let Some(handler) = boxed.contexts.get() else { return };
             let result = catch_unwind(AssertUnwindSafe(|| {
                 // SAFETY: for the resource domain CUPTI passes a CUpti_ResourceData.
                 let resource = unsafe { &*(data as *const CUpti_ResourceData) };
+                if cbid == CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED.0
+                    || cbid == CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED.0
+                {
+                    let Some(handler) = boxed.graphs.get() else { return };
+                    if resource.resourceDescriptor.is_null() {
+                        return;
+                    }
+                    // SAFETY: for graph node callbacks the descriptor is a CUpti_GraphData.
+                    let graph = unsafe { &*(resource.resourceDescriptor as *const CUpti_GraphData) };
+                    if let Some(event) = graph_event(&boxed.cupti, cbid, graph) {
+                        handler(event);
+                    }
+                    return;
+                }
+                let Some(handler) = boxed.contexts.get() else { return };
                 let context = Context(resource.context);
                 if cbid == CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_CREATED.0 {
                     handler(ContextEvent::Created(context));
@@ -383,9 +455,11 @@ impl Subscriber {
             (Vec::new(), Vec::new())
         };
         let userdata = Box::into_raw(Box::new(HandlerBox {
+            cupti: *cupti,
             handler,
             nvtx: OnceLock::new(),
             contexts: OnceLock::new(),
+            graphs: OnceLock::new(),
             panics: AtomicU64::new(0),
             driver_transfers: driver_transfers.clone(),
             runtime_transfers: runtime_transfers.clone(),
@@ -439,6 +513,16 @@ impl Subscriber {
         let resource = CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE;
         self.enable(resource, CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_CREATED.0)?;
         self.enable(resource, CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING.0)
+    }
+
+    /// Calls `handler` when a CUDA graph node is created or cloned. Set once per subscriber.
+    pub fn watch_graphs(&self, handler: GraphHandler) -> Result<()> {
+        // SAFETY: `userdata` lives until `close`, which needs `&mut self`.
+        let boxed = unsafe { &*self.userdata };
+        boxed.graphs.set(handler).map_err(|_| Error::InvalidState("graph events are already watched".into()))?;
+        let resource = CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE;
+        self.enable(resource, CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED.0)?;
+        self.enable(resource, CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED.0)
     }
 
     fn enable(&self, domain: CUpti_CallbackDomain, cbid: u32) -> Result<()> {

@@ -106,10 +106,25 @@ pub struct KernelActivity {
     pub device_id: u32,
     /// Graph id when launched from a CUDA graph, else 0.
     pub graph_id: u32,
+    /// The graph node that ran this kernel (CUPTI's unique node id), else 0.
+    #[serde(default)]
+    pub graph_node_id: u64,
     /// Start timestamp, ns (CUPTI clock). Equals `end_ns` while the range profiler is enabled.
     pub start_ns: u64,
     /// End timestamp, ns (CUPTI clock).
     pub end_ns: u64,
+}
+
+/// A CUDA graph node that an API call created while its stream was capturing: the call
+/// built a graph instead of running work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CapturedNode {
+    /// CUPTI's id of the graph being built.
+    pub graph_id: u32,
+    /// CUPTI's unique id of the new node.
+    pub node_id: u64,
+    /// The driver's `CUgraphNodeType` (0 kernel, 1 memcpy, 2 memset, ...).
+    pub node_type: u32,
 }
 
 /// One decoded counter range: the metric values CUPTI measured for one range.
@@ -242,6 +257,12 @@ pub struct TransferActivity {
     pub context_id: u32,
     /// Device ordinal.
     pub device_id: u32,
+    /// Graph id when a CUDA graph's memcpy or memset node ran it, else 0.
+    #[serde(default)]
+    pub graph_id: u32,
+    /// That graph node's id (CUPTI's unique node id), else 0.
+    #[serde(default)]
+    pub graph_node_id: u64,
 }
 
 /// A pair of readings of the CUPTI clock and the system wall clock, taken back to back.

@@ -125,6 +125,16 @@ impl Worker {
             ranges.push(CounterRange { cycle: job.cycle, index: index as u32, name, values });
         }
         self.auto_ranges_before += (count + job.dropped) as u64;
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            let names: Vec<&str> = ranges.iter().take(16).map(|r| r.name.as_str()).collect();
+            tracing::debug!(
+                cycle = job.cycle,
+                ranges = ranges.len(),
+                dropped = job.dropped,
+                ?names,
+                "gmprof: counter image evaluated"
+            );
+        }
         Ok(ranges)
     }
 

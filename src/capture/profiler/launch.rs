@@ -145,6 +145,7 @@ impl Shared {
                     return;
                 }
                 OUTER_CORRELATION.with(|c| c.set(cb.correlation_id));
+                crate::capture::hub::begin_call();
                 if self.finished.load(Ordering::Acquire) {
                     // Launched while the session finishes (another thread, after a signal):
                     // its records are left out and counted, not reported as unlaunched.
@@ -169,6 +170,14 @@ impl Shared {
                 });
                 if depth == 0 && PUSHED_KERNEL_RANGE.with(|p| p.replace(false)) {
                     self.pop_kernel_range();
+                }
+                if depth == 0 {
+                    let created = crate::capture::hub::end_call();
+                    if !created.is_empty() {
+                        // The call's stream was capturing: it built a graph, nothing ran.
+                        let correlation_id = OUTER_CORRELATION.with(Cell::get);
+                        self.state.lock().correlator.add_captured_call(correlation_id, created);
+                    }
                 }
                 if depth == 0 && HOLDS_GATE.with(|h| h.replace(false)) {
                     // SAFETY: this thread locked the gate in the matching enter callback and
@@ -211,7 +220,11 @@ impl Shared {
             match capture.counters.as_mut().filter(|_| self.mode != ProfilingMode::PerRange) {
                 Some(counters) => {
                     let cycling_allowed = counters.running && !replay_active;
-                    if cycling_allowed && counters.ordinal_in_cycle as usize >= counters.config.max_ranges_per_pass {
+                    // In kernel replay a graph launch makes one auto range per kernel node, a
+                    // number unknown here: it gets a counter image of its own.
+                    let graph_alone = self.mode == ProfilingMode::KernelReplay && cb.launch == LaunchKind::Graph;
+                    let full = counters.ordinal_in_cycle as usize >= counters.config.max_ranges_per_pass;
+                    if cycling_allowed && (full || graph_alone && counters.ordinal_in_cycle > 0) {
                         if let Err(e) = self.cycle_counter_image(counters) {
                             tracing::error!("gmprof: could not cycle the counter image: {e}");
                             self.state.lock().warnings.push(format!("counter image cycle failed: {e}"));
@@ -219,6 +232,11 @@ impl Shared {
                     }
                     let at = (counters.cycle, counters.ordinal_in_cycle);
                     counters.ordinal_in_cycle += 1;
+                    if graph_alone {
+                        // The next launch starts a new image.
+                        counters.ordinal_in_cycle =
+                            counters.ordinal_in_cycle.max(counters.config.max_ranges_per_pass as u32);
+                    }
                     if kernel_range {
                         self.push_kernel_range_locked(counters, &IdName::new(cb.correlation_id));
                     }
@@ -267,7 +285,7 @@ impl Shared {
             replay.replayed.insert(cb.correlation_id);
             let name = replay.kernel_script.get(position).map(|(c, _)| *c);
             drop(replay);
-            if self.mode == ProfilingMode::PerKernel && cb.launch == LaunchKind::Kernel {
+            if self.mode == ProfilingMode::PerKernel && cb.launch != LaunchKind::Transfer {
                 match name {
                     Some(c) => self.push_kernel_range(&IdName::new(c)),
                     None => {
@@ -284,7 +302,7 @@ impl Shared {
         }
         drop(replay);
         // The per-kernel CUPTI range opens under the same lock as the launch's ordinal.
-        let kernel_range = self.mode == ProfilingMode::PerKernel && cb.launch == LaunchKind::Kernel;
+        let kernel_range = self.mode == ProfilingMode::PerKernel && cb.launch != LaunchKind::Transfer;
         let range = self.record_launch(cb, active, kernel_range);
         if active {
             let mut replay = self.replay.lock();
