@@ -92,6 +92,7 @@ fn capture() -> Capture {
             context_id: 1,
             device_id: 0,
             graph_id: 0,
+            graph_node_id: 0,
             start_ns: u64::from(i),
             end_ns: u64::from(i),
         });
@@ -178,6 +179,8 @@ fn trace_report_and_stats(c: &mut Criterion) {
                     stream_id: 8,
                     context_id: 1,
                     device_id: 0,
+                    graph_id: 0,
+                    graph_node_id: 0,
                 },
             )
         })

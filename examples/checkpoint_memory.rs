@@ -97,6 +97,7 @@ fn main() {
             context_id: 1,
             device_id: 0,
             graph_id: 0,
+            graph_node_id: 0,
             start_ns: u64::from(i),
             end_ns: u64::from(i),
         });

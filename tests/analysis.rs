@@ -117,6 +117,7 @@ impl Capture {
                 context_id: 1,
                 device_id: 0,
                 graph_id: 0,
+                graph_node_id: 0,
                 // Kernel replay collapses activity timestamps; the other modes have real ones
                 // (each kernel runs 5 ns here, whatever its counters say).
                 start_ns: if self.mode == ProfilingMode::KernelReplay { end } else { end - 5 },
@@ -161,6 +162,8 @@ impl Capture {
             stream_id: 9,
             context_id: 1,
             device_id: 0,
+            graph_id: 0,
+            graph_node_id: 0,
         });
         correlation_id
     }
@@ -380,6 +383,7 @@ fn activity(correlation_id: u32, name: &str) -> KernelActivity {
         context_id: 1,
         device_id: 0,
         graph_id: 0,
+        graph_node_id: 0,
         start_ns: 5,
         end_ns: 5,
     }
@@ -401,7 +405,7 @@ fn a_missing_counter_range_flags_the_cycle_and_never_shifts_rows() {
     assert_eq!(report.meta.flagged_kernel_rows, 5);
     assert_eq!(report.meta.orphan_counter_ranges, 2);
     assert!(
-        report.meta.warnings.iter().any(|w| w.contains("cycle 0: 4 counter range(s) for 5 launch(es)")),
+        report.meta.warnings.iter().any(|w| w.contains("cycle 0: 4 counter range(s) for 5 kernel(s) of 5 launch(es)")),
         "{:?}",
         report.meta.warnings
     );
@@ -937,6 +941,7 @@ fn a_million_kernels_correlate_and_aggregate_exactly() {
             context_id: 1,
             device_id: 0,
             graph_id: 0,
+            graph_node_id: 0,
             start_ns: 0,
             end_ns: 0,
         });
@@ -1051,7 +1056,18 @@ fn transfer_record(
     start_ns: u64,
     end_ns: u64,
 ) -> TransferActivity {
-    TransferActivity { correlation_id, kind, bytes, start_ns, end_ns, stream_id: 3, context_id: 1, device_id: 0 }
+    TransferActivity {
+        correlation_id,
+        kind,
+        bytes,
+        start_ns,
+        end_ns,
+        stream_id: 3,
+        context_id: 1,
+        device_id: 0,
+        graph_id: 0,
+        graph_node_id: 0,
+    }
 }
 
 fn transfer_call(correlation_id: u32, thread: ThreadId, range: Option<RangeId>) -> TransferCall {

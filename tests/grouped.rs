@@ -118,6 +118,7 @@ impl Recorder {
             context_id: 1,
             device_id: 0,
             graph_id: 0,
+            graph_node_id: 0,
             // Kernel replay collapses activity timestamps (start == end); user replay does not.
             start_ns: if collapsed { self.clock } else { start },
             end_ns: self.clock,

@@ -60,6 +60,7 @@ impl Session {
                 context_id: 1,
                 device_id: 0,
                 graph_id: 0,
+                graph_node_id: 0,
                 start_ns: start,
                 end_ns: start + duration,
             });

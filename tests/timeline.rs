@@ -117,6 +117,7 @@ impl Capture {
             context_id: 1,
             device_id: 0,
             graph_id: 0,
+            graph_node_id: 0,
             // The range profiler collapses activity timestamps in counter modes.
             start_ns: if trace { start } else { end },
             end_ns: end,
@@ -158,6 +159,8 @@ impl Capture {
             stream_id: stream,
             context_id: 1,
             device_id: 0,
+            graph_id: 0,
+            graph_node_id: 0,
         });
     }
 

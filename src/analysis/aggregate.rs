@@ -509,6 +509,10 @@ pub fn aggregate(
     for row in &correlation.rows {
         let index = index_of(row.range_id);
         add_kernel(&mut sums[index], &mut metric_sums[index * metric_count..(index + 1) * metric_count], row, &dram);
+        if !row.granularity.is_kernel_execution() {
+            // A whole-graph row: its kernels are rows of their own.
+            continue;
+        }
         if let Some(t) = row.duration_ns {
             total_gpu_time_ns = total_gpu_time_ns.saturating_add(t);
             timed_kernels += 1;
@@ -657,14 +661,18 @@ fn add_kernel(sums: &mut RangeSums, metric_sums: &mut [MetricSums], row: &Kernel
     let time = row.duration_ns.map(|t| t as f64);
     // Ratios were measured over the kernel's counter range: weigh them by its length.
     let window = row.range_duration_ns.map(|t| t as f64);
-    sums.kernels += 1;
-    sums.self_kernels += 1;
-    if row.status.is_flagged() {
-        sums.flagged += 1;
-    }
-    if let Some(t) = row.duration_ns {
-        sums.time_ns = sums.time_ns.saturating_add(t);
-        sums.timed_kernels += 1;
+    // A whole-graph row (per_kernel) brings the counters of its graph launch; its kernels,
+    // and their time, are counted from its graph-node rows.
+    if row.granularity.is_kernel_execution() {
+        sums.kernels += 1;
+        sums.self_kernels += 1;
+        if row.status.is_flagged() {
+            sums.flagged += 1;
+        }
+        if let Some(t) = row.duration_ns {
+            sums.time_ns = sums.time_ns.saturating_add(t);
+            sums.timed_kernels += 1;
+        }
     }
     for (acc, value) in metric_sums.iter_mut().zip(&row.metrics) {
         acc.add(*value, time, window);

@@ -96,7 +96,7 @@ impl Report {
             },
             derived_metrics: aggregation.derived,
             counter_cycles: counts.counter_cycles,
-            kernel_count: rows.len() as u64,
+            kernel_count: rows.iter().filter(|r| r.granularity.is_kernel_execution()).count() as u64,
             total_gpu_time_ns: aggregation.total_gpu_time_ns,
             dropped_counter_ranges: info.dropped_counter_ranges,
             dropped_activity_records: info.dropped_activity_records,

@@ -53,7 +53,7 @@ pub const RANGE_DERIVED_COLUMNS: [&str; 5] =
     ["dram_read_bytes", "dram_write_bytes", "dram_read_gbps", "dram_write_gbps", "dram_total_gbps"];
 
 /// Columns of the per-kernel table before the metric columns.
-pub const KERNEL_COLUMNS: [&str; 25] = [
+pub const KERNEL_COLUMNS: [&str; 29] = [
     "correlation_id",
     "cycle",
     "ordinal",
@@ -79,10 +79,14 @@ pub const KERNEL_COLUMNS: [&str; 25] = [
     "time_source",
     "range_duration_ns",
     "status",
+    "granularity",
+    "graph_id",
+    "graph_node_id",
+    "graph_kernels",
 ];
 
 /// Columns of the per-transfer table.
-pub const TRANSFER_COLUMNS: [&str; 15] = [
+pub const TRANSFER_COLUMNS: [&str; 17] = [
     "correlation_id",
     "kind",
     "bytes",
@@ -98,6 +102,8 @@ pub const TRANSFER_COLUMNS: [&str; 15] = [
     "thread",
     "api_name",
     "status",
+    "graph_id",
+    "graph_node_id",
 ];
 
 /// Writes one field at a time through a reused buffer (no allocation per field).
@@ -320,6 +326,10 @@ impl Report {
             w.text(k.time_source.as_str())?;
             w.optional(k.range_duration_ns)?;
             w.text(k.status.as_str())?;
+            w.text(k.granularity.as_str())?;
+            w.optional(k.graph_id)?;
+            w.optional(k.graph_node_id)?;
+            w.optional(k.graph_kernels)?;
             for i in 0..metric_names.len() {
                 w.optional(k.metrics.get(i).copied().flatten())?;
             }
@@ -350,6 +360,8 @@ impl Report {
             w.optional(t.thread)?;
             w.text(t.api_name.as_deref().unwrap_or(""))?;
             w.text(t.status.as_str())?;
+            w.optional(t.graph_id)?;
+            w.optional(t.graph_node_id)?;
             w.end_record()?;
         }
         w.finish()

@@ -282,7 +282,8 @@ impl Report {
     pub fn kernel_stats(&self) -> Vec<LabelStats> {
         let mut groups = Groups::new();
         let mut grand_total = 0u64;
-        for k in &self.kernels {
+        // Whole-graph counter rows are not kernel executions: their kernels have rows.
+        for k in self.kernels.iter().filter(|k| k.granularity.is_kernel_execution()) {
             grand_total = grand_total.saturating_add(k.duration_ns.unwrap_or(0));
             groups.add((k.range_path.as_str(), k.kernel_name.as_deref()), k.duration_ns);
         }

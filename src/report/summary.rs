@@ -132,6 +132,15 @@ pub struct Summary {
     /// Σ transfer durations, ns.
     #[serde(default)]
     pub transfer_time_ns: u64,
+    /// CUDA graph launches.
+    #[serde(default)]
+    pub graph_launches: u64,
+    /// Kernels those graph launches ran (rows of granularity `graph_node`).
+    #[serde(default)]
+    pub graph_node_kernels: u64,
+    /// Launches, memcpys and memsets made while their stream was capturing (graph building).
+    #[serde(default)]
+    pub captured_calls: u64,
     /// What rows were grouped by.
     pub group_by: GroupBy,
     /// Warm-up instances per repeated range.
@@ -263,6 +272,9 @@ impl Summary {
             warning_count: meta.warnings.len(),
             clock_drift_ns: meta.clock_drift_ns,
             transfer_count: report.transfers.len() as u64,
+            graph_launches: meta.counts.graph_launches,
+            graph_node_kernels: meta.counts.graph_node_rows,
+            captured_calls: meta.counts.captured_launches + meta.counts.captured_transfers,
             memcpy_bytes: report
                 .transfers
                 .iter()
@@ -358,6 +370,13 @@ impl fmt::Display for Summary {
                 self.memset_bytes,
                 format_duration_ns(time as f64),
                 if time > 0 { format!("{:.2} GB/s", bytes as f64 / time as f64) } else { format!("{BLANK} GB/s") }
+            )?;
+        }
+        if self.graph_launches > 0 || self.captured_calls > 0 {
+            writeln!(
+                f,
+                "CUDA graphs: {} launch(es) ran {} kernel(s) | {} call(s) captured into graphs (graph building, not run)",
+                self.graph_launches, self.graph_node_kernels, self.captured_calls
             )?;
         }
 

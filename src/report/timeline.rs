@@ -202,6 +202,12 @@ pub struct KernelArgs {
     /// The kernel's metrics by name (only those with a value).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub metrics: BTreeMap<String, f64>,
+    /// CUPTI's graph id, for a kernel a CUDA graph launch ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graph_id: Option<u32>,
+    /// CUPTI's graph node id, for a kernel a CUDA graph launch ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graph_node_id: Option<u64>,
 }
 
 /// Args of a memcpy or memset event.
@@ -507,6 +513,10 @@ impl Report {
             let (Some((start, dur)), Some(device), Some(stream)) = (*position, k.device_id, k.stream_id) else {
                 continue;
             };
+            if !k.granularity.is_kernel_execution() {
+                // A whole-graph counter row: its kernels are slices of their own.
+                continue;
+            }
             devices.insert(device);
             streams.insert((device, stream));
             let name =
@@ -529,6 +539,8 @@ impl Report {
                     duration_ns: k.duration_ns,
                     placement: (!measured).then_some(SYNTHETIC_PLACEMENT),
                     metrics: by_name(metric_names.iter().copied(), k.metrics.iter().copied()),
+                    graph_id: k.graph_id,
+                    graph_node_id: k.graph_node_id,
                 }),
             });
         }

@@ -39,15 +39,22 @@ pub(super) enum CounterMatch {
 }
 
 impl RowBuilder<'_> {
-    /// Counter ranges of cycle `cycle` matched to its launches by ordinal, one entry per
-    /// launch in `launches`' order.
+    /// Counter ranges of cycle `cycle` matched to its launches by position (kernel replay).
+    ///
+    /// CUPTI's auto range makes one range per kernel that ran, in launch order: `slots`
+    /// says how many each launch made (one for a kernel, none for a launch captured into a
+    /// graph, one per kernel node for a graph launch). The result has one entry per launch,
+    /// each with one match per slot. A range's name is its position in the cycle, so the
+    /// join checks every range's name against the position it fills.
     pub(super) fn match_cycle_by_ordinal(
         &mut self,
         cycle: u32,
         launches: &[LaunchRecord],
+        slots: &[u32],
         ranges: Vec<CounterRange>,
-    ) -> Vec<CounterMatch> {
+    ) -> Vec<Vec<CounterMatch>> {
         let launch_count = launches.len();
+        let expected: usize = slots.iter().map(|&n| n as usize).sum();
         let range_count = ranges.len();
         let ordinals_contiguous = launches.iter().enumerate().all(|(position, l)| l.ordinal as usize == position);
         if !ordinals_contiguous {
@@ -57,18 +64,22 @@ impl RowBuilder<'_> {
                  count_mismatch"
             ));
         }
-
+        let per_slot = |m: CounterMatch| -> Vec<Vec<CounterMatch>> {
+            slots.iter().map(|&n| vec![m.clone(); n as usize]).collect()
+        };
         if range_count == 0 {
-            self.warnings.push(format!(
-                "cycle {cycle}: no counter ranges for {launch_count} launch(es) (counter data \
-                 dropped?); their rows have status missing_counters"
-            ));
-            return vec![CounterMatch::Missing(KernelStatus::MissingCounters); launch_count];
+            if expected > 0 {
+                self.warnings.push(format!(
+                    "cycle {cycle}: no counter ranges for {expected} kernel(s) (counter data \
+                     dropped?); their rows have status missing_counters"
+                ));
+            }
+            return per_slot(CounterMatch::Missing(KernelStatus::MissingCounters));
         }
 
         // Counter ranges by their index in the image; a repeated or out-of-range index is an
         // orphan, never a replacement.
-        let mut by_index: Vec<Option<CounterRange>> = vec![None; launch_count];
+        let mut by_index: Vec<Option<CounterRange>> = vec![None; expected];
         let mut orphans = 0u64;
         for range in ranges {
             match by_index.get_mut(range.index as usize) {
@@ -76,12 +87,12 @@ impl RowBuilder<'_> {
                 _ => orphans += 1,
             }
         }
-        let suspect = !ordinals_contiguous || range_count != launch_count || orphans > 0;
-        if range_count != launch_count {
+        let suspect = !ordinals_contiguous || range_count != expected || orphans > 0;
+        if range_count != expected {
             self.warnings.push(format!(
-                "cycle {cycle}: {range_count} counter range(s) for {launch_count} launch(es); \
-                 all rows of the cycle are flagged count_mismatch and keep counters only where \
-                 the range name confirms the launch ordinal"
+                "cycle {cycle}: {range_count} counter range(s) for {expected} kernel(s) of \
+                 {launch_count} launch(es); all rows of the cycle are flagged count_mismatch and \
+                 keep counters only where the range name confirms the position"
             ));
         } else if orphans > 0 {
             self.warnings.push(format!(
@@ -92,46 +103,52 @@ impl RowBuilder<'_> {
 
         let mut name_mismatches = 0u32;
         let mut matches = Vec::with_capacity(launch_count);
-        for launch in launches {
-            let claimed = by_index.get_mut(launch.ordinal as usize).and_then(Option::take);
-            let result = match claimed {
-                Some(range) if parse_decimal_u32(&range.name) == Some(launch.ordinal) => {
-                    let values = self.convert_values(range.values, cycle);
-                    if suspect {
-                        CounterMatch::FlaggedValues(values, KernelStatus::CountMismatch)
-                    } else {
-                        CounterMatch::Values(values)
+        let mut position = 0u32;
+        for (launch, &n) in launches.iter().zip(slots) {
+            let mut launch_matches = Vec::with_capacity(n as usize);
+            for _ in 0..n {
+                let claimed = by_index.get_mut(position as usize).and_then(Option::take);
+                let result = match claimed {
+                    Some(range) if parse_decimal_u32(&range.name) == Some(position) => {
+                        let values = self.convert_values(range.values, cycle);
+                        if suspect {
+                            CounterMatch::FlaggedValues(values, KernelStatus::CountMismatch)
+                        } else {
+                            CounterMatch::Values(values)
+                        }
                     }
-                }
-                Some(range) => {
-                    name_mismatches += 1;
-                    if name_mismatches <= 3 {
-                        self.warnings.push(format!(
-                            "cycle {cycle}: counter range {} is named {:?}, expected \"{}\"; \
-                             launch {} gets no counters",
-                            range.index, range.name, launch.ordinal, launch.correlation_id
-                        ));
+                    Some(range) => {
+                        name_mismatches += 1;
+                        if name_mismatches <= 3 {
+                            self.warnings.push(format!(
+                                "cycle {cycle}: counter range {} is named {:?}, expected \"{position}\"; \
+                                 launch {} gets no counters there",
+                                range.index, range.name, launch.correlation_id
+                            ));
+                        }
+                        // The unclaimed range is an orphan: no launch can use it.
+                        orphans += 1;
+                        CounterMatch::Missing(if suspect {
+                            KernelStatus::CountMismatch
+                        } else {
+                            KernelStatus::NameMismatch
+                        })
                     }
-                    // The unclaimed range is an orphan: no launch can use it.
-                    orphans += 1;
-                    CounterMatch::Missing(if suspect {
+                    None => CounterMatch::Missing(if suspect {
                         KernelStatus::CountMismatch
                     } else {
-                        KernelStatus::NameMismatch
-                    })
-                }
-                None => CounterMatch::Missing(if suspect {
-                    KernelStatus::CountMismatch
-                } else {
-                    KernelStatus::MissingCounters
-                }),
-            };
-            matches.push(result);
+                        KernelStatus::MissingCounters
+                    }),
+                };
+                launch_matches.push(result);
+                position += 1;
+            }
+            matches.push(launch_matches);
         }
         if name_mismatches > 3 {
             self.warnings.push(format!(
                 "cycle {cycle}: {name_mismatches} counter range names disagree with their \
-                 launch ordinals in total"
+                 positions in total"
             ));
         }
         orphans += by_index.iter().filter(|r| r.is_some()).count() as u64;
@@ -232,25 +249,37 @@ impl RowBuilder<'_> {
         converted
     }
 
-    /// The rows of one launch: one, or one per kernel of a graph launch.
+    /// The rows of one launch: one, or one per kernel of a graph launch (plus, with
+    /// whole-graph counters, the graph's own row first).
+    ///
+    /// `counters` holds one match for a kernel launch; for a graph launch, one per kernel
+    /// node (kernel replay, in execution order) or one for the whole graph (per_kernel).
     pub(super) fn launch_rows(
         &mut self,
         launch: &LaunchRecord,
-        counter: CounterMatch,
+        counters: Vec<CounterMatch>,
         by_correlation: &mut IdMap<u32, ActivitySlots>,
         activities: &mut ActivityStore,
         rows: &mut Vec<KernelRow>,
     ) {
-        let graph_kernels = match by_correlation.remove(&launch.correlation_id) {
+        if launch.api == LaunchApi::Graph {
+            let list = match by_correlation.remove(&launch.correlation_id) {
+                None => Vec::new(),
+                Some(ActivitySlots::One(index)) => vec![index],
+                Some(ActivitySlots::Many(list)) => list,
+            };
+            let kernels: Vec<KernelActivity> = list.iter().filter_map(|&i| activities.take(i)).collect();
+            self.graph_rows(launch, kernels, counters, rows);
+            return;
+        }
+        let counter = counters.into_iter().next().unwrap_or(CounterMatch::NotExpected);
+        match by_correlation.remove(&launch.correlation_id) {
             None => {
                 rows.push(self.row(Some(launch), None, counter, KernelStatus::MissingActivity));
-                return;
             }
             Some(ActivitySlots::One(index)) => {
                 self.single_kernel_row(launch, index, counter, activities, rows);
-                return;
             }
-            Some(ActivitySlots::Many(list)) if launch.api == LaunchApi::Graph => list,
             Some(ActivitySlots::Many(list)) => {
                 // A plain launch has one kernel: it claims the first record; the others stay
                 // unclaimed and are reported as unlaunched activity.
@@ -275,14 +304,85 @@ impl RowBuilder<'_> {
                 ));
                 let first = list.first().copied().unwrap_or(u32::MAX);
                 self.single_kernel_row(launch, first, counter, activities, rows);
-                return;
             }
-        };
-        let mut kernels: Vec<KernelActivity> = graph_kernels.iter().filter_map(|&i| activities.take(i)).collect();
-        kernels.sort_by_key(|a| (a.start_ns, a.correlation_id));
-        for activity in kernels {
-            rows.push(self.row(Some(launch), Some(activity), CounterMatch::NotExpected, KernelStatus::GraphKernel));
         }
+    }
+
+    /// The rows of a graph launch: with whole-graph counters (one match for a launch whose
+    /// kernels are not matched one by one), a row of granularity `graph` first; then one
+    /// `graph_node` row per kernel in execution order, with its own counters where there is
+    /// one match per kernel (kernel replay).
+    fn graph_rows(
+        &mut self,
+        launch: &LaunchRecord,
+        mut kernels: Vec<KernelActivity>,
+        counters: Vec<CounterMatch>,
+        rows: &mut Vec<KernelRow>,
+    ) {
+        // Execution order. Kernel replay collapses start onto end, so end breaks ties, then
+        // the node id (creation order).
+        kernels.sort_by_key(|a| (a.start_ns, a.end_ns, a.graph_node_id));
+        let per_node = counters.len() == kernels.len() && self.mode == ProfilingMode::KernelReplay;
+        let (mut node_counters, whole) = if per_node {
+            (counters, None)
+        } else {
+            (Vec::new(), Some(counters.into_iter().next().unwrap_or(CounterMatch::NotExpected)))
+        };
+        if let Some(whole) = whole {
+            if !matches!(whole, CounterMatch::NotExpected)
+                || kernels.is_empty() && self.mode == ProfilingMode::PerKernel
+            {
+                let row = self.whole_graph_row(launch, &kernels, whole);
+                rows.push(row);
+            }
+        }
+        node_counters.resize(kernels.len(), CounterMatch::NotExpected);
+        for (activity, counter) in kernels.into_iter().zip(node_counters) {
+            let (graph_id, node_id) = (activity.graph_id, activity.graph_node_id);
+            let mut row = self.row(Some(launch), Some(activity), counter, KernelStatus::Ok);
+            row.granularity = Granularity::GraphNode;
+            row.graph_id = Some(graph_id);
+            row.graph_node_id = Some(node_id);
+            rows.push(row);
+        }
+    }
+
+    /// The row of a whole graph launch: its counters, the span and summed time of its
+    /// kernels, and a name that lists them.
+    fn whole_graph_row(
+        &mut self,
+        launch: &LaunchRecord,
+        kernels: &[KernelActivity],
+        counter: CounterMatch,
+    ) -> KernelRow {
+        let mut row = self.row(Some(launch), None, counter, KernelStatus::Ok);
+        row.granularity = Granularity::Graph;
+        row.graph_id = kernels.first().map(|k| k.graph_id);
+        row.graph_kernels = Some(kernels.len() as u32);
+        let mut names: Vec<String> = Vec::new();
+        for k in kernels {
+            let name = self.demangle(&k.name);
+            let short = name.split('(').next().unwrap_or(&name).to_owned();
+            if !names.contains(&short) {
+                names.push(short);
+            }
+        }
+        let listed = if names.len() > 4 {
+            format!("{}, … ({} distinct)", names[..4].join(", "), names.len())
+        } else {
+            names.join(", ")
+        };
+        let graph = row.graph_id.map_or_else(|| "?".to_owned(), |g| g.to_string());
+        row.kernel_name = Some(format!("graph {graph}: {} kernel(s): {listed}", kernels.len()));
+        row.stream_id = kernels.first().map(|k| k.stream_id);
+        row.device_id = kernels.first().map(|k| k.device_id);
+        row.start_ns = kernels.iter().map(|k| k.start_ns).min();
+        row.end_ns = kernels.iter().map(|k| k.end_ns).max();
+        // The graph's kernel time: the sum of its kernels' own durations, all of them or none.
+        let durations: Option<Vec<u64>> =
+            kernels.iter().map(|k| (k.end_ns > k.start_ns).then(|| k.end_ns - k.start_ns)).collect();
+        row.duration_ns = durations.map(|d| d.iter().sum()).filter(|_| !kernels.is_empty());
+        row
     }
 
     /// The row of a launch with one activity record (at `index`).
@@ -364,6 +464,10 @@ impl RowBuilder<'_> {
             range_duration_ns,
             metrics,
             status,
+            granularity: Granularity::Kernel,
+            graph_id: None,
+            graph_node_id: None,
+            graph_kernels: None,
         };
         if let Some(a) = activity {
             row.kernel_name = Some(self.demangle(&a.name));
@@ -464,6 +568,8 @@ impl RowBuilder<'_> {
                 thread,
                 api_name,
                 status,
+                graph_id: (record.graph_id != 0).then_some(record.graph_id),
+                graph_node_id: (record.graph_node_id != 0).then_some(record.graph_node_id),
             });
         }
 

@@ -37,7 +37,8 @@ impl Correlator {
             .filter(|l| {
                 let keep = match (by_cycle, running_cycle) {
                     (true, Some(running)) => l.cycle < running,
-                    _ => with_activity.contains(&l.correlation_id),
+                    // A captured launch never gets activity: it is complete as it is.
+                    _ => with_activity.contains(&l.correlation_id) || self.captured.contains_key(&l.correlation_id),
                 };
                 if !keep {
                     pending.kernels += 1;
@@ -53,7 +54,7 @@ impl Correlator {
             .transfer_calls
             .iter()
             .filter(|c| {
-                let done = transfer_done.contains(&c.correlation_id);
+                let done = transfer_done.contains(&c.correlation_id) || self.captured.contains_key(&c.correlation_id);
                 pending.transfers += u64::from(!done);
                 done
             })
@@ -69,6 +70,7 @@ impl Correlator {
             warnings: self.warnings.clone(),
             replay_mismatched_kernels: self.replay_mismatched_kernels.clone(),
             replay_mismatched_ranges: self.replay_mismatched_ranges.clone(),
+            captured: self.captured.clone(),
         };
         (copy, pending)
     }

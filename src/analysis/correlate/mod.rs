@@ -30,6 +30,8 @@
 
 mod build;
 mod checkpoint;
+#[cfg(test)]
+mod graph_tests;
 mod names;
 mod rows;
 mod store;
@@ -53,8 +55,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::model::session::{SessionTree, ROOT_PATH};
 use crate::model::{
-    CounterRange, KernelActivity, LaunchRecord, MetricSet, ProfilingMode, RangeId, TransferActivity, TransferCall,
-    GPU_TIME_METRIC,
+    CapturedNode, CounterRange, KernelActivity, LaunchApi, LaunchRecord, MetricSet, ProfilingMode, RangeId,
+    TransferActivity, TransferCall, GPU_TIME_METRIC,
 };
 
 /// Incremental collector of one session's capture records; see the [module docs](self).
@@ -69,6 +71,9 @@ pub struct Correlator {
     pub(super) warnings: WarningLog,
     pub(super) replay_mismatched_kernels: std::collections::HashSet<u32>,
     pub(super) replay_mismatched_ranges: std::collections::HashSet<RangeId>,
+    /// Calls made while their stream was capturing, by correlation id: the graph nodes
+    /// they created.
+    pub(super) captured: IdMap<u32, Vec<CapturedNode>>,
 }
 
 impl Correlator {
@@ -120,6 +125,17 @@ impl Correlator {
         self.counter_cycles.contains_key(&cycle)
     }
 
+    /// The call `correlation_id` (a launch, memcpy or memset) created graph nodes instead
+    /// of running: its stream was capturing. It gets no row and is not missing activity.
+    pub fn add_captured_call(&mut self, correlation_id: u32, nodes: Vec<CapturedNode>) {
+        self.captured.entry(correlation_id).or_default().extend(nodes);
+    }
+
+    /// Whether call `correlation_id` was recorded as graph building.
+    pub fn is_captured(&self, correlation_id: u32) -> bool {
+        self.captured.contains_key(&correlation_id)
+    }
+
     /// Adds one memcpy/memset API call.
     pub fn add_transfer_call(&mut self, call: TransferCall) {
         self.transfer_calls.push(call);
@@ -155,6 +171,7 @@ impl Correlator {
             warnings,
             replay_mismatched_kernels,
             replay_mismatched_ranges,
+            captured,
         } = self;
 
         // Under user ranges the range profiler launches a one-thread `WaitNs` kernel of its
@@ -166,6 +183,19 @@ impl Correlator {
             } else {
                 (activities, Vec::new())
             };
+        // Kernel replay reports a replayed graph kernel more than once under its launch's
+        // correlation id: one row per (launch, node).
+        let mut repeated_graph_node_records = 0u64;
+        let activities = {
+            let mut seen: std::collections::HashSet<(u32, u64)> = std::collections::HashSet::new();
+            let mut kept = activities;
+            kept.retain(|a| {
+                let first = a.graph_node_id == 0 || seen.insert((a.correlation_id, a.graph_node_id));
+                repeated_graph_node_records += u64::from(!first);
+                first
+            });
+            kept
+        };
         let mut builder = RowBuilder {
             tree,
             mode,
@@ -177,6 +207,7 @@ impl Correlator {
                 launches: launches.len() as u64,
                 activity_records: activities.len() as u64,
                 profiler_internal_kernels: internal.len() as u64,
+                repeated_graph_node_records,
                 counter_ranges,
                 transfer_calls: transfer_calls.len() as u64,
                 transfer_records: transfer_activities.len() as u64,
@@ -258,27 +289,53 @@ impl Correlator {
             let cycle = launches[start].cycle;
             let end = start + launches[start..].iter().position(|l| l.cycle != cycle).unwrap_or(launches.len() - start);
             let cycle_launches = &launches[start..end];
-            let counters = match mode {
-                ProfilingMode::KernelReplay => builder.match_cycle_by_ordinal(
-                    cycle,
-                    cycle_launches,
-                    counter_cycles.remove(&cycle).unwrap_or_default(),
-                ),
+            let counters: Vec<Vec<CounterMatch>> = match mode {
+                ProfilingMode::KernelReplay => {
+                    // CUPTI's auto range in kernel replay is one range per kernel that ran:
+                    // none for a captured launch, one per kernel node for a graph launch.
+                    let slots: Vec<u32> = cycle_launches
+                        .iter()
+                        .map(|l| {
+                            if captured.contains_key(&l.correlation_id) {
+                                0
+                            } else if l.api == LaunchApi::Graph {
+                                by_correlation.get(&l.correlation_id).map_or(0, ActivitySlots::len)
+                            } else {
+                                1
+                            }
+                        })
+                        .collect();
+                    builder.match_cycle_by_ordinal(
+                        cycle,
+                        cycle_launches,
+                        &slots,
+                        counter_cycles.remove(&cycle).unwrap_or_default(),
+                    )
+                }
                 ProfilingMode::PerKernel => cycle_launches
                     .iter()
-                    .map(|l| match per_kernel_counters.remove(&l.correlation_id) {
-                        Some(_) if replay_mismatched_kernels.contains(&l.correlation_id) => {
-                            CounterMatch::Missing(KernelStatus::ReplayMismatch)
-                        }
-                        Some((_, range)) => CounterMatch::Values(builder.convert_values(range.values, cycle)),
-                        None => CounterMatch::Missing(KernelStatus::MissingCounters),
+                    .map(|l| {
+                        let m = match per_kernel_counters.remove(&l.correlation_id) {
+                            // A captured launch's range measured nothing that ran.
+                            _ if captured.contains_key(&l.correlation_id) => CounterMatch::NotExpected,
+                            Some(_) if replay_mismatched_kernels.contains(&l.correlation_id) => {
+                                CounterMatch::Missing(KernelStatus::ReplayMismatch)
+                            }
+                            Some((_, range)) => CounterMatch::Values(builder.convert_values(range.values, cycle)),
+                            None => CounterMatch::Missing(KernelStatus::MissingCounters),
+                        };
+                        vec![m]
                     })
                     .collect(),
                 ProfilingMode::PerRange | ProfilingMode::Trace => {
-                    vec![CounterMatch::NotExpected; cycle_launches.len()]
+                    vec![vec![CounterMatch::NotExpected]; cycle_launches.len()]
                 }
             };
             for (launch, counter) in cycle_launches.iter().zip(counters) {
+                if captured.contains_key(&launch.correlation_id) {
+                    builder.counts.captured_launches += 1;
+                    continue;
+                }
                 builder.launch_rows(launch, counter, &mut by_correlation, &mut activities, &mut rows);
             }
             start = end;
@@ -321,6 +378,12 @@ impl Correlator {
             }
         }
 
+        let (transfer_calls, captured_calls): (Vec<TransferCall>, Vec<TransferCall>) =
+            transfer_calls.into_iter().partition(|c| !captured.contains_key(&c.correlation_id));
+        builder.counts.captured_transfers = captured_calls.len() as u64;
+        builder.counts.graph_launches =
+            launches.iter().filter(|l| l.api == LaunchApi::Graph && !captured.contains_key(&l.correlation_id)).count()
+                as u64;
         let transfers = builder.transfer_rows(transfer_calls, transfer_activities, &launches);
 
         let counts = &mut builder.counts;
@@ -333,11 +396,11 @@ impl Correlator {
                 KernelStatus::CountMismatch => counts.count_mismatch += 1,
                 KernelStatus::NameMismatch => counts.name_mismatch += 1,
                 KernelStatus::UnlaunchedActivity => counts.unlaunched_activity += 1,
-                KernelStatus::GraphKernel => counts.graph_kernel += 1,
                 KernelStatus::ReplayMismatch => counts.replay_mismatch += 1,
             }
         }
         counts.flagged_rows = rows.iter().filter(|r| r.status.is_flagged()).count() as u64;
+        counts.graph_node_rows = rows.iter().filter(|r| r.granularity == Granularity::GraphNode).count() as u64;
         if counts.missing_activity > 0 {
             builder.warnings.push(format!(
                 "{} launch(es) have no kernel activity record (CUPTI dropped activity records?); \
@@ -350,14 +413,6 @@ impl Correlator {
                 "{} kernel activity record(s) have end <= start, so their duration (from {}) is \
                  empty; kernel replay collapses activity timestamps like this",
                 builder.untimed_activity, builder.time_source
-            ));
-        }
-        if counts.graph_kernel > 0 {
-            builder.warnings.push(format!(
-                "{} kernel(s) ran inside CUDA graph launches that ran several kernels under one \
-                 correlation id; they are reported under the graph launch's range with status \
-                 graph_kernel and without counters",
-                counts.graph_kernel
             ));
         }
         if counts.unknown_range_ids > 0 {

@@ -15,8 +15,7 @@ pub const MAX_WARNINGS: usize = 64;
 /// What the correlator could establish about one kernel row.
 ///
 /// A row has one status. When several problems apply, the one that says most about the
-/// trustworthiness of its values wins, in this order: `graph_kernel`,
-/// `unlaunched_activity`, `count_mismatch`, `replay_mismatch`, `name_mismatch`,
+/// trustworthiness of its values wins, in this order: `unlaunched_activity`, `count_mismatch`, `replay_mismatch`, `name_mismatch`,
 /// `missing_counters`, `missing_activity`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -37,9 +36,6 @@ pub enum KernelStatus {
     /// An activity record without a launch record (a context or thread gmprof did not
     /// capture); attributed to the root row, without counters.
     UnlaunchedActivity,
-    /// One of several kernels a CUDA graph launch ran under one correlation id; attributed
-    /// to the graph launch's range, without counters (they cannot be matched 1:1).
-    GraphKernel,
     /// User replay: another pass ran a different kernel (name, grid or block) at this
     /// kernel's position, so CUPTI merged counters of different kernels; metrics are empty.
     ReplayMismatch,
@@ -55,7 +51,6 @@ impl KernelStatus {
             KernelStatus::CountMismatch => "count_mismatch",
             KernelStatus::NameMismatch => "name_mismatch",
             KernelStatus::UnlaunchedActivity => "unlaunched_activity",
-            KernelStatus::GraphKernel => "graph_kernel",
             KernelStatus::ReplayMismatch => "replay_mismatch",
         }
     }
@@ -75,7 +70,6 @@ impl KernelStatus {
             KernelStatus::ReplayMismatch => 4,
             KernelStatus::CountMismatch => 5,
             KernelStatus::UnlaunchedActivity => 6,
-            KernelStatus::GraphKernel => 7,
         }
     }
 
@@ -91,6 +85,42 @@ impl KernelStatus {
 impl fmt::Display for KernelStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// What one kernel row stands for.
+///
+/// A CUDA graph launch runs many kernels under one correlation id. Its kernels are rows of
+/// granularity `graph_node` in every mode. In per_kernel mode the launch also gets a row of
+/// granularity `graph`: the counters of the per-kernel CUPTI range around the whole graph
+/// launch, with the time of its kernels. Range totals count kernels and their time from
+/// `kernel` and `graph_node` rows and take counters from the rows that carry them, so no
+/// kernel is counted twice.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Granularity {
+    /// One kernel launched on its own.
+    #[default]
+    Kernel,
+    /// One kernel node of a CUDA graph launch.
+    GraphNode,
+    /// A whole CUDA graph launch: counters of all its kernels together (per_kernel mode).
+    Graph,
+}
+
+impl Granularity {
+    /// The serialized name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Granularity::Kernel => "kernel",
+            Granularity::GraphNode => "graph_node",
+            Granularity::Graph => "graph",
+        }
+    }
+
+    /// Whether the row is one kernel's execution (counted in kernel counts and kernel time).
+    pub fn is_kernel_execution(self) -> bool {
+        self != Granularity::Graph
     }
 }
 
@@ -192,6 +222,19 @@ pub struct KernelRow {
     pub metrics: Vec<Option<f64>>,
     /// What the join established.
     pub status: KernelStatus,
+    /// A kernel, a graph node, or a whole graph launch.
+    #[serde(default)]
+    pub granularity: Granularity,
+    /// CUPTI's id of the graph, for graph nodes and whole graphs.
+    #[serde(default)]
+    pub graph_id: Option<u32>,
+    /// CUPTI's id of the graph node, for graph nodes.
+    #[serde(default)]
+    pub graph_node_id: Option<u64>,
+    /// For a whole-graph row: the number of kernels the graph launch ran (its
+    /// `graph_node` rows, which follow it).
+    #[serde(default)]
+    pub graph_kernels: Option<u32>,
 }
 
 /// What the correlator could establish about one transfer row.
@@ -255,6 +298,12 @@ pub struct TransferRow {
     pub api_name: Option<String>,
     /// What the join established.
     pub status: TransferStatus,
+    /// CUPTI's id of the graph, for memcpy and memset nodes of a graph launch.
+    #[serde(default)]
+    pub graph_id: Option<u32>,
+    /// CUPTI's id of the graph node.
+    #[serde(default)]
+    pub graph_node_id: Option<u64>,
 }
 
 impl TransferRow {
@@ -287,8 +336,23 @@ pub struct CorrelationCounts {
     pub name_mismatch: u64,
     /// Rows with status `unlaunched_activity`.
     pub unlaunched_activity: u64,
-    /// Rows with status `graph_kernel`.
-    pub graph_kernel: u64,
+    /// Kernel rows of granularity `graph_node`: kernels that CUDA graph launches ran.
+    #[serde(default)]
+    pub graph_node_rows: u64,
+    /// CUDA graph launches recorded.
+    #[serde(default)]
+    pub graph_launches: u64,
+    /// Launches made while their stream was capturing (graph building: they run only when
+    /// the graph is launched, so they have no activity and no row).
+    #[serde(default)]
+    pub captured_launches: u64,
+    /// Memcpy/memset calls made while their stream was capturing.
+    #[serde(default)]
+    pub captured_transfers: u64,
+    /// Extra activity records of a graph node within one graph launch (kernel replay reports
+    /// a replayed graph kernel more than once); one row per node is kept.
+    #[serde(default)]
+    pub repeated_graph_node_records: u64,
     /// Rows with status `replay_mismatch`.
     #[serde(default)]
     pub replay_mismatch: u64,

@@ -59,6 +59,16 @@ pub(super) enum ActivitySlots {
     Many(Vec<u32>),
 }
 
+impl ActivitySlots {
+    /// How many records share the correlation id.
+    pub(super) fn len(&self) -> u32 {
+        match self {
+            ActivitySlots::One(_) => 1,
+            ActivitySlots::Many(list) => list.len() as u32,
+        }
+    }
+}
+
 /// The activity records of a session; each can be claimed by one row only.
 ///
 /// A claimed record is swapped for an empty one (no allocation) and marked, rather than the
@@ -107,6 +117,7 @@ pub(super) fn vacant_activity() -> KernelActivity {
         context_id: 0,
         device_id: 0,
         graph_id: 0,
+        graph_node_id: 0,
         start_ns: 0,
         end_ns: 0,
     }

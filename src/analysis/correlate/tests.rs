@@ -3,7 +3,7 @@
 use super::*;
 use crate::model::{LaunchApi, MetricKind, MetricSpec, ThreadId, TransferKind};
 
-fn metrics() -> MetricSet {
+pub(super) fn metrics() -> MetricSet {
     MetricSet {
         metrics: vec![
             MetricSpec {
@@ -22,7 +22,7 @@ fn metrics() -> MetricSet {
     }
 }
 
-fn launch(correlation_id: u32, cycle: u32, ordinal: u32, range: Option<RangeId>) -> LaunchRecord {
+pub(super) fn launch(correlation_id: u32, cycle: u32, ordinal: u32, range: Option<RangeId>) -> LaunchRecord {
     LaunchRecord {
         correlation_id,
         thread: 1,
@@ -35,7 +35,7 @@ fn launch(correlation_id: u32, cycle: u32, ordinal: u32, range: Option<RangeId>)
     }
 }
 
-fn activity(correlation_id: u32, name: &str) -> KernelActivity {
+pub(super) fn activity(correlation_id: u32, name: &str) -> KernelActivity {
     KernelActivity {
         correlation_id,
         name: name.into(),
@@ -48,12 +48,13 @@ fn activity(correlation_id: u32, name: &str) -> KernelActivity {
         context_id: 1,
         device_id: 0,
         graph_id: 0,
+        graph_node_id: 0,
         start_ns: 100,
         end_ns: 100,
     }
 }
 
-fn counters(cycle: u32, index: u32, name: &str, time: f64, bytes: f64) -> CounterRange {
+pub(super) fn counters(cycle: u32, index: u32, name: &str, time: f64, bytes: f64) -> CounterRange {
     CounterRange { cycle, index, name: name.into(), values: vec![time, bytes] }
 }
 
@@ -191,33 +192,6 @@ fn replay_mismatches_empty_the_kernel_and_its_ranges() {
 }
 
 #[test]
-fn graph_kernels_go_to_the_graph_launch_range() {
-    let mut tree = SessionTree::new();
-    let r = tree.push("graph_region", 1, 0);
-    let mut c = Correlator::new();
-    let mut g = launch(5, 0, 0, Some(r));
-    g.api = LaunchApi::Graph;
-    c.add_launch(g);
-    let mut a = activity(5, "g1");
-    a.start_ns = 20;
-    c.add_activity(a);
-    let mut b = activity(5, "g0");
-    b.start_ns = 10;
-    c.add_activity(b);
-    c.add_activity(activity(77, "stranger"));
-    let out = c.finish(&tree, &metrics(), ProfilingMode::Trace);
-    assert_eq!(out.rows.len(), 3);
-    assert_eq!(out.rows[0].kernel_name.as_deref(), Some("g0"));
-    assert_eq!(out.rows[0].status, KernelStatus::GraphKernel);
-    assert_eq!(out.rows[1].range_id, Some(r));
-    assert_eq!(out.rows[2].status, KernelStatus::UnlaunchedActivity);
-    assert_eq!(out.rows[2].range_path, ROOT_PATH);
-    assert_eq!(out.rows[2].cycle, None);
-    assert_eq!(out.counts.graph_kernel, 2);
-    assert_eq!(out.counts.unlaunched_activity, 1);
-}
-
-#[test]
 fn trace_mode_time_comes_from_activity() {
     let tree = SessionTree::new();
     let mut c = Correlator::new();
@@ -265,6 +239,8 @@ fn transfers_join_by_correlation_id() {
         stream_id: 2,
         context_id: 1,
         device_id: 0,
+        graph_id: 0,
+        graph_node_id: 0,
     };
     let call = |correlation_id: u32, thread: ThreadId, range: Option<RangeId>| TransferCall {
         correlation_id,

@@ -230,7 +230,8 @@ fn kernel_groups(report: &Report, dram: &DramBytes, work: Option<&WorkInputs>) -
     let mut order: Vec<&str> = Vec::new();
     let mut sums: HashMap<&str, KernelSums> = HashMap::new();
     let mut grand = 0u64;
-    for k in &report.kernels {
+    // Whole-graph counter rows are not kernel executions: their kernels have rows.
+    for k in report.kernels.iter().filter(|k| k.granularity.is_kernel_execution()) {
         let name = k.kernel_name.as_deref().or(k.mangled_name.as_deref()).unwrap_or("<unknown kernel>");
         let s = sums.entry(name).or_insert_with(|| {
             order.push(name);
@@ -466,6 +467,7 @@ mod tests {
                 context_id: 1,
                 device_id: 0,
                 graph_id: 0,
+                graph_node_id: 0,
                 start_ns: 10,
                 end_ns: 10,
             });
