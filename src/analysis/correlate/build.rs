@@ -338,6 +338,13 @@ impl RowBuilder<'_> {
         }
         node_counters.resize(kernels.len(), CounterMatch::NotExpected);
         for (activity, counter) in kernels.into_iter().zip(node_counters) {
+            if is_profiler_internal_kernel(&activity) {
+                // Kernel replay of a graph launch runs the range profiler's own `WaitNs`
+                // kernels under the launch's correlation id, each with an auto range of its
+                // own (CUPTI 13.0, H100): they hold their position in the join, not a row.
+                self.counts.profiler_internal_kernels += 1;
+                continue;
+            }
             let (graph_id, node_id) = (activity.graph_id, activity.graph_node_id);
             let mut row = self.row(Some(launch), Some(activity), counter, KernelStatus::Ok);
             row.granularity = Granularity::GraphNode;

@@ -164,15 +164,30 @@ fn kernel_replay_matches_one_auto_range_per_graph_node_in_execution_order() {
         c.add_activity(node(3, "y", 301, 700, 700));
         c.add_activity(node(3, "x", 302, 800, 800));
     }
+    // The range profiler's own WaitNs kernels run last, under the launch's correlation id,
+    // with auto ranges of their own (seen on an H100 with CUPTI 13.0).
+    for (n, t) in [(0u64, 950u64), (0, 960)] {
+        let mut w = node(3, "WaitNs", n, t, t);
+        w.grid = [1, 1, 1];
+        w.block = [1, 1, 1];
+        c.add_activity(w);
+    }
     c.add_counter_ranges(0, vec![counters(0, 0, "0", 5.0, 50.0)]);
     c.add_counter_ranges(
         1,
-        vec![counters(1, 0, "0", 7.0, 70.0), counters(1, 1, "1", 8.0, 80.0), counters(1, 2, "2", 9.0, 90.0)],
+        vec![
+            counters(1, 0, "0", 7.0, 70.0),
+            counters(1, 1, "1", 8.0, 80.0),
+            counters(1, 2, "2", 9.0, 90.0),
+            counters(1, 3, "3", 1.0, 0.0),
+            counters(1, 4, "4", 1.0, 0.0),
+        ],
     );
     let out = c.finish(&tree, &metrics(), ProfilingMode::KernelReplay);
     assert_eq!(out.counts.flagged_rows, 0, "{:?}", out.warnings);
     assert_eq!(out.counts.repeated_graph_node_records, 3);
     assert_eq!(out.counts.captured_launches, 1);
+    assert_eq!((out.counts.profiler_internal_kernels, out.counts.orphan_counter_ranges), (2, 0));
     let got: Vec<(&str, Option<f64>, Option<u64>)> =
         out.rows.iter().map(|r| (r.kernel_name.as_deref().unwrap_or(""), r.metrics[1], r.duration_ns)).collect();
     assert_eq!(
