@@ -40,7 +40,7 @@ backward pass left open are closed at its end. ``prof.warnings`` says when that 
 
 The ranges go to a *backend*: ``"gmprof"`` (``gmprof.push_range``/``pop_range``, the default),
 ``"nvtx"`` (``torch.cuda.nvtx.range_push``/``range_pop``, for ``gmprof run`` and other NVTX
-tools), a list of both, or any object with ``push(name)`` and ``pop()`` such as
+tools), ``"record_function"`` (regions in torch.profiler's traces), a list of these, or any object with ``push(name)`` and ``pop()`` such as
 :class:`RecordingBackend`, which keeps the sequence for checks without a GPU.
 """
 
@@ -55,7 +55,8 @@ import torch
 
 import gmprof as _gmprof
 
-__all__ = ["profile", "schedule", "Schedule", "RecordingBackend", "NvtxBackend", "GmprofBackend"]
+__all__ = ["profile", "schedule", "Schedule", "module_names", "RecordingBackend", "NvtxBackend",
+           "RecordFunctionBackend", "GmprofBackend"]
 
 # --------------------------------------------------------------------------------------
 # Schedule
@@ -195,6 +196,32 @@ class RecordingBackend:
             return [path for stack in self.open.values() for _, path in stack]
 
 
+class RecordFunctionBackend:
+    """Ranges as torch.profiler regions (what ``record_function`` records), per thread.
+
+    They show in torch.profiler's traces and tables: the module tree under torch's own
+    profiler, or gmprof.torch's ranges next to torch.profiler's kernels for comparison.
+    """
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def push(self, name: str) -> None:
+        handle = torch.ops.profiler._record_function_enter_new(name, None)
+        stack = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        stack.append(handle)
+
+    def pop(self) -> None:
+        stack = getattr(self._local, "stack", None)
+        if not stack:
+            raise RuntimeError("record_function backend: pop with no open region on this thread")
+        handle = stack.pop()
+        with torch._C.DisableTorchFunctionSubclass():
+            torch.ops.profiler._record_function_exit._RecordFunction(handle)
+
+
 class _MultiBackend:
     def __init__(self, backends: Sequence[Any]) -> None:
         self.backends = list(backends)
@@ -226,11 +253,14 @@ def _backend(spec: Any) -> Any:
         return GmprofBackend()
     if spec == "nvtx":
         return NvtxBackend()
+    if spec == "record_function":
+        return RecordFunctionBackend()
     if isinstance(spec, (list, tuple)):
         return _MultiBackend([_backend(s) for s in spec])
     if callable(getattr(spec, "push", None)) and callable(getattr(spec, "pop", None)):
         return spec
-    raise ValueError("backend must be 'gmprof', 'nvtx', a list of them, or an object with push(name) and pop()")
+    raise ValueError("backend must be 'gmprof', 'nvtx', 'record_function', a list of them, "
+                     "or an object with push(name) and pop()")
 
 
 def _uses_gmprof(backend: Any) -> bool:
@@ -372,8 +402,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile
         record_functions: record_function regions as ranges.
         optimizer: ``optimizer.step()`` as a range (global optimizer step hooks).
         step_range: the per-step range's name; ``None`` for none.
-        backend: ``"gmprof"``, ``"nvtx"``, a list of them, or an object with ``push(name)``
-            and ``pop()`` (see :class:`RecordingBackend`).
+        backend: ``"gmprof"``, ``"nvtx"``, ``"record_function"``, a list of them, or an
+            object with ``push(name)`` and ``pop()`` (see :class:`RecordingBackend`).
     """
 
     def __init__(

@@ -351,6 +351,17 @@ class TorchProfileTest(unittest.TestCase):
         self.assertEqual(calls, [("push", "step"), ("push", "GPT"), ("pop",), ("pop",)])
         self.assertEqual(self.rec.pushed, ["step", "step/GPT"])
 
+    def test_record_function_backend_shows_the_ranges_to_torch_profiler(self):
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as tprof:
+            with gt.profile(self.model, depth=2, backend="record_function", optimizer=False,
+                            record_functions=False):
+                self.model(self.idx).square().mean().backward()
+        names = [e.name for e in tprof.events()]
+        for name in ("step", "GPT", "h.1", "backward", "wte"):
+            self.assertIn(name, names)
+        self.assertEqual(names.count("h.0"), 2, "forward and backward")
+        self.assertEqual(names.count("backward"), 1)
+
     def test_gmprof_backend_initializes_and_finishes_gmprof(self):
         from test_gmprof import EnvMixin, FakeLibrary
 
