@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# gmprof.torch on the GPU machine, from the wheel: a 6-layer GPT (python/examples/torch_gpt.py)
+# trains under gmprof.torch.profile in per_kernel and per_range modes; the kernels per step and
+# per module-tree range are compared with torch.profiler's, the expected kernels are looked up
+# in module ranges, the hooks' overhead is measured against emit_nvtx, and python/README.md's
+# two examples run.
+#
+#   scripts/build-wheel                                    # here
+#   mkdir -p STAGE && cp target/wheels/gmprof-*.whl STAGE/ && cp -r scripts python STAGE/
+#   bash STAGE/scripts/gpu-torch-validate.sh               # there; files into $OUT
+#
+# The wheel goes into a venv over the system's PyTorch (--system-site-packages, --no-deps):
+# nothing else is set, so the package finds its own libgmprof.so and CUDA by itself.
+set -u
+cd "$(dirname "$0")/.."
+out=${OUT:-out/torch-validate}; mkdir -p "$out"
+work=$(mktemp -d)
+run() { echo; echo "\$ $*"; timeout "${T:-150}" "$@"; echo "[exit $?]"; }
+date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+unset GMPROF_LIBRARY PYTHONPATH
+export PYTHONUNBUFFERED=1
+venv=$work/venv
+python3 -m venv --system-site-packages "$venv"
+run "$venv/bin/pip" install -q --no-deps --no-index ./gmprof-*.whl
+PY=$venv/bin/python
+run "$PY" -c "import gmprof, torch; print('gmprof', gmprof.version(), gmprof.library_path()); print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"
+
+G="$PY python/examples/torch_gpt.py"
+T=200 run $G gmprof --mode per_kernel --out "$work/per_kernel" --json "$out/per_kernel.json"
+T=200 run $G gmprof --mode per_range --out "$work/per_range" --json "$out/per_range.json"
+run $G torch --json "$out/torch.json"
+run $G compare "$out/per_kernel.json" "$out/torch.json"
+run $G compare "$out/per_range.json" "$out/torch.json"
+run $G overhead --json "$out/overhead.json"
+run "$venv/bin/gmprof" report "$work/per_range"
+cp "$work/per_range/ranges.csv" "$out/per_range-ranges.csv" 2>/dev/null
+
+# python/README.md's examples, as written there (the first python block, and gmprof.torch's).
+"$PY" - "$work" <<'PY'
+import re, sys
+text = open("python/README.md").read()
+blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+torch_block = next(b for b in blocks if "gmprof.torch.profile(" in b)
+for name, code in (("readme_example.py", blocks[0]), ("readme_torch_example.py", torch_block)):
+    with open(sys.argv[1] + "/" + name, "w") as f:
+        f.write(code + "\nprint(report.top_ranges(6))\nprint('warnings:', report.warnings)\n")
+PY
+(cd "$work" && T=120 run "$PY" readme_example.py && T=120 run "$PY" readme_torch_example.py)
+rm -rf "$work"
