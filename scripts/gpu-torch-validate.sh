@@ -19,10 +19,24 @@ run() { echo; echo "\$ $*"; timeout "${T:-150}" "$@"; echo "[exit $?]"; }
 date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 unset GMPROF_LIBRARY PYTHONPATH
 export PYTHONUNBUFFERED=1
+# A venv over the Python that has torch (with a .pth to torch's site-packages when that Python
+# is itself a venv); else pip --target; else the wheel unpacked (it is a zip).
+torch_site=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
 venv=$work/venv
-python3 -m venv --system-site-packages "$venv"
-run "$venv/bin/pip" install -q --no-deps --no-index ./gmprof-*.whl
-PY=$venv/bin/python
+if python3 -m venv --system-site-packages "$venv" 2>/dev/null &&
+   { "$venv/bin/python" -c 'import torch' 2>/dev/null ||
+     echo "$torch_site" > "$("$venv/bin/python" -c 'import site; print(site.getsitepackages()[0])')/torch-site.pth"; } &&
+   "$venv/bin/python" -m pip install -q --no-deps --no-index --ignore-installed ./gmprof-*.whl; then
+  echo "installed: pip install --no-deps into a venv over $torch_site"
+  PY=$venv/bin/python GMPROF_BIN=$venv/bin/gmprof
+elif PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --no-deps --no-index --target "$work/site" ./gmprof-*.whl; then
+  echo "installed: pip install --no-deps --target $work/site"
+  export PYTHONPATH=$work/site; PY=python3 GMPROF_BIN=$work/site/bin/gmprof
+else
+  python3 -m zipfile -e ./gmprof-*.whl "$work/site" && chmod +x "$work"/site/gmprof-*.data/scripts/gmprof
+  echo "installed: the wheel unpacked into $work/site (no pip)"
+  export PYTHONPATH=$work/site; PY=python3 GMPROF_BIN=$(ls "$work"/site/gmprof-*.data/scripts/gmprof)
+fi
 run "$PY" -c "import gmprof, torch; print('gmprof', gmprof.version(), gmprof.library_path()); print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"
 
 G="$PY python/examples/torch_gpt.py"
@@ -32,7 +46,7 @@ run $G torch --json "$out/torch.json"
 run $G compare "$out/per_kernel.json" "$out/torch.json"
 run $G compare "$out/per_range.json" "$out/torch.json"
 run $G overhead --json "$out/overhead.json"
-run "$venv/bin/gmprof" report "$work/per_range"
+run "$GMPROF_BIN" report "$work/per_range"
 cp "$work/per_range/ranges.csv" "$out/per_range-ranges.csv" 2>/dev/null
 
 # python/README.md's examples, as written there (the first python block, and gmprof.torch's).
