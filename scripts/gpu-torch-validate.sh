@@ -7,7 +7,10 @@
 #
 #   scripts/build-wheel                                    # here
 #   mkdir -p STAGE && cp target/wheels/gmprof-*.whl STAGE/ && cp -r scripts python STAGE/
-#   bash STAGE/scripts/gpu-torch-validate.sh               # there; files into $OUT
+#   bash STAGE/scripts/gpu-torch-validate.sh [SECTION...]  # there; files into $OUT
+#
+# Sections (default all): modes (per_kernel and per_range against torch.profiler), nvtx (the
+# NVTX backend under `gmprof run`, against torch.profiler), overhead, readme.
 #
 # The wheel goes into a venv over the system's PyTorch (--system-site-packages, --no-deps):
 # nothing else is set, so the package finds its own libgmprof.so and CUDA by itself.
@@ -40,17 +43,29 @@ fi
 run "$PY" -c "import gmprof, torch; print('gmprof', gmprof.version(), gmprof.library_path()); print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"
 
 G="$PY python/examples/torch_gpt.py"
-T=200 run $G gmprof --mode per_kernel --out "$work/per_kernel" --json "$out/per_kernel.json"
-T=200 run $G gmprof --mode per_range --out "$work/per_range" --json "$out/per_range.json"
-run $G torch --json "$out/torch.json"
-run $G compare "$out/per_kernel.json" "$out/torch.json"
-run $G compare "$out/per_range.json" "$out/torch.json"
-run $G overhead --json "$out/overhead.json"
-run "$GMPROF_BIN" report "$work/per_range"
-cp "$work/per_range/ranges.csv" "$out/per_range-ranges.csv" 2>/dev/null
+has() { [ "$sections" = all ] || case " $sections " in *" $1 "*) true ;; *) false ;; esac; }
+sections=${*:-all}
+has modes || has nvtx && run $G torch --json "$out/torch.json"
+if has modes; then
+  T=200 run $G gmprof --mode per_kernel --out "$work/per_kernel" --json "$out/per_kernel.json"
+  T=200 run $G gmprof --mode per_range --out "$work/per_range" --json "$out/per_range.json"
+  run $G compare "$out/per_kernel.json" "$out/torch.json"
+  run $G compare "$out/per_range.json" "$out/torch.json"
+  run "$GMPROF_BIN" report "$work/per_range"
+  cp "$work/per_range/ranges.csv" "$out/per_range-ranges.csv" 2>/dev/null
+fi
+if has nvtx; then
+  # The NVTX backend under `gmprof run` (injection; process range scope by default): the
+  # autograd thread's NVTX ranges nest in the main thread's step there too.
+  T=200 run "$GMPROF_BIN" run --mode per_kernel -o "$work/nvtx" -- $G gmprof --backend nvtx
+  run $G summarize "$work/nvtx" --mode "gmprof-run-nvtx" --json "$out/nvtx.json"
+  run $G compare "$out/nvtx.json" "$out/torch.json"
+fi
+has overhead && run $G overhead --json "$out/overhead.json"
 
-# python/README.md's examples, as written there (the first python block, and gmprof.torch's).
-"$PY" - "$work" <<'PY'
+if has readme; then
+  # python/README.md's examples, as written there (the first python block, and gmprof.torch's).
+  "$PY" - "$work" <<'PY'
 import re, sys
 text = open("python/README.md").read()
 blocks = re.findall(r"```python\n(.*?)```", text, re.S)
@@ -59,5 +74,6 @@ for name, code in (("readme_example.py", blocks[0]), ("readme_torch_example.py",
     with open(sys.argv[1] + "/" + name, "w") as f:
         f.write(code + "\nprint(report.top_ranges(6))\nprint('warnings:', report.warnings)\n")
 PY
-(cd "$work" && T=120 run "$PY" readme_example.py && T=120 run "$PY" readme_torch_example.py)
+  (cd "$work" && T=120 run "$PY" readme_example.py && T=120 run "$PY" readme_torch_example.py)
+fi
 rm -rf "$work"

@@ -16,8 +16,10 @@ Subcommands (scripts/gpu-torch-validate.sh runs them all on a GPU):
 * ``compare GMPROF_JSON TORCH_JSON``: prints both side by side; exits 1 when a count differs
   or an expected kernel is missing.
 * ``overhead --json FILE``: median step time without annotations, with gmprof.torch's hooks
-  (a no-op backend, and NVTX ranges with no tool attached, at depth 3 and at all depths) and
-  with ``torch.autograd.profiler.emit_nvtx``.
+  (forward hooks only; a no-op backend; NVTX ranges with no tool attached, at depth 3 and at
+  all depths) and with ``torch.autograd.profiler.emit_nvtx``, interleaved in rounds.
+* ``gmprof --backend nvtx``: the ranges as NVTX only, for ``gmprof run``; ``summarize DIR``
+  then writes the same JSON from its output directory.
 
 Needs PyTorch with CUDA and, for ``gmprof``, the gmprof package with libgmprof.so.
 """
@@ -144,17 +146,31 @@ def setup(batch: int = 8, seq: int = 128, vocab: int = 4096):
 
 
 def run_gmprof(args: argparse.Namespace) -> int:
+    """Trains under gmprof.torch; with --backend nvtx gmprof is not started here: run the
+    script under `gmprof run`, which turns the NVTX ranges into gmprof ranges, then
+    `summarize` its directory."""
     model, train_step = setup()
     sched = gmprof.torch.schedule(wait=2, active=3, repeat=1)
     start = time.perf_counter()
     with gmprof.torch.profile(model, depth=3, mode=args.mode, output_dir=args.out, schedule=sched,
-                              record_functions=False) as prof:
+                              record_functions=False, backend=args.backend) as prof:
         for _ in range(STEPS):
             train_step()
             prof.step()
         sync()
     elapsed = time.perf_counter() - start
-    report = prof.report(pandas=False)
+    if args.backend != "gmprof":
+        print("gmprof.torch (%s backend): %d ranges pushed, %.1f s, warnings %s" % (
+            args.backend, prof.ranges_pushed, elapsed, prof.warnings))
+        return 1 if prof.warnings or prof.errors else 0
+    return summarize(prof.report(pandas=False), args.mode, args.json, elapsed, prof.warnings)
+
+
+def run_summarize(args: argparse.Namespace) -> int:
+    return summarize(gmprof.load(args.dir, pandas=False), args.mode, args.json, None, [])
+
+
+def summarize(report, mode, json_path, elapsed, profile_warnings) -> int:
     steps = [r for r in report.ranges if r["path"] == "step"]
     per_path = {}
     names = {}
@@ -171,26 +187,29 @@ def run_gmprof(args: argparse.Namespace) -> int:
     metric_cols = [c for c in (report.ranges[0].keys() if report.ranges else []) if "__" in c]
     measured = {}
     for r in report.ranges:
-        if r["path"] in ("step/GPT/h.0/attn", "step/backward/GPT/h.0/mlp", "step/AdamW.step") and r["instance"] == 0:
+        if r["path"] in ("step", "step/GPT/h.0/attn", "step/backward/GPT/h.0/mlp", "step/AdamW.step") \
+                and r["instance"] == 0:
             measured[r["path"]] = {c: r[c] for c in metric_cols}
     out = {
-        "mode": args.mode,
+        "mode": mode,
         "seconds": elapsed,
         "step_kernels": [r["kernel_count"] for r in steps],
         "per_path": per_path,
         "expected": expected,
         "metrics": measured,
         "warnings": report.warnings,
-        "profile_warnings": prof.warnings,
+        "profile_warnings": profile_warnings,
         "ranges": len(report.ranges),
     }
-    with open(args.json, "w") as f:
+    with open(json_path, "w") as f:
         json.dump(out, f, indent=1, default=str)
-    print("gmprof %s: %d ranges, steps' kernels %s, %.1f s, warnings %s" % (
-        args.mode, len(report.ranges), out["step_kernels"], elapsed, report.warnings + prof.warnings))
+    print("gmprof %s: %d ranges, steps' kernels %s, %s s, warnings %s" % (
+        mode, len(report.ranges), out["step_kernels"], "%.1f" % elapsed if elapsed else "-",
+        report.warnings + profile_warnings))
     for path in ("step/GPT/h.0/attn", "step/backward/GPT/h.0/attn", "step/backward/GPT/wte"):
         print("  %s: %s" % (path, sorted(names.get(path, ()))[:6]))
-    print("  metrics of step/GPT/h.0/attn (instance 0): %s" % measured.get("step/GPT/h.0/attn"))
+    for path, values in measured.items():
+        print("  metrics of %s (instance 0): %s" % (path, values))
     return 0
 
 
@@ -305,51 +324,57 @@ class _Null:
 
 
 def run_overhead(args: argparse.Namespace) -> int:
-    model, train_step = setup()
-
-    def timed(label, make_context, warm=10, steps=args.steps):
-        times = []
-        with make_context():
-            for i in range(warm + steps):
-                sync()
-                start = time.perf_counter()
-                train_step()
-                sync()
-                if i >= warm:
-                    times.append(time.perf_counter() - start)
-        return label, statistics.median(times) * 1e3, min(times) * 1e3
-
+    """Step times per configuration, interleaved: every round runs each configuration once
+    (5 warm-up steps, then ``--steps`` timed steps), so drifts hit all of them alike."""
     import contextlib
 
+    model, train_step = setup()
     configs = [
-        ("no annotations", contextlib.nullcontext),
+        ("no annotations", contextlib.nullcontext, None),
+        ("gmprof.torch forward hooks only, depth 3, NVTX",
+         lambda: gmprof.torch.profile(model, depth=3, backend="nvtx", backward=False), (3, False)),
         ("gmprof.torch hooks, depth 3, no-op backend",
-         lambda: gmprof.torch.profile(model, depth=3, backend=_Null())),
-        ("gmprof.torch hooks, depth 3, NVTX backend",
-         lambda: gmprof.torch.profile(model, depth=3, backend="nvtx")),
-        ("gmprof.torch hooks, all depths, NVTX backend",
-         lambda: gmprof.torch.profile(model, depth=None, backend="nvtx")),
-        ("torch.autograd.profiler.emit_nvtx", torch.autograd.profiler.emit_nvtx),
-        ("no annotations (again)", contextlib.nullcontext),
+         lambda: gmprof.torch.profile(model, depth=3, backend=_Null()), (3, True)),
+        ("gmprof.torch hooks, depth 3, NVTX", lambda: gmprof.torch.profile(model, depth=3, backend="nvtx"),
+         (3, True)),
+        ("gmprof.torch hooks, all depths, NVTX", lambda: gmprof.torch.profile(model, depth=None, backend="nvtx"),
+         (None, True)),
+        ("torch.autograd.profiler.emit_nvtx", torch.autograd.profiler.emit_nvtx, None),
     ]
     ranges = {}
-    for label, make in configs:
-        if "hooks" in label:
+    for label, _, shape in configs:
+        if shape is not None:
             rec = gmprof.torch.RecordingBackend()
-            depth = None if "all depths" in label else 3
-            with gmprof.torch.profile(model, depth=depth, backend=rec):
+            with gmprof.torch.profile(model, depth=shape[0], backward=shape[1], backend=rec):
                 train_step()
-            ranges[label] = len(rec.pushed)
-    results = [timed(label, make) for label, make in configs]
-    base = statistics.mean([results[0][1], results[-1][1]])
+            ranges[label] = len(rec.pushed) - 1  # less the step range
+    times = {label: [] for label, _, _ in configs}
+    round_medians = {label: [] for label, _, _ in configs}
+    for _ in range(args.rounds):
+        for label, make, _ in configs:
+            this = []
+            with make():
+                for i in range(5 + args.steps):
+                    sync()
+                    start = time.perf_counter()
+                    train_step()
+                    sync()
+                    if i >= 5:
+                        this.append(time.perf_counter() - start)
+            times[label] += this
+            round_medians[label].append(statistics.median(this) * 1e3)
+    base = statistics.median(times["no annotations"]) * 1e3
     rows = []
-    print("overhead: %d steps each, median step time (%s, torch %s)" % (
-        args.steps, torch.cuda.get_device_name() if DEVICE == "cuda" else "CPU", torch.__version__))
-    for label, median, best in results:
-        rows.append({"config": label, "median_ms": median, "min_ms": best, "vs_baseline_ms": median - base,
-                     "ranges_per_step": ranges.get(label)})
-        print("  %-48s median %7.3f ms  min %7.3f ms  %+7.3f ms  ranges/step %s" % (
-            label, median, best, median - base, ranges.get(label, "")))
+    print("overhead: %d rounds x %d steps per configuration, interleaved; step time with a CUDA sync "
+          "(%s, torch %s)" % (args.rounds, args.steps,
+                              torch.cuda.get_device_name() if DEVICE == "cuda" else "CPU", torch.__version__))
+    for label, _, _ in configs:
+        median = statistics.median(times[label]) * 1e3
+        spread = round_medians[label]
+        rows.append({"config": label, "median_ms": median, "round_medians_ms": spread,
+                     "vs_no_annotations_ms": median - base, "ranges_per_step": ranges.get(label)})
+        print("  %-48s median %7.3f ms  %+7.3f ms  (rounds %5.2f..%5.2f ms)  ranges/step %s" % (
+            label, median, median - base, min(spread), max(spread), ranges.get(label, "-")))
     with open(args.json, "w") as f:
         json.dump(rows, f, indent=1)
     return 0
@@ -360,8 +385,13 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("gmprof")
     g.add_argument("--mode", default="per_kernel")
-    g.add_argument("--out", required=True)
-    g.add_argument("--json", required=True)
+    g.add_argument("--out")
+    g.add_argument("--json")
+    g.add_argument("--backend", default="gmprof", choices=["gmprof", "nvtx"])
+    m = sub.add_parser("summarize")
+    m.add_argument("dir")
+    m.add_argument("--mode", required=True)
+    m.add_argument("--json", required=True)
     t = sub.add_parser("torch")
     t.add_argument("--json", required=True)
     c = sub.add_parser("compare")
@@ -369,12 +399,17 @@ def main(argv=None) -> int:
     c.add_argument("torch_json")
     o = sub.add_parser("overhead")
     o.add_argument("--json", required=True)
-    o.add_argument("--steps", type=int, default=40)
+    o.add_argument("--steps", type=int, default=20)
+    o.add_argument("--rounds", type=int, default=5)
     args = p.parse_args(argv)
-    if args.cmd != "compare" and DEVICE == "cuda" and not torch.cuda.is_available():
+    if args.cmd not in ("compare", "summarize") and DEVICE == "cuda" and not torch.cuda.is_available():
         print("torch_gpt.py: CUDA is not available", file=sys.stderr)
         return 1
-    return {"gmprof": run_gmprof, "torch": run_torch, "compare": run_compare, "overhead": run_overhead}[args.cmd](args)
+    if args.cmd == "gmprof" and args.backend == "gmprof" and not args.json:
+        p.error("gmprof --backend gmprof needs --json")
+    commands = {"gmprof": run_gmprof, "summarize": run_summarize, "torch": run_torch, "compare": run_compare,
+                "overhead": run_overhead}
+    return commands[args.cmd](args)
 
 
 if __name__ == "__main__":
