@@ -36,7 +36,10 @@ Outside the active steps no hook is installed and nothing is pushed.
 
 Every range is popped on the thread that pushed it, in reverse order: closing a range closes
 the ranges opened above it on its thread first, and ranges a step, a forward that raised or a
-backward pass left open are closed at its end. ``prof.warnings`` says when that was needed.
+backward pass left open are closed at its end. A backward pass that raised is noticed by
+wrapping ``torch.autograd.backward``/``grad`` while the profile runs; its ranges are closed on
+the calling thread at once, or by the autograd thread's next backward (only that thread can
+pop them). ``prof.warnings`` says when something unusual happened.
 
 The ranges go to a *backend*: ``"gmprof"`` (``gmprof.push_range``/``pop_range``, the default),
 ``"nvtx"`` (``torch.cuda.nvtx.range_push``/``range_pop``, for ``gmprof run`` and other NVTX
@@ -46,6 +49,7 @@ tools), ``"record_function"`` (regions in torch.profiler's traces), a list of th
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 import warnings
@@ -277,7 +281,7 @@ _STEP, _FORWARD, _BACKWARD_PASS, _BACKWARD, _RECORD, _OPTIMIZER = range(6)
 
 
 class _Entry:
-    __slots__ = ("name", "kind", "key", "qualname", "thread", "open", "done")
+    __slots__ = ("name", "kind", "key", "qualname", "thread", "open", "done", "failures")
 
     def __init__(self, name: str, kind: int, key: Any, qualname: Optional[str], thread: "_Thread") -> None:
         self.name = name
@@ -290,18 +294,22 @@ class _Entry:
         # grad), so the module's own backward work is still to come: close it later.
         # Backward pass: the pass ended on another thread.
         self.done = False
+        # Backward pass: the profile's count of failed backward calls when it opened.
+        self.failures = 0
 
 
 class _Thread:
     """A thread's open ranges, innermost last."""
 
-    __slots__ = ("ident", "stack", "backward", "task")
+    __slots__ = ("ident", "stack", "passes")
 
     def __init__(self) -> None:
         self.ident = threading.get_ident()
         self.stack: List[_Entry] = []
-        self.backward: Optional[_Entry] = None
-        self.task: Any = None
+        # The backward passes with a `backward` range open on this thread, outermost first,
+        # as (graph task id, entry): more than one while a backward runs inside a backward
+        # (reentrant activation checkpointing).
+        self.passes: List[Tuple[Any, _Entry]] = []
 
 
 def _is_ancestor(outer: Optional[str], inner: Optional[str]) -> bool:
@@ -456,6 +464,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile
         self._step_entry: Optional[_Entry] = None
         self._saved_record_function: Optional[Tuple[Any, Any]] = None
         self._warning_filter: Any = None
+        self._saved_autograd: Optional[Tuple[Any, Any]] = None
+        self._failures = 0
 
     # ---- context manager and steps -------------------------------------------------
 
@@ -473,12 +483,16 @@ class profile:  # noqa: N801 - named like torch.profiler.profile
                 self._owns_session = True
             if self.record_functions:
                 self._patch_record_function()
+            if self.backward:
+                self._patch_autograd()
             # Our full backward hooks on a module whose inputs need no gradient (the root of a
             # model fed token ids, an embedding) make torch warn on every backward; we expect
             # that case (module backward ranges close later), so the warning says nothing.
             warnings.filterwarnings("ignore", message=_HOOK_WARNING, category=UserWarning)
             self._warning_filter = warnings.filters[0]
         except BaseException:
+            self._unpatch_record_function()
+            self._unpatch_autograd()
             with _current_lock:
                 _current = None
             raise
@@ -499,6 +513,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile
                            % (len(left), ", ".join(e.name for e in left)))
         finally:
             self._unpatch_record_function()
+            self._unpatch_autograd()
             if self._warning_filter is not None:
                 try:
                     warnings.filters.remove(self._warning_filter)
@@ -686,17 +701,35 @@ class profile:  # noqa: N801 - named like torch.profiler.profile
         return hook
 
     def _begin_backward(self, thread: _Thread) -> None:
-        """Opens this backward pass's ``backward`` range on this thread, once per pass."""
+        """Opens this backward pass's ``backward`` range on this thread, once per pass.
+
+        A pass inside the running one (a backward called from a backward, as reentrant
+        activation checkpointing does) nests its own ``backward`` range. Ranges of a pass
+        that failed (``torch.autograd.backward``/``grad`` raised since it opened) or that
+        ended on another thread are closed first.
+        """
         task = _graph_task_id()
-        current = thread.backward
-        if current is not None and current.open:
-            if not current.done and (task is None or task == thread.task):
+        passes = thread.passes
+        while passes and not passes[-1][1].open:
+            passes.pop()  # ended: its end-of-pass callback closed it
+        if passes:
+            outer = passes[0][1]
+            if any(e.done or e.failures < self._failures for _, e in passes):
+                self._close(outer)
+                passes.clear()
+            elif task is None or task == passes[-1][0]:
                 return
-            self._close(current)  # a pass that ended elsewhere, or that failed
+            else:
+                for i, (t, _) in enumerate(passes):
+                    if t == task:  # back in an outer pass: the inner ones have ended
+                        self._close(passes[i + 1][1])
+                        del passes[i + 1:]
+                        return
         entry = self._push(thread, "backward", _BACKWARD_PASS)
-        thread.backward, thread.task = entry, task
         if entry is None:
             return
+        entry.failures = self._failures
+        passes.append((task, entry))
 
         def end_of_pass() -> None:
             try:
@@ -714,6 +747,42 @@ class profile:  # noqa: N801 - named like torch.profiler.profile
         except Exception as err:
             self.errors.append(err)
             self._warn("cannot hook the end of the backward pass: %s" % err)
+
+    def _backward_failed(self) -> None:
+        """``torch.autograd.backward``/``grad`` raised: the passes open now will not end."""
+        self._failures += 1
+        thread = self._thread()
+        if thread.passes:  # this thread's (the CPU case): close them now
+            self._close(thread.passes[0][1])
+            thread.passes.clear()
+
+    def _patch_autograd(self) -> None:
+        """Wraps ``torch.autograd.backward`` and ``grad`` to notice a failed pass, whose
+        end-of-pass callback never runs (``loss.backward()`` calls the former)."""
+        saved = (torch.autograd.backward, torch.autograd.grad)
+        self._saved_autograd = saved
+
+        def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(fn)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return fn(*args, **kwargs)
+                except BaseException:
+                    prof = _current
+                    if prof is not None:
+                        try:
+                            prof._backward_failed()
+                        except Exception as err:  # never mask the user's exception
+                            prof.errors.append(err)
+                    raise
+            return wrapper
+
+        torch.autograd.backward, torch.autograd.grad = wrap(saved[0]), wrap(saved[1])
+
+    def _unpatch_autograd(self) -> None:
+        saved, self._saved_autograd = self._saved_autograd, None
+        if saved is not None:
+            torch.autograd.backward, torch.autograd.grad = saved
 
     def _optimizer_pre(self, optimizer: Any, _args: Any, _kwargs: Any) -> None:
         self._push(self._thread(), type(optimizer).__name__ + ".step", _OPTIMIZER, optimizer)

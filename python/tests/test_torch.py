@@ -57,6 +57,31 @@ if torch is not None:
             return self.head(x)
 
 
+    class FailsInBackward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            raise RuntimeError("boom in backward")
+
+    class GPTFailingInBackward(GPT):
+        """Its backward raises between the blocks' backward and wte's: mid-pass."""
+
+        def __init__(self):
+            super().__init__()
+            self.fail = True
+
+        def forward(self, idx):
+            x = self.wte(idx)
+            if self.fail:
+                x = FailsInBackward.apply(x)
+            for block in self.h:
+                x = block(x)
+            return self.head(x)
+
+
 def balanced(rec):
     """Checks every thread's pops against its pushes, LIFO; returns the per-thread stacks left."""
     stacks = {}
@@ -300,26 +325,99 @@ class TorchProfileTest(unittest.TestCase):
         self.assertFalse(self.model._forward_pre_hooks)
 
     def test_exception_in_backward_leaves_nothing_stale(self):
-        class Fails(torch.autograd.Function):
-            @staticmethod
-            def forward(ctx, x):
-                return x.clone()
-
-            @staticmethod
-            def backward(ctx, grad):
-                raise RuntimeError("boom in backward")
-
-        with gt.profile(self.model, depth=2, backend=self.rec) as prof:
-            loss = Fails.apply(self.model(self.idx)).square().mean()
+        self.model = GPTFailingInBackward()
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
+        with gt.profile(self.model, depth=2, backend=self.rec, name="GPT") as prof:
+            loss = self.model(self.idx).square().mean()
             with self.assertRaisesRegex(RuntimeError, "boom in backward"):
                 loss.backward()
+            # The pass failed after its blocks' ranges: they were open, and are closed as
+            # the exception leaves backward().
+            self.assertIn("step/backward/GPT/h.0", self.rec.pushed)
+            self.assertEqual(self.rec.open_paths(), ["step"])
             prof.step()
+            self.model.fail = False
             self.train_step()
             prof.step()
         self.assertEqual(balanced(self.rec), {})
         second = [p for _, k, p in self.events_by_step()[1] if k == "push"]
         self.assertEqual(second[0:2], ["step", "step/GPT"])
         self.assertIn("step/backward/GPT/h.0", second)
+        self.assertEqual(prof.warnings, [])
+
+    def test_failed_backward_on_a_persistent_autograd_thread(self):
+        """As with CUDA: the backward runs on one long-lived thread; a failed pass's ranges
+        there are closed by that thread's next backward, before it opens its own."""
+        import queue
+
+        jobs, done = queue.Queue(), queue.Queue()
+
+        def worker():
+            while True:
+                job = jobs.get()
+                if job is None:
+                    return
+                try:
+                    job()
+                    done.put(None)
+                except Exception as err:
+                    done.put(err)
+
+        thread = threading.Thread(target=worker)
+        thread.start()
+        self.addCleanup(lambda: (jobs.put(None), thread.join()))
+        self.model = GPTFailingInBackward()
+        with gt.profile(self.model, depth=2, backend=self.rec, name="GPT") as prof:
+            # With CUDA the engine's device thread runs the pass while the caller waits in
+            # torch.autograd.backward; here the worker runs the engine directly (the
+            # unwrapped function) and the caller's backward() raising is a separate call.
+            engine = torch.autograd.backward.__wrapped__
+            loss = self.model(self.idx).square().mean()
+            jobs.put(lambda: engine(loss))
+            self.assertIsInstance(done.get(), RuntimeError)
+            # Left open on the worker: the pass's ranges, which only it can pop.
+            self.assertEqual(self.rec.open_paths(), ["step", "step/backward", "step/backward/GPT"])
+            with self.assertRaises(RuntimeError):
+                torch.autograd.backward(torch.zeros(1))  # what the caller sees: it raised
+            # (A range the main thread opened now, with nothing of its own open, would nest
+            # under those stale ranges: the same step goes on here.)
+            self.model.fail = False
+            loss = self.model(self.idx).square().mean()
+            jobs.put(lambda: engine(loss))
+            self.assertIsNone(done.get())
+            self.assertEqual(self.rec.open_paths(), ["step"], "the second pass closed the first's")
+        self.assertEqual(balanced(self.rec), {})
+        pushed = self.rec.pushed
+        self.assertEqual(pushed.count("step/backward"), 2, "both passes under the step, not nested")
+        self.assertEqual(pushed.count("step/backward/GPT/h.1"), 2)
+        self.assertEqual(prof.warnings, [])
+
+    def test_reentrant_checkpointing_nests_the_inner_passes(self):
+        from torch.utils.checkpoint import checkpoint
+
+        model = self.model
+
+        class Checkpointed(GPT):
+            def forward(self, idx):
+                x = self.wte(idx)
+                for block in self.h:
+                    x = checkpoint(block, x, use_reentrant=True)
+                return self.head(x)
+
+        self.model = Checkpointed()
+        self.model.load_state_dict(model.state_dict())
+        with gt.profile(self.model, depth=2, backend=self.rec, name="GPT") as prof:
+            self.model(self.idx).square().mean().backward()
+        self.assertEqual(balanced(self.rec), {})
+        self.assertEqual(prof.warnings, [])
+        pushed = self.rec.pushed
+        self.assertEqual(pushed.count("step/backward"), 1, "one outer pass")
+        # Each block's backward is its own pass, run inside the outer one: first the
+        # recomputed forward, then that pass's backward.
+        for block in ("h.1", "h.0"):
+            self.assertIn("step/backward/GPT/" + block, pushed)
+            self.assertIn("step/backward/GPT/backward/" + block, pushed)
+        self.assertEqual(pushed.count("step/backward/GPT/backward"), 2)
 
     def test_failing_backend_push_is_counted_and_never_popped(self):
         class Flaky(gt.RecordingBackend):
