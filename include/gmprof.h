@@ -55,7 +55,8 @@ typedef struct gmprof_options {
 
 /* Starts the process-wide profiler. options may be NULL (defaults and environment).
    GMPROF_RANGE_SCOPE=process attributes work of threads with no open range to the latest
-   range open on any thread (for frameworks that launch from helper threads). */
+   range open on any thread (for frameworks that launch from helper threads), and nests the
+   first range such a thread pushes under that range. */
 gmprof_status gmprof_init(const gmprof_options *options);
 
 /* Opens a range named name (UTF-8) on the calling thread. */

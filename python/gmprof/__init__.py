@@ -569,3 +569,12 @@ def range(name: Any = None) -> Any:  # noqa: A001 - shadows the builtin on purpo
 
 
 from .report import Report, load  # noqa: E402  (pure Python; no library needed)
+
+
+def __getattr__(name: str) -> Any:
+    """``gmprof.torch`` on first use (PEP 562), so that ``import gmprof`` never imports torch."""
+    if name == "torch":
+        import importlib
+
+        return importlib.import_module(__name__ + ".torch")
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))

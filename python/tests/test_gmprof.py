@@ -400,7 +400,10 @@ class CudaLibDirsTest(EnvMixin, unittest.TestCase):
                 gmprof._export_cuda_lib_dirs()
             finally:
                 sys.path.remove(site)
-            self.assertEqual(os.environ["GMPROF_CUDA_LIB_DIRS"].split(os.pathsep), ["/mine", cu13, cu12])
+            found = os.environ["GMPROF_CUDA_LIB_DIRS"].split(os.pathsep)
+            self.assertEqual(found[:3], ["/mine", cu13, cu12])
+            # Then the wheels' dirs of this environment itself (a venv with PyTorch has some).
+            self.assertEqual(found[3:], [d for d in gmprof.cuda_lib_dirs() if d not in found[:3]])
 
     @unittest.skipUnless(os.environ.get("GMPROF_TEST_LIBRARY") and os.environ.get("GMPROF_TEST_CUPTI_LIB"),
                          "needs GMPROF_TEST_LIBRARY and GMPROF_TEST_CUPTI_LIB (libcupti from the pip wheel)")

@@ -97,6 +97,20 @@ impl SessionTree {
     /// innermost open range, and returns its id.
     pub fn push(&mut self, name: &str, thread: ThreadId, timestamp_ns: u64) -> RangeId {
         let parent = self.current(thread);
+        self.push_under(parent, name, thread, timestamp_ns)
+    }
+
+    /// As [`SessionTree::push`], but a thread with no open range of its own nests the
+    /// range under [`SessionTree::latest_open`], the newest range open on any thread.
+    ///
+    /// The process range scope: PyTorch's autograd thread pushes the backward's ranges
+    /// while the training loop's thread waits inside its step range; they belong in it.
+    pub fn push_in_process(&mut self, name: &str, thread: ThreadId, timestamp_ns: u64) -> RangeId {
+        let parent = self.current(thread).or_else(|| self.latest_open());
+        self.push_under(parent, name, thread, timestamp_ns)
+    }
+
+    fn push_under(&mut self, parent: Option<RangeId>, name: &str, thread: ThreadId, timestamp_ns: u64) -> RangeId {
         let (path, depth) = match parent.and_then(|p| self.get(p)) {
             Some(p) => {
                 let mut path = String::with_capacity(p.path.len() + 1 + name.len());
@@ -422,6 +436,32 @@ mod tests {
         assert_eq!(tree.latest_open(), Some(step));
         tree.pop(1, 32).unwrap();
         assert_eq!(tree.latest_open(), None);
+    }
+
+    #[test]
+    fn push_in_process_nests_a_threads_first_range_under_the_latest_open_one() {
+        let mut tree = SessionTree::new();
+        // A thread with nothing open anywhere starts a top-level range.
+        let step = tree.push_in_process("step", 1, 10);
+        let backward = tree.push_in_process("backward", 1, 11);
+        // The autograd thread's first range nests under the main thread's innermost.
+        let module = tree.push_in_process("GPT", 2, 12);
+        let inner = tree.push_in_process("attn", 2, 13);
+        let node = |id| tree.get(id).map(|n| (n.path.clone(), n.depth, n.parent, n.thread));
+        assert_eq!(node(module), Some(("step/backward/GPT".to_owned(), 2, Some(backward), 2)));
+        assert_eq!(node(inner), Some(("step/backward/GPT/attn".to_owned(), 3, Some(module), 2)));
+        assert_eq!(tree.get(backward).map(|n| n.children.clone()), Some(vec![module]));
+        // Stacks stay per thread: thread 2 pops its own ranges, thread 1 then its own.
+        assert_eq!(tree.pop(2, 14).ok(), Some(inner));
+        assert_eq!(tree.pop(2, 15).ok(), Some(module));
+        assert_eq!(tree.current(2), None);
+        assert_eq!(tree.pop(1, 16).ok(), Some(backward));
+        assert_eq!(tree.pop(1, 17).ok(), Some(step));
+        // Plain push keeps thread nesting: a thread's first range is top-level.
+        let outer = tree.push("outer", 1, 20);
+        let other = tree.push("other", 2, 21);
+        assert_eq!(tree.get(other).map(|n| (n.depth, n.parent)), Some((0, None)));
+        assert_eq!(tree.get(outer).map(|n| n.children.len()), Some(0));
     }
 
     #[test]

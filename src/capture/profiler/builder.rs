@@ -23,7 +23,10 @@ pub enum RangeScope {
     /// As `Thread`, but a thread with no open range falls back to the most recently pushed
     /// range still open on any thread. Use it when helper threads launch work on behalf of
     /// a thread that holds the ranges: PyTorch runs backward on its autograd thread, whose
-    /// kernels otherwise all land in `<root>`.
+    /// kernels otherwise all land in `<root>`. Likewise a range pushed by a thread with no
+    /// open range of its own nests under that latest open range, so ranges the autograd
+    /// thread pushes (module hooks, NVTX from `emit_nvtx`) land inside the training loop's
+    /// step instead of at the top level.
     Process,
 }
 

@@ -365,6 +365,17 @@ impl Shared {
         }
     }
 
+    /// Pushes a range into the session tree, nested by the session's scope: in the
+    /// process scope a thread's first open range nests under the latest range open on
+    /// any thread, the range its work is attributed to until then.
+    fn push_range(&self, name: &str, thread: ThreadId, ts: u64) -> RangeId {
+        let mut state = self.state.lock();
+        match self.range_scope {
+            RangeScope::Thread => state.tree.push(name, thread, ts),
+            RangeScope::Process => state.tree.push_in_process(name, thread, ts),
+        }
+    }
+
     /// Whether `name` is an instance of the iteration-replay range.
     fn is_iteration_range(&self, name: &str) -> bool {
         self.iteration_range.as_ref().is_some_and(|p| p.matches(name))
@@ -394,7 +405,7 @@ impl Shared {
                 return Ok(EXTRA_REPLAY_RANGE);
             }
             drop(replay);
-            return Ok(self.state.lock().tree.push(name, thread, ts));
+            return Ok(self.push_range(name, thread, ts));
         }
         let id = if replay.replaying() {
             let position = replay.range_cursor;
@@ -415,7 +426,7 @@ impl Shared {
                 }
             }
         } else {
-            let id = self.state.lock().tree.push(name, thread, ts);
+            let id = self.push_range(name, thread, ts);
             if replay.active {
                 replay.range_script.push((name.to_owned(), id));
             }
