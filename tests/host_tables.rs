@@ -70,3 +70,33 @@ fn bare_base_names_are_rejected_and_specs_carry_units() {
     assert_eq!(spec.kind, MetricKind::Counter);
     assert!(spec.unit.contains("second"), "time unit: {}", spec.unit);
 }
+
+#[test]
+fn gh100_samples_the_default_pm_metrics_in_one_pass() {
+    let Ok(lib) = std::env::var("GMPROF_TEST_CUPTI_LIB") else { return };
+    std::env::set_var("GMPROF_CUPTI_LIB", lib);
+    let cupti = Cupti::load().unwrap();
+    let mut host = gmprof::checked::host::ProfilerHost::new_pm_sampling(&cupti, "GH100", None).unwrap();
+    let defaults = gmprof::capture::pm_sampling::DEFAULT_PM_METRICS;
+    for name in defaults {
+        let props = host.metric_properties(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let unit = props.unit().to_owned();
+        if name.ends_with(".per_second") {
+            assert_eq!(unit, "byte/second", "{name}");
+        } else {
+            assert_eq!(unit, "percent", "{name}");
+        }
+    }
+    host.add_metrics(&defaults).unwrap();
+    let image = host.config_image().unwrap();
+    assert!(!image.is_empty());
+    assert_eq!(host.num_passes(&image).unwrap(), 1, "PM sampling has no replay: one pass");
+    // sm__throughput is in the tables but needs 19 passes on GH100: it cannot be sampled,
+    // which is why the defaults use SM active instead.
+    let mut sm = gmprof::checked::host::ProfilerHost::new_pm_sampling(&cupti, "GH100", None).unwrap();
+    sm.add_metrics(&["sm__throughput.avg.pct_of_peak_sustained_elapsed"]).unwrap();
+    let image = sm.config_image().unwrap();
+    assert!(sm.num_passes(&image).unwrap() > 1);
+    // A range-profiler-only metric is not in the PM sampling tables.
+    assert!(host.metric_properties("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum").is_err());
+}

@@ -1,0 +1,362 @@
+//! PM sampling capture: the sampler of one device and its decode thread.
+//!
+//! [`PmSession::start`] checks the metrics against the chip's PM sampling tables, configures
+//! CUPTI's sampler ([`crate::checked::pm_sampling`]) and starts it; a thread of its own
+//! then drains the hardware buffer every [`PmSamplingConfig::decode_period`], evaluates each
+//! completed sample and keeps it, counting hardware-buffer overflows and samples missing
+//! between kept ones. [`PmSession::finish`] stops sampling, decodes what is left and returns
+//! the [`PmCapture`] that [`crate::analysis::pm_fold`] folds into the report.
+//!
+//! It runs beside trace mode (activity only) with no replay; whether it can run beside the
+//! range profiler is CUPTI's decision, and [`PmSession::start`] says what to do when not.
+
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::checked::host::ProfilerHost;
+use crate::checked::pm_sampling::{self as pm, DecodeStop, PmCounterData, PmSampler, Trigger};
+use crate::checked::target::ProfilerApi;
+use crate::checked::Cupti;
+use crate::error::{Error, Result};
+use crate::model::pm::{PmCapture, PmInterval, PmMetric, PmSample};
+
+/// The metrics sampled unless told otherwise (names from GH100's PM sampling tables; the
+/// CPU test `gh100_samples_the_default_pm_metrics_in_one_pass` checks them): DRAM read and
+/// write throughput in bytes per second; SM activity (`sm__throughput` itself needs 19
+/// passes on GH100, and PM sampling has one), tensor pipe activity and GR active, in % of
+/// peak.
+pub const DEFAULT_PM_METRICS: [&str; 5] = [
+    "dram__bytes_read.sum.per_second",
+    "dram__bytes_write.sum.per_second",
+    "sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
+    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
+    "gr__cycles_active.avg.pct_of_peak_sustained_elapsed",
+];
+
+/// Default sampling interval: 20 µs of GPU time.
+pub const DEFAULT_INTERVAL_NS: u64 = 20_000;
+
+/// Environment variable with the metrics to sample (`default` or a comma-separated list);
+/// read by `gmprof run`'s injection and by the C ABI.
+pub const PM_SAMPLING_ENV: &str = "GMPROF_PM_SAMPLING";
+/// Environment variable with the interval (see [`parse_interval`]).
+pub const PM_INTERVAL_ENV: &str = "GMPROF_PM_INTERVAL";
+
+/// How to sample.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PmSamplingConfig {
+    /// Full metric names.
+    pub metrics: Vec<String>,
+    /// The sampling interval.
+    pub interval: PmInterval,
+    /// Bytes of the device-side buffer the samples go to between decodes.
+    pub hardware_buffer_bytes: usize,
+    /// How often the decode thread drains the hardware buffer.
+    pub decode_period: Duration,
+    /// Samples one counter data image holds (a fuller buffer takes several decodes).
+    pub max_samples_per_image: u32,
+}
+
+impl Default for PmSamplingConfig {
+    fn default() -> Self {
+        PmSamplingConfig {
+            metrics: DEFAULT_PM_METRICS.iter().map(|m| (*m).to_owned()).collect(),
+            interval: PmInterval::TimeNs(DEFAULT_INTERVAL_NS),
+            hardware_buffer_bytes: 256 << 20,
+            decode_period: Duration::from_millis(20),
+            max_samples_per_image: 20_000,
+        }
+    }
+}
+
+/// Parses a metric list: `default` (or empty) for [`DEFAULT_PM_METRICS`], else
+/// comma-separated full names (`default` inside the list adds the defaults).
+pub fn parse_metrics(list: &str) -> Vec<String> {
+    let mut wanted: Vec<&str> = Vec::new();
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if item.eq_ignore_ascii_case("default") {
+            wanted.extend(DEFAULT_PM_METRICS);
+        } else {
+            wanted.push(item);
+        }
+    }
+    if wanted.is_empty() {
+        wanted.extend(DEFAULT_PM_METRICS);
+    }
+    let mut out: Vec<String> = Vec::new();
+    for m in wanted {
+        if !out.iter().any(|o| o == m) {
+            out.push(m.to_owned());
+        }
+    }
+    out
+}
+
+/// Parses an interval: nanoseconds (`20000`, `20000ns`, `20us`, `1ms`) or SYSCLK cycles
+/// (`30000cycles`).
+pub fn parse_interval(text: &str) -> Result<PmInterval> {
+    let t = text.trim().to_ascii_lowercase();
+    let bad = || {
+        Error::InvalidConfig(format!("PM sampling interval '{text}': use e.g. 20000 (ns), 20us, 1ms or 30000cycles"))
+    };
+    let (number, scale, cycles) = if let Some(n) = t.strip_suffix("cycles") {
+        (n, 1, true)
+    } else if let Some(n) = t.strip_suffix("ns") {
+        (n, 1, false)
+    } else if let Some(n) = t.strip_suffix("us") {
+        (n, 1_000, false)
+    } else if let Some(n) = t.strip_suffix("ms") {
+        (n, 1_000_000, false)
+    } else {
+        (t.as_str(), 1, false)
+    };
+    let value: u64 = number.trim().parse().map_err(|_| bad())?;
+    let value = value.checked_mul(scale).filter(|v| *v > 0).ok_or_else(bad)?;
+    Ok(if cycles { PmInterval::Cycles(value) } else { PmInterval::TimeNs(value) })
+}
+
+impl PmSamplingConfig {
+    /// The configuration the environment asks for ([`PM_SAMPLING_ENV`], [`PM_INTERVAL_ENV`]);
+    /// `None` when sampling is not asked for.
+    pub fn from_env() -> Result<Option<PmSamplingConfig>> {
+        let Some(metrics) = std::env::var(PM_SAMPLING_ENV).ok().filter(|v| !v.trim().is_empty()) else {
+            return Ok(None);
+        };
+        if matches!(metrics.trim().to_ascii_lowercase().as_str(), "0" | "false" | "off" | "no") {
+            return Ok(None);
+        }
+        let mut cfg = PmSamplingConfig { metrics: parse_metrics(&metrics), ..Default::default() };
+        if let Some(interval) = std::env::var(PM_INTERVAL_ENV).ok().filter(|v| !v.trim().is_empty()) {
+            cfg.interval = parse_interval(&interval)?;
+        }
+        Ok(Some(cfg))
+    }
+}
+
+/// The CUPTI objects the decode thread hands back at its end: released, or left to the
+/// process's exit (see `Teardown`).
+pub struct PmLeftovers {
+    sampler: PmSampler,
+    host: ProfilerHost,
+    api: ProfilerApi,
+}
+
+impl std::fmt::Debug for PmLeftovers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PmLeftovers").finish_non_exhaustive()
+    }
+}
+
+impl PmLeftovers {
+    /// Disables the sampler and releases the host object and the profiler API.
+    pub fn release(self) -> Result<()> {
+        self.sampler.shutdown()?;
+        self.host.shutdown()?;
+        self.api.shutdown()
+    }
+}
+
+type DecodeResult = (PmCapture, Option<PmLeftovers>);
+
+/// A running PM sampler and its decode thread.
+#[derive(Debug)]
+pub struct PmSession {
+    stop: mpsc::Sender<()>,
+    thread: JoinHandle<DecodeResult>,
+}
+
+/// The decode thread's state.
+struct Decoder {
+    cupti: Cupti,
+    sampler: PmSampler,
+    host: ProfilerHost,
+    image: PmCounterData,
+    names: Vec<String>,
+    interval_ns: Option<u64>,
+    capture: PmCapture,
+    last_end: Option<u64>,
+}
+
+impl Decoder {
+    /// Drains the hardware buffer: decode, keep the completed samples, empty the image, and
+    /// again while the image was the limit.
+    fn drain(&mut self) -> Result<()> {
+        let names = std::mem::take(&mut self.names);
+        let result = self.drain_with(&names);
+        self.names = names;
+        result
+    }
+
+    fn drain_with(&mut self, names: &[String]) -> Result<()> {
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        loop {
+            let decoded = self.sampler.decode(&mut self.image)?;
+            if decoded.overflow {
+                self.capture.hw_buffer_overflows += 1;
+            }
+            let info = self.image.info(&self.cupti)?;
+            for index in 0..info.completed {
+                let (start, end) = self.sampler.sample_times(&self.image, index)?;
+                let values = self.host.evaluate(self.image.bytes(), index, &refs)?;
+                self.keep(start, end, values);
+            }
+            self.sampler.initialize_counter_data(&mut self.image)?;
+            if decoded.stop != DecodeStop::CounterDataFull {
+                return Ok(());
+            }
+            self.capture.counter_data_full += 1;
+        }
+    }
+
+    fn keep(&mut self, start: u64, end: u64, values: Vec<f64>) {
+        if end <= start {
+            // CUPTI returns zero-length samples (e.g. at the start of sampling): no time.
+            self.capture.empty_samples += 1;
+            return;
+        }
+        if let (Some(prev), Some(interval)) = (self.last_end, self.interval_ns) {
+            let gap = start.saturating_sub(prev);
+            if gap * 2 >= interval {
+                self.capture.missing_samples += ((gap + interval / 2) / interval).max(1);
+            }
+        }
+        self.last_end = Some(end);
+        let values = values.into_iter().map(|v| v.is_finite().then_some(v)).collect();
+        self.capture.samples.push(PmSample { start_ns: start, end_ns: end, values });
+    }
+}
+
+impl PmSession {
+    /// Starts sampling device `device_index` (chip `chip`). An error names metrics the chip
+    /// cannot sample, and says what to do when the counters are held by another profiler
+    /// (`beside` names the counter mode running next to it, if any).
+    pub fn start(
+        cupti: &Cupti,
+        device_index: usize,
+        chip: &str,
+        cfg: &PmSamplingConfig,
+        beside: Option<&str>,
+    ) -> Result<PmSession> {
+        let api = ProfilerApi::initialize(cupti)?;
+        let availability = pm::counter_availability(cupti, device_index)?;
+        let mut host = ProfilerHost::new_pm_sampling(cupti, chip, Some(&availability))?;
+        let mut metrics = Vec::with_capacity(cfg.metrics.len());
+        let mut unknown = Vec::new();
+        for name in &cfg.metrics {
+            match host.metric_properties(name) {
+                Ok(p) => metrics.push(PmMetric::new(name.clone(), p.unit())),
+                Err(_) => unknown.push(name.clone()),
+            }
+        }
+        if !unknown.is_empty() {
+            return Err(Error::InvalidConfig(format!(
+                "chip {chip} cannot PM-sample {}: list what it can with `gmprof metrics --chip {chip}` \
+                 (PM sampling has its own, smaller table; e.g. dram__bytes_read.sum.per_second, \
+                 sm__cycles_active.avg.pct_of_peak_sustained_elapsed)",
+                unknown.join(", ")
+            )));
+        }
+        let refs: Vec<&str> = cfg.metrics.iter().map(String::as_str).collect();
+        host.add_metrics(&refs)?;
+        let config_image = host.config_image()?;
+        let passes = host.num_passes(&config_image)?;
+        if passes > 1 {
+            return Err(Error::InvalidConfig(format!(
+                "these PM sampling metrics need {passes} passes; PM sampling has one: sample fewer metrics"
+            )));
+        }
+        let busy = |e: Error| match beside {
+            Some(mode) if e.is_profiler_busy() || matches!(&e, Error::Cupti { .. }) => Error::InvalidConfig(format!(
+                "PM sampling could not start beside the range profiler ({mode} mode): {e}. CUPTI does not let \
+                 both hold the counters of one device: use --mode trace with --pm-sampling, or drop --pm-sampling"
+            )),
+            _ => e,
+        };
+        let mut sampler = PmSampler::enable(cupti, device_index).map_err(busy)?;
+        let trigger = match cfg.interval {
+            PmInterval::TimeNs(ns) => Trigger::TimeNs(ns),
+            PmInterval::Cycles(c) => Trigger::SysclkCycles(c),
+        };
+        sampler.set_config(config_image, cfg.hardware_buffer_bytes, trigger).map_err(busy)?;
+        let image = sampler.create_counter_data(&refs, cfg.max_samples_per_image)?;
+        sampler.start().map_err(busy)?;
+        let mut decoder = Decoder {
+            cupti: *cupti,
+            sampler,
+            host,
+            image,
+            names: cfg.metrics.clone(),
+            interval_ns: cfg.interval.time_ns(),
+            capture: PmCapture { metrics, interval: Some(cfg.interval), ..Default::default() },
+            last_end: None,
+        };
+        let (stop, stopped) = mpsc::channel::<()>();
+        let period = cfg.decode_period;
+        let thread = std::thread::Builder::new()
+            .name("gmprof-pm-decode".into())
+            .spawn(move || {
+                let mut failed = false;
+                loop {
+                    let last = !matches!(stopped.recv_timeout(period), Err(RecvTimeoutError::Timeout));
+                    if last {
+                        if let Err(e) = decoder.sampler.stop() {
+                            decoder.capture.errors.push(e.to_string());
+                        }
+                    }
+                    if !failed {
+                        if let Err(e) = decoder.drain() {
+                            decoder.capture.errors.push(format!("decoding stopped: {e}"));
+                            failed = true;
+                        }
+                    }
+                    if last {
+                        break;
+                    }
+                }
+                let Decoder { sampler, host, capture, .. } = decoder;
+                (capture, Some(PmLeftovers { sampler, host, api }))
+            })
+            .map_err(|e| Error::InvalidState(format!("could not start the PM sampling decode thread: {e}")))?;
+        Ok(PmSession { stop, thread })
+    }
+
+    /// Stops sampling, decodes the rest and returns the samples with the CUPTI objects to
+    /// release.
+    pub fn finish(self) -> (PmCapture, Option<PmLeftovers>) {
+        let _ = self.stop.send(());
+        match self.thread.join() {
+            Ok(result) => result,
+            Err(_) => (
+                PmCapture { errors: vec!["the PM sampling decode thread panicked".into()], ..Default::default() },
+                None,
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_parse_in_time_and_cycles() {
+        assert_eq!(parse_interval("20000").unwrap(), PmInterval::TimeNs(20_000));
+        assert_eq!(parse_interval("20us").unwrap(), PmInterval::TimeNs(20_000));
+        assert_eq!(parse_interval(" 1ms ").unwrap(), PmInterval::TimeNs(1_000_000));
+        assert_eq!(parse_interval("500ns").unwrap(), PmInterval::TimeNs(500));
+        assert_eq!(parse_interval("30000cycles").unwrap(), PmInterval::Cycles(30_000));
+        assert!(parse_interval("0").is_err());
+        assert!(parse_interval("fast").is_err());
+    }
+
+    #[test]
+    fn metric_lists_expand_default() {
+        assert_eq!(parse_metrics("default"), DEFAULT_PM_METRICS.to_vec());
+        assert_eq!(parse_metrics(""), DEFAULT_PM_METRICS.to_vec());
+        assert_eq!(parse_metrics("a.sum, b.sum,a.sum"), vec!["a.sum", "b.sum"]);
+        let both = parse_metrics("x.sum,default");
+        assert_eq!(both.len(), 6);
+        assert_eq!(both[0], "x.sum");
+    }
+}
