@@ -145,6 +145,16 @@ enum Command {
         /// against the passes the metric set needs before the program starts.
         #[arg(long, requires = "iteration_replay")]
         iterations: Option<usize>,
+        /// Also sample PM counters at a fixed interval and fold them into every range and
+        /// kernel (pm.csv; no replay): `default` (DRAM read/write bytes per second, SM active,
+        /// tensor pipe active, GR active) or comma-separated PM-sampling metric names. An
+        /// add-on to --mode trace.
+        #[arg(long = "pm-sampling", value_name = "METRICS")]
+        pm_sampling: Option<String>,
+        /// PM sampling interval: ns (20000, 20us, 1ms; default 20us) or SYSCLK cycles
+        /// (30000cycles).
+        #[arg(long = "pm-interval", value_name = "NS", requires = "pm_sampling")]
+        pm_interval: Option<String>,
         #[command(flatten)]
         view: ViewArgs,
         /// The program and its arguments (after `--`).
@@ -295,6 +305,8 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         stats,
         iteration_replay,
         iterations,
+        pm_sampling,
+        pm_interval,
         view,
         program,
     } = cli.command
@@ -312,6 +324,8 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
             synchronize_on_pop: sync_on_pop,
             library,
             iteration_replay,
+            pm_sampling,
+            pm_interval,
             program,
         };
         let plan = LaunchPlan::new(&opts)?;

@@ -120,14 +120,24 @@ impl PmSamplingConfig {
     /// The configuration the environment asks for ([`PM_SAMPLING_ENV`], [`PM_INTERVAL_ENV`]);
     /// `None` when sampling is not asked for.
     pub fn from_env() -> Result<Option<PmSamplingConfig>> {
-        let Some(metrics) = std::env::var(PM_SAMPLING_ENV).ok().filter(|v| !v.trim().is_empty()) else {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// [`PmSamplingConfig::from_env`] through `lookup` (the seam tests use).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<PmSamplingConfig>> {
+        let Some(metrics) = lookup(PM_SAMPLING_ENV).filter(|v| !v.trim().is_empty()) else {
             return Ok(None);
         };
         if matches!(metrics.trim().to_ascii_lowercase().as_str(), "0" | "false" | "off" | "no") {
             return Ok(None);
         }
-        let mut cfg = PmSamplingConfig { metrics: parse_metrics(&metrics), ..Default::default() };
-        if let Some(interval) = std::env::var(PM_INTERVAL_ENV).ok().filter(|v| !v.trim().is_empty()) {
+        let list = if matches!(metrics.trim().to_ascii_lowercase().as_str(), "1" | "true" | "on" | "yes") {
+            "default".to_owned()
+        } else {
+            metrics
+        };
+        let mut cfg = PmSamplingConfig { metrics: parse_metrics(&list), ..Default::default() };
+        if let Some(interval) = lookup(PM_INTERVAL_ENV).filter(|v| !v.trim().is_empty()) {
             cfg.interval = parse_interval(&interval)?;
         }
         Ok(Some(cfg))
@@ -358,5 +368,21 @@ mod tests {
         let both = parse_metrics("x.sum,default");
         assert_eq!(both.len(), 6);
         assert_eq!(both[0], "x.sum");
+    }
+
+    #[test]
+    fn environment_turns_sampling_on_with_an_interval() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| pairs.iter().find(|(key, _)| *key == k).map(|(_, v)| (*v).to_owned())
+        };
+        assert_eq!(PmSamplingConfig::from_lookup(env(&[])).unwrap(), None);
+        assert_eq!(PmSamplingConfig::from_lookup(env(&[(PM_SAMPLING_ENV, "0")])).unwrap(), None);
+        let on = PmSamplingConfig::from_lookup(env(&[(PM_SAMPLING_ENV, "default"), (PM_INTERVAL_ENV, "5us")]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(on.metrics, DEFAULT_PM_METRICS.to_vec());
+        assert_eq!(on.interval, PmInterval::TimeNs(5_000));
+        let e = PmSamplingConfig::from_lookup(env(&[(PM_SAMPLING_ENV, "1"), (PM_INTERVAL_ENV, "soon")])).unwrap_err();
+        assert!(e.to_string().contains("'soon'"), "{e}");
     }
 }
