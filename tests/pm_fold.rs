@@ -251,6 +251,11 @@ fn samples_on_a_shifted_clock_are_aligned_by_gr_active() {
     assert!(pm.alignment.residual.unwrap() < 1e-9);
     let fwd = row(&report, "step/fwd").values[0].unwrap().total.unwrap();
     assert!((fwd - 4e8).abs() < 1.0, "{fwd}");
+    // A sampler on another clock altogether (0.5 s behind): found by the coarse search.
+    let mut report = nested_report();
+    report.attach_pm(&nested_capture(500_037_500));
+    let pm = report.pm.as_ref().unwrap();
+    assert_eq!(pm.alignment.offset_ns, 500_037_500, "{:?}", pm.alignment);
     // Without GR active nothing is shifted.
     let mut capture = nested_capture(37_500);
     capture.metrics[1].name = "gr__cycles_active.sum".into();

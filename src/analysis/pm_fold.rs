@@ -247,11 +247,14 @@ fn mismatch(samples: &[PmSample], metric: usize, busy: &[(u64, u64)], offset: i6
     (n > 0).then(|| sum / n as f64)
 }
 
-/// The offset that puts the samples on the activity clock. With the GR-active metric
-/// sampled and kernels with timestamps, it searches ±8 sample intervals (in steps of an
-/// eighth) around the offset that makes the two time spans start together when they do not
-/// overlap at all, else around 0, for the least mismatch; otherwise the samples are used as
-/// recorded.
+/// The offset that puts the samples on the activity clock.
+///
+/// With the GR-active metric sampled and kernels with timestamps, it picks the offset with
+/// the least mismatch between GR active and the fraction of each sample during which a
+/// kernel ran: first, when the samples and the kernels do not overlap at all (the sampler
+/// on another clock), over up to 2000 offsets that put each sample start on the first
+/// kernel's start; then within ±8 sample widths of the best (or of 0), in steps of an
+/// eighth. Otherwise the samples are used as recorded.
 pub fn align(capture: &PmCapture, kernels: &[KernelRow]) -> PmAlignment {
     let none = PmAlignment { offset_ns: 0, method: "none".into(), residual: None };
     let Some(metric) = capture.metrics.iter().position(|m| m.name == ALIGNMENT_METRIC) else { return none };
@@ -261,31 +264,40 @@ pub fn align(capture: &PmCapture, kernels: &[KernelRow]) -> PmAlignment {
     if capture.samples.len() < 2 * MIN_SAMPLES as usize {
         return none;
     }
-    let disjoint = last.end_ns <= busy_start || first.start_ns >= busy_end;
-    let center = if disjoint { busy_start as i64 - first.start_ns as i64 } else { 0 };
-    let step = capture
-        .samples
-        .iter()
-        .map(|s| s.end_ns.saturating_sub(s.start_ns))
-        .filter(|d| *d > 0)
-        .min()
-        .map_or(1000, |d| (d / 8).max(1)) as i64;
-    let mut best: Option<(f64, i64)> = None;
-    for k in -64..=64i64 {
-        let offset = center + k * step;
-        if let Some(m) = mismatch(&capture.samples, metric, &busy, offset) {
-            // Ties keep the offset closest to the center (the first seen from it outwards
-            // would need another order; compare distances instead).
-            let better = match best {
-                None => true,
-                Some((bm, bo)) => {
-                    m < bm - 1e-12 || ((m - bm).abs() <= 1e-12 && (offset - center).abs() < (bo - center).abs())
-                }
-            };
-            if better {
-                best = Some((m, offset));
+    let width = capture.samples.iter().map(|s| s.end_ns.saturating_sub(s.start_ns)).filter(|d| *d > 0).min();
+    let Some(width) = width else { return none };
+    let score = |offset: i64| mismatch(&capture.samples, metric, &busy, offset);
+    // Less mismatch wins; a tie keeps the offset closer to `center`.
+    let pick = |best: Option<(f64, i64)>, offset: i64, center: i64| -> Option<(f64, i64)> {
+        let Some(m) = score(offset) else { return best };
+        match best {
+            Some((bm, bo))
+                if !(m < bm - 1e-12 || ((m - bm).abs() <= 1e-12 && (offset - center).abs() < (bo - center).abs())) =>
+            {
+                best
             }
+            _ => Some((m, offset)),
         }
+    };
+    let disjoint = last.end_ns <= busy_start || first.start_ns >= busy_end;
+    let center = if disjoint {
+        let stride = capture.samples.len().div_ceil(2000);
+        let mut coarse = None;
+        for s in capture.samples.iter().step_by(stride) {
+            let offset = busy_start as i64 - s.start_ns as i64;
+            coarse = pick(coarse, offset, offset);
+        }
+        match coarse {
+            Some((_, offset)) => offset,
+            None => return none,
+        }
+    } else {
+        0
+    };
+    let step = (width / 8).max(1) as i64;
+    let mut best = None;
+    for k in -64..=64i64 {
+        best = pick(best, center + k * step, center);
     }
     match best {
         Some((residual, offset_ns)) => PmAlignment { offset_ns, method: "gr_active".into(), residual: Some(residual) },
