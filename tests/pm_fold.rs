@@ -306,3 +306,28 @@ fn pm_csv_matches_golden_and_json_round_trips() {
     let plain = nested_report();
     assert!(!serde_json::to_string(&plain).unwrap().contains("\"pm\""));
 }
+
+#[test]
+fn timeline_gets_a_counter_track_per_metric_and_the_html_a_plot() {
+    use gmprof::timeline::{Phase, GPU_PID_BASE, PM_TID};
+    let mut report = nested_report();
+    report.attach_pm(&nested_capture(0));
+    let trace = report.to_chrome_trace();
+    let pm_events: Vec<_> = trace.trace_events.iter().filter(|e| e.cat == Some("pm")).collect();
+    assert!(pm_events.iter().all(|e| e.ph == Phase::Counter && e.pid == GPU_PID_BASE && e.tid == PM_TID));
+    let read: Vec<_> = pm_events.iter().filter(|e| e.name == format!("PM {READ}")).collect();
+    // From the trace's origin (the push of `step`, T0) on, one event per change of value:
+    // 0 at 0, 1e12 at 50 µs, 0 at 450, 3e12 at 500, 2e12 at 1000, 0 at 1230, and the end.
+    let ts: Vec<f64> = read.iter().map(|e| e.ts.unwrap()).collect();
+    assert_eq!(ts, vec![0.0, 50.0, 450.0, 500.0, 1000.0, 1230.0, 1500.0]);
+    let values: Vec<_> = read.iter().map(|e| format!("{:?}", e.args)).collect();
+    assert!(values[1].contains("1000000000000.0") && values[4].contains("2000000000000.0"), "{values:?}");
+    assert!(trace.trace_events.iter().any(|e| e.ph == Phase::Metadata && e.tid == PM_TID));
+    let html = report.to_html(&gmprof::report::SummaryOptions::default()).unwrap();
+    assert!(html.contains("\"pm\":{\"metrics\":[\"dram__bytes_read.sum.per_second\""), "no PM plot data");
+    assert!(html.contains("id=\"pm-section\""));
+    // Without PM sampling: no track, no plot data.
+    let plain = nested_report();
+    assert!(!plain.to_chrome_trace().trace_events.iter().any(|e| e.cat == Some("pm")));
+    assert!(plain.to_html(&gmprof::report::SummaryOptions::default()).unwrap().contains("\"pm\":null"));
+}
