@@ -39,7 +39,7 @@ kern = [r for r in rows if r["scope"] == "kernel" and r["metric"].startswith("dr
 few = sum(1 for r in kern if r["few_samples"] == "true")
 print("train_loop pm kernels=%d few_samples=%d blank=%d" % (len(kern), few, sum(1 for r in kern if r["mean"] == "")))
 PY
-  run $B/gmprof run --mode trace --pm-sampling default --pm-interval 50us -o "$out/run" -- \
+  run $B/gmprof run --mode trace --pm-sampling default --pm-interval 50us -o "$out/run" --html "$out/run/report.html" -- \
       $B/train_loop --no-profile --steps 20 --log-every 0 2>&1 | tail -15
   ls "$out/run" 2>&1
 } > "$out/pm.log" 2>&1

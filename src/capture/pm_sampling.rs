@@ -116,7 +116,25 @@ pub fn parse_interval(text: &str) -> Result<PmInterval> {
     Ok(if cycles { PmInterval::Cycles(value) } else { PmInterval::TimeNs(value) })
 }
 
+/// Samples one decode period may produce at most: on an H100 with the default metrics a
+/// sample takes about 64 KiB of the hardware buffer (256 MiB held about 4100 samples before
+/// it overflowed at a 5 µs interval), so this keeps the default buffer a quarter full.
+pub const MAX_SAMPLES_PER_DECODE: u64 = 1_000;
+
 impl PmSamplingConfig {
+    /// The decode period used: [`PmSamplingConfig::decode_period`], shortened (to no less
+    /// than 1 ms) so that one period produces at most [`MAX_SAMPLES_PER_DECODE`] samples
+    /// when the interval is in time.
+    pub fn decode_period_for_interval(&self) -> Duration {
+        match self.interval {
+            PmInterval::TimeNs(ns) => {
+                let cap = Duration::from_nanos(ns.saturating_mul(MAX_SAMPLES_PER_DECODE)).max(Duration::from_millis(1));
+                self.decode_period.min(cap)
+            }
+            PmInterval::Cycles(_) => self.decode_period,
+        }
+    }
+
     /// The configuration the environment asks for ([`PM_SAMPLING_ENV`], [`PM_INTERVAL_ENV`]);
     /// `None` when sampling is not asked for.
     pub fn from_env() -> Result<Option<PmSamplingConfig>> {
@@ -186,6 +204,8 @@ struct Decoder {
     interval_ns: Option<u64>,
     capture: PmCapture,
     last_end: Option<u64>,
+    /// Sampling was stopped (the last drain): no restart after an overflow.
+    stopped: bool,
 }
 
 impl Decoder {
@@ -205,6 +225,7 @@ impl Decoder {
             if decoded.overflow {
                 self.capture.hw_buffer_overflows += 1;
             }
+            let restart = decoded.overflow && !self.stopped;
             let info = self.image.info(&self.cupti)?;
             for index in 0..info.completed {
                 let (start, end) = self.sampler.sample_times(&self.image, index)?;
@@ -212,6 +233,13 @@ impl Decoder {
                 self.keep(start, end, values);
             }
             self.sampler.initialize_counter_data(&mut self.image)?;
+            if restart {
+                // After an overflow CUPTI records no more samples (seen on an H100 at a 5 µs
+                // interval): start again; the gap is counted as missing samples.
+                self.sampler.stop()?;
+                self.sampler.start()?;
+                return Ok(());
+            }
             if decoded.stop != DecodeStop::CounterDataFull {
                 return Ok(());
             }
@@ -248,6 +276,17 @@ impl PmSession {
         cfg: &PmSamplingConfig,
         beside: Option<&str>,
     ) -> Result<PmSession> {
+        Self::start_sampler(cupti, device_index, chip, cfg).map_err(|e| match beside {
+            Some(mode) if e.is_profiler_busy() => Error::InvalidConfig(format!(
+                "PM sampling cannot run beside the range profiler ({mode} mode): {e}. CUPTI lets only one of them \
+                 hold a device's counters (CUPTI 13.0 on an H100 refuses with CUPTI_ERROR_HARDWARE_BUSY). Sample \
+                 with --mode trace --pm-sampling (nested ranges get values there too) and run {mode} separately"
+            )),
+            _ => e,
+        })
+    }
+
+    fn start_sampler(cupti: &Cupti, device_index: usize, chip: &str, cfg: &PmSamplingConfig) -> Result<PmSession> {
         let api = ProfilerApi::initialize(cupti)?;
         let availability = pm::counter_availability(cupti, device_index)?;
         let mut host = ProfilerHost::new_pm_sampling(cupti, chip, Some(&availability))?;
@@ -261,9 +300,9 @@ impl PmSession {
         }
         if !unknown.is_empty() {
             return Err(Error::InvalidConfig(format!(
-                "chip {chip} cannot PM-sample {}: list what it can with `gmprof metrics --chip {chip}` \
-                 (PM sampling has its own, smaller table; e.g. dram__bytes_read.sum.per_second, \
-                 sm__cycles_active.avg.pct_of_peak_sustained_elapsed)",
+                "chip {chip} cannot PM-sample {}: PM sampling has its own, smaller table than the range profiler \
+                 (e.g. dram__bytes_read.sum.per_second, sm__cycles_active.avg.pct_of_peak_sustained_elapsed, \
+                 gr__cycles_active.avg.pct_of_peak_sustained_elapsed)",
                 unknown.join(", ")
             )));
         }
@@ -273,24 +312,18 @@ impl PmSession {
         let passes = host.num_passes(&config_image)?;
         if passes > 1 {
             return Err(Error::InvalidConfig(format!(
-                "these PM sampling metrics need {passes} passes; PM sampling has one: sample fewer metrics"
+                "these PM sampling metrics need {passes} passes; PM sampling has one: sample fewer metrics \
+                 (sm__throughput alone needs 19 on GH100)"
             )));
         }
-        let busy = |e: Error| match beside {
-            Some(mode) if e.is_profiler_busy() || matches!(&e, Error::Cupti { .. }) => Error::InvalidConfig(format!(
-                "PM sampling could not start beside the range profiler ({mode} mode): {e}. CUPTI does not let \
-                 both hold the counters of one device: use --mode trace with --pm-sampling, or drop --pm-sampling"
-            )),
-            _ => e,
-        };
-        let mut sampler = PmSampler::enable(cupti, device_index).map_err(busy)?;
+        let mut sampler = PmSampler::enable(cupti, device_index)?;
         let trigger = match cfg.interval {
             PmInterval::TimeNs(ns) => Trigger::TimeNs(ns),
             PmInterval::Cycles(c) => Trigger::SysclkCycles(c),
         };
-        sampler.set_config(config_image, cfg.hardware_buffer_bytes, trigger).map_err(busy)?;
+        sampler.set_config(config_image, cfg.hardware_buffer_bytes, trigger)?;
         let image = sampler.create_counter_data(&refs, cfg.max_samples_per_image)?;
-        sampler.start().map_err(busy)?;
+        sampler.start()?;
         let mut decoder = Decoder {
             cupti: *cupti,
             sampler,
@@ -300,9 +333,10 @@ impl PmSession {
             interval_ns: cfg.interval.time_ns(),
             capture: PmCapture { metrics, interval: Some(cfg.interval), ..Default::default() },
             last_end: None,
+            stopped: false,
         };
         let (stop, stopped) = mpsc::channel::<()>();
-        let period = cfg.decode_period;
+        let period = cfg.decode_period_for_interval();
         let thread = std::thread::Builder::new()
             .name("gmprof-pm-decode".into())
             .spawn(move || {
@@ -310,6 +344,7 @@ impl PmSession {
                 loop {
                     let last = !matches!(stopped.recv_timeout(period), Err(RecvTimeoutError::Timeout));
                     if last {
+                        decoder.stopped = true;
                         if let Err(e) = decoder.sampler.stop() {
                             decoder.capture.errors.push(e.to_string());
                         }
@@ -358,6 +393,16 @@ mod tests {
         assert_eq!(parse_interval("30000cycles").unwrap(), PmInterval::Cycles(30_000));
         assert!(parse_interval("0").is_err());
         assert!(parse_interval("fast").is_err());
+    }
+
+    #[test]
+    fn the_decode_period_keeps_the_hardware_buffer_from_filling() {
+        let at = |interval| PmSamplingConfig { interval, ..Default::default() }.decode_period_for_interval();
+        assert_eq!(at(PmInterval::TimeNs(5_000)), Duration::from_millis(5));
+        assert_eq!(at(PmInterval::TimeNs(20_000)), Duration::from_millis(20));
+        assert_eq!(at(PmInterval::TimeNs(100_000)), Duration::from_millis(20));
+        assert_eq!(at(PmInterval::TimeNs(500)), Duration::from_millis(1));
+        assert_eq!(at(PmInterval::Cycles(10_000)), Duration::from_millis(20));
     }
 
     #[test]
