@@ -45,6 +45,8 @@ fn constant_rate_integrates_to_rate_times_time() {
     assert_eq!(v.samples, 8, "samples 1..=8 overlap [150, 850) µs");
     assert!((v.coverage - 1.0).abs() < 1e-12);
     assert!(!v.few_samples);
+    // Samples 1 and 8 straddle the edges: 2 × 50 µs of 700 µs.
+    assert!((v.edge_share.unwrap() - 100.0 / 700.0).abs() < 1e-12);
 }
 
 #[test]
@@ -58,6 +60,8 @@ fn partial_overlap_at_the_edges_weighs_by_overlap() {
     assert!((v.total.unwrap() - 4.5e6).abs() < 1e-3);
     assert_eq!(v.peak, 50e9);
     assert_eq!(v.samples, 3);
+    // (250 + 1250) of 4500 from the edge samples.
+    assert!((v.edge_share.unwrap() - 1500.0 / 4500.0).abs() < 1e-12);
     assert!(v.few_samples, "3 < {MIN_SAMPLES} samples");
     // [90, 110): 10 µs of 10 and 10 µs of 30 → mean 20.
     let v = fold(&s, 0, true, T0 + 90 * US, T0 + 110 * US).unwrap();

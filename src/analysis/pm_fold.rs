@@ -10,7 +10,8 @@
 //! - for a rate (`*.per_second`), `total = mean · (b − a)`: the amount (bytes) implied by
 //!   integrating the rate; equal to `Σ vᵢ·overlapᵢ` when the samples cover the whole
 //!   interval, and the covered part's mean stretched over the gaps otherwise;
-//! - `samples`: how many samples overlap, and `coverage = Σ overlapᵢ / (b − a)`.
+//! - `samples`: how many samples overlap, and `coverage = Σ overlapᵢ / (b − a)`;
+//! - `edge_share`: the part of `Σ vᵢ·overlapᵢ` from samples that straddle `a` or `b`.
 //!
 //! A value backed by fewer than [`MIN_SAMPLES`] samples is marked `few_samples`: a sample
 //! that only partly overlaps carries its whole window's average, so edge samples blur short
@@ -49,6 +50,12 @@ pub struct PmValue {
     pub coverage: f64,
     /// Fewer than [`MIN_SAMPLES`] samples: the value is rough.
     pub few_samples: bool,
+    /// Share of `mean × covered time` that comes from samples straddling the interval's
+    /// edges (0 to 1; `None` when that product is 0). Such a sample's average also holds
+    /// time outside the interval, so the error concentrates there: a large share next to a
+    /// busier or idler neighbour means a rough value.
+    #[serde(default)]
+    pub edge_share: Option<f64>,
 }
 
 /// The PM values of one range or kernel.
@@ -163,6 +170,7 @@ pub fn fold(samples: &[PmSample], metric: usize, is_rate: bool, a: u64, b: u64) 
     // The first sample that may overlap: samples are sorted and do not overlap each other.
     let first = samples.partition_point(|s| s.end_ns <= a);
     let (mut weighted, mut covered, mut peak, mut count) = (0.0f64, 0u64, f64::NEG_INFINITY, 0u32);
+    let mut edge = 0.0f64;
     for s in &samples[first..] {
         if s.start_ns >= b {
             break;
@@ -173,6 +181,9 @@ pub fn fold(samples: &[PmSample], metric: usize, is_rate: bool, a: u64, b: u64) 
             continue;
         }
         weighted += v * overlap as f64;
+        if overlap < s.end_ns - s.start_ns {
+            edge += v * overlap as f64;
+        }
         covered += overlap;
         peak = peak.max(v);
         count += 1;
@@ -189,6 +200,7 @@ pub fn fold(samples: &[PmSample], metric: usize, is_rate: bool, a: u64, b: u64) 
         samples: count,
         coverage: covered as f64 / duration,
         few_samples: count < MIN_SAMPLES,
+        edge_share: (weighted != 0.0).then(|| edge / weighted),
     })
 }
 

@@ -41,6 +41,7 @@ struct Record<'a> {
     samples: u32,
     coverage: Option<f64>,
     few_samples: Option<bool>,
+    edge_share: Option<f64>,
 }
 
 /// The PM lines of the metadata.
@@ -110,6 +111,7 @@ impl Report {
                     samples: value.map_or(0, |v| v.samples),
                     coverage: value.map(|v| v.coverage),
                     few_samples: value.map(|v| v.few_samples),
+                    edge_share: value.and_then(|v| v.edge_share),
                 };
                 w.serialize(record).map_err(|e| Error::Serialize { what: WHAT, message: e.to_string() })?;
             }
