@@ -120,7 +120,7 @@ pub struct PmReport {
     pub counter_data_full: u64,
     /// Samples missing between kept ones.
     pub missing_samples: u64,
-    /// Zero-length or unevaluable samples left out.
+    /// Samples left out: zero-length, or longer than 4 intervals.
     pub empty_samples: u64,
     /// The clock alignment applied.
     pub alignment: PmAlignment,

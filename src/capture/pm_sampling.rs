@@ -201,9 +201,8 @@ struct Decoder {
     host: ProfilerHost,
     image: PmCounterData,
     names: Vec<String>,
-    interval_ns: Option<u64>,
     capture: PmCapture,
-    last_end: Option<u64>,
+    keeper: SampleKeeper,
     /// Sampling was stopped (the last drain): no restart after an overflow.
     stopped: bool,
 }
@@ -248,20 +247,39 @@ impl Decoder {
     }
 
     fn keep(&mut self, start: u64, end: u64, values: Vec<f64>) {
-        if end <= start {
-            // CUPTI returns zero-length samples (e.g. at the start of sampling): no time.
-            self.capture.empty_samples += 1;
+        self.keeper.keep(&mut self.capture, start, end, values);
+    }
+}
+
+/// Decides which decoded samples are kept and counts the others and the gaps.
+#[derive(Clone, Copy, Debug, Default)]
+struct SampleKeeper {
+    interval_ns: Option<u64>,
+    last_end: Option<u64>,
+}
+
+/// A sample longer than this many intervals is left out: the first sample CUPTI returns
+/// spans the time before sampling started (951 ms at a 20 µs interval on an H100).
+const MAX_SAMPLE_INTERVALS: u64 = 4;
+
+impl SampleKeeper {
+    fn keep(&mut self, capture: &mut PmCapture, start: u64, end: u64, values: Vec<f64>) {
+        let too_long = self.interval_ns.is_some_and(|i| end.saturating_sub(start) > MAX_SAMPLE_INTERVALS * i);
+        if end <= start || too_long {
+            // Zero-length samples (at the start of sampling) cover no time; an over-long one
+            // averages over time nobody sampled.
+            capture.empty_samples += 1;
             return;
         }
         if let (Some(prev), Some(interval)) = (self.last_end, self.interval_ns) {
             let gap = start.saturating_sub(prev);
             if gap * 2 >= interval {
-                self.capture.missing_samples += ((gap + interval / 2) / interval).max(1);
+                capture.missing_samples += ((gap + interval / 2) / interval).max(1);
             }
         }
         self.last_end = Some(end);
         let values = values.into_iter().map(|v| v.is_finite().then_some(v)).collect();
-        self.capture.samples.push(PmSample { start_ns: start, end_ns: end, values });
+        capture.samples.push(PmSample { start_ns: start, end_ns: end, values });
     }
 }
 
@@ -330,9 +348,8 @@ impl PmSession {
             host,
             image,
             names: cfg.metrics.clone(),
-            interval_ns: cfg.interval.time_ns(),
             capture: PmCapture { metrics, interval: Some(cfg.interval), ..Default::default() },
-            last_end: None,
+            keeper: SampleKeeper { interval_ns: cfg.interval.time_ns(), last_end: None },
             stopped: false,
         };
         let (stop, stopped) = mpsc::channel::<()>();
@@ -393,6 +410,23 @@ mod tests {
         assert_eq!(parse_interval("30000cycles").unwrap(), PmInterval::Cycles(30_000));
         assert!(parse_interval("0").is_err());
         assert!(parse_interval("fast").is_err());
+    }
+
+    #[test]
+    fn samples_are_kept_and_gaps_counted() {
+        let mut capture = PmCapture::default();
+        let mut keeper = SampleKeeper { interval_ns: Some(20_000), last_end: None };
+        // The over-long first sample CUPTI returns (951 ms), then a zero-length one.
+        keeper.keep(&mut capture, 1_000, 951_001_000, vec![1.0]);
+        keeper.keep(&mut capture, 951_001_000, 951_001_000, vec![1.0]);
+        keeper.keep(&mut capture, 951_001_000, 951_021_000, vec![2.0]);
+        keeper.keep(&mut capture, 951_021_000, 951_041_001, vec![f64::NAN]);
+        // Three intervals lost.
+        keeper.keep(&mut capture, 951_101_000, 951_121_000, vec![3.0]);
+        assert_eq!(capture.empty_samples, 2);
+        assert_eq!(capture.missing_samples, 3);
+        assert_eq!(capture.samples.len(), 3);
+        assert_eq!(capture.samples[1].values, vec![None], "NaN is not a value");
     }
 
     #[test]

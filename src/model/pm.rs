@@ -82,7 +82,8 @@ pub struct PmCapture {
     /// Samples missing between kept ones (a gap of half an interval or more counts as
     /// `round(gap / interval)` samples, at least one), when the interval is in time.
     pub missing_samples: u64,
-    /// Zero-length or unevaluable samples left out.
+    /// Samples left out: zero-length ones, and ones longer than 4 intervals (CUPTI's first
+    /// sample spans the time before sampling started).
     pub empty_samples: u64,
     /// Errors of the decode thread (decoding stopped at the first).
     pub errors: Vec<String>,
