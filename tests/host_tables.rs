@@ -100,3 +100,38 @@ fn gh100_samples_the_default_pm_metrics_in_one_pass() {
     // A range-profiler-only metric is not in the PM sampling tables.
     assert!(host.metric_properties("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum").is_err());
 }
+
+/// Which chips can PM-sample the default set, from CUPTI 13.0's host tables (README, "PM
+/// sampling"): one pass from Ampere on, two on Turing (where any four of the five fit in
+/// one); GDDR7 Blackwell (GB20x) under its `dram__bytes_op_*` names; the Tegra parts
+/// (GA10B, GB10B) have no DRAM byte counters to sample.
+#[test]
+fn default_pm_metrics_per_chip() {
+    let Ok(lib) = std::env::var("GMPROF_TEST_CUPTI_LIB") else { return };
+    std::env::set_var("GMPROF_CUPTI_LIB", lib);
+    let cupti = Cupti::load().unwrap();
+    let defaults: Vec<String> =
+        gmprof::capture::pm_sampling::DEFAULT_PM_METRICS.iter().map(|m| (*m).to_owned()).collect();
+    for chip in ["TU102", "GA100", "GA102", "AD102", "GH100", "GB100", "GB202", "GB203"] {
+        let mut host = gmprof::checked::host::ProfilerHost::new_pm_sampling(&cupti, chip, None).unwrap();
+        let resolved =
+            gmprof::capture::pm_sampling::resolve_metrics(&host, &defaults).unwrap_or_else(|e| panic!("{chip}: {e}"));
+        let gddr7 = chip.starts_with("GB2");
+        assert_eq!(resolved[0].name.contains("_op_read"), gddr7, "{chip}: {:?}", resolved[0]);
+        assert_eq!(resolved[0].unit, "byte/second", "{chip}");
+        let names: Vec<&str> = resolved.iter().map(|m| m.name.as_str()).collect();
+        host.add_metrics(&names).unwrap();
+        let image = host.config_image().unwrap();
+        let expected = if chip.starts_with("TU") { 2 } else { 1 };
+        assert_eq!(host.num_passes(&image).unwrap(), expected, "{chip}");
+        if chip.starts_with("TU") {
+            let mut four = gmprof::checked::host::ProfilerHost::new_pm_sampling(&cupti, chip, None).unwrap();
+            four.add_metrics(&names[..4]).unwrap();
+            let image = four.config_image().unwrap();
+            assert_eq!(four.num_passes(&image).unwrap(), 1, "{chip}: four metrics");
+        }
+    }
+    let tegra = gmprof::checked::host::ProfilerHost::new_pm_sampling(&cupti, "GA10B", None).unwrap();
+    let e = gmprof::capture::pm_sampling::resolve_metrics(&tegra, &defaults).unwrap_err().to_string();
+    assert!(e.contains("dram__bytes_read.sum.per_second") && e.contains("gmprof metrics --pm-sampling"), "{e}");
+}

@@ -79,6 +79,10 @@ enum Command {
         /// Also list each metric's full names (rollups and submetrics, e.g. `.sum`).
         #[arg(long)]
         full: bool,
+        /// List what PM sampling can sample (`gmprof run --pm-sampling`), not the range
+        /// profiler's metrics.
+        #[arg(long = "pm-sampling")]
+        pm_sampling: bool,
         #[command(flatten)]
         chip: ChipArgs,
     },
@@ -100,6 +104,9 @@ enum Command {
         /// Comma-separated full metric names, e.g. dram__bytes_read.sum,gpu__time_duration.sum
         #[arg(value_delimiter = ',', required = true)]
         metrics: Vec<String>,
+        /// Count the passes of a PM sampling set (PM sampling takes only one-pass sets).
+        #[arg(long = "pm-sampling")]
+        pm_sampling: bool,
         #[command(flatten)]
         chip: ChipArgs,
     },
@@ -361,10 +368,14 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
 fn run_tool(cli: Cli) -> gmprof::Result<()> {
     match cli.command {
         Command::Run { .. } => Ok(()),
-        Command::Metrics { filter, full, chip } => {
+        Command::Metrics { filter, full, pm_sampling, chip } => {
             let cupti = Cupti::load()?;
             let chip = chip_name(&chip, &cupti)?;
-            let catalog = MetricCatalog::for_chip(&cupti, &chip)?;
+            let catalog = if pm_sampling {
+                MetricCatalog::for_pm_sampling(&cupti, &chip)?
+            } else {
+                MetricCatalog::for_chip(&cupti, &chip)?
+            };
             let word = filter.unwrap_or_default();
             let rows: Vec<_> = catalog.filter(&word).collect();
             let width = rows.iter().map(|e| e.name.len()).max().unwrap_or(6).max(6);
@@ -382,10 +393,14 @@ fn run_tool(cli: Cli) -> gmprof::Result<()> {
         }
         Command::Report { path, csv, stats, view } => print_report(&path, csv, stats, &view),
         Command::Merge { dir } => print_merged(&dir),
-        Command::Passes { metrics, chip } => {
+        Command::Passes { metrics, pm_sampling, chip } => {
             let cupti = Cupti::load()?;
             let chip = chip_name(&chip, &cupti)?;
-            let catalog = MetricCatalog::for_chip(&cupti, &chip)?;
+            let catalog = if pm_sampling {
+                MetricCatalog::for_pm_sampling(&cupti, &chip)?
+            } else {
+                MetricCatalog::for_chip(&cupti, &chip)?
+            };
             let names: Vec<&str> = metrics.iter().map(|s| s.trim()).filter(|s| !s.is_empty()).collect();
             let passes = catalog.passes(&names)?;
             println!("{passes}");

@@ -36,7 +36,16 @@ const KINDS: [MetricKind; 3] = [MetricKind::Counter, MetricKind::Ratio, MetricKi
 impl MetricCatalog {
     /// Loads the catalog of `chip` (e.g. `GH100`) from CUPTI's host tables.
     pub fn for_chip(cupti: &Cupti, chip: &str) -> Result<MetricCatalog> {
-        let host = ProfilerHost::new(cupti, chip, None)?;
+        Self::of_host(cupti, chip, ProfilerHost::new(cupti, chip, None)?)
+    }
+
+    /// The catalog of what `chip` can PM-sample (CUPTI's PM sampling tables: smaller than
+    /// the range profiler's, and a sampled set must fit in one pass).
+    pub fn for_pm_sampling(cupti: &Cupti, chip: &str) -> Result<MetricCatalog> {
+        Self::of_host(cupti, chip, ProfilerHost::new_pm_sampling(cupti, chip, None)?)
+    }
+
+    fn of_host(cupti: &Cupti, chip: &str, host: ProfilerHost) -> Result<MetricCatalog> {
         let mut entries = Vec::new();
         for kind in KINDS {
             for name in host.base_metrics(kind)? {

@@ -34,6 +34,40 @@ pub const DEFAULT_PM_METRICS: [&str; 5] = [
     "gr__cycles_active.avg.pct_of_peak_sustained_elapsed",
 ];
 
+/// Names some chips use for a default metric: the GDDR7 Blackwell chips (GB20x) count
+/// DRAM bytes as `dram__bytes_op_read`/`_write` in their PM sampling tables.
+pub const METRIC_ALTERNATIVES: [(&str, &str); 2] = [
+    ("dram__bytes_read.sum.per_second", "dram__bytes_op_read.sum.per_second"),
+    ("dram__bytes_write.sum.per_second", "dram__bytes_op_write.sum.per_second"),
+];
+
+/// Each name as `host` (a PM sampling host object) knows it: the name itself, or its
+/// [`METRIC_ALTERNATIVES`] entry when only that one exists; with its unit. Unknown names come
+/// back in the error.
+pub fn resolve_metrics(host: &ProfilerHost, names: &[String]) -> Result<Vec<PmMetric>> {
+    let mut metrics = Vec::with_capacity(names.len());
+    let mut unknown = Vec::new();
+    for name in names {
+        let alternative = METRIC_ALTERNATIVES.iter().find(|(n, _)| n == name).map(|(_, a)| *a);
+        let found = std::iter::once(name.as_str())
+            .chain(alternative)
+            .find_map(|n| host.metric_properties(n).ok().map(|p| PmMetric::new(n, p.unit())));
+        match found {
+            Some(m) => metrics.push(m),
+            None => unknown.push(name.clone()),
+        }
+    }
+    if !unknown.is_empty() {
+        return Err(Error::InvalidConfig(format!(
+            "chip {} cannot PM-sample {}: PM sampling has its own, smaller tables than the range profiler; \
+             list them with `gmprof metrics --pm-sampling`",
+            host.chip(),
+            unknown.join(", ")
+        )));
+    }
+    Ok(metrics)
+}
+
 /// Default sampling interval: 20 µs of GPU time.
 pub const DEFAULT_INTERVAL_NS: u64 = 20_000;
 
@@ -308,23 +342,9 @@ impl PmSession {
         let api = ProfilerApi::initialize(cupti)?;
         let availability = pm::counter_availability(cupti, device_index)?;
         let mut host = ProfilerHost::new_pm_sampling(cupti, chip, Some(&availability))?;
-        let mut metrics = Vec::with_capacity(cfg.metrics.len());
-        let mut unknown = Vec::new();
-        for name in &cfg.metrics {
-            match host.metric_properties(name) {
-                Ok(p) => metrics.push(PmMetric::new(name.clone(), p.unit())),
-                Err(_) => unknown.push(name.clone()),
-            }
-        }
-        if !unknown.is_empty() {
-            return Err(Error::InvalidConfig(format!(
-                "chip {chip} cannot PM-sample {}: PM sampling has its own, smaller table than the range profiler \
-                 (e.g. dram__bytes_read.sum.per_second, sm__cycles_active.avg.pct_of_peak_sustained_elapsed, \
-                 gr__cycles_active.avg.pct_of_peak_sustained_elapsed)",
-                unknown.join(", ")
-            )));
-        }
-        let refs: Vec<&str> = cfg.metrics.iter().map(String::as_str).collect();
+        let metrics = resolve_metrics(&host, &cfg.metrics)?;
+        let names: Vec<String> = metrics.iter().map(|m| m.name.clone()).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
         host.add_metrics(&refs)?;
         let config_image = host.config_image()?;
         let passes = host.num_passes(&config_image)?;
@@ -347,7 +367,7 @@ impl PmSession {
             sampler,
             host,
             image,
-            names: cfg.metrics.clone(),
+            names: names.clone(),
             capture: PmCapture { metrics, interval: Some(cfg.interval), ..Default::default() },
             keeper: SampleKeeper { interval_ns: cfg.interval.time_ns(), last_end: None },
             stopped: false,
