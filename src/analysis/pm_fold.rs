@@ -196,7 +196,7 @@ pub fn fold(samples: &[PmSample], metric: usize, is_rate: bool, a: u64, b: u64) 
     Some(PmValue {
         mean,
         peak,
-        total: is_rate.then(|| mean * duration * 1e-9),
+        total: is_rate.then_some(mean * duration * 1e-9),
         samples: count,
         coverage: covered as f64 / duration,
         few_samples: count < MIN_SAMPLES,

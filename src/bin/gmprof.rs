@@ -69,6 +69,9 @@ impl ViewArgs {
     }
 }
 
+// The command line is parsed once; `Run` holds most options, and boxing it would only make
+// the match below harder to read.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// List the metrics this GPU supports, with type, unit and description.
