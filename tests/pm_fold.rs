@@ -280,6 +280,12 @@ fn losses_become_warnings() {
     assert!(w.contains("hardware buffer overflowed 2 time(s)"), "{w}");
     assert!(w.contains("7 sample(s) are missing"), "{w}");
     assert!(w.contains("PM sampling: decode failed"), "{w}");
+    let summary = report.summary().to_string();
+    assert!(
+        summary.contains("PM sampling: 150 samples every 10.00 us | hardware-buffer overflows: 2 | missing samples: 7"),
+        "{summary}"
+    );
+    assert!(!nested_report().summary().to_string().contains("PM sampling"));
     assert_eq!(report.pm.as_ref().unwrap().missing_samples, 7);
 }
 

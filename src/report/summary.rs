@@ -132,6 +132,9 @@ pub struct Summary {
     /// Σ transfer durations, ns.
     #[serde(default)]
     pub transfer_time_ns: u64,
+    /// The PM sampling line (samples, interval, losses), when the session sampled.
+    #[serde(default)]
+    pub pm_line: Option<String>,
     /// What rows were grouped by.
     pub group_by: GroupBy,
     /// Warm-up instances per repeated range.
@@ -263,6 +266,7 @@ impl Summary {
             warning_count: meta.warnings.len(),
             clock_drift_ns: meta.clock_drift_ns,
             transfer_count: report.transfers.len() as u64,
+            pm_line: report.pm.as_ref().map(pm_line),
             memcpy_bytes: report
                 .transfers
                 .iter()
@@ -323,6 +327,21 @@ fn short_label(label: &str) -> String {
     format!("…{tail}")
 }
 
+/// `PM sampling: N samples every I | overflows 0 | missing 0 | left out 0 | per range and
+/// kernel in pm.csv`.
+fn pm_line(pm: &crate::analysis::pm_fold::PmReport) -> String {
+    let every = match pm.interval {
+        Some(crate::model::pm::PmInterval::TimeNs(ns)) => format!("every {}", format_duration_ns(ns as f64)),
+        Some(crate::model::pm::PmInterval::Cycles(c)) => format!("every {c} cycles"),
+        None => "at an unknown interval".to_owned(),
+    };
+    format!(
+        "PM sampling: {} samples {every} | hardware-buffer overflows: {} | missing samples: {} | left out: {} | \
+         per range and kernel in pm.csv",
+        pm.sample_count, pm.hw_buffer_overflows, pm.missing_samples, pm.empty_samples
+    )
+}
+
 impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -359,6 +378,9 @@ impl fmt::Display for Summary {
                 format_duration_ns(time as f64),
                 if time > 0 { format!("{:.2} GB/s", bytes as f64 / time as f64) } else { format!("{BLANK} GB/s") }
             )?;
+        }
+        if let Some(line) = &self.pm_line {
+            writeln!(f, "{line}")?;
         }
 
         let warm = self.skip_first > 0;
