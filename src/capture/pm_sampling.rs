@@ -221,6 +221,19 @@ impl PmLeftovers {
 
 type DecodeResult = (PmCapture, Option<PmLeftovers>);
 
+/// The error of a sampler that could not start: beside a counter mode, CUPTI's "hardware
+/// busy" becomes a message that says what to do.
+fn beside_error(e: Error, beside: Option<&str>) -> Error {
+    match beside {
+        Some(mode) if e.is_profiler_busy() => Error::InvalidConfig(format!(
+            "PM sampling cannot run beside the range profiler ({mode} mode): {e}. CUPTI lets only one of them \
+             hold a device's counters (CUPTI 13.0 on an H100 refuses with CUPTI_ERROR_HARDWARE_BUSY). Sample \
+             with --mode trace --pm-sampling (nested ranges get values there too) and run {mode} separately"
+        )),
+        _ => e,
+    }
+}
+
 /// A running PM sampler and its decode thread.
 #[derive(Debug)]
 pub struct PmSession {
@@ -328,14 +341,7 @@ impl PmSession {
         cfg: &PmSamplingConfig,
         beside: Option<&str>,
     ) -> Result<PmSession> {
-        Self::start_sampler(cupti, device_index, chip, cfg).map_err(|e| match beside {
-            Some(mode) if e.is_profiler_busy() => Error::InvalidConfig(format!(
-                "PM sampling cannot run beside the range profiler ({mode} mode): {e}. CUPTI lets only one of them \
-                 hold a device's counters (CUPTI 13.0 on an H100 refuses with CUPTI_ERROR_HARDWARE_BUSY). Sample \
-                 with --mode trace --pm-sampling (nested ranges get values there too) and run {mode} separately"
-            )),
-            _ => e,
-        })
+        Self::start_sampler(cupti, device_index, chip, cfg).map_err(|e| beside_error(e, beside))
     }
 
     fn start_sampler(cupti: &Cupti, device_index: usize, chip: &str, cfg: &PmSamplingConfig) -> Result<PmSession> {
@@ -430,6 +436,23 @@ mod tests {
         assert_eq!(parse_interval("30000cycles").unwrap(), PmInterval::Cycles(30_000));
         assert!(parse_interval("0").is_err());
         assert!(parse_interval("fast").is_err());
+    }
+
+    #[test]
+    fn hardware_busy_beside_per_range_says_what_to_do() {
+        let busy = || Error::Cupti {
+            api: "cuptiPmSamplingGetCounterAvailability",
+            code: 26,
+            code_name: "CUPTI_ERROR_HARDWARE_BUSY".into(),
+            description: "CUPTI_ERROR_HARDWARE_BUSY".into(),
+            context: "reading the PM sampling availability image".into(),
+            hint: None,
+        };
+        let text = beside_error(busy(), Some("per_range")).to_string();
+        assert!(text.starts_with("PM sampling cannot run beside the range profiler (per_range mode)"), "{text}");
+        assert!(text.contains("--mode trace --pm-sampling") && text.contains("CUPTI_ERROR_HARDWARE_BUSY"), "{text}");
+        // Alone (trace mode) the error is CUPTI's own, with its hint about other profilers.
+        assert!(matches!(beside_error(busy(), None), Error::Cupti { .. }));
     }
 
     #[test]
