@@ -341,3 +341,64 @@ fn timeline_gets_a_counter_track_per_metric_and_the_html_a_plot() {
     assert!(!plain.to_chrome_trace().trace_events.iter().any(|e| e.cat == Some("pm")));
     assert!(plain.to_html(&gmprof::report::SummaryOptions::default()).unwrap().contains("\"pm\":null"));
 }
+
+#[test]
+fn a_long_run_is_aligned_on_every_kth_sample() {
+    // 200 000 samples of 1 µs (0.2 s), a 30 µs kernel every 100 µs; the sampler's clock
+    // 2.5 µs behind. Alignment scores every 4th sample and still finds the offset.
+    let kernels: Vec<(u64, u64)> =
+        (0..2000u64).map(|i| (T0 + i * 100 * US + 10 * US, T0 + i * 100 * US + 40 * US)).collect();
+    let busy = |t: u64| kernels.iter().any(|&(a, b)| t >= a && t < b);
+    let offset = 2_500i64;
+    let samples: Vec<PmSample> = (0..200_000u64)
+        .map(|i| {
+            let start = T0 + i * US;
+            let gr = if busy(start) { 100.0 } else { 0.0 };
+            PmSample { start_ns: start - offset as u64, end_ns: start + US - offset as u64, values: vec![Some(gr)] }
+        })
+        .collect();
+    let capture = PmCapture {
+        metrics: vec![PmMetric::new(ALIGNMENT_METRIC, "percent")],
+        interval: Some(PmInterval::TimeNs(US)),
+        samples,
+        ..Default::default()
+    };
+    let mut tree = SessionTree::new();
+    let mut correlator = Correlator::new();
+    let thread: ThreadId = 1;
+    tree.push("run", thread, T0);
+    for (i, &(a, b)) in kernels.iter().enumerate() {
+        let id = i as u32 + 1;
+        correlator.add_launch(LaunchRecord {
+            correlation_id: id,
+            thread,
+            range: tree.current(thread),
+            cycle: 0,
+            ordinal: id,
+            api: LaunchApi::Runtime,
+            api_name: "cudaLaunchKernel".into(),
+            context_id: 1,
+        });
+        correlator.add_activity(KernelActivity {
+            correlation_id: id,
+            name: "k".into(),
+            grid: [1, 1, 1],
+            block: [1, 1, 1],
+            registers_per_thread: 32,
+            static_shared_memory: 0,
+            dynamic_shared_memory: 0,
+            stream_id: 7,
+            context_id: 1,
+            device_id: 0,
+            graph_id: 0,
+            start_ns: a,
+            end_ns: b,
+        });
+    }
+    tree.pop(thread, T0 + 200_000 * US).unwrap();
+    let report = Report::analyze(CaptureInfo::new(ProfilingMode::Trace), &MetricSet::default(), &tree, correlator);
+    let alignment = align(&capture, &report.kernels);
+    assert_eq!(alignment.method, "gr_active");
+    // Steps of 1/8 µs = 125 ns: 2.5 µs is 20 steps.
+    assert_eq!(alignment.offset_ns, offset, "{alignment:?}");
+}

@@ -243,9 +243,9 @@ fn shift(t: u64, offset: i64) -> u64 {
 
 /// Mean squared mismatch of GR active (as a fraction) against the kernel-busy fraction of
 /// each sample shifted by `offset`.
-fn mismatch(samples: &[PmSample], metric: usize, busy: &[(u64, u64)], offset: i64) -> Option<f64> {
+fn mismatch(samples: &[PmSample], stride: usize, metric: usize, busy: &[(u64, u64)], offset: i64) -> Option<f64> {
     let (mut sum, mut n) = (0.0, 0usize);
-    for s in samples {
+    for s in samples.iter().step_by(stride.max(1)) {
         let Some(v) = s.values.get(metric).copied().flatten() else { continue };
         let (a, b) = (shift(s.start_ns, offset), shift(s.end_ns, offset));
         if b <= a {
@@ -266,7 +266,8 @@ fn mismatch(samples: &[PmSample], metric: usize, busy: &[(u64, u64)], offset: i6
 /// kernel ran: first, when the samples and the kernels do not overlap at all (the sampler
 /// on another clock), over up to 2000 offsets that put each sample start on the first
 /// kernel's start; then within ±8 sample widths of the best (or of 0), in steps of an
-/// eighth. Otherwise the samples are used as recorded.
+/// eighth. Long runs are scored on every k-th sample (at most 50 000, 5 000 in the first
+/// search). Otherwise the samples are used as recorded.
 pub fn align(capture: &PmCapture, kernels: &[KernelRow]) -> PmAlignment {
     let none = PmAlignment { offset_ns: 0, method: "none".into(), residual: None };
     let Some(metric) = capture.metrics.iter().position(|m| m.name == ALIGNMENT_METRIC) else { return none };
@@ -278,10 +279,14 @@ pub fn align(capture: &PmCapture, kernels: &[KernelRow]) -> PmAlignment {
     }
     let width = capture.samples.iter().map(|s| s.end_ns.saturating_sub(s.start_ns)).filter(|d| *d > 0).min();
     let Some(width) = width else { return none };
-    let score = |offset: i64| mismatch(&capture.samples, metric, &busy, offset);
+    // Every sample up to 50 000 of them is scored in the fine search (every k-th beyond),
+    // every k-th of up to 5 000 in the coarse one: a long run stays fast to align.
+    let fine_stride = capture.samples.len().div_ceil(50_000);
+    let coarse_stride = capture.samples.len().div_ceil(5_000);
+    let score = |offset: i64, stride: usize| mismatch(&capture.samples, stride, metric, &busy, offset);
     // Less mismatch wins; a tie keeps the offset closer to `center`.
-    let pick = |best: Option<(f64, i64)>, offset: i64, center: i64| -> Option<(f64, i64)> {
-        let Some(m) = score(offset) else { return best };
+    let pick = |best: Option<(f64, i64)>, offset: i64, center: i64, stride: usize| -> Option<(f64, i64)> {
+        let Some(m) = score(offset, stride) else { return best };
         match best {
             Some((bm, bo))
                 if !(m < bm - 1e-12 || ((m - bm).abs() <= 1e-12 && (offset - center).abs() < (bo - center).abs())) =>
@@ -297,7 +302,7 @@ pub fn align(capture: &PmCapture, kernels: &[KernelRow]) -> PmAlignment {
         let mut coarse = None;
         for s in capture.samples.iter().step_by(stride) {
             let offset = busy_start as i64 - s.start_ns as i64;
-            coarse = pick(coarse, offset, offset);
+            coarse = pick(coarse, offset, offset, coarse_stride);
         }
         match coarse {
             Some((_, offset)) => offset,
@@ -309,7 +314,7 @@ pub fn align(capture: &PmCapture, kernels: &[KernelRow]) -> PmAlignment {
     let step = (width / 8).max(1) as i64;
     let mut best = None;
     for k in -64..=64i64 {
-        best = pick(best, center + k * step, center);
+        best = pick(best, center + k * step, center, fine_stride);
     }
     match best {
         Some((residual, offset_ns)) => PmAlignment { offset_ns, method: "gr_active".into(), residual: Some(residual) },
