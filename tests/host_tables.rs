@@ -114,8 +114,8 @@ fn default_pm_metrics_per_chip() {
         gmprof::capture::pm_sampling::DEFAULT_PM_METRICS.iter().map(|m| (*m).to_owned()).collect();
     for chip in ["TU102", "GA100", "GA102", "AD102", "GH100", "GB100", "GB202", "GB203"] {
         let mut host = gmprof::checked::host::ProfilerHost::new_pm_sampling(&cupti, chip, None).unwrap();
-        let resolved =
-            gmprof::capture::pm_sampling::resolve_metrics(&host, &defaults).unwrap_or_else(|e| panic!("{chip}: {e}"));
+        let resolved = gmprof::capture::pm_sampling::resolve_metrics(&cupti, &host, &defaults)
+            .unwrap_or_else(|e| panic!("{chip}: {e}"));
         let gddr7 = chip.starts_with("GB2");
         assert_eq!(resolved[0].name.contains("_op_read"), gddr7, "{chip}: {:?}", resolved[0]);
         assert_eq!(resolved[0].unit, "byte/second", "{chip}");
@@ -133,6 +133,16 @@ fn default_pm_metrics_per_chip() {
         }
     }
     let tegra = gmprof::checked::host::ProfilerHost::new_pm_sampling(&cupti, "GA10B", None).unwrap();
-    let e = gmprof::capture::pm_sampling::resolve_metrics(&tegra, &defaults).unwrap_err().to_string();
+    let e = gmprof::capture::pm_sampling::resolve_metrics(&cupti, &tegra, &defaults).unwrap_err().to_string();
     assert!(e.contains("dram__bytes_read.sum.per_second") && e.contains("gmprof metrics --pm-sampling"), "{e}");
+    // A typo gets the closest name of the PM tables.
+    let host = gmprof::checked::host::ProfilerHost::new_pm_sampling(&cupti, "GH100", None).unwrap();
+    let e = gmprof::capture::pm_sampling::resolve_metrics(
+        &cupti,
+        &host,
+        &["gr__cycles_actve.avg.pct_of_peak_sustained_elapsed".into()],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("did you mean gr__cycles_active.avg.pct_of_peak_sustained_elapsed?"), "{e}");
 }

@@ -14,6 +14,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::capture::metrics::MetricCatalog;
 use crate::checked::host::ProfilerHost;
 use crate::checked::pm_sampling::{self as pm, DecodeStop, PmCounterData, PmSampler, Trigger};
 use crate::checked::target::ProfilerApi;
@@ -43,8 +44,8 @@ pub const METRIC_ALTERNATIVES: [(&str, &str); 2] = [
 
 /// Each name as `host` (a PM sampling host object) knows it: the name itself, or its
 /// [`METRIC_ALTERNATIVES`] entry when only that one exists; with its unit. Unknown names come
-/// back in the error.
-pub fn resolve_metrics(host: &ProfilerHost, names: &[String]) -> Result<Vec<PmMetric>> {
+/// back in the error, each with the closest names of the chip's PM sampling tables.
+pub fn resolve_metrics(cupti: &Cupti, host: &ProfilerHost, names: &[String]) -> Result<Vec<PmMetric>> {
     let mut metrics = Vec::with_capacity(names.len());
     let mut unknown = Vec::new();
     for name in names {
@@ -58,11 +59,22 @@ pub fn resolve_metrics(host: &ProfilerHost, names: &[String]) -> Result<Vec<PmMe
         }
     }
     if !unknown.is_empty() {
+        let refs: Vec<&str> = unknown.iter().map(String::as_str).collect();
+        let described = match MetricCatalog::for_pm_sampling(cupti, host.chip()).map(|c| c.validate(&refs)) {
+            Ok(Err(Error::UnknownMetrics { unknown, .. })) => unknown
+                .iter()
+                .map(|u| match u.suggestions.first() {
+                    Some(best) => format!("{} (did you mean {best}?)", u.name),
+                    None => u.name.clone(),
+                })
+                .collect::<Vec<_>>(),
+            _ => unknown,
+        };
         return Err(Error::InvalidConfig(format!(
             "chip {} cannot PM-sample {}: PM sampling has its own, smaller tables than the range profiler; \
              list them with `gmprof metrics --pm-sampling`",
             host.chip(),
-            unknown.join(", ")
+            described.join(", ")
         )));
     }
     Ok(metrics)
@@ -348,7 +360,7 @@ impl PmSession {
         let api = ProfilerApi::initialize(cupti)?;
         let availability = pm::counter_availability(cupti, device_index)?;
         let mut host = ProfilerHost::new_pm_sampling(cupti, chip, Some(&availability))?;
-        let metrics = resolve_metrics(&host, &cfg.metrics)?;
+        let metrics = resolve_metrics(cupti, &host, &cfg.metrics)?;
         let names: Vec<String> = metrics.iter().map(|m| m.name.clone()).collect();
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
         host.add_metrics(&refs)?;
