@@ -109,6 +109,15 @@ struct Args {
     #[arg(long, default_value_t = 0)]
     device: usize,
 
+    /// Also sample PM counters (`default` or PM-sampling metric names) and fold them into
+    /// every range and kernel (writes pm.csv); an add-on to `--mode trace`.
+    #[arg(long)]
+    pm_sampling: Option<String>,
+
+    /// PM sampling interval (e.g. 20us, 20000, 30000cycles).
+    #[arg(long, default_value = "20us")]
+    pm_interval: String,
+
     /// Batch size.
     #[arg(long, default_value_t = MlpConfig::default().batch)]
     batch: usize,
@@ -241,6 +250,13 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
     if args.iteration_replay {
         builder = builder.iteration_replay("train_step", args.steps);
     }
+    if let Some(metrics) = &args.pm_sampling {
+        builder = builder.pm_sampling(Some(gmprof::capture::pm_sampling::PmSamplingConfig {
+            metrics: gmprof::capture::pm_sampling::parse_metrics(metrics),
+            interval: gmprof::capture::pm_sampling::parse_interval(&args.pm_interval)?,
+            ..Default::default()
+        }));
+    }
     let prof = builder.build()?;
     println!("metric set: {} pass(es), mode {}", prof.passes(), prof.mode().as_str());
 
@@ -296,6 +312,9 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
     report.write_transfers_csv(args.out.join("transfers.csv"))?;
     report.write_stats_csv(args.out.join("stats.csv"))?;
     report.write_chrome_trace(args.out.join("trace.json"))?;
+    if report.pm.is_some() {
+        report.write_pm_csv(args.out.join("pm.csv"))?;
+    }
     println!("{}", report.summary());
     println!("{}", report.stats());
     // ===================================================================================

@@ -56,7 +56,12 @@ typedef struct gmprof_options {
 /* Starts the process-wide profiler. options may be NULL (defaults and environment).
    GMPROF_RANGE_SCOPE=process attributes work of threads with no open range to the latest
    range open on any thread (for frameworks that launch from helper threads), and nests the
-   first range such a thread pushes under that range. */
+   first range such a thread pushes under that range.
+   GMPROF_PM_SAMPLING=default (or comma-separated PM-sampling metric names) also samples PM
+   counters at a fixed interval, GMPROF_PM_INTERVAL (ns, e.g. 20000 or 20us, or 30000cycles;
+   default 20us), and folds them into every range and kernel: pm.csv and the "pm" section of
+   report.json. An add-on to mode "trace"; beside a counter mode gmprof_init fails with
+   GMPROF_ERROR_INVALID_ARGUMENT if CUPTI does not let both hold the counters. */
 gmprof_status gmprof_init(const gmprof_options *options);
 
 /* Opens a range named name (UTF-8) on the calling thread. */

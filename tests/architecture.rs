@@ -103,3 +103,25 @@ fn no_source_file_is_over_900_lines() {
         .collect();
     assert!(long.is_empty(), "split these at a real seam: {long:?}");
 }
+
+/// PM sampling has modules of its own (README, "Architecture"): the checked wrapper beside
+/// the range profiler's, capture's sampler, the records, and the folding math; none of it
+/// grows the profiler or the correlator, already the largest folders.
+#[test]
+fn pm_sampling_lives_in_modules_of_its_own() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    for own in
+        ["checked/pm_sampling.rs", "capture/pm_sampling.rs", "model/pm.rs", "analysis/pm_fold.rs", "report/pm_csv.rs"]
+    {
+        assert!(src.join(own).is_file(), "src/{own} is missing");
+    }
+    let mut files = Vec::new();
+    rust_files(&src.join("capture/profiler"), &mut files);
+    rust_files(&src.join("analysis/correlate"), &mut files);
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for needle in ["cuptiPmSampling", "PmSampler", "pm_fold::fold"] {
+            assert!(!text.contains(needle), "{} holds PM sampling code ({needle})", file.display());
+        }
+    }
+}

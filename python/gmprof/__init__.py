@@ -349,6 +349,8 @@ def init(
     device: int = -1,
     synchronize_on_pop: bool = False,
     range_scope: Optional[str] = None,
+    pm_sampling: Optional[Union[str, Iterable[str]]] = None,
+    pm_interval: Optional[Union[str, int]] = None,
 ) -> None:
     """Starts the process-wide profiler (``gmprof_init``).
 
@@ -369,6 +371,12 @@ def init(
             training loop opened; ``"thread"`` keeps each thread's work in its own ranges
             (``<root>`` when it has none). ``None`` uses ``$GMPROF_RANGE_SCOPE`` or
             ``"process"``. Passed to the library as ``GMPROF_RANGE_SCOPE`` for the call.
+        pm_sampling: also sample PM counters at a fixed interval and fold them into every
+            range and kernel (``pm.csv``, no replay; an add-on to ``mode="trace"``):
+            ``"default"`` or PM-sampling metric names. ``None`` uses
+            ``$GMPROF_PM_SAMPLING``. Passed as ``GMPROF_PM_SAMPLING`` for the call.
+        pm_interval: the sampling interval, ns (``20000``) or a string such as ``"20us"``
+            or ``"30000cycles"``; ``None`` uses ``$GMPROF_PM_INTERVAL`` or 20 µs.
 
     Raises:
         GmprofError: e.g. ``GMPROF_ERROR_ALREADY_INITIALIZED``,
@@ -395,6 +403,13 @@ def init(
     if range_scope not in ("process", "thread"):
         raise ValueError("range_scope must be 'process' or 'thread', not %r" % (range_scope,))
 
+    if pm_sampling is not None and not isinstance(pm_sampling, str):
+        pm_sampling = ",".join(str(item).strip() for item in pm_sampling)
+    if pm_interval is not None and not isinstance(pm_interval, (str, int)):
+        raise TypeError("pm_interval must be an int (ns) or a string, not %s" % type(pm_interval).__name__)
+    if pm_interval is not None and pm_sampling is None and not os.environ.get("GMPROF_PM_SAMPLING"):
+        raise ValueError("pm_interval needs pm_sampling")
+
     options = GmprofOptions(
         _encode_optional(mode, "mode"),
         _encode_optional(metrics, "metrics"),
@@ -405,15 +420,21 @@ def init(
     lib = _load()
     # The C library reads the scope from the environment during gmprof_init; restore the
     # caller's value afterwards so that child processes do not inherit ours.
-    saved_scope = os.environ.get("GMPROF_RANGE_SCOPE")
-    os.environ["GMPROF_RANGE_SCOPE"] = range_scope
+    settings = {"GMPROF_RANGE_SCOPE": range_scope}
+    if pm_sampling is not None:
+        settings["GMPROF_PM_SAMPLING"] = pm_sampling
+    if pm_interval is not None:
+        settings["GMPROF_PM_INTERVAL"] = str(pm_interval)
+    saved = {key: os.environ.get(key) for key in settings}
+    os.environ.update(settings)
     try:
         status = lib.gmprof_init(ctypes.pointer(options))
     finally:
-        if saved_scope is None:
-            os.environ.pop("GMPROF_RANGE_SCOPE", None)
-        else:
-            os.environ["GMPROF_RANGE_SCOPE"] = saved_scope
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     _check(lib, status, "gmprof_init")
     _initialized = True
     # Each process writes into its own directory of output_dir (a rank's, a worker's): the

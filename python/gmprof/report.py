@@ -81,6 +81,9 @@ class Report:
             ``# key: value`` header lines of ranges.csv when report.json is absent.
         warnings: the run's warnings (dropped records, ranges left open, ...).
         json: the whole report.json, or ``None`` when absent.
+        pm: pm.csv (PM sampling folded into ranges and kernels: one row per range or kernel
+            and metric, with mean, peak, total, samples, coverage, few_samples and
+            edge_share), or ``None`` when the run did not sample.
     """
 
     def __init__(self, path: str, tables: Dict[str, Tuple[List[str], List[Row]]], meta: Dict[str, Any],
@@ -97,6 +100,7 @@ class Report:
     ranges: Any
     kernels: Any
     stats: Any
+    pm: Any = None
 
     def top_ranges(self, n: int = 10, quantity: str = "gpu_time_ns") -> List[Row]:
         """The ``n`` range paths with the largest total ``quantity`` (from stats.csv), largest
@@ -177,8 +181,8 @@ def _meta_from_comments(comments: List[str]) -> Tuple[Dict[str, Any], List[str]]
 def load(out_dir: "str | os.PathLike[str]", pandas: Optional[bool] = None) -> Report:
     """Loads the outputs gmprof wrote into ``out_dir`` (what :func:`gmprof.finish` returns).
 
-    Reads ranges.csv, kernels.csv and stats.csv (all three required) and report.json (for
-    :attr:`Report.meta`; optional). ``pandas``: ``None`` gives DataFrames when pandas is
+    Reads ranges.csv, kernels.csv and stats.csv (all three required), report.json (for
+    :attr:`Report.meta`; optional) and pm.csv (:attr:`Report.pm`; optional). ``pandas``: ``None`` gives DataFrames when pandas is
     installed, else lists of dicts; ``True`` requires pandas; ``False`` always gives lists.
 
     Raises:
@@ -199,6 +203,13 @@ def load(out_dir: "str | os.PathLike[str]", pandas: Optional[bool] = None) -> Re
         tables[name] = (header, rows)
         if name == "ranges":
             comments = notes
+    pm_file = os.path.join(path, "pm.csv")
+    if os.path.isfile(pm_file):
+        header, rows, _ = _read_csv(pm_file)
+        for row in rows:
+            if row.get("few_samples") in ("true", "false"):
+                row["few_samples"] = row["few_samples"] == "true"
+        tables["pm"] = (header, rows)
     report_json: Optional[Dict[str, Any]] = None
     json_file = os.path.join(path, "report.json")
     if os.path.isfile(json_file):

@@ -52,6 +52,7 @@ class FakeLibrary:
         }
         # The range scope travels in the environment during the call.
         self.range_scope = os.environ.get("GMPROF_RANGE_SCOPE")
+        self.pm = (os.environ.get("GMPROF_PM_SAMPLING"), os.environ.get("GMPROF_PM_INTERVAL"))
         self.calls.append(("init",))
         return self._ret("init")
 
@@ -79,11 +80,11 @@ class EnvMixin:
     """Saves and restores the environment variables a test changes."""
 
     VARS = ("GMPROF_DISABLE", "GMPROF_LIBRARY", "GMPROF_OUT", "GMPROF_CUPTI_LIB", "GMPROF_RANGE_SCOPE",
-            "GMPROF_CUDA_LIB_DIRS")
+            "GMPROF_PM_SAMPLING", "GMPROF_PM_INTERVAL", "GMPROF_CUDA_LIB_DIRS")
 
     def setUp(self):
         self._saved = {k: os.environ.get(k) for k in self.VARS}
-        for k in ("GMPROF_DISABLE", "GMPROF_OUT", "GMPROF_RANGE_SCOPE"):
+        for k in ("GMPROF_DISABLE", "GMPROF_OUT", "GMPROF_RANGE_SCOPE", "GMPROF_PM_SAMPLING", "GMPROF_PM_INTERVAL"):
             os.environ.pop(k, None)
 
     def tearDown(self):
@@ -353,6 +354,18 @@ class RangeScopeTest(EnvMixin, unittest.TestCase):
         gmprof.init()
         self.assertEqual(self.lib.range_scope, "thread")
         gmprof.finish()
+
+    def test_pm_sampling_travels_in_the_environment_for_the_call(self):
+        gmprof.init(mode="trace", pm_sampling=["dram__bytes_read.sum.per_second", "default"], pm_interval=10000)
+        self.assertEqual(self.lib.pm, ("dram__bytes_read.sum.per_second,default", "10000"))
+        self.assertNotIn("GMPROF_PM_SAMPLING", os.environ)
+        self.assertNotIn("GMPROF_PM_INTERVAL", os.environ)
+        gmprof.finish()
+
+    def test_pm_interval_without_sampling_is_rejected_before_c(self):
+        with self.assertRaises(ValueError):
+            gmprof.init(pm_interval="20us")
+        self.assertEqual(self.lib.calls, [])
 
     def test_invalid_scope_is_rejected_before_c(self):
         with self.assertRaises(ValueError):

@@ -30,6 +30,16 @@ class LoadListsTest(unittest.TestCase):
         self.assertEqual(self.r.meta["kernel_count"], 16)
         self.assertEqual(len(self.r.stats), 25)
 
+    def test_pm_sampling_rows(self):
+        # tests/golden/pm.csv is the golden file of tests/pm_fold.rs (its own small session).
+        pm = self.r.pm
+        self.assertEqual(len(pm), 21)  # 4 ranges and 3 kernels, 3 metrics each
+        step = pm[0]
+        self.assertEqual((step["scope"], step["path"], step["metric"]), ("range", "step", "dram__bytes_read.sum.per_second"))
+        self.assertAlmostEqual(step["total"], 2.36e9)
+        self.assertIs(step["few_samples"], False)
+        self.assertIsNone(pm[1]["total"])  # a percentage has no integral: None, never 0
+
     def test_values_are_typed_and_blanks_are_none(self):
         root = self.r.ranges[0]
         self.assertEqual(root["path"], "<root>")

@@ -11,7 +11,9 @@
 
 pub mod aggregate;
 pub mod correlate;
+pub mod pm_fold;
 
+use crate::model::pm::PmCapture;
 use crate::model::session::SessionTree;
 use crate::model::MetricSet;
 use crate::report::{CaptureInfo, Report, ReportMeta};
@@ -111,7 +113,15 @@ impl Report {
             run_end: info.run_end,
             device_peaks: info.device_peaks,
         };
-        Report { meta, ranges, kernels: rows, transfers }
+        Report { meta, ranges, kernels: rows, transfers, pm: None }
+    }
+
+    /// Folds a session's PM samples into its ranges and kernels ([`pm_fold`]) and adds the
+    /// sampler's losses and errors to the warnings.
+    pub fn attach_pm(&mut self, capture: &PmCapture) {
+        let pm = pm_fold::fold_report(capture, &self.ranges, &self.kernels);
+        self.meta.warnings.extend(pm.warnings(&capture.errors));
+        self.pm = Some(pm);
     }
 
     /// Correlates, aggregates and assembles in one step: the whole analysis stage.

@@ -69,6 +69,9 @@ impl ViewArgs {
     }
 }
 
+// The command line is parsed once; `Run` holds most options, and boxing it would only make
+// the match below harder to read.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// List the metrics this GPU supports, with type, unit and description.
@@ -79,6 +82,10 @@ enum Command {
         /// Also list each metric's full names (rollups and submetrics, e.g. `.sum`).
         #[arg(long)]
         full: bool,
+        /// List what PM sampling can sample (`gmprof run --pm-sampling`), not the range
+        /// profiler's metrics.
+        #[arg(long = "pm-sampling")]
+        pm_sampling: bool,
         #[command(flatten)]
         chip: ChipArgs,
     },
@@ -100,6 +107,9 @@ enum Command {
         /// Comma-separated full metric names, e.g. dram__bytes_read.sum,gpu__time_duration.sum
         #[arg(value_delimiter = ',', required = true)]
         metrics: Vec<String>,
+        /// Count the passes of a PM sampling set (PM sampling takes only one-pass sets).
+        #[arg(long = "pm-sampling")]
+        pm_sampling: bool,
         #[command(flatten)]
         chip: ChipArgs,
     },
@@ -145,6 +155,16 @@ enum Command {
         /// against the passes the metric set needs before the program starts.
         #[arg(long, requires = "iteration_replay")]
         iterations: Option<usize>,
+        /// Also sample PM counters at a fixed interval and fold them into every range and
+        /// kernel (pm.csv; no replay): `default` (DRAM read/write bytes per second, SM active,
+        /// tensor pipe active, GR active) or comma-separated PM-sampling metric names. An
+        /// add-on to --mode trace.
+        #[arg(long = "pm-sampling", value_name = "METRICS")]
+        pm_sampling: Option<String>,
+        /// PM sampling interval: ns (20000, 20us, 1ms; default 20us) or SYSCLK cycles
+        /// (30000cycles).
+        #[arg(long = "pm-interval", value_name = "NS", requires = "pm_sampling")]
+        pm_interval: Option<String>,
         #[command(flatten)]
         view: ViewArgs,
         /// The program and its arguments (after `--`).
@@ -295,6 +315,8 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         stats,
         iteration_replay,
         iterations,
+        pm_sampling,
+        pm_interval,
         view,
         program,
     } = cli.command
@@ -312,6 +334,8 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
             synchronize_on_pop: sync_on_pop,
             library,
             iteration_replay,
+            pm_sampling,
+            pm_interval,
             program,
         };
         let plan = LaunchPlan::new(&opts)?;
@@ -347,10 +371,14 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
 fn run_tool(cli: Cli) -> gmprof::Result<()> {
     match cli.command {
         Command::Run { .. } => Ok(()),
-        Command::Metrics { filter, full, chip } => {
+        Command::Metrics { filter, full, pm_sampling, chip } => {
             let cupti = Cupti::load()?;
             let chip = chip_name(&chip, &cupti)?;
-            let catalog = MetricCatalog::for_chip(&cupti, &chip)?;
+            let catalog = if pm_sampling {
+                MetricCatalog::for_pm_sampling(&cupti, &chip)?
+            } else {
+                MetricCatalog::for_chip(&cupti, &chip)?
+            };
             let word = filter.unwrap_or_default();
             let rows: Vec<_> = catalog.filter(&word).collect();
             let width = rows.iter().map(|e| e.name.len()).max().unwrap_or(6).max(6);
@@ -368,10 +396,14 @@ fn run_tool(cli: Cli) -> gmprof::Result<()> {
         }
         Command::Report { path, csv, stats, view } => print_report(&path, csv, stats, &view),
         Command::Merge { dir } => print_merged(&dir),
-        Command::Passes { metrics, chip } => {
+        Command::Passes { metrics, pm_sampling, chip } => {
             let cupti = Cupti::load()?;
             let chip = chip_name(&chip, &cupti)?;
-            let catalog = MetricCatalog::for_chip(&cupti, &chip)?;
+            let catalog = if pm_sampling {
+                MetricCatalog::for_pm_sampling(&cupti, &chip)?
+            } else {
+                MetricCatalog::for_chip(&cupti, &chip)?
+            };
             let names: Vec<&str> = metrics.iter().map(|s| s.trim()).filter(|s| !s.is_empty()).collect();
             let passes = catalog.passes(&names)?;
             println!("{passes}");

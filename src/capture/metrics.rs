@@ -29,6 +29,8 @@ pub struct MetricCatalog {
     chip: String,
     host: ProfilerHost,
     entries: Vec<CatalogEntry>,
+    /// The tables are PM sampling's (passes are counted by a PM sampling host object).
+    pm_sampling: bool,
 }
 
 const KINDS: [MetricKind; 3] = [MetricKind::Counter, MetricKind::Ratio, MetricKind::Throughput];
@@ -36,7 +38,16 @@ const KINDS: [MetricKind; 3] = [MetricKind::Counter, MetricKind::Ratio, MetricKi
 impl MetricCatalog {
     /// Loads the catalog of `chip` (e.g. `GH100`) from CUPTI's host tables.
     pub fn for_chip(cupti: &Cupti, chip: &str) -> Result<MetricCatalog> {
-        let host = ProfilerHost::new(cupti, chip, None)?;
+        Self::of_host(cupti, chip, ProfilerHost::new(cupti, chip, None)?, false)
+    }
+
+    /// The catalog of what `chip` can PM-sample (CUPTI's PM sampling tables: smaller than
+    /// the range profiler's, and a sampled set must fit in one pass).
+    pub fn for_pm_sampling(cupti: &Cupti, chip: &str) -> Result<MetricCatalog> {
+        Self::of_host(cupti, chip, ProfilerHost::new_pm_sampling(cupti, chip, None)?, true)
+    }
+
+    fn of_host(cupti: &Cupti, chip: &str, host: ProfilerHost, pm_sampling: bool) -> Result<MetricCatalog> {
         let mut entries = Vec::new();
         for kind in KINDS {
             for name in host.base_metrics(kind)? {
@@ -56,7 +67,7 @@ impl MetricCatalog {
             }
         }
         entries.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(MetricCatalog { cupti: *cupti, chip: chip.to_owned(), host, entries })
+        Ok(MetricCatalog { cupti: *cupti, chip: chip.to_owned(), host, entries, pm_sampling })
     }
 
     /// The chip.
@@ -173,7 +184,11 @@ impl MetricCatalog {
     /// Replay passes the set needs (validating it first).
     pub fn passes(&self, names: &[&str]) -> Result<usize> {
         self.validate(names)?;
-        let mut host = ProfilerHost::new(&self.cupti, &self.chip, None)?;
+        let mut host = if self.pm_sampling {
+            ProfilerHost::new_pm_sampling(&self.cupti, &self.chip, None)?
+        } else {
+            ProfilerHost::new(&self.cupti, &self.chip, None)?
+        };
         host.add_metrics(names)?;
         let image = host.config_image()?;
         host.num_passes(&image)

@@ -6,9 +6,11 @@
 //! ranges, records every launch, drives the range profiler's counter cycles and replay, and
 //! at finish hands the records to [`crate::analysis`] and the result to [`crate::report`].
 //! [`metrics`] checks metric names against the chip's catalog before capture starts.
+//! [`pm_sampling`] runs CUPTI's PM sampler and its decode thread beside the capture.
 //!
 //! May import: `checked`, `model`, `error`, `analysis`, `report`. Never `ways_in`.
 
 pub(crate) mod hub;
 pub mod metrics;
+pub mod pm_sampling;
 pub mod profiler;

@@ -122,9 +122,26 @@ impl ProfilerHost {
     /// Creates a host object for the range profiler on `chip`. The availability image, when
     /// given, restricts configurations to counters the device can collect now.
     pub fn new(cupti: &Cupti, chip: &str, availability: Option<&[u8]>) -> Result<ProfilerHost> {
+        Self::initialize(cupti, chip, availability, CUpti_ProfilerType::CUPTI_PROFILER_TYPE_RANGE_PROFILER)
+    }
+
+    /// Creates a host object for PM sampling on `chip`: its metric tables list what can be
+    /// sampled, its configuration images go to
+    /// [`PmSampler::set_config`](super::pm_sampling::PmSampler::set_config), and
+    /// [`ProfilerHost::evaluate`] reads sample `i` of a PM counter data image as range `i`.
+    pub fn new_pm_sampling(cupti: &Cupti, chip: &str, availability: Option<&[u8]>) -> Result<ProfilerHost> {
+        Self::initialize(cupti, chip, availability, CUpti_ProfilerType::CUPTI_PROFILER_TYPE_PM_SAMPLING)
+    }
+
+    fn initialize(
+        cupti: &Cupti,
+        chip: &str,
+        availability: Option<&[u8]>,
+        kind: CUpti_ProfilerType,
+    ) -> Result<ProfilerHost> {
         let chip_c = c_string(chip, "chip name")?;
         let mut p = cupti_params!(CUpti_Profiler_Host_Initialize_Params, pHostObject);
-        p.profilerType = CUpti_ProfilerType::CUPTI_PROFILER_TYPE_RANGE_PROFILER;
+        p.profilerType = kind;
         p.pChipName = chip_c.as_ptr();
         p.pCounterAvailabilityImage = availability.map_or(std::ptr::null(), |a| a.as_ptr());
         let _serialized = HOST_LIFECYCLE.lock();

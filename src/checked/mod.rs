@@ -58,6 +58,7 @@ pub mod callback;
 pub mod driver;
 pub mod host;
 pub mod library;
+pub mod pm_sampling;
 pub mod range_profiler;
 pub mod target;
 

@@ -5,6 +5,7 @@
 //! [`crate::analysis::correlate`], [`crate::analysis::aggregate`], [`crate::report`]) consumes them and never
 //! touches CUPTI. This is the seam CPU tests drive with recorded or synthetic data.
 
+pub mod pm;
 pub mod session;
 
 use serde::{Deserialize, Serialize};

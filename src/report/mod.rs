@@ -25,6 +25,7 @@ pub mod html;
 pub mod json;
 pub mod merge;
 pub mod merge_trace;
+pub mod pm_csv;
 pub mod stats;
 pub mod summary;
 pub mod timeline;
@@ -34,6 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::analysis::aggregate::{DerivedMetric, MetricRule, RangeRow};
 use crate::analysis::correlate::{CorrelationCounts, KernelRow, TimeSource, TransferRow};
+use crate::analysis::pm_fold::PmReport;
 use crate::model::{ClockSync, DevicePeaks, ProfilingMode, RunEnd};
 
 pub use self::group::GroupBy;
@@ -88,6 +90,9 @@ impl CaptureInfo {
 /// The files [`Report::write_all`] writes.
 pub const OUTPUT_FILES: [&str; 6] =
     ["ranges.csv", "kernels.csv", "transfers.csv", "stats.csv", "report.json", "trace.json"];
+
+/// The file [`Report::write_all`] adds when the session sampled PM counters.
+pub const PM_CSV: &str = "pm.csv";
 
 /// Everything about a report except its rows.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -159,10 +164,14 @@ pub struct Report {
     /// Memcpy and memset rows in (start, correlation id) order.
     #[serde(default)]
     pub transfers: Vec<TransferRow>,
+    /// PM sampling folded into ranges and kernels, when the session sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pm: Option<PmReport>,
 }
 
 impl Report {
-    /// Writes every output into `dir` (created if missing): the files of [`OUTPUT_FILES`].
+    /// Writes every output into `dir` (created if missing): the files of [`OUTPUT_FILES`], and
+    /// [`PM_CSV`] when the report has PM sampling.
     pub fn write_all(&self, dir: impl AsRef<std::path::Path>) -> crate::error::Result<()> {
         let dir = dir.as_ref();
         std::fs::create_dir_all(dir).map_err(|e| crate::error::Error::io(dir, e))?;
@@ -171,6 +180,9 @@ impl Report {
         self.write_transfers_csv(dir.join("transfers.csv"))?;
         self.write_stats_csv(dir.join("stats.csv"))?;
         self.write_json(dir.join("report.json"))?;
+        if self.pm.is_some() {
+            self.write_pm_csv(dir.join(PM_CSV))?;
+        }
         self.write_chrome_trace(dir.join("trace.json"))
     }
 

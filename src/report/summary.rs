@@ -141,6 +141,9 @@ pub struct Summary {
     /// Launches, memcpys and memsets made while their stream was capturing (graph building).
     #[serde(default)]
     pub captured_calls: u64,
+    /// The PM sampling line (samples, interval, losses), when the session sampled.
+    #[serde(default)]
+    pub pm_line: Option<String>,
     /// What rows were grouped by.
     pub group_by: GroupBy,
     /// Warm-up instances per repeated range.
@@ -275,6 +278,7 @@ impl Summary {
             graph_launches: meta.counts.graph_launches,
             graph_node_kernels: meta.counts.graph_node_rows,
             captured_calls: meta.counts.captured_launches + meta.counts.captured_transfers,
+            pm_line: report.pm.as_ref().map(pm_line),
             memcpy_bytes: report
                 .transfers
                 .iter()
@@ -335,6 +339,21 @@ fn short_label(label: &str) -> String {
     format!("…{tail}")
 }
 
+/// `PM sampling: N samples every I | overflows 0 | missing 0 | left out 0 | per range and
+/// kernel in pm.csv`.
+fn pm_line(pm: &crate::analysis::pm_fold::PmReport) -> String {
+    let every = match pm.interval {
+        Some(crate::model::pm::PmInterval::TimeNs(ns)) => format!("every {}", format_duration_ns(ns as f64)),
+        Some(crate::model::pm::PmInterval::Cycles(c)) => format!("every {c} cycles"),
+        None => "at an unknown interval".to_owned(),
+    };
+    format!(
+        "PM sampling: {} samples {every} | hardware-buffer overflows: {} | missing samples: {} | left out: {} | \
+         per range and kernel in pm.csv",
+        pm.sample_count, pm.hw_buffer_overflows, pm.missing_samples, pm.empty_samples
+    )
+}
+
 impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -378,6 +397,9 @@ impl fmt::Display for Summary {
                 "CUDA graphs: {} launch(es) ran {} kernel(s) | {} call(s) captured into graphs (graph building, not run)",
                 self.graph_launches, self.graph_node_kernels, self.captured_calls
             )?;
+        }
+        if let Some(line) = &self.pm_line {
+            writeln!(f, "{line}")?;
         }
 
         let warm = self.skip_first > 0;

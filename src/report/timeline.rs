@@ -29,6 +29,10 @@
 //!   until the next range starts, so nested ranges show the value of the range that started
 //!   last; the range slices' args hold every range's exact values.
 //!
+//! - With PM sampling, each sampled metric is a counter track `PM <metric>` (category
+//!   `"pm"`) on the GPU's process, thread [`PM_TID`] ("PM sampling"), beside the streams:
+//!   the raw samples on the activity clock, one event per change of value.
+//!
 //! Every `ts` and `dur` is in microseconds (floating point, so nanoseconds survive) relative
 //! to the earliest timestamp of the report, so the numbers stay small. `otherData` records
 //! that origin on the CUPTI clock and, when the report carries a clock pair, as Unix ns.
@@ -57,6 +61,7 @@ use serde::Serialize;
 
 use crate::analysis::aggregate::RangeRow;
 use crate::analysis::correlate::{KernelStatus, TimeSource, TransferStatus};
+use crate::analysis::pm_fold::PmReport;
 use crate::error::{Error, Result};
 use crate::model::{ProfilingMode, RangeId};
 use crate::report::csv::write_file;
@@ -70,6 +75,9 @@ pub const GPU_PID_BASE: u64 = 100;
 
 /// Thread id of the counter events on [`CPU_PID`] (no OS thread has id 0).
 pub const COUNTER_TID: u64 = 0;
+
+/// Thread id of the PM sampling counter tracks on the GPU's process (no stream has it).
+pub const PM_TID: u64 = u32::MAX as u64 + 1;
 
 /// `args.placement` of kernels whose position on the timeline is synthetic.
 pub const SYNTHETIC_PLACEMENT: &str = "synthetic: durations from counters, positions not measured";
@@ -108,7 +116,7 @@ pub struct TraceEvent {
     /// Range, kernel, transfer kind or metric name; `process_name` / `thread_name` for
     /// metadata.
     pub name: String,
-    /// `"range"`, `"kernel"`, `"transfer"` or `"metric"`; none for metadata.
+    /// `"range"`, `"kernel"`, `"transfer"`, `"metric"` or `"pm"`; none for metadata.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cat: Option<&'static str>,
     /// The phase.
@@ -298,6 +306,50 @@ fn id_text(id: RangeId) -> String {
 /// ns on the CUPTI clock to µs from `origin`.
 fn micros(ns: u64, origin: u64) -> f64 {
     ns.saturating_sub(origin) as f64 / 1000.0
+}
+
+/// One counter track per PM-sampled metric, named `PM <metric>`, on the GPU's process: an
+/// event at each sample's start whose value differs from the previous one (a counter holds
+/// its value until the next event), and a last one at the end of the last sample. Samples
+/// before `origin` are left out. Returns whether any event was added.
+fn pm_counter_events(pm: &PmReport, origin: u64, pid: u64, events: &mut Vec<TraceEvent>) -> bool {
+    let before = events.len();
+    for (index, metric) in pm.metrics.iter().enumerate() {
+        let name = format!("PM {}", metric.name);
+        let mut last: Option<f64> = None;
+        let mut end = None;
+        for sample in pm.samples.iter().filter(|s| s.start_ns >= origin) {
+            end = Some(sample.end_ns);
+            let Some(value) = sample.values.get(index).copied().flatten().filter(|v| v.is_finite()) else { continue };
+            if last == Some(value) {
+                continue;
+            }
+            last = Some(value);
+            events.push(TraceEvent {
+                name: name.clone(),
+                cat: Some("pm"),
+                ph: Phase::Counter,
+                ts: Some(micros(sample.start_ns, origin)),
+                dur: None,
+                pid,
+                tid: PM_TID,
+                args: EventArgs::Counter { value },
+            });
+        }
+        if let (Some(end), Some(value)) = (end, last) {
+            events.push(TraceEvent {
+                name,
+                cat: Some("pm"),
+                ph: Phase::Counter,
+                ts: Some(micros(end, origin)),
+                dur: None,
+                pid,
+                tid: PM_TID,
+                args: EventArgs::Counter { value },
+            });
+        }
+    }
+    events.len() > before
 }
 
 /// Values by name, leaving out the missing and the non-finite.
@@ -560,6 +612,13 @@ impl Report {
             });
         }
 
+        if let Some(pm) = &self.pm {
+            let device = devices.iter().next().copied().unwrap_or(0);
+            if pm_counter_events(pm, origin, GPU_PID_BASE + u64::from(device), &mut events) {
+                devices.insert(device);
+                events.push(metadata("thread_name", GPU_PID_BASE + u64::from(device), PM_TID, "PM sampling".into()));
+            }
+        }
         if !ranges.is_empty() {
             events.push(metadata("process_name", CPU_PID, 0, "CPU ranges".into()));
         }

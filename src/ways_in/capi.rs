@@ -223,6 +223,9 @@ pub unsafe extern "C" fn gmprof_init(options: *const Options) -> Status {
             }
             builder = builder.synchronize_on_pop(o.synchronize_on_pop != 0);
         }
+        // PM sampling is asked for through the environment, which keeps gmprof_options'
+        // layout (and programs built against the older header) unchanged.
+        builder = builder.pm_sampling(crate::capture::pm_sampling::PmSamplingConfig::from_env().map_err(fail)?);
         let profiler = builder.build().map_err(fail)?;
         // Each process gets its own directory (ranks, workers, a second run): never an overwrite.
         let out = PathBuf::from(out.unwrap_or_else(|| "gmprof-out".into()));

@@ -31,6 +31,7 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
+use crate::capture::pm_sampling::PmSamplingConfig;
 use crate::capture::profiler::Teardown;
 use crate::capture::profiler::{Profiler, RangeScope};
 use crate::checked::callback::{ContextEvent, NvtxEvent};
@@ -78,6 +79,10 @@ pub mod env {
     pub const ITERATION_REPLAY: &str = "GMPROF_ITERATION_REPLAY";
     /// Iteration replay: how many instances of that range the program runs.
     pub const ITERATIONS: &str = "GMPROF_ITERATIONS";
+    /// PM sampling: `default`, `1` or comma-separated metric names.
+    pub const PM_SAMPLING: &str = crate::capture::pm_sampling::PM_SAMPLING_ENV;
+    /// PM sampling interval: ns (`20000`, `20us`) or SYSCLK cycles (`30000cycles`).
+    pub const PM_INTERVAL: &str = crate::capture::pm_sampling::PM_INTERVAL_ENV;
 }
 
 /// Default seconds between checkpoints.
@@ -110,6 +115,8 @@ pub struct InjectionConfig {
     pub ranges_per_cycle: Option<usize>,
     /// Iteration replay: range pattern and instance count.
     pub iteration_replay: Option<(String, usize)>,
+    /// PM sampling (`GMPROF_PM_SAMPLING`, `GMPROF_PM_INTERVAL`), when asked for.
+    pub pm_sampling: Option<PmSamplingConfig>,
 }
 
 impl InjectionConfig {
@@ -147,6 +154,7 @@ impl InjectionConfig {
                 n => Some(n as usize),
             },
             iteration_replay: iteration_replay(get(env::ITERATION_REPLAY), get(env::ITERATIONS))?,
+            pm_sampling: PmSamplingConfig::from_lookup(&lookup)?,
         })
     }
 }
@@ -376,6 +384,7 @@ fn on_context(state: &'static Injected, event: ContextEvent) {
             if let Some((pattern, instances)) = &config.iteration_replay {
                 builder = builder.iteration_replay(pattern.clone(), *instances);
             }
+            builder = builder.pm_sampling(config.pm_sampling.clone());
             // Range boundaries arrive inside CUPTI's NVTX callbacks, where flushing the
             // activity buffers crashed CUPTI 13.0 (seen on an H200); the report does not
             // depend on when records arrive, so injected sessions never flush there.

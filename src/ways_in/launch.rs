@@ -42,6 +42,10 @@ pub struct LaunchOptions {
     /// Iteration replay: range pattern and how many instances the program runs, passed as
     /// `GMPROF_ITERATION_REPLAY` and `GMPROF_ITERATIONS`.
     pub iteration_replay: Option<(String, usize)>,
+    /// PM sampling metrics (`default` or names), passed as `GMPROF_PM_SAMPLING`.
+    pub pm_sampling: Option<String>,
+    /// PM sampling interval, passed as `GMPROF_PM_INTERVAL`.
+    pub pm_interval: Option<String>,
     /// The program and its arguments.
     pub program: Vec<OsString>,
 }
@@ -167,6 +171,16 @@ impl LaunchPlan {
             crate::capture::profiler::iteration_pattern(pattern)?;
             env.push((env::ITERATION_REPLAY.into(), pattern.into()));
             env.push((env::ITERATIONS.into(), instances.to_string().into()));
+        }
+        if let Some(interval) = &opts.pm_interval {
+            if opts.pm_sampling.is_none() {
+                return Err(Error::InvalidConfig("--pm-interval needs --pm-sampling".into()));
+            }
+            crate::capture::pm_sampling::parse_interval(interval)?;
+            env.push((env::PM_INTERVAL.into(), interval.into()));
+        }
+        if let Some(metrics) = &opts.pm_sampling {
+            env.push((env::PM_SAMPLING.into(), metrics.into()));
         }
         Ok(LaunchPlan { library, cupti, output_dir, env, program: opts.program.clone() })
     }
@@ -347,6 +361,8 @@ mod tests {
             synchronize_on_pop: true,
             library: Some(lib),
             iteration_replay: Some(("Train step *".into(), 50)),
+            pm_sampling: Some("default".into()),
+            pm_interval: Some("10us".into()),
             program: vec!["python3".into(), "train.py".into()],
         }
     }
@@ -370,6 +386,8 @@ mod tests {
         assert!(get("GMPROF_RANGE_SCOPE").is_none());
         assert_eq!(get("GMPROF_ITERATION_REPLAY").unwrap(), "Train step *");
         assert_eq!(get("GMPROF_ITERATIONS").unwrap(), "50");
+        assert_eq!(get("GMPROF_PM_SAMPLING").unwrap(), "default");
+        assert_eq!(get("GMPROF_PM_INTERVAL").unwrap(), "10us");
     }
 
     #[test]

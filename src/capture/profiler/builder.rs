@@ -1,5 +1,6 @@
 //! Configuration: [`ProfilerBuilder`], [`RangeScope`] and the mode names.
 
+use crate::capture::pm_sampling::PmSamplingConfig;
 use crate::checked::driver::Context;
 use crate::error::{Error, Result};
 use crate::model::ProfilingMode;
@@ -57,6 +58,7 @@ pub struct ProfilerBuilder {
     pub(super) max_nesting_levels: u16,
     pub(super) iteration_replay: Option<(String, usize)>,
     pub(super) background_evaluation: bool,
+    pub(super) pm_sampling: Option<PmSamplingConfig>,
 }
 
 /// The metrics a builder collects unless told otherwise (`gpu__time_duration.sum` is always
@@ -113,11 +115,22 @@ impl Default for ProfilerBuilder {
             max_nesting_levels: DEFAULT_MAX_NESTING_LEVELS,
             iteration_replay: None,
             background_evaluation: true,
+            pm_sampling: None,
         }
     }
 }
 
 impl ProfilerBuilder {
+    /// Also samples PM counters at a fixed interval (CUPTI's PM sampling: no replay) and
+    /// folds them into every range and kernel ([`crate::analysis::pm_fold`]): the report
+    /// gets a `pm` section and `pm.csv`. An add-on to [`ProfilingMode::Trace`]; beside a
+    /// counter mode it starts only if CUPTI lets both hold the device's counters, else
+    /// [`ProfilerBuilder::build`] fails saying so. `None` turns it off.
+    pub fn pm_sampling(mut self, config: Option<PmSamplingConfig>) -> Self {
+        self.pm_sampling = config;
+        self
+    }
+
     /// The metrics to collect (full names, e.g. `dram__bytes_read.sum`).
     /// `gpu__time_duration.sum` is always added: kernel time in kernel_replay, and the
     /// counter window that weighs ratio metrics in every counter mode, come from it.

@@ -9,9 +9,11 @@
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use crate::capture::pm_sampling::PmLeftovers;
 use crate::checked::activity;
 use crate::checked::driver;
 use crate::error::{Error, Result};
+use crate::model::pm::PmCapture;
 use crate::model::{ClockPair, ClockSync, RunEnd};
 use crate::report::{CaptureInfo, Report};
 
@@ -39,6 +41,7 @@ struct Leftovers {
     evaluated: Option<EvaluatorOutput>,
     membership: Option<HubMembership>,
     primary: Option<PrimaryContext>,
+    pm: Option<PmLeftovers>,
 }
 
 impl Profiler {
@@ -62,13 +65,16 @@ impl Profiler {
             return Err(Error::InvalidState("finish was already called".into()));
         }
         let t0 = Instant::now();
-        let (info, leftovers) = shared.collect(run_end)?;
+        let (info, leftovers, pm) = shared.collect(run_end)?;
         tracing::debug!("gmprof: finish: analyzing");
         let mut report = {
             let mut state = shared.state.lock();
             let correlator = std::mem::take(&mut state.correlator);
             Report::analyze(info, &shared.metric_set, &state.tree, correlator)
         };
+        if let Some(pm) = pm {
+            report.attach_pm(&pm);
+        }
         before_teardown(&mut report);
         if teardown == Teardown::Release {
             if let Err(e) = shared.release(leftovers) {
@@ -149,13 +155,21 @@ impl Shared {
 
     /// Stops collection and brings every record in: synchronize, decode the last cycle,
     /// flush activity. CUPTI objects stay alive (see [`Teardown`]).
-    fn collect(&self, run_end: RunEnd) -> Result<(CaptureInfo, Leftovers)> {
+    fn collect(&self, run_end: RunEnd) -> Result<(CaptureInfo, Leftovers, Option<PmCapture>)> {
         let mut capture =
             self.capture.lock().take().ok_or_else(|| Error::InvalidState("the profiler has no live capture".into()))?;
         tracing::debug!("gmprof: finish: synchronizing the context");
         driver::set_current(&self.driver, capture.context)?;
         driver::synchronize(&self.driver)?;
         let clock_finish = ClockPair { cupti_ns: activity::timestamp(&self.cupti)?, unix_ns: unix_ns() };
+        let (pm, pm_leftovers) = match self.pm.lock().take() {
+            Some(session) => {
+                tracing::debug!("gmprof: finish: stopping PM sampling");
+                let (capture, leftovers) = session.finish();
+                (Some(capture), leftovers)
+            }
+            None => (None, None),
+        };
         let mut dropped_ranges = 0;
         let mut counters = capture.counters.take();
         let mut evaluated = None;
@@ -217,9 +231,14 @@ impl Shared {
         drop(state);
         let mut info = self.capture_info(clock_finish, warnings, dropped_ranges, dropped_records);
         info.run_end = Some(run_end);
-        let leftovers =
-            Leftovers { counters, evaluated, membership: capture.membership.take(), primary: capture._primary.take() };
-        Ok((info, leftovers))
+        let leftovers = Leftovers {
+            counters,
+            evaluated,
+            membership: capture.membership.take(),
+            primary: capture._primary.take(),
+            pm: pm_leftovers,
+        };
+        Ok((info, leftovers, pm))
     }
 
     /// Ends the counter side: closes what is open, stops and decodes the last cycle (an
@@ -279,7 +298,11 @@ impl Shared {
 
     /// Releases CUPTI's objects, after the report exists.
     fn release(&self, leftovers: Leftovers) -> Result<()> {
-        let Leftovers { counters, evaluated, membership, primary } = leftovers;
+        let Leftovers { counters, evaluated, membership, primary, pm } = leftovers;
+        if let Some(pm) = pm {
+            tracing::debug!("gmprof: finish: disabling PM sampling");
+            pm.release()?;
+        }
         if let Some(mut counters) = counters {
             tracing::debug!("gmprof: finish: disabling the range profiler");
             if let Some(rp) = counters.range_profiler.take() {

@@ -59,6 +59,7 @@ use parking_lot::Mutex;
 
 use crate::analysis::correlate::Correlator;
 use crate::capture::hub::{self, CaptureSession, HubMembership};
+use crate::capture::pm_sampling::PmSession;
 use crate::checked::activity::{self, ActivityRecord};
 use crate::checked::callback::ApiCallback;
 use crate::checked::driver::{self, Context, PrimaryContext};
@@ -116,6 +117,8 @@ struct Shared {
     replay: Mutex<ReplayState>,
     /// Iteration replay: the pattern of the repeating range whose instances are the passes.
     iteration_range: Option<glob::Pattern>,
+    /// The PM sampler, when asked for.
+    pm: Mutex<Option<PmSession>>,
 }
 
 /// A profiling session on one GPU context. Cheap to clone; all clones share the session.
@@ -238,6 +241,7 @@ impl Profiler {
             finished: AtomicBool::new(false),
             replay: Mutex::new(ReplayState::default()),
             iteration_range,
+            pm: Mutex::new(None),
         });
         // The capture is in place before the hub can route a callback to this session.
         *shared.capture.lock() = Some(Capture { membership: None, counters, _primary: primary, context });
@@ -261,6 +265,22 @@ impl Profiler {
             capture.membership = Some(membership);
         }
         drop(guard);
+        if let Some(pm_cfg) = &cfg.pm_sampling {
+            let beside = (mode != ProfilingMode::Trace).then(|| mode.as_str());
+            let session = PmSession::start(&shared.cupti, device as usize, &shared.chip, pm_cfg, beside);
+            match session {
+                Ok(session) => *shared.pm.lock() = Some(session),
+                Err(e) => {
+                    // Nothing of this capture is handed out: leave the hub and stop counters.
+                    if let Some(capture) = shared.capture.lock().take() {
+                        if let Some(m) = capture.membership {
+                            let _ = m.leave();
+                        }
+                    }
+                    return Err(e);
+                }
+            }
+        }
         Ok(Profiler { shared })
     }
 

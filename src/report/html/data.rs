@@ -9,6 +9,8 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 use crate::analysis::aggregate::DRAM_SECTOR_BYTES;
+use crate::analysis::pm_fold::PmReport;
+use crate::model::pm::{PmInterval, PmSample};
 use crate::model::ProfilingMode;
 use crate::report::summary::{Summary, SummaryOptions, SummaryRow};
 use crate::report::timeline::{EventArgs, Phase};
@@ -110,6 +112,78 @@ pub struct Roofline {
     pub compute_peak_g: Option<f64>,
 }
 
+/// PM sampling's plot: each sampled metric over time, on the timeline's clock.
+#[derive(Clone, Debug, Serialize)]
+pub struct PmView {
+    /// Metric names, in series order.
+    pub metrics: Vec<String>,
+    /// Their units (`byte/second` series are drawn in GB/s, the others as given).
+    pub units: Vec<String>,
+    /// Point times, µs from the timeline's origin (the middle of each bucket of samples).
+    pub t: Vec<f64>,
+    /// Per metric, the time-weighted mean of each bucket's samples (`None`: none had a value).
+    pub values: Vec<Vec<Option<f64>>>,
+    /// Samples averaged into one point (1 when every sample is its own point).
+    pub samples_per_point: usize,
+    /// The interval, the alignment and what was lost, in words.
+    pub note: String,
+}
+
+/// Points at most in the PM plot; more samples are averaged in buckets.
+pub const MAX_PM_POINTS: usize = 4_000;
+
+fn pm_view(pm: &PmReport, origin: u64) -> Option<PmView> {
+    let samples: Vec<&PmSample> = pm.samples.iter().filter(|s| s.start_ns >= origin).collect();
+    if samples.is_empty() {
+        return None;
+    }
+    let per_point = samples.len().div_ceil(MAX_PM_POINTS);
+    let mut t = Vec::new();
+    let mut values: Vec<Vec<Option<f64>>> = vec![Vec::new(); pm.metrics.len()];
+    for bucket in samples.chunks(per_point) {
+        let (a, b) = (bucket[0].start_ns, bucket[bucket.len() - 1].end_ns);
+        t.push((a + b) as f64 / 2.0 / 1000.0 - origin as f64 / 1000.0);
+        for (m, series) in values.iter_mut().enumerate() {
+            let (mut sum, mut weight) = (0.0, 0.0);
+            for s in bucket {
+                if let Some(v) = s.values.get(m).copied().flatten() {
+                    let w = s.end_ns.saturating_sub(s.start_ns) as f64;
+                    sum += v * w;
+                    weight += w;
+                }
+            }
+            series.push((weight > 0.0).then(|| sum / weight));
+        }
+    }
+    let interval = match pm.interval {
+        Some(PmInterval::TimeNs(ns)) => format!("every {:.1} µs", ns as f64 / 1e3),
+        Some(PmInterval::Cycles(c)) => format!("every {c} SYSCLK cycles"),
+        None => "at an unknown interval".into(),
+    };
+    let mut note = format!(
+        "{} PM samples {interval}, aligned to the activity clock by {} (offset {} ns)",
+        pm.sample_count, pm.alignment.method, pm.alignment.offset_ns
+    );
+    if per_point > 1 {
+        note.push_str(&format!("; {per_point} samples per point"));
+    }
+    if pm.hw_buffer_overflows > 0 || pm.missing_samples > 0 {
+        note.push_str(&format!(
+            "; {} hardware-buffer overflow(s), {} sample(s) missing",
+            pm.hw_buffer_overflows, pm.missing_samples
+        ));
+    }
+    note.push_str(". Per-range and per-kernel values are in pm.csv.");
+    Some(PmView {
+        metrics: pm.metrics.iter().map(|m| m.name.clone()).collect(),
+        units: pm.metrics.iter().map(|m| m.unit.clone()).collect(),
+        t,
+        values,
+        samples_per_point: per_point,
+        note,
+    })
+}
+
 /// Everything the page draws.
 #[derive(Clone, Debug, Serialize)]
 pub struct HtmlData {
@@ -124,6 +198,8 @@ pub struct HtmlData {
     pub kernels_left_out: u64,
     pub timeline: Timeline,
     pub roofline: Option<Roofline>,
+    /// PM sampling over time, when the session sampled.
+    pub pm: Option<PmView>,
 }
 
 /// DRAM bytes read plus written of one kernel's metric values, from the same counters as the
@@ -297,8 +373,9 @@ fn kernel_groups(report: &Report, dram: &DramBytes, work: Option<&WorkInputs>) -
 /// A timeline lane: (GPU side, pid, tid, depth); ranges sort before GPU streams.
 type LaneKey = (u8, u64, u64, u32);
 
-fn timeline(report: &Report) -> Timeline {
+fn timeline(report: &Report) -> (Timeline, u64) {
     let trace = report.to_chrome_trace();
+    let origin = trace.other_data.origin_cupti_ns;
     let mut lanes: BTreeMap<LaneKey, ()> = BTreeMap::new();
     let mut raw: Vec<(LaneKey, f64, f64, &str, u8)> = Vec::new();
     for e in &trace.trace_events {
@@ -341,7 +418,7 @@ fn timeline(report: &Report) -> Timeline {
             (lane_index.get(&key).copied().unwrap_or(0), ts, dur, n, kind)
         })
         .collect();
-    Timeline { lanes: labels, names, items, left_out }
+    (Timeline { lanes: labels, names, items, left_out }, origin)
 }
 
 impl HtmlData {
@@ -372,6 +449,8 @@ impl HtmlData {
             counters: w.counters,
             precisions: w.precisions,
         });
+        let (timeline, origin) = timeline(report);
+        let pm = report.pm.as_ref().and_then(|pm| pm_view(pm, origin));
         HtmlData {
             meta: MetaView {
                 version: meta.gmprof_version.clone(),
@@ -401,8 +480,9 @@ impl HtmlData {
             groups_left_out,
             kernels,
             kernels_left_out,
-            timeline: timeline(report),
+            timeline,
             roofline,
+            pm,
         }
     }
 }

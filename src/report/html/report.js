@@ -150,6 +150,34 @@
     });
   }
 
+  /* PM sampling: each sampled metric over time (GB/s on the left axis, % on the right). */
+  function pmChart() {
+    var pm = data.pm;
+    if (!pm) return;
+    document.getElementById('pm-section').hidden = false;
+    document.getElementById('pm-note').textContent = pm.note;
+    var rate = function (i) { return pm.units[i] === 'byte/second'; };
+    var series = pm.metrics.map(function (name, i) {
+      var scale = rate(i) ? 1e-9 : 1;
+      return {
+        name: name, type: 'line', showSymbol: false, step: 'middle', yAxisIndex: rate(i) ? 0 : 1,
+        lineStyle: { width: 1.2 }, color: palette[i % palette.length],
+        data: pm.t.map(function (t, j) { var v = pm.values[i][j]; return [t, known(v) ? v * scale : null]; })
+      };
+    });
+    var c = chart('pm');
+    c.setOption({
+      animation: false,
+      legend: { type: 'scroll', top: 0 },
+      tooltip: { trigger: 'axis', valueFormatter: function (v) { return known(v) ? v.toFixed(1) : BLANK; } },
+      grid: { left: 70, right: 60, top: 36, bottom: 64 },
+      dataZoom: [{ type: 'slider', bottom: 12, labelFormatter: function (v) { return (v / 1e3).toFixed(1) + ' ms'; } }, { type: 'inside' }],
+      xAxis: { type: 'value', name: 'ms', scale: true, axisLabel: { formatter: function (v) { return (v / 1e3).toFixed(1); } } },
+      yAxis: [{ type: 'value', name: 'GB/s' }, { type: 'value', name: '%', max: 100 }],
+      series: series
+    });
+  }
+
   /* Steady-state GPU time per range group, top 25, with shares. */
   function rangeTime() {
     var rows = data.groups.filter(function (g) { return known(g.total_ns); }).slice(0, 25);
@@ -371,6 +399,7 @@
 
   header();
   timeline();
+  pmChart();
   rangeTime();
   bandwidth();
   roofline();

@@ -1,0 +1,415 @@
+//! Folding PM samples into ranges and kernels.
+//!
+//! A PM sample is a metric's average over `[start, end)`. Over an interval `[a, b)` (a
+//! kernel's activity interval, or a range's GPU interval: the first start to the last end of
+//! the kernels it launched, nested ranges included) each sample is weighted by its overlap
+//! `|[start, end) ∩ [a, b)|`:
+//!
+//! - `mean = Σ vᵢ·overlapᵢ / Σ overlapᵢ` (time-weighted over the covered part);
+//! - `peak = max vᵢ` over the samples that overlap;
+//! - for a rate (`*.per_second`), `total = mean · (b − a)`: the amount (bytes) implied by
+//!   integrating the rate; equal to `Σ vᵢ·overlapᵢ` when the samples cover the whole
+//!   interval, and the covered part's mean stretched over the gaps otherwise;
+//! - `samples`: how many samples overlap, and `coverage = Σ overlapᵢ / (b − a)`;
+//! - `edge_share`: the part of `Σ vᵢ·overlapᵢ` from samples that straddle `a` or `b`.
+//!
+//! A value backed by fewer than [`MIN_SAMPLES`] samples is marked `few_samples`: a sample
+//! that only partly overlaps carries its whole window's average, so edge samples blur short
+//! intervals (see README, "PM sampling").
+//!
+//! Before folding, the samples are put on the activity clock: [`align`] shifts them by the
+//! offset that best matches the GR-active metric (when sampled) to the time kernels ran.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::aggregate::RangeRow;
+use crate::analysis::correlate::KernelRow;
+use crate::model::pm::{PmCapture, PmInterval, PmMetric, PmSample};
+use crate::model::RangeId;
+
+/// Fewer overlapping samples than this mark a value `few_samples`.
+pub const MIN_SAMPLES: u32 = 5;
+
+/// The metric whose samples align the sampler's clock to the activity clock.
+pub const ALIGNMENT_METRIC: &str = "gr__cycles_active.avg.pct_of_peak_sustained_elapsed";
+
+/// One metric folded over one interval.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PmValue {
+    /// Time-weighted mean over the covered part of the interval.
+    pub mean: f64,
+    /// Largest sample value that overlaps the interval.
+    pub peak: f64,
+    /// For rates: `mean × duration`, the integrated amount (e.g. bytes); `None` otherwise.
+    pub total: Option<f64>,
+    /// Samples that overlap the interval.
+    pub samples: u32,
+    /// Fraction of the interval covered by samples (0 to 1).
+    pub coverage: f64,
+    /// Fewer than [`MIN_SAMPLES`] samples: the value is rough.
+    pub few_samples: bool,
+    /// Share of `mean × covered time` that comes from samples straddling the interval's
+    /// edges (0 to 1; `None` when that product is 0). Such a sample's average also holds
+    /// time outside the interval, so the error concentrates there: a large share next to a
+    /// busier or idler neighbour means a rough value.
+    #[serde(default)]
+    pub edge_share: Option<f64>,
+}
+
+/// The PM values of one range or kernel.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PmRow {
+    /// `range` or `kernel`.
+    pub scope: PmScope,
+    /// The range (of a range row), or the kernel's innermost range.
+    pub range_id: Option<RangeId>,
+    /// The range path (of the kernel's range for kernel rows).
+    pub path: String,
+    /// Instance of the path (range rows).
+    pub instance: Option<u32>,
+    /// Nesting depth (range rows).
+    pub depth: Option<u32>,
+    /// Kernel name (kernel rows).
+    pub kernel_name: Option<String>,
+    /// Correlation id (kernel rows).
+    pub correlation_id: Option<u32>,
+    /// Start of the folded interval, ns on the activity clock.
+    pub start_ns: u64,
+    /// End of the folded interval, ns.
+    pub end_ns: u64,
+    /// One entry per sampled metric; `None` when no sample overlaps.
+    pub values: Vec<Option<PmValue>>,
+}
+
+/// Whether a [`PmRow`] is a range's or a kernel's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PmScope {
+    /// A user range over its GPU interval.
+    Range,
+    /// A kernel over its activity interval.
+    Kernel,
+}
+
+/// How the samples were put on the activity clock.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PmAlignment {
+    /// Added to every sample timestamp, ns.
+    pub offset_ns: i64,
+    /// `gr_active` (fit of GR active to kernel busy time) or `none` (used as recorded).
+    pub method: String,
+    /// Mean squared mismatch of GR active (0..1) against kernel busy fraction at the chosen
+    /// offset; `None` without a fit.
+    pub residual: Option<f64>,
+}
+
+/// PM sampling's part of a report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PmReport {
+    /// The sampled metrics, in value order.
+    pub metrics: Vec<PmMetric>,
+    /// The configured interval.
+    pub interval: Option<PmInterval>,
+    /// Samples kept.
+    pub sample_count: u64,
+    /// Decodes that reported a hardware-buffer overflow.
+    pub hw_buffer_overflows: u64,
+    /// Decodes that filled the counter data image.
+    pub counter_data_full: u64,
+    /// Samples missing between kept ones.
+    pub missing_samples: u64,
+    /// Samples left out: zero-length, or longer than 4 intervals.
+    pub empty_samples: u64,
+    /// The clock alignment applied.
+    pub alignment: PmAlignment,
+    /// Values under this many samples are marked.
+    pub min_samples: u32,
+    /// Range rows (push order), then kernel rows (launch order).
+    pub rows: Vec<PmRow>,
+    /// The aligned samples, for the timeline and the HTML plot.
+    pub samples: Vec<PmSample>,
+}
+
+impl PmReport {
+    /// The warnings a reader must see: lost samples and decode errors.
+    pub fn warnings(&self, errors: &[String]) -> Vec<String> {
+        let mut w = Vec::new();
+        if self.hw_buffer_overflows > 0 {
+            w.push(format!(
+                "PM sampling: the hardware buffer overflowed {} time(s); samples were lost (raise the interval or \
+                 the buffer size)",
+                self.hw_buffer_overflows
+            ));
+        }
+        if self.counter_data_full > 0 {
+            w.push(format!(
+                "PM sampling: the counter data image filled {} time(s) before the hardware buffer was drained",
+                self.counter_data_full
+            ));
+        }
+        if self.missing_samples > 0 {
+            w.push(format!(
+                "PM sampling: {} sample(s) are missing between kept ones; the affected values have coverage below 1",
+                self.missing_samples
+            ));
+        }
+        for e in errors {
+            w.push(format!("PM sampling: {e}"));
+        }
+        w
+    }
+}
+
+/// Folds metric `metric` of `samples` (sorted by start) over `[a, b)`.
+pub fn fold(samples: &[PmSample], metric: usize, is_rate: bool, a: u64, b: u64) -> Option<PmValue> {
+    if b <= a {
+        return None;
+    }
+    // The first sample that may overlap: samples are sorted and do not overlap each other.
+    let first = samples.partition_point(|s| s.end_ns <= a);
+    let (mut weighted, mut covered, mut peak, mut count) = (0.0f64, 0u64, f64::NEG_INFINITY, 0u32);
+    let mut edge = 0.0f64;
+    for s in &samples[first..] {
+        if s.start_ns >= b {
+            break;
+        }
+        let Some(v) = s.values.get(metric).copied().flatten() else { continue };
+        let overlap = s.end_ns.min(b).saturating_sub(s.start_ns.max(a));
+        if overlap == 0 {
+            continue;
+        }
+        weighted += v * overlap as f64;
+        if overlap < s.end_ns - s.start_ns {
+            edge += v * overlap as f64;
+        }
+        covered += overlap;
+        peak = peak.max(v);
+        count += 1;
+    }
+    if covered == 0 {
+        return None;
+    }
+    let mean = weighted / covered as f64;
+    let duration = (b - a) as f64;
+    Some(PmValue {
+        mean,
+        peak,
+        total: is_rate.then_some(mean * duration * 1e-9),
+        samples: count,
+        coverage: covered as f64 / duration,
+        few_samples: count < MIN_SAMPLES,
+        edge_share: (weighted != 0.0).then(|| edge / weighted),
+    })
+}
+
+/// Merged, sorted kernel intervals.
+fn busy_intervals(kernels: &[KernelRow]) -> Vec<(u64, u64)> {
+    let mut spans: Vec<(u64, u64)> = kernels
+        .iter()
+        .filter_map(|k| match (k.start_ns, k.end_ns) {
+            (Some(s), Some(e)) if e > s => Some((s, e)),
+            _ => None,
+        })
+        .collect();
+    spans.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
+    for (s, e) in spans {
+        match merged.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => merged.push((s, e)),
+        }
+    }
+    merged
+}
+
+/// Time of `[a, b)` covered by `busy` (merged, sorted).
+fn busy_time(busy: &[(u64, u64)], a: u64, b: u64) -> u64 {
+    let first = busy.partition_point(|&(_, e)| e <= a);
+    let mut t = 0;
+    for &(s, e) in &busy[first..] {
+        if s >= b {
+            break;
+        }
+        t += e.min(b).saturating_sub(s.max(a));
+    }
+    t
+}
+
+fn shift(t: u64, offset: i64) -> u64 {
+    (t as i128 + offset as i128).clamp(0, u64::MAX as i128) as u64
+}
+
+/// Mean squared mismatch of GR active (as a fraction) against the kernel-busy fraction of
+/// each sample shifted by `offset`.
+fn mismatch(samples: &[PmSample], stride: usize, metric: usize, busy: &[(u64, u64)], offset: i64) -> Option<f64> {
+    let (mut sum, mut n) = (0.0, 0usize);
+    for s in samples.iter().step_by(stride.max(1)) {
+        let Some(v) = s.values.get(metric).copied().flatten() else { continue };
+        let (a, b) = (shift(s.start_ns, offset), shift(s.end_ns, offset));
+        if b <= a {
+            continue;
+        }
+        let busy_fraction = busy_time(busy, a, b) as f64 / (b - a) as f64;
+        let d = (v / 100.0).clamp(0.0, 1.0) - busy_fraction;
+        sum += d * d;
+        n += 1;
+    }
+    (n > 0).then(|| sum / n as f64)
+}
+
+/// The offset that puts the samples on the activity clock.
+///
+/// With the GR-active metric sampled and kernels with timestamps, it picks the offset with
+/// the least mismatch between GR active and the fraction of each sample during which a
+/// kernel ran: first, when the samples and the kernels do not overlap at all (the sampler
+/// on another clock), over up to 2000 offsets that put each sample start on the first
+/// kernel's start; then within ±8 sample widths of the best (or of 0), in steps of an
+/// eighth. Long runs are scored on every k-th sample (at most 50 000, 5 000 in the first
+/// search). Otherwise the samples are used as recorded.
+pub fn align(capture: &PmCapture, kernels: &[KernelRow]) -> PmAlignment {
+    let none = PmAlignment { offset_ns: 0, method: "none".into(), residual: None };
+    let Some(metric) = capture.metrics.iter().position(|m| m.name == ALIGNMENT_METRIC) else { return none };
+    let busy = busy_intervals(kernels);
+    let (Some(first), Some(last)) = (capture.samples.first(), capture.samples.last()) else { return none };
+    let (Some(&(busy_start, _)), Some(&(_, busy_end))) = (busy.first(), busy.last()) else { return none };
+    if capture.samples.len() < 2 * MIN_SAMPLES as usize {
+        return none;
+    }
+    let width = capture.samples.iter().map(|s| s.end_ns.saturating_sub(s.start_ns)).filter(|d| *d > 0).min();
+    let Some(width) = width else { return none };
+    // Every sample up to 50 000 of them is scored in the fine search (every k-th beyond),
+    // every k-th of up to 5 000 in the coarse one: a long run stays fast to align.
+    let fine_stride = capture.samples.len().div_ceil(50_000);
+    let coarse_stride = capture.samples.len().div_ceil(5_000);
+    let score = |offset: i64, stride: usize| mismatch(&capture.samples, stride, metric, &busy, offset);
+    // Less mismatch wins; a tie keeps the offset closer to `center`.
+    let pick = |best: Option<(f64, i64)>, offset: i64, center: i64, stride: usize| -> Option<(f64, i64)> {
+        let Some(m) = score(offset, stride) else { return best };
+        match best {
+            Some((bm, bo))
+                if !(m < bm - 1e-12 || ((m - bm).abs() <= 1e-12 && (offset - center).abs() < (bo - center).abs())) =>
+            {
+                best
+            }
+            _ => Some((m, offset)),
+        }
+    };
+    let disjoint = last.end_ns <= busy_start || first.start_ns >= busy_end;
+    let center = if disjoint {
+        let stride = capture.samples.len().div_ceil(2000);
+        let mut coarse = None;
+        for s in capture.samples.iter().step_by(stride) {
+            let offset = busy_start as i64 - s.start_ns as i64;
+            coarse = pick(coarse, offset, offset, coarse_stride);
+        }
+        match coarse {
+            Some((_, offset)) => offset,
+            None => return none,
+        }
+    } else {
+        0
+    };
+    let step = (width / 8).max(1) as i64;
+    let mut best = None;
+    for k in -64..=64i64 {
+        best = pick(best, center + k * step, center, fine_stride);
+    }
+    match best {
+        Some((residual, offset_ns)) => PmAlignment { offset_ns, method: "gr_active".into(), residual: Some(residual) },
+        None => none,
+    }
+}
+
+/// Each range's GPU interval: the first start to the last end of its kernels, nested
+/// ranges' kernels included.
+fn range_intervals(ranges: &[RangeRow], kernels: &[KernelRow]) -> HashMap<RangeId, (u64, u64)> {
+    let parent: HashMap<RangeId, Option<RangeId>> =
+        ranges.iter().filter_map(|r| r.range_id.map(|id| (id, r.parent_id))).collect();
+    let mut spans: HashMap<RangeId, (u64, u64)> = HashMap::new();
+    for k in kernels {
+        let (Some(s), Some(e), Some(mut id)) = (k.start_ns, k.end_ns, k.range_id) else { continue };
+        if e <= s {
+            continue;
+        }
+        loop {
+            let span = spans.entry(id).or_insert((s, e));
+            span.0 = span.0.min(s);
+            span.1 = span.1.max(e);
+            match parent.get(&id).copied().flatten() {
+                Some(p) => id = p,
+                None => break,
+            }
+        }
+    }
+    spans
+}
+
+/// Aligns the capture's samples and folds them over every range and kernel.
+pub fn fold_report(capture: &PmCapture, ranges: &[RangeRow], kernels: &[KernelRow]) -> PmReport {
+    let alignment = align(capture, kernels);
+    let mut samples: Vec<PmSample> = capture
+        .samples
+        .iter()
+        .map(|s| PmSample {
+            start_ns: shift(s.start_ns, alignment.offset_ns),
+            end_ns: shift(s.end_ns, alignment.offset_ns),
+            values: s.values.clone(),
+        })
+        .collect();
+    samples.sort_by_key(|s| s.start_ns);
+    let rates: Vec<bool> = capture.metrics.iter().map(PmMetric::is_rate).collect();
+    let fold_all = |a: u64, b: u64| -> Vec<Option<PmValue>> {
+        rates.iter().enumerate().map(|(m, &rate)| fold(&samples, m, rate, a, b)).collect()
+    };
+    let spans = range_intervals(ranges, kernels);
+    let mut rows = Vec::new();
+    for r in ranges {
+        let Some(id) = r.range_id else { continue };
+        let Some(&(a, b)) = spans.get(&id) else { continue };
+        rows.push(PmRow {
+            scope: PmScope::Range,
+            range_id: Some(id),
+            path: r.path.clone(),
+            instance: Some(r.instance),
+            depth: Some(r.depth),
+            kernel_name: None,
+            correlation_id: None,
+            start_ns: a,
+            end_ns: b,
+            values: fold_all(a, b),
+        });
+    }
+    for k in kernels {
+        let (Some(a), Some(b)) = (k.start_ns, k.end_ns) else { continue };
+        if b <= a {
+            continue;
+        }
+        rows.push(PmRow {
+            scope: PmScope::Kernel,
+            range_id: k.range_id,
+            path: k.range_path.clone(),
+            instance: None,
+            depth: None,
+            kernel_name: k.kernel_name.clone(),
+            correlation_id: Some(k.correlation_id),
+            start_ns: a,
+            end_ns: b,
+            values: fold_all(a, b),
+        });
+    }
+    PmReport {
+        metrics: capture.metrics.clone(),
+        interval: capture.interval,
+        sample_count: samples.len() as u64,
+        hw_buffer_overflows: capture.hw_buffer_overflows,
+        counter_data_full: capture.counter_data_full,
+        missing_samples: capture.missing_samples,
+        empty_samples: capture.empty_samples,
+        alignment,
+        min_samples: MIN_SAMPLES,
+        rows,
+        samples,
+    }
+}

@@ -1,0 +1,522 @@
+//! PM sampling capture: the sampler of one device and its decode thread.
+//!
+//! [`PmSession::start`] checks the metrics against the chip's PM sampling tables, configures
+//! CUPTI's sampler ([`crate::checked::pm_sampling`]) and starts it; a thread of its own
+//! then drains the hardware buffer every [`PmSamplingConfig::decode_period`], evaluates each
+//! completed sample and keeps it, counting hardware-buffer overflows and samples missing
+//! between kept ones. [`PmSession::finish`] stops sampling, decodes what is left and returns
+//! the [`PmCapture`] that [`crate::analysis::pm_fold`] folds into the report.
+//!
+//! It runs beside trace mode (activity only) with no replay; whether it can run beside the
+//! range profiler is CUPTI's decision, and [`PmSession::start`] says what to do when not.
+
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::capture::metrics::MetricCatalog;
+use crate::checked::host::ProfilerHost;
+use crate::checked::pm_sampling::{self as pm, DecodeStop, PmCounterData, PmSampler, Trigger};
+use crate::checked::target::ProfilerApi;
+use crate::checked::Cupti;
+use crate::error::{Error, Result};
+use crate::model::pm::{PmCapture, PmInterval, PmMetric, PmSample};
+
+/// The metrics sampled unless told otherwise (names from GH100's PM sampling tables; the
+/// CPU test `gh100_samples_the_default_pm_metrics_in_one_pass` checks them): DRAM read and
+/// write throughput in bytes per second; SM activity (`sm__throughput` itself needs 19
+/// passes on GH100, and PM sampling has one), tensor pipe activity and GR active, in % of
+/// peak.
+pub const DEFAULT_PM_METRICS: [&str; 5] = [
+    "dram__bytes_read.sum.per_second",
+    "dram__bytes_write.sum.per_second",
+    "sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
+    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
+    "gr__cycles_active.avg.pct_of_peak_sustained_elapsed",
+];
+
+/// Names some chips use for a default metric: the GDDR7 Blackwell chips (GB20x) count
+/// DRAM bytes as `dram__bytes_op_read`/`_write` in their PM sampling tables.
+pub const METRIC_ALTERNATIVES: [(&str, &str); 2] = [
+    ("dram__bytes_read.sum.per_second", "dram__bytes_op_read.sum.per_second"),
+    ("dram__bytes_write.sum.per_second", "dram__bytes_op_write.sum.per_second"),
+];
+
+/// Each name as `host` (a PM sampling host object) knows it: the name itself, or its
+/// [`METRIC_ALTERNATIVES`] entry when only that one exists; with its unit. Unknown names come
+/// back in the error, each with the closest names of the chip's PM sampling tables.
+pub fn resolve_metrics(cupti: &Cupti, host: &ProfilerHost, names: &[String]) -> Result<Vec<PmMetric>> {
+    let mut metrics = Vec::with_capacity(names.len());
+    let mut unknown = Vec::new();
+    for name in names {
+        let alternative = METRIC_ALTERNATIVES.iter().find(|(n, _)| n == name).map(|(_, a)| *a);
+        let found = std::iter::once(name.as_str())
+            .chain(alternative)
+            .find_map(|n| host.metric_properties(n).ok().map(|p| PmMetric::new(n, p.unit())));
+        match found {
+            Some(m) => metrics.push(m),
+            None => unknown.push(name.clone()),
+        }
+    }
+    if !unknown.is_empty() {
+        let refs: Vec<&str> = unknown.iter().map(String::as_str).collect();
+        let described = match MetricCatalog::for_pm_sampling(cupti, host.chip()).map(|c| c.validate(&refs)) {
+            Ok(Err(Error::UnknownMetrics { unknown, .. })) => unknown
+                .iter()
+                .map(|u| match u.suggestions.first() {
+                    Some(best) => format!("{} (did you mean {best}?)", u.name),
+                    None => u.name.clone(),
+                })
+                .collect::<Vec<_>>(),
+            _ => unknown,
+        };
+        return Err(Error::InvalidConfig(format!(
+            "chip {} cannot PM-sample {}: PM sampling has its own, smaller tables than the range profiler; \
+             list them with `gmprof metrics --pm-sampling`",
+            host.chip(),
+            described.join(", ")
+        )));
+    }
+    Ok(metrics)
+}
+
+/// Default sampling interval: 20 µs of GPU time.
+pub const DEFAULT_INTERVAL_NS: u64 = 20_000;
+
+/// Environment variable with the metrics to sample (`default` or a comma-separated list);
+/// read by `gmprof run`'s injection and by the C ABI.
+pub const PM_SAMPLING_ENV: &str = "GMPROF_PM_SAMPLING";
+/// Environment variable with the interval (see [`parse_interval`]).
+pub const PM_INTERVAL_ENV: &str = "GMPROF_PM_INTERVAL";
+
+/// How to sample.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PmSamplingConfig {
+    /// Full metric names.
+    pub metrics: Vec<String>,
+    /// The sampling interval.
+    pub interval: PmInterval,
+    /// Bytes of the device-side buffer the samples go to between decodes.
+    pub hardware_buffer_bytes: usize,
+    /// How often the decode thread drains the hardware buffer.
+    pub decode_period: Duration,
+    /// Samples one counter data image holds (a fuller buffer takes several decodes).
+    pub max_samples_per_image: u32,
+}
+
+impl Default for PmSamplingConfig {
+    fn default() -> Self {
+        PmSamplingConfig {
+            metrics: DEFAULT_PM_METRICS.iter().map(|m| (*m).to_owned()).collect(),
+            interval: PmInterval::TimeNs(DEFAULT_INTERVAL_NS),
+            hardware_buffer_bytes: 256 << 20,
+            decode_period: Duration::from_millis(20),
+            max_samples_per_image: 20_000,
+        }
+    }
+}
+
+/// Parses a metric list: `default` (or empty) for [`DEFAULT_PM_METRICS`], else
+/// comma-separated full names (`default` inside the list adds the defaults).
+pub fn parse_metrics(list: &str) -> Vec<String> {
+    let mut wanted: Vec<&str> = Vec::new();
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if item.eq_ignore_ascii_case("default") {
+            wanted.extend(DEFAULT_PM_METRICS);
+        } else {
+            wanted.push(item);
+        }
+    }
+    if wanted.is_empty() {
+        wanted.extend(DEFAULT_PM_METRICS);
+    }
+    let mut out: Vec<String> = Vec::new();
+    for m in wanted {
+        if !out.iter().any(|o| o == m) {
+            out.push(m.to_owned());
+        }
+    }
+    out
+}
+
+/// Parses an interval: nanoseconds (`20000`, `20000ns`, `20us`, `1ms`) or SYSCLK cycles
+/// (`30000cycles`).
+pub fn parse_interval(text: &str) -> Result<PmInterval> {
+    let t = text.trim().to_ascii_lowercase();
+    let bad = || {
+        Error::InvalidConfig(format!("PM sampling interval '{text}': use e.g. 20000 (ns), 20us, 1ms or 30000cycles"))
+    };
+    let (number, scale, cycles) = if let Some(n) = t.strip_suffix("cycles") {
+        (n, 1, true)
+    } else if let Some(n) = t.strip_suffix("ns") {
+        (n, 1, false)
+    } else if let Some(n) = t.strip_suffix("us") {
+        (n, 1_000, false)
+    } else if let Some(n) = t.strip_suffix("ms") {
+        (n, 1_000_000, false)
+    } else {
+        (t.as_str(), 1, false)
+    };
+    let value: u64 = number.trim().parse().map_err(|_| bad())?;
+    let value = value.checked_mul(scale).filter(|v| *v > 0).ok_or_else(bad)?;
+    Ok(if cycles { PmInterval::Cycles(value) } else { PmInterval::TimeNs(value) })
+}
+
+/// Samples one decode period may produce at most: on an H100 with the default metrics a
+/// sample takes about 64 KiB of the hardware buffer (256 MiB held about 4100 samples before
+/// it overflowed at a 5 µs interval), so this keeps the default buffer a quarter full.
+pub const MAX_SAMPLES_PER_DECODE: u64 = 1_000;
+
+impl PmSamplingConfig {
+    /// The decode period used: [`PmSamplingConfig::decode_period`], shortened (to no less
+    /// than 1 ms) so that one period produces at most [`MAX_SAMPLES_PER_DECODE`] samples
+    /// when the interval is in time.
+    pub fn decode_period_for_interval(&self) -> Duration {
+        match self.interval {
+            PmInterval::TimeNs(ns) => {
+                let cap = Duration::from_nanos(ns.saturating_mul(MAX_SAMPLES_PER_DECODE)).max(Duration::from_millis(1));
+                self.decode_period.min(cap)
+            }
+            PmInterval::Cycles(_) => self.decode_period,
+        }
+    }
+
+    /// The configuration the environment asks for ([`PM_SAMPLING_ENV`], [`PM_INTERVAL_ENV`]);
+    /// `None` when sampling is not asked for.
+    pub fn from_env() -> Result<Option<PmSamplingConfig>> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// [`PmSamplingConfig::from_env`] through `lookup` (the seam tests use).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<PmSamplingConfig>> {
+        let Some(metrics) = lookup(PM_SAMPLING_ENV).filter(|v| !v.trim().is_empty()) else {
+            return Ok(None);
+        };
+        if matches!(metrics.trim().to_ascii_lowercase().as_str(), "0" | "false" | "off" | "no") {
+            return Ok(None);
+        }
+        let list = if matches!(metrics.trim().to_ascii_lowercase().as_str(), "1" | "true" | "on" | "yes") {
+            "default".to_owned()
+        } else {
+            metrics
+        };
+        let mut cfg = PmSamplingConfig { metrics: parse_metrics(&list), ..Default::default() };
+        if let Some(interval) = lookup(PM_INTERVAL_ENV).filter(|v| !v.trim().is_empty()) {
+            cfg.interval = parse_interval(&interval)?;
+        }
+        Ok(Some(cfg))
+    }
+}
+
+/// The CUPTI objects the decode thread hands back at its end: released, or left to the
+/// process's exit (see `Teardown`).
+pub struct PmLeftovers {
+    sampler: PmSampler,
+    host: ProfilerHost,
+    api: ProfilerApi,
+}
+
+impl std::fmt::Debug for PmLeftovers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PmLeftovers").finish_non_exhaustive()
+    }
+}
+
+impl PmLeftovers {
+    /// Disables the sampler and releases the host object and the profiler API.
+    pub fn release(self) -> Result<()> {
+        self.sampler.shutdown()?;
+        self.host.shutdown()?;
+        self.api.shutdown()
+    }
+}
+
+type DecodeResult = (PmCapture, Option<PmLeftovers>);
+
+/// The error of a sampler that could not start: beside a counter mode, CUPTI's "hardware
+/// busy" becomes a message that says what to do.
+fn beside_error(e: Error, beside: Option<&str>) -> Error {
+    match beside {
+        Some(mode) if e.is_profiler_busy() => Error::InvalidConfig(format!(
+            "PM sampling cannot run beside the range profiler ({mode} mode): {e}. CUPTI lets only one of them \
+             hold a device's counters (CUPTI 13.0 on an H100 refuses with CUPTI_ERROR_HARDWARE_BUSY). Sample \
+             with --mode trace --pm-sampling (nested ranges get values there too) and run {mode} separately"
+        )),
+        _ => e,
+    }
+}
+
+/// A running PM sampler and its decode thread.
+#[derive(Debug)]
+pub struct PmSession {
+    stop: mpsc::Sender<()>,
+    thread: JoinHandle<DecodeResult>,
+}
+
+/// The decode thread's state.
+struct Decoder {
+    cupti: Cupti,
+    sampler: PmSampler,
+    host: ProfilerHost,
+    image: PmCounterData,
+    names: Vec<String>,
+    capture: PmCapture,
+    keeper: SampleKeeper,
+    /// Sampling was stopped (the last drain): no restart after an overflow.
+    stopped: bool,
+}
+
+impl Decoder {
+    /// Drains the hardware buffer: decode, keep the completed samples, empty the image, and
+    /// again while the image was the limit.
+    fn drain(&mut self) -> Result<()> {
+        let names = std::mem::take(&mut self.names);
+        let result = self.drain_with(&names);
+        self.names = names;
+        result
+    }
+
+    fn drain_with(&mut self, names: &[String]) -> Result<()> {
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        loop {
+            let decoded = self.sampler.decode(&mut self.image)?;
+            if decoded.overflow {
+                self.capture.hw_buffer_overflows += 1;
+            }
+            let restart = decoded.overflow && !self.stopped;
+            let info = self.image.info(&self.cupti)?;
+            for index in 0..info.completed {
+                let (start, end) = self.sampler.sample_times(&self.image, index)?;
+                let values = self.host.evaluate(self.image.bytes(), index, &refs)?;
+                self.keep(start, end, values);
+            }
+            self.sampler.initialize_counter_data(&mut self.image)?;
+            if restart {
+                // After an overflow CUPTI records no more samples (seen on an H100 at a 5 µs
+                // interval): start again; the gap is counted as missing samples.
+                self.sampler.stop()?;
+                self.sampler.start()?;
+                return Ok(());
+            }
+            if decoded.stop != DecodeStop::CounterDataFull {
+                return Ok(());
+            }
+            self.capture.counter_data_full += 1;
+        }
+    }
+
+    fn keep(&mut self, start: u64, end: u64, values: Vec<f64>) {
+        self.keeper.keep(&mut self.capture, start, end, values);
+    }
+}
+
+/// Decides which decoded samples are kept and counts the others and the gaps.
+#[derive(Clone, Copy, Debug, Default)]
+struct SampleKeeper {
+    interval_ns: Option<u64>,
+    last_end: Option<u64>,
+}
+
+/// A sample longer than this many intervals is left out: the first sample CUPTI returns
+/// spans the time before sampling started (951 ms at a 20 µs interval on an H100).
+const MAX_SAMPLE_INTERVALS: u64 = 4;
+
+impl SampleKeeper {
+    fn keep(&mut self, capture: &mut PmCapture, start: u64, end: u64, values: Vec<f64>) {
+        let too_long = self.interval_ns.is_some_and(|i| end.saturating_sub(start) > MAX_SAMPLE_INTERVALS * i);
+        if end <= start || too_long {
+            // Zero-length samples (at the start of sampling) cover no time; an over-long one
+            // averages over time nobody sampled.
+            capture.empty_samples += 1;
+            return;
+        }
+        if let (Some(prev), Some(interval)) = (self.last_end, self.interval_ns) {
+            let gap = start.saturating_sub(prev);
+            if gap * 2 >= interval {
+                capture.missing_samples += ((gap + interval / 2) / interval).max(1);
+            }
+        }
+        self.last_end = Some(end);
+        let values = values.into_iter().map(|v| v.is_finite().then_some(v)).collect();
+        capture.samples.push(PmSample { start_ns: start, end_ns: end, values });
+    }
+}
+
+impl PmSession {
+    /// Starts sampling device `device_index` (chip `chip`). An error names metrics the chip
+    /// cannot sample, and says what to do when the counters are held by another profiler
+    /// (`beside` names the counter mode running next to it, if any).
+    pub fn start(
+        cupti: &Cupti,
+        device_index: usize,
+        chip: &str,
+        cfg: &PmSamplingConfig,
+        beside: Option<&str>,
+    ) -> Result<PmSession> {
+        Self::start_sampler(cupti, device_index, chip, cfg).map_err(|e| beside_error(e, beside))
+    }
+
+    fn start_sampler(cupti: &Cupti, device_index: usize, chip: &str, cfg: &PmSamplingConfig) -> Result<PmSession> {
+        let api = ProfilerApi::initialize(cupti)?;
+        let availability = pm::counter_availability(cupti, device_index)?;
+        let mut host = ProfilerHost::new_pm_sampling(cupti, chip, Some(&availability))?;
+        let metrics = resolve_metrics(cupti, &host, &cfg.metrics)?;
+        let names: Vec<String> = metrics.iter().map(|m| m.name.clone()).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        host.add_metrics(&refs)?;
+        let config_image = host.config_image()?;
+        let passes = host.num_passes(&config_image)?;
+        if passes > 1 {
+            return Err(Error::InvalidConfig(format!(
+                "these PM sampling metrics need {passes} passes; PM sampling has one: sample fewer metrics \
+                 (sm__throughput alone needs 19 on GH100)"
+            )));
+        }
+        let mut sampler = PmSampler::enable(cupti, device_index)?;
+        let trigger = match cfg.interval {
+            PmInterval::TimeNs(ns) => Trigger::TimeNs(ns),
+            PmInterval::Cycles(c) => Trigger::SysclkCycles(c),
+        };
+        sampler.set_config(config_image, cfg.hardware_buffer_bytes, trigger)?;
+        let image = sampler.create_counter_data(&refs, cfg.max_samples_per_image)?;
+        sampler.start()?;
+        let mut decoder = Decoder {
+            cupti: *cupti,
+            sampler,
+            host,
+            image,
+            names: names.clone(),
+            capture: PmCapture { metrics, interval: Some(cfg.interval), ..Default::default() },
+            keeper: SampleKeeper { interval_ns: cfg.interval.time_ns(), last_end: None },
+            stopped: false,
+        };
+        let (stop, stopped) = mpsc::channel::<()>();
+        let period = cfg.decode_period_for_interval();
+        let thread = std::thread::Builder::new()
+            .name("gmprof-pm-decode".into())
+            .spawn(move || {
+                let mut failed = false;
+                loop {
+                    let last = !matches!(stopped.recv_timeout(period), Err(RecvTimeoutError::Timeout));
+                    if last {
+                        decoder.stopped = true;
+                        if let Err(e) = decoder.sampler.stop() {
+                            decoder.capture.errors.push(e.to_string());
+                        }
+                    }
+                    if !failed {
+                        if let Err(e) = decoder.drain() {
+                            decoder.capture.errors.push(format!("decoding stopped: {e}"));
+                            failed = true;
+                        }
+                    }
+                    if last {
+                        break;
+                    }
+                }
+                let Decoder { sampler, host, capture, .. } = decoder;
+                (capture, Some(PmLeftovers { sampler, host, api }))
+            })
+            .map_err(|e| Error::InvalidState(format!("could not start the PM sampling decode thread: {e}")))?;
+        Ok(PmSession { stop, thread })
+    }
+
+    /// Stops sampling, decodes the rest and returns the samples with the CUPTI objects to
+    /// release.
+    pub fn finish(self) -> (PmCapture, Option<PmLeftovers>) {
+        let _ = self.stop.send(());
+        match self.thread.join() {
+            Ok(result) => result,
+            Err(_) => (
+                PmCapture { errors: vec!["the PM sampling decode thread panicked".into()], ..Default::default() },
+                None,
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_parse_in_time_and_cycles() {
+        assert_eq!(parse_interval("20000").unwrap(), PmInterval::TimeNs(20_000));
+        assert_eq!(parse_interval("20us").unwrap(), PmInterval::TimeNs(20_000));
+        assert_eq!(parse_interval(" 1ms ").unwrap(), PmInterval::TimeNs(1_000_000));
+        assert_eq!(parse_interval("500ns").unwrap(), PmInterval::TimeNs(500));
+        assert_eq!(parse_interval("30000cycles").unwrap(), PmInterval::Cycles(30_000));
+        assert!(parse_interval("0").is_err());
+        assert!(parse_interval("fast").is_err());
+    }
+
+    #[test]
+    fn hardware_busy_beside_per_range_says_what_to_do() {
+        let busy = || Error::Cupti {
+            api: "cuptiPmSamplingGetCounterAvailability",
+            code: 26,
+            code_name: "CUPTI_ERROR_HARDWARE_BUSY".into(),
+            description: "CUPTI_ERROR_HARDWARE_BUSY".into(),
+            context: "reading the PM sampling availability image".into(),
+            hint: None,
+        };
+        let text = beside_error(busy(), Some("per_range")).to_string();
+        assert!(text.starts_with("PM sampling cannot run beside the range profiler (per_range mode)"), "{text}");
+        assert!(text.contains("--mode trace --pm-sampling") && text.contains("CUPTI_ERROR_HARDWARE_BUSY"), "{text}");
+        // Alone (trace mode) the error is CUPTI's own, with its hint about other profilers.
+        assert!(matches!(beside_error(busy(), None), Error::Cupti { .. }));
+    }
+
+    #[test]
+    fn samples_are_kept_and_gaps_counted() {
+        let mut capture = PmCapture::default();
+        let mut keeper = SampleKeeper { interval_ns: Some(20_000), last_end: None };
+        // The over-long first sample CUPTI returns (951 ms), then a zero-length one.
+        keeper.keep(&mut capture, 1_000, 951_001_000, vec![1.0]);
+        keeper.keep(&mut capture, 951_001_000, 951_001_000, vec![1.0]);
+        keeper.keep(&mut capture, 951_001_000, 951_021_000, vec![2.0]);
+        keeper.keep(&mut capture, 951_021_000, 951_041_001, vec![f64::NAN]);
+        // Three intervals lost.
+        keeper.keep(&mut capture, 951_101_000, 951_121_000, vec![3.0]);
+        assert_eq!(capture.empty_samples, 2);
+        assert_eq!(capture.missing_samples, 3);
+        assert_eq!(capture.samples.len(), 3);
+        assert_eq!(capture.samples[1].values, vec![None], "NaN is not a value");
+    }
+
+    #[test]
+    fn the_decode_period_keeps_the_hardware_buffer_from_filling() {
+        let at = |interval| PmSamplingConfig { interval, ..Default::default() }.decode_period_for_interval();
+        assert_eq!(at(PmInterval::TimeNs(5_000)), Duration::from_millis(5));
+        assert_eq!(at(PmInterval::TimeNs(20_000)), Duration::from_millis(20));
+        assert_eq!(at(PmInterval::TimeNs(100_000)), Duration::from_millis(20));
+        assert_eq!(at(PmInterval::TimeNs(500)), Duration::from_millis(1));
+        assert_eq!(at(PmInterval::Cycles(10_000)), Duration::from_millis(20));
+    }
+
+    #[test]
+    fn metric_lists_expand_default() {
+        assert_eq!(parse_metrics("default"), DEFAULT_PM_METRICS.to_vec());
+        assert_eq!(parse_metrics(""), DEFAULT_PM_METRICS.to_vec());
+        assert_eq!(parse_metrics("a.sum, b.sum,a.sum"), vec!["a.sum", "b.sum"]);
+        let both = parse_metrics("x.sum,default");
+        assert_eq!(both.len(), 6);
+        assert_eq!(both[0], "x.sum");
+    }
+
+    #[test]
+    fn environment_turns_sampling_on_with_an_interval() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| pairs.iter().find(|(key, _)| *key == k).map(|(_, v)| (*v).to_owned())
+        };
+        assert_eq!(PmSamplingConfig::from_lookup(env(&[])).unwrap(), None);
+        assert_eq!(PmSamplingConfig::from_lookup(env(&[(PM_SAMPLING_ENV, "0")])).unwrap(), None);
+        let on = PmSamplingConfig::from_lookup(env(&[(PM_SAMPLING_ENV, "default"), (PM_INTERVAL_ENV, "5us")]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(on.metrics, DEFAULT_PM_METRICS.to_vec());
+        assert_eq!(on.interval, PmInterval::TimeNs(5_000));
+        let e = PmSamplingConfig::from_lookup(env(&[(PM_SAMPLING_ENV, "1"), (PM_INTERVAL_ENV, "soon")])).unwrap_err();
+        assert!(e.to_string().contains("'soon'"), "{e}");
+    }
+}
