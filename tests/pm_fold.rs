@@ -129,6 +129,7 @@ fn nested_report() -> Report {
             context_id: 1,
             device_id: 0,
             graph_id: 0,
+            graph_node_id: 0,
             start_ns: start,
             end_ns: end,
         });
@@ -391,6 +392,7 @@ fn a_long_run_is_aligned_on_every_kth_sample() {
             context_id: 1,
             device_id: 0,
             graph_id: 0,
+            graph_node_id: 0,
             start_ns: a,
             end_ns: b,
         });
