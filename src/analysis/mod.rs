@@ -111,7 +111,7 @@ impl Report {
             run_end: info.run_end,
             device_peaks: info.device_peaks,
         };
-        Report { meta, ranges, kernels: rows, transfers }
+        Report { meta, ranges, kernels: rows, transfers, device_timers: Vec::new(), device_regions: Vec::new() }
     }
 
     /// Correlates, aggregates and assembles in one step: the whole analysis stage.

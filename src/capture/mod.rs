@@ -5,10 +5,12 @@
 //! records to the per-context [`Profiler`](profiler::Profiler), which keeps the user's
 //! ranges, records every launch, drives the range profiler's counter cycles and replay, and
 //! at finish hands the records to [`crate::analysis`] and the result to [`crate::report`].
-//! [`metrics`] checks metric names against the chip's catalog before capture starts.
+//! [`metrics`] checks metric names against the chip's catalog before capture starts;
+//! [`last_launch`] is the hook that hands a launch's in-kernel timer buffer its correlation id.
 //!
 //! May import: `checked`, `model`, `error`, `analysis`, `report`. Never `ways_in`.
 
 pub(crate) mod hub;
+pub mod last_launch;
 pub mod metrics;
 pub mod profiler;

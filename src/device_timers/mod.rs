@@ -39,6 +39,15 @@ pub struct TimedLaunch {
     pub correlation_id: Option<u32>,
     /// A label for launches without a kernel row (the kernel's name, when the caller knows it).
     pub label: Option<String>,
+    /// The kernel row's demangled name, filled in when the report joins the launch.
+    #[serde(default)]
+    pub kernel_name: Option<String>,
+    /// The path of the launching range, filled in when the report joins the launch.
+    #[serde(default)]
+    pub range_path: Option<String>,
+    /// How the timeline lays out this launch's regions.
+    #[serde(default)]
+    pub tracks: TrackLayout,
     /// Region names by id; an id without a name shows as `region_<id>`.
     pub region_names: Vec<String>,
     /// The buffer's header (overflow included).
@@ -72,6 +81,9 @@ impl TimedLaunch {
         TimedLaunch {
             correlation_id,
             label: None,
+            kernel_name: None,
+            range_path: None,
+            tracks: TrackLayout::default(),
             region_names: region_names.to_vec(),
             header: decoded.header.clone(),
             torn: decoded.torn,
@@ -97,11 +109,46 @@ impl TimedLaunch {
     }
 }
 
+/// The timeline tracks of a launch's regions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrackLayout {
+    /// One track per SM (more where regions of concurrent blocks overlap).
+    #[default]
+    Sm,
+    /// One track per (block, lane).
+    Lane,
+}
+
+impl TrackLayout {
+    /// `"sm"` or `"lane"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrackLayout::Sm => "sm",
+            TrackLayout::Lane => "lane",
+        }
+    }
+
+    /// Parses `"sm"` or `"lane"`.
+    pub fn parse(text: &str) -> Option<TrackLayout> {
+        match text {
+            "sm" => Some(TrackLayout::Sm),
+            "lane" => Some(TrackLayout::Lane),
+            _ => None,
+        }
+    }
+}
+
 static COLLECTED: Mutex<Vec<TimedLaunch>> = Mutex::new(Vec::new());
 
 /// Hands a collected launch to the process's next report.
 pub fn submit(launch: TimedLaunch) {
     COLLECTED.lock().push(launch);
+}
+
+/// A copy of every launch submitted and not yet taken (for checkpoints).
+pub fn collected() -> Vec<TimedLaunch> {
+    COLLECTED.lock().clone()
 }
 
 /// Every launch submitted since the last call, in submission order.

@@ -20,6 +20,7 @@
 //! a table that looks complete but is missing kernels is worse than no table.
 
 pub mod csv;
+pub mod device_timers;
 pub mod group;
 pub mod html;
 pub mod json;
@@ -85,7 +86,8 @@ impl CaptureInfo {
     }
 }
 
-/// The files [`Report::write_all`] writes.
+/// The files [`Report::write_all`] writes (and `regions.csv` when the report has in-kernel
+/// region timers).
 pub const OUTPUT_FILES: [&str; 6] =
     ["ranges.csv", "kernels.csv", "transfers.csv", "stats.csv", "report.json", "trace.json"];
 
@@ -159,6 +161,13 @@ pub struct Report {
     /// Memcpy and memset rows in (start, correlation id) order.
     #[serde(default)]
     pub transfers: Vec<TransferRow>,
+    /// Launches with in-kernel region timers (`include/gmprof_device.cuh`), joined to their
+    /// kernel rows by correlation id; see [`device_timers`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_timers: Vec<crate::device_timers::TimedLaunch>,
+    /// Statistics per (kernel, region), per SM and per lane of [`Report::device_timers`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_regions: Vec<crate::device_timers::RegionStats>,
 }
 
 impl Report {
@@ -171,6 +180,9 @@ impl Report {
         self.write_transfers_csv(dir.join("transfers.csv"))?;
         self.write_stats_csv(dir.join("stats.csv"))?;
         self.write_json(dir.join("report.json"))?;
+        if !self.device_timers.is_empty() {
+            self.write_regions_csv(dir.join(device_timers::REGIONS_CSV))?;
+        }
         self.write_chrome_trace(dir.join("trace.json"))
     }
 
