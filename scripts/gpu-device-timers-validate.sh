@@ -29,10 +29,10 @@ step nvcc -O2 -arch=sm_90 -DGMPROF_DT_DISABLE -c -o "$out/disabled.o" examples/c
 step python3 scripts/nvrtc_check.py include/gmprof_device.cuh compute_90
 
 echo "== device_timers $out/c ${LONG_MS:-5500}"
-start=$(date +%s.%N)
+start=$SECONDS
 GMPROF_DT_DUMP=$out/dump "$out/device_timers" "$out/c" "${LONG_MS:-5500}" > "$out/c.log" 2>&1
 rc=$?
-echo "exit $rc after $(echo "$(date +%s.%N) - $start" | bc) s"; cat "$out/c.log"
+echo "exit $rc after $((SECONDS - start)) s"; cat "$out/c.log"
 [ $rc = 0 ] || status=1
 sms=$(awk '/^sms:/ {print $2}' "$out/c.log")
 step python3 scripts/device_timers_check.py "$out/c" "${sms:-0}"

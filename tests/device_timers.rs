@@ -42,7 +42,9 @@ fn report() -> Report {
     let mut tree = SessionTree::new();
     let mut correlator = Correlator::new();
     tree.push("step", 1, CLOCK_START);
-    for (id, (name, start, dur)) in [("_Z8pipelinePf", 10_000u64, 20_000u64), ("_Z4spinv", 40_000, 30_000)].iter().enumerate() {
+    for (id, (name, start, dur)) in
+        [("_Z8pipelinePf", 10_000u64, 20_000u64), ("_Z4spinv", 40_000, 30_000)].iter().enumerate()
+    {
         let id = id as u32 + 1;
         correlator.add_launch(LaunchRecord {
             correlation_id: id,
@@ -130,17 +132,21 @@ fn the_report_joins_launches_and_pins_regions_csv() {
     assert_eq!(r.device_timers[0].range_path.as_deref(), Some("step"));
     assert_eq!(r.device_timers[2].kernel_name, None);
     assert!(r.meta.warnings.iter().any(|w| w.contains("1 launch(es) have no kernel row")), "{:?}", r.meta.warnings);
-    let compute = r
-        .device_regions
-        .iter()
-        .find(|s| s.region == "compute" && s.scope == Scope::All)
-        .expect("compute row");
-    assert_eq!((compute.count, compute.total_ns, compute.p50_ns, compute.kernel.as_str()), (2, 27_600, 13_800, "pipeline(float*)"));
+    let compute =
+        r.device_regions.iter().find(|s| s.region == "compute" && s.scope == Scope::All).expect("compute row");
+    assert_eq!(
+        (compute.count, compute.total_ns, compute.p50_ns, compute.kernel.as_str()),
+        (2, 27_600, 13_800, "pipeline(float*)")
+    );
     let mut csv = Vec::new();
     r.write_regions_csv_to(&mut csv).unwrap();
     let csv = String::from_utf8(csv).unwrap();
     // The metadata lines carry the run's time; pin the counts and the table.
-    let table: String = csv.lines().filter(|l| !l.starts_with("# ") || l.starts_with("# device timers")).map(|l| format!("{l}\n")).collect();
+    let table: String = csv
+        .lines()
+        .filter(|l| !l.starts_with("# ") || l.starts_with("# device timers"))
+        .map(|l| format!("{l}\n"))
+        .collect();
     check_golden("regions.csv", &table);
     let mut rdr = csv::ReaderBuilder::new().comment(Some(b'#')).from_reader(csv.as_bytes());
     let header: Vec<String> = rdr.headers().unwrap().iter().map(String::from).collect();
@@ -168,7 +174,10 @@ fn region_tracks_sit_inside_their_kernel_and_pass_the_checker() {
     let trace: Value = serde_json::from_str(&text).unwrap();
     let events = trace["traceEvents"].as_array().unwrap();
     let info = &trace["otherData"]["device_timers"];
-    assert_eq!((info["launches"].as_u64(), info["placed"].as_u64(), info["unplaced"].as_u64()), (Some(3), Some(2), Some(1)));
+    assert_eq!(
+        (info["launches"].as_u64(), info["placed"].as_u64(), info["unplaced"].as_u64()),
+        (Some(3), Some(2), Some(1))
+    );
     // Both launches' brackets allow offsets around -GT_AHEAD: one fitted offset.
     assert_eq!(info["clock"], "one offset for all launches");
     let offset = info["offset_ns"].as_i64().unwrap();
@@ -179,7 +188,8 @@ fn region_tracks_sit_inside_their_kernel_and_pass_the_checker() {
         (k["ts"].as_f64().unwrap(), k["ts"].as_f64().unwrap() + k["dur"].as_f64().unwrap())
     };
     let regions: Vec<&Value> = events.iter().filter(|e| e["cat"] == "device_region").collect();
-    assert_eq!(regions.len(), 2 * 3 + 2 * 1 + 2 * 2, "spans and instants of the placed launches");
+    // Launch 1: 3 spans and 1 instant per block; launch 2: 1 span and 1 instant per block.
+    assert_eq!(regions.len(), 2 * 4 + 2 * 2, "spans and instants of the placed launches");
     for e in &regions {
         let (a, b) = slice(e["args"]["correlation_id"].as_u64().unwrap());
         let (s, d) = (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap_or(0.0));
@@ -208,7 +218,12 @@ fn concurrent_blocks_on_one_sm_get_extra_tracks_not_partial_overlaps() {
             vec![(Kind::Lane, LANE_START, b, 3, t0), (Kind::Begin, 1, 0, 3, t0 + 10), (Kind::End, 1, 0, 3, t0 + 5_000)]
         })
         .collect();
-    r.attach_device_timers(vec![TimedLaunch::from_words(&encode(16, (4, 1, LaneMode::Block), (1, 1), &lanes), &[], Some(1)).unwrap()]);
+    r.attach_device_timers(vec![TimedLaunch::from_words(
+        &encode(16, (4, 1, LaneMode::Block), (1, 1), &lanes),
+        &[],
+        Some(1),
+    )
+    .unwrap()]);
     let text = serde_json::to_string(&r.to_chrome_trace()).unwrap();
     let check = check_trace_json(&text, &CheckOptions::default());
     assert!(check.is_ok(), "{:#?}", check.violations);
@@ -226,16 +241,136 @@ fn concurrent_blocks_on_one_sm_get_extra_tracks_not_partial_overlaps() {
 #[test]
 fn a_buffer_full_of_stale_records_is_torn_not_trusted() {
     // A buffer reused without a reset: this launch rewrote lane 0's first record only.
-    let old = encode(8, (1, 1, LaneMode::Block), (1, 1), &[vec![
-        (Kind::Lane, LANE_START, 0, 1, 5_000),
-        (Kind::Begin, 1, 0, 1, 5_010),
-        (Kind::End, 1, 0, 1, 5_020),
-    ]]);
+    let old = encode(
+        8,
+        (1, 1, LaneMode::Block),
+        (1, 1),
+        &[vec![(Kind::Lane, LANE_START, 0, 1, 5_000), (Kind::Begin, 1, 0, 1, 5_010), (Kind::End, 1, 0, 1, 5_020)]],
+    );
     let mut words = old.clone();
     words[HEADER_WORDS] = 9_001; // a new stamp over the old tag
     let t = TimedLaunch::from_words(&words, &[], None).unwrap();
     assert_eq!(t.torn, 1);
     assert_eq!(t.spans.spans.len(), 1, "the old begin/end still pair: only the torn start is left out");
     assert_eq!(t.spans.lanes.started, 0);
+    assert!(!t.spans.lanes.each_once());
+}
+
+// ---- Buffers recorded on an H100 by examples/c/device_timers.cu (GMPROF_DT_DUMP) ----
+// validation/2026-11-23-device-timers-h100.log is the run that wrote them: 132 SMs, 264
+// blocks of the spin kernel (1 µs, 10 µs, 1 ms), the same kernel into a buffer with room
+// for 3 of its 8 records per lane, and the producer/consumer kernel on 8 blocks.
+
+const SMS: u16 = 132;
+
+fn recorded(name: &str) -> Vec<u64> {
+    let bytes = std::fs::read(root().join("tests/data/device_timers").join(name)).expect("recorded buffer");
+    gmprof::device_timers::format::words_from_bytes(&bytes)
+}
+
+fn spin_names() -> Vec<String> {
+    ["", "spin_1us", "spin_10us", "spin_1ms"].map(String::from).to_vec()
+}
+
+/// One line per (region, scope all): count, min, p50, p99, max.
+fn summary(label: &str, t: &TimedLaunch) -> String {
+    let mut out = format!(
+        "{label}: lanes expected {} started {} finished {} | overflow {} torn {} stray {} | sms {}\n",
+        t.spans.lanes.expected,
+        t.spans.lanes.started,
+        t.spans.lanes.finished,
+        t.overflow(),
+        t.torn,
+        t.stray,
+        t.spans.sms.len()
+    );
+    for s in gmprof::device_timers::region_stats(&[(label.to_owned(), t)]).iter().filter(|s| s.scope == Scope::All) {
+        out += &format!(
+            "  {} count {} min {} p50 {} p99 {} max {} payload_sum {}\n",
+            s.region, s.count, s.min_ns, s.p50_ns, s.p99_ns, s.max_ns, s.payload_sum
+        );
+    }
+    out
+}
+
+#[test]
+fn recorded_spin_buffer_decodes_every_lane_once_with_its_spin_times() {
+    let t = TimedLaunch::from_words(&recorded("spin.bin"), &spin_names(), None).unwrap();
+    assert_eq!(t.header.lanes, Some(264));
+    assert_eq!(t.header.lane_mode, Some(LaneMode::Block));
+    assert!(t.spans.lanes.each_once(), "{:?}", t.spans.lanes);
+    assert_eq!(t.spans.lanes.finished, 264);
+    assert_eq!((t.overflow(), t.torn, t.stray, t.spans.unclosed_begins, t.spans.unmatched_ends), (0, 0, 0, 0, 0));
+    assert!(t.spans.sms.iter().all(|&sm| sm < SMS), "{:?}", t.spans.sms);
+    assert_eq!(t.spans.sms.len(), usize::from(SMS), "264 blocks over 132 SMs");
+    for (region, target) in [(1u16, 1_000u64), (2, 10_000), (3, 1_000_000)] {
+        let spans: Vec<_> = t.spans.spans.iter().filter(|s| s.region == region).collect();
+        assert_eq!(spans.len(), 264);
+        // A spin cannot end early, and ends within the 32 ns timer tick plus the markers.
+        assert!(spans.iter().all(|s| (target..=target + 200).contains(&s.duration_ns())));
+    }
+    let golden = summary("spin", &t)
+        + &summary("overflow", &TimedLaunch::from_words(&recorded("overflow.bin"), &spin_names(), None).unwrap())
+        + &summary(
+            "specialized",
+            &TimedLaunch::from_words(
+                &recorded("specialized.bin"),
+                &["", "produce", "consume", "tile_ready"].map(String::from),
+                None,
+            )
+            .unwrap(),
+        );
+    check_golden("device_timers_recorded.txt", &golden);
+}
+
+#[test]
+fn recorded_overflowing_buffer_counts_what_did_not_fit() {
+    let t = TimedLaunch::from_words(&recorded("overflow.bin"), &spin_names(), None).unwrap();
+    // 8 records per lane, room for 3: the lane start, the 1 µs begin and end.
+    assert_eq!(t.header.per_lane, Some(3));
+    assert_eq!(t.overflow(), 5 * 264);
+    assert!(t.spans.lanes.each_once());
+    assert_eq!(t.spans.lanes.finished, 0, "the finish markers overflowed");
+    assert_eq!(t.spans.spans.len(), 264);
+    assert!(t.spans.spans.iter().all(|s| s.region == 1));
+    let mut csv = Vec::new();
+    let mut r = report();
+    r.attach_device_timers(vec![t]);
+    r.write_regions_csv_to(&mut csv).unwrap();
+    assert!(String::from_utf8(csv).unwrap().contains("overflow_records=1320"));
+}
+
+#[test]
+fn recorded_group_buffer_keeps_producer_and_consumer_apart() {
+    let names = ["", "produce", "consume", "tile_ready"].map(String::from);
+    let t = TimedLaunch::from_words(&recorded("specialized.bin"), &names, None).unwrap();
+    assert_eq!((t.header.lane_mode, t.header.lanes_per_block, t.header.lanes), (Some(LaneMode::Group), Some(2), Some(16)));
+    assert!(t.spans.lanes.each_once() && t.spans.lanes.finished == 16, "{:?}", t.spans.lanes);
+    let of = |region: u16, lane: u32| t.spans.spans.iter().filter(|s| s.region == region && s.lane_in_block == lane).count();
+    assert_eq!((of(1, 0), of(2, 1), of(1, 1), of(2, 0)), (32, 32, 0, 0), "produce on group 0, consume on group 1");
+    let mut tiles: Vec<u32> = t.spans.instants.iter().filter(|i| i.region == 3 && i.lane_in_block == 0).map(|i| i.payload).collect();
+    tiles.sort_unstable();
+    assert_eq!(tiles, (0..4).flat_map(|k| std::iter::repeat_n(k, 8)).collect::<Vec<u32>>());
+    // Each consume of tile k starts after the producer's tile_ready for k in the same block.
+    for c in t.spans.spans.iter().filter(|s| s.region == 2) {
+        let ready = t.spans.instants.iter().find(|i| i.block == c.block && i.payload == c.begin_payload).unwrap();
+        assert!(c.start_ns >= ready.ts_ns, "block {} tile {}", c.block, c.begin_payload);
+    }
+}
+
+#[test]
+fn recorded_buffer_with_torn_records_counts_them_and_keeps_the_rest() {
+    let mut words = recorded("spin.bin");
+    let per_lane = 8;
+    // Lane 0: the 10 µs end's tag never landed. Lane 1: the 1 ms begin's stamp is from another
+    // write. Lane 2: its start marker's tag is lost.
+    words[HEADER_WORDS + 2 * 4 + 1] = 0;
+    words[HEADER_WORDS + 2 * (per_lane + 5)] += 1;
+    words[HEADER_WORDS + 2 * (2 * per_lane) + 1] = 0;
+    let t = TimedLaunch::from_words(&words, &spin_names(), None).unwrap();
+    assert_eq!(t.torn, 3);
+    assert_eq!(t.spans.spans.len(), 3 * 264 - 2);
+    assert_eq!((t.spans.unclosed_begins, t.spans.unmatched_ends), (1, 1));
+    assert_eq!(t.spans.lanes.started, 263);
     assert!(!t.spans.lanes.each_once());
 }

@@ -28,10 +28,7 @@ impl Bracket {
     /// The offsets that put every record of the launch inside its kernel: `(lo, hi)`,
     /// empty when `lo > hi` (records span longer than the kernel).
     pub fn offsets(&self) -> (i128, i128) {
-        (
-            self.kernel_start_ns as i128 - self.first_ns as i128,
-            self.kernel_end_ns as i128 - self.last_ns as i128,
-        )
+        (self.kernel_start_ns as i128 - self.first_ns as i128, self.kernel_end_ns as i128 - self.last_ns as i128)
     }
 }
 

@@ -277,21 +277,25 @@ pub fn decode(words: &[u64]) -> Result<Decoded> {
     Ok(out)
 }
 
+/// One record to [`encode`]: (kind, region, payload, SM, `%globaltimer` ns).
+pub type RawRecord = (Kind, u16, u32, u16, u64);
+
 /// Builds a buffer the way the device writes one: for tests, golden files and the host's
 /// own checks. `lanes[g]` holds lane `g`'s records as (kind, region, payload, sm, ts).
 pub fn encode(
     capacity: u32,
     layout: (u32, u32, LaneMode),
     sampling: (u32, u32),
-    lanes: &[Vec<(Kind, u16, u32, u16, u64)>],
+    lanes: &[Vec<RawRecord>],
 ) -> Vec<u64> {
     let (blocks, lanes_per_block, mode) = layout;
     let mut words = vec![0u64; HEADER_WORDS + 2 * capacity as usize];
     let [w0, w1] = host_header(capacity);
     words[0] = w0;
     words[1] = w1;
-    let sampled = u64::from(blocks.div_ceil(sampling.0.max(1))) * u64::from(lanes_per_block.div_ceil(sampling.1.max(1)));
-    let per_lane = if sampled == 0 { 0 } else { u64::from(capacity) / sampled };
+    let sampled =
+        u64::from(blocks.div_ceil(sampling.0.max(1))) * u64::from(lanes_per_block.div_ceil(sampling.1.max(1)));
+    let per_lane = u64::from(capacity).checked_div(sampled).unwrap_or(0);
     let mode_bits = match mode {
         LaneMode::Block => 1u64,
         LaneMode::Warp => 2,

@@ -106,7 +106,10 @@ pub struct Spans {
 
 /// Pairs the records of a decoded buffer.
 pub fn pair(decoded: &Decoded) -> Spans {
-    let mut out = Spans { lanes: LaneCheck { expected: decoded.header.lanes.unwrap_or(0), ..LaneCheck::default() }, ..Spans::default() };
+    let mut out = Spans {
+        lanes: LaneCheck { expected: decoded.header.lanes.unwrap_or(0), ..LaneCheck::default() },
+        ..Spans::default()
+    };
     let mut by_lane: BTreeMap<u32, Vec<&Record>> = BTreeMap::new();
     for r in &decoded.records {
         by_lane.entry(r.lane).or_default().push(r);

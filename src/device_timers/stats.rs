@@ -78,7 +78,8 @@ pub fn region_stats(launches: &[(String, &TimedLaunch)]) -> Vec<RegionStats> {
     let mut groups: BTreeMap<(String, u16, Scope, Option<u32>), Group> = BTreeMap::new();
     for (i, (kernel, launch)) in launches.iter().enumerate() {
         for span in &launch.spans.spans {
-            for (scope, key) in [(Scope::All, None), (Scope::Sm, Some(u32::from(span.sm))), (Scope::Lane, Some(span.lane_in_block))]
+            for (scope, key) in
+                [(Scope::All, None), (Scope::Sm, Some(u32::from(span.sm))), (Scope::Lane, Some(span.lane_in_block))]
             {
                 let g = groups.entry((kernel.clone(), span.region, scope, key)).or_default();
                 g.durations.push(span.duration_ns());

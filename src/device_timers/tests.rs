@@ -131,8 +131,8 @@ fn stats_have_known_values() {
             lane(i, (i % 2) as u16, t, &[(Kind::Begin, 0, 2, t), (Kind::End, 0, 0, t + u64::from(i) + 1)])
         })
         .collect();
-    let t = TimedLaunch::from_words(&encode(400, (100, 1, LaneMode::Block), (1, 1), &lanes), &["k".into()], None)
-        .unwrap();
+    let t =
+        TimedLaunch::from_words(&encode(400, (100, 1, LaneMode::Block), (1, 1), &lanes), &["k".into()], None).unwrap();
     let rows = region_stats(&[("kern".to_owned(), &t)]);
     let all = rows.iter().find(|r| r.scope == Scope::All).unwrap();
     assert_eq!((all.count, all.total_ns, all.min_ns, all.max_ns, all.p50_ns, all.p99_ns), (100, 5050, 1, 100, 50, 99));

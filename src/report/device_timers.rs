@@ -84,6 +84,9 @@ pub struct DeviceTimerTraceInfo {
     pub slack_ns: Option<u64>,
 }
 
+/// An event and its (start, end) on the CUPTI clock.
+type Placed = (u64, u64, TraceEvent);
+
 /// A kernel's slice: (start, duration) on the CUPTI clock and its device.
 pub(crate) type Slice = (u64, u64, u32);
 
@@ -231,7 +234,7 @@ pub(crate) fn trace_events(
     let micros = |ns: u64| ns.saturating_sub(origin) as f64 / 1000.0;
 
     // (device, layout base tid) → [(start, end, event)], sub-tracks assigned per base.
-    let mut tracks: BTreeMap<(u32, u64), Vec<(u64, u64, TraceEvent)>> = BTreeMap::new();
+    let mut tracks: BTreeMap<(u32, u64), Vec<Placed>> = BTreeMap::new();
     let mut names: BTreeMap<(u32, u64), String> = BTreeMap::new();
     for (launch, slice, bracket) in &placed {
         let clock = shared.unwrap_or_else(|| DeviceClock::single(bracket));

@@ -542,7 +542,10 @@ pub unsafe extern "C" fn gmprof_dt_write_header(bytes: *mut std::ffi::c_void, le
     guarded("gmprof_dt_write_header", || {
         let words = len as usize / 8;
         if bytes.is_null() || words < crate::device_timers::format::HEADER_WORDS + 2 || (bytes as usize) % 8 != 0 {
-            return Err((Status::InvalidArgument, format!("need an 8-byte-aligned buffer of at least 80 bytes, got {len}")));
+            return Err((
+                Status::InvalidArgument,
+                format!("need an 8-byte-aligned buffer of at least 80 bytes, got {len}"),
+            ));
         }
         // SAFETY: writable, aligned, `words` words long (caller's guarantee, checked above).
         let out = unsafe { std::slice::from_raw_parts_mut(bytes.cast::<u64>(), words) };
@@ -565,7 +568,8 @@ pub unsafe extern "C" fn gmprof_dt_read_device(device_ptr: u64, host_out: *mut s
             return Err((Status::InvalidArgument, "device_ptr or host_out is NULL".into()));
         }
         // SAFETY: caller's guarantee on the device range.
-        let words = unsafe { crate::ways_in::device_timers::read_device_buffer(device_ptr, len as usize) }.map_err(fail)?;
+        let words =
+            unsafe { crate::ways_in::device_timers::read_device_buffer(device_ptr, len as usize) }.map_err(fail)?;
         // SAFETY: `host_out` holds `len` >= 8 * words.len() bytes.
         unsafe { std::ptr::copy_nonoverlapping(words.as_ptr().cast::<u8>(), host_out.cast::<u8>(), words.len() * 8) };
         Ok(())
@@ -602,7 +606,9 @@ pub unsafe extern "C" fn gmprof_dt_decode(
         let (names, tracks) = unsafe { (region_names(names, count)?, track_layout(opt_str(tracks, "tracks")?)?) };
         let id = match correlation_id {
             -1 => crate::capture::last_launch::last_kernel_correlation_id(),
-            id if id >= 0 => Some(u32::try_from(id).map_err(|_| (Status::InvalidArgument, format!("correlation id {id}")))?),
+            id if id >= 0 => {
+                Some(u32::try_from(id).map_err(|_| (Status::InvalidArgument, format!("correlation id {id}")))?)
+            }
             _ => None,
         };
         let mut launch = crate::device_timers::TimedLaunch::from_bytes(data, &names, id).map_err(fail)?;

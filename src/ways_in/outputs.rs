@@ -115,7 +115,10 @@ impl Outputs {
 
 /// `report` with the process's collected in-kernel timer launches attached (borrowed as it
 /// is when there are none).
-fn with_device_timers(report: &Report, launches: Vec<crate::device_timers::TimedLaunch>) -> std::borrow::Cow<'_, Report> {
+fn with_device_timers(
+    report: &Report,
+    launches: Vec<crate::device_timers::TimedLaunch>,
+) -> std::borrow::Cow<'_, Report> {
     if launches.is_empty() {
         return std::borrow::Cow::Borrowed(report);
     }
