@@ -344,11 +344,16 @@ fn recorded_overflowing_buffer_counts_what_did_not_fit() {
 fn recorded_group_buffer_keeps_producer_and_consumer_apart() {
     let names = ["", "produce", "consume", "tile_ready"].map(String::from);
     let t = TimedLaunch::from_words(&recorded("specialized.bin"), &names, None).unwrap();
-    assert_eq!((t.header.lane_mode, t.header.lanes_per_block, t.header.lanes), (Some(LaneMode::Group), Some(2), Some(16)));
+    assert_eq!(
+        (t.header.lane_mode, t.header.lanes_per_block, t.header.lanes),
+        (Some(LaneMode::Group), Some(2), Some(16))
+    );
     assert!(t.spans.lanes.each_once() && t.spans.lanes.finished == 16, "{:?}", t.spans.lanes);
-    let of = |region: u16, lane: u32| t.spans.spans.iter().filter(|s| s.region == region && s.lane_in_block == lane).count();
+    let of =
+        |region: u16, lane: u32| t.spans.spans.iter().filter(|s| s.region == region && s.lane_in_block == lane).count();
     assert_eq!((of(1, 0), of(2, 1), of(1, 1), of(2, 0)), (32, 32, 0, 0), "produce on group 0, consume on group 1");
-    let mut tiles: Vec<u32> = t.spans.instants.iter().filter(|i| i.region == 3 && i.lane_in_block == 0).map(|i| i.payload).collect();
+    let mut tiles: Vec<u32> =
+        t.spans.instants.iter().filter(|i| i.region == 3 && i.lane_in_block == 0).map(|i| i.payload).collect();
     tiles.sort_unstable();
     assert_eq!(tiles, (0..4).flat_map(|k| std::iter::repeat_n(k, 8)).collect::<Vec<u32>>());
     // Each consume of tile k starts after the producer's tile_ready for k in the same block.

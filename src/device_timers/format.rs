@@ -282,12 +282,7 @@ pub type RawRecord = (Kind, u16, u32, u16, u64);
 
 /// Builds a buffer the way the device writes one: for tests, golden files and the host's
 /// own checks. `lanes[g]` holds lane `g`'s records as (kind, region, payload, sm, ts).
-pub fn encode(
-    capacity: u32,
-    layout: (u32, u32, LaneMode),
-    sampling: (u32, u32),
-    lanes: &[Vec<RawRecord>],
-) -> Vec<u64> {
+pub fn encode(capacity: u32, layout: (u32, u32, LaneMode), sampling: (u32, u32), lanes: &[Vec<RawRecord>]) -> Vec<u64> {
     let (blocks, lanes_per_block, mode) = layout;
     let mut words = vec![0u64; HEADER_WORDS + 2 * capacity as usize];
     let [w0, w1] = host_header(capacity);
