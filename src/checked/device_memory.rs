@@ -3,7 +3,7 @@
 //! These four driver functions are not in the generated bindings (which hold only what
 //! profiling needs); they are looked up with `libloading` in the libcuda that
 //! [`Driver::load`] already loaded (`GMPROF_CUDA_DRIVER_LIB`, else `libcuda.so.1`), once
-//! per process. Every result goes through [`Driver::check`], as every other driver call.
+//! per process. Every result goes through `Driver::check`, as every other driver call.
 
 use std::sync::OnceLock;
 

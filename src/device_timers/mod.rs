@@ -4,7 +4,7 @@
 //! at region begins, ends and instants, one lane per block, warp or named group. This
 //! folder turns such a buffer into what the report shows:
 //!
-//! - [`format`]: the buffer layout (version [`format::VERSION`]) and [`format::decode`]
+//! - [`format`](mod@format): the buffer layout (version [`format::VERSION`]) and [`format::decode`]
 //!   (torn records and overflow counted, never dropped silently);
 //! - [`spans`]: begin/end pairs per lane, instants, and the check that every lane ran once;
 //! - [`stats`]: count, total, mean, min, max, p50 and p99 per region, per SM and per lane;
