@@ -243,7 +243,10 @@ pub fn decode(words: &[u64]) -> Result<Decoded> {
         return Ok(out);
     };
     let per_lane = per_lane as usize;
-    for g in 0..lanes as usize {
+    // Lanes past the buffer's records hold nothing (and a corrupt header's lane count must
+    // not make the decoder spin).
+    let lanes_in_buffer = if per_lane == 0 { 0 } else { (lanes as usize).min(slots.div_ceil(per_lane)) };
+    for g in 0..lanes_in_buffer {
         let Some((block, lane_in_block)) = header.lane_position(g as u32) else { break };
         let mut ended = false;
         for i in g * per_lane..((g + 1) * per_lane).min(slots) {
@@ -273,7 +276,8 @@ pub fn decode(words: &[u64]) -> Result<Decoded> {
         }
     }
     // Slots beyond the recording lanes' share are never written by this launch.
-    out.stray += (lanes as usize * per_lane..slots).filter(|i| body[2 * i] != 0 || body[2 * i + 1] != 0).count() as u64;
+    out.stray +=
+        (lanes_in_buffer * per_lane..slots).filter(|i| body[2 * i] != 0 || body[2 * i + 1] != 0).count() as u64;
     Ok(out)
 }
 

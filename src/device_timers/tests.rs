@@ -187,3 +187,12 @@ fn a_buffer_no_block_initialized_has_no_layout() {
     let t = TimedLaunch::from_words(&words, &[], None).unwrap();
     assert_eq!((t.header.lanes, t.header.blocks, t.spans.lanes.expected), (None, None, 0));
 }
+
+#[test]
+fn a_corrupt_lane_count_is_bounded_by_the_buffer() {
+    let mut words = encode(4, (2, 1, LaneMode::Block), (1, 1), &[lane(0, 0, 10, &[]), lane(1, 0, 20, &[])]);
+    words[5] = 2 | (u64::from(u32::MAX) << 32); // 2 records per lane, 4 billion lanes
+    let d = decode(&words).unwrap();
+    assert_eq!(d.records.len(), 2);
+    assert_eq!(d.stray, 0);
+}

@@ -15,6 +15,8 @@
 //! - [`Report::summary`] / [`Report::summary_with`], see [`summary`]: a text table of range
 //!   groups ([`group`]: numbered names folded, warm-up instances apart) sized for a screen.
 //! - [`Report::write_html`], see [`html`]: one self-contained HTML page with plots.
+//! - [`Report::write_regions_csv`] and [`Report::attach_device_timers`], see
+//!   [`device_timers`]: in-kernel region timers (`regions.csv`, region tracks in the trace).
 //!
 //! Dropped and flagged counts are part of every output's header, never only of the JSON:
 //! a table that looks complete but is missing kernels is worse than no table.
