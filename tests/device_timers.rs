@@ -93,9 +93,14 @@ fn report() -> Report {
 
 /// A launch on 2 blocks, SMs 4 and 9, starting `at` ns into kernel `id` (CUPTI clock).
 fn launch(id: u32, kernel_start: u64, regions: &[(u16, u64, u64)]) -> TimedLaunch {
+    launch_ahead(id, kernel_start, GT_AHEAD, regions)
+}
+
+/// [`launch`] with %globaltimer `ahead` ns ahead of the CUPTI clock.
+fn launch_ahead(id: u32, kernel_start: u64, ahead: u64, regions: &[(u16, u64, u64)]) -> TimedLaunch {
     let lanes: Vec<_> = (0..2u32)
         .map(|b| {
-            let t0 = CLOCK_START + kernel_start + GT_AHEAD + 200 + 100 * u64::from(b);
+            let t0 = CLOCK_START + kernel_start + ahead + 200 + 100 * u64::from(b);
             let sm = if b == 0 { 4 } else { 9 };
             let mut v = vec![(Kind::Lane, LANE_START, b, sm, t0)];
             for &(region, from, to) in regions {
@@ -206,6 +211,28 @@ fn region_tracks_sit_inside_their_kernel_and_pass_the_checker() {
     // The spin region is 24.9 µs by %globaltimer.
     let spin = regions.iter().find(|e| e["name"] == "spin").unwrap();
     assert_eq!(spin["args"]["duration_ns"], 24_900);
+}
+
+#[test]
+fn drifting_clocks_get_one_offset_per_run_and_stay_inside_their_kernels() {
+    let mut r = report();
+    // The clocks moved 50 µs apart between the two launches: no one offset fits both.
+    r.attach_device_timers(vec![
+        launch(1, 10_000, &[(1, 100, 19_000)]),
+        launch_ahead(2, 40_000, GT_AHEAD + 50_000, &[(1, 100, 29_000)]),
+    ]);
+    let trace: Value = serde_json::from_str(&serde_json::to_string(&r.to_chrome_trace()).unwrap()).unwrap();
+    let info = &trace["otherData"]["device_timers"];
+    assert_eq!((info["clock"].as_str(), info["runs"].as_u64()), (Some("offsets fitted per run of launches"), Some(2)));
+    assert!(info["offset_ns"].is_null());
+    let events = trace["traceEvents"].as_array().unwrap();
+    for e in events.iter().filter(|e| e["cat"] == "device_region" && e["ph"] == "X") {
+        let id = &e["args"]["correlation_id"];
+        let k = events.iter().find(|k| k["cat"] == "kernel" && &k["args"]["correlation_id"] == id).unwrap();
+        let (a, b) = (k["ts"].as_f64().unwrap(), k["ts"].as_f64().unwrap() + k["dur"].as_f64().unwrap());
+        let (s, d) = (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap());
+        assert!(s >= a && s + d <= b, "{e} outside [{a}, {b}]");
+    }
 }
 
 #[test]

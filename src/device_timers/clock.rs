@@ -3,11 +3,15 @@
 //! A kernel's activity record gives its start and end on the CUPTI clock; its device
 //! records all lie between them on the `%globaltimer` clock. Each launch therefore bounds
 //! the offset `cupti − globaltimer` to `[start − first record, end − last record]`, a clock
-//! pair with an error bar. [`DeviceClock::fit`] intersects the brackets of every launch of a
-//! session: when they agree, one offset (the middle of the intersection) places every
-//! launch and [`DeviceClock::slack_ns`] is its uncertainty; when they do not (the clocks run
-//! at different rates, or a launch's timestamps are not real), each launch is placed by
-//! its own bracket instead and the trace says so.
+//! pair with an error bar. [`DeviceClock::fit`] intersects the brackets of a set of
+//! launches: when they agree, one offset (the middle of the intersection) places every one
+//! and [`DeviceClock::slack_ns`] is its uncertainty.
+//!
+//! Over seconds the two clocks drift apart by more than a bracket is wide (on an H100 the
+//! brackets are about 1.2 µs wide, and a session with a 5.5 s kernel did not fit one offset),
+//! so [`DeviceClock::fit_runs`] fits runs of consecutive launches instead: each run is as
+//! long as its brackets still intersect. A launch with few records (a wide bracket of its
+//! own) is then placed by its neighbours' tighter brackets.
 
 use serde::{Deserialize, Serialize};
 
@@ -63,6 +67,36 @@ impl DeviceClock {
             slack_ns: u64::try_from(hi - lo).ok()?,
             launches: brackets.len() as u32,
         })
+    }
+
+    /// One clock per bracket, from runs of consecutive brackets (in kernel start order)
+    /// that still intersect; see the module docs.
+    pub fn fit_runs(brackets: &[Bracket]) -> Vec<DeviceClock> {
+        let mut order: Vec<usize> = (0..brackets.len()).collect();
+        order.sort_by_key(|&i| brackets[i].kernel_start_ns);
+        let mut out = vec![None; brackets.len()];
+        let mut run: Vec<usize> = Vec::new();
+        let (mut lo, mut hi) = (i128::MIN, i128::MAX);
+        let close = |run: &mut Vec<usize>, out: &mut Vec<Option<DeviceClock>>| {
+            let members: Vec<Bracket> = run.iter().map(|&i| brackets[i]).collect();
+            let clock = DeviceClock::fit(&members);
+            for &i in run.iter() {
+                out[i] = clock.or_else(|| Some(DeviceClock::single(&brackets[i])));
+            }
+            run.clear();
+        };
+        for i in order {
+            let (l, h) = brackets[i].offsets();
+            if !run.is_empty() && lo.max(l) > hi.min(h) {
+                close(&mut run, &mut out);
+                (lo, hi) = (i128::MIN, i128::MAX);
+            }
+            lo = lo.max(l);
+            hi = hi.min(h);
+            run.push(i);
+        }
+        close(&mut run, &mut out);
+        out.into_iter().map(|c| c.expect("every bracket is in a run")).collect()
     }
 
     /// A launch placed on its own: the middle of its bracket, or, when the bracket is

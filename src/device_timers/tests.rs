@@ -196,3 +196,36 @@ fn a_corrupt_lane_count_is_bounded_by_the_buffer() {
     assert_eq!(d.records.len(), 2);
     assert_eq!(d.stray, 0);
 }
+
+#[test]
+fn drifting_clocks_are_fitted_in_runs() {
+    // Brackets of three launches of an H100 run (offsets CUPTI - globaltimer, ns): an
+    // overflowing launch with few records, then two complete ones.
+    let at = |start: u64, lo: i128, hi: i128| {
+        // kernel [start, start + 2_000_000]; first/last records give offsets lo and hi.
+        let end = start + 2_000_000;
+        Bracket {
+            kernel_start_ns: start,
+            kernel_end_ns: end,
+            first_ns: (start as i128 - lo) as u64,
+            last_ns: (end as i128 - hi) as u64,
+        }
+    };
+    let recorded = [
+        at(10_000_000, 10_150_758, 11_162_746),
+        at(20_000_000, 10_150_850, 10_152_054),
+        at(30_000_000, 10_150_749, 10_151_965),
+    ];
+    let clocks = DeviceClock::fit_runs(&recorded);
+    assert!(clocks.iter().all(|c| c.launches == 3 && c.offset_ns == 10_151_407 && c.slack_ns == 1_115), "{clocks:?}");
+    // The same offset drifting by 2 µs per launch: runs of launches that still agree.
+    let drift: Vec<Bracket> =
+        (0..6i128).map(|k| at(10_000_000 * (k as u64 + 1), 1_000 + 2_000 * k, 2_500 + 2_000 * k)).collect();
+    let clocks = DeviceClock::fit_runs(&drift);
+    assert_eq!(clocks.iter().map(|c| c.offset_ns).collect::<Vec<_>>(), [1_750, 3_750, 5_750, 7_750, 9_750, 11_750]);
+    assert!(clocks.iter().all(|c| c.launches == 1));
+    let slow: Vec<Bracket> =
+        (0..6i128).map(|k| at(10_000_000 * (k as u64 + 1), 1_000 + 500 * k, 3_000 + 500 * k)).collect();
+    let runs: std::collections::BTreeSet<i64> = DeviceClock::fit_runs(&slow).iter().map(|c| c.offset_ns).collect();
+    assert_eq!(runs.len(), 2, "launches 0-4 share [3000, 3000], launch 5 starts a run: {runs:?}");
+}

@@ -17,9 +17,10 @@
 //! sharing an SM), since a track can only draw nested slices.
 //!
 //! Device stamps are `%globaltimer` ns; [`DeviceClock`] puts them on the CUPTI clock of the
-//! kernel slices. With measured kernel times the brackets of all launches are fitted to one
-//! offset (its slack in `otherData.device_timers`); when they disagree, or kernel positions
-//! are synthetic (counter modes), each launch is placed inside its own kernel slice.
+//! kernel slices. With measured kernel times the brackets of consecutive launches are
+//! fitted to one offset per run ([`DeviceClock::fit_runs`]; runs and slack in
+//! `otherData.device_timers`); when kernel positions are synthetic (counter modes), each
+//! launch is placed inside its own kernel slice.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
@@ -76,11 +77,14 @@ pub struct DeviceTimerTraceInfo {
     pub placed: u64,
     /// Launches not drawn: no kernel row, or a kernel without a position.
     pub unplaced: u64,
-    /// `"one offset for all launches"` or `"each launch inside its own kernel slice"`.
+    /// `"one offset for all launches"`, `"offsets fitted per run of launches"` (the clocks
+    /// drifted) or `"each launch inside its own kernel slice"` (kernel positions synthetic).
     pub clock: &'static str,
-    /// The shared offset (CUPTI − `%globaltimer`), ns, when one fits.
+    /// Runs of launches that share one offset (per GPU, summed).
+    pub runs: u64,
+    /// The shared offset (CUPTI − `%globaltimer`), ns, when one fits every launch.
     pub offset_ns: Option<i64>,
-    /// Its uncertainty, ns.
+    /// The largest uncertainty of a placed launch's offset, ns.
     pub slack_ns: Option<u64>,
 }
 
@@ -230,14 +234,28 @@ pub(crate) fn trace_events(
             Some((l, slice, bracket))
         })
         .collect();
-    let shared = if measured { DeviceClock::fit(&placed.iter().map(|p| p.2).collect::<Vec<_>>()) } else { None };
+    // Offsets per run of launches on each GPU (measured positions), else per launch.
+    let mut clocks: Vec<DeviceClock> = placed.iter().map(|p| DeviceClock::single(&p.2)).collect();
+    let mut runs = 0u64;
+    if measured {
+        let devices: BTreeSet<u32> = placed.iter().map(|p| p.1 .2).collect();
+        for device in devices {
+            let members: Vec<usize> = (0..placed.len()).filter(|&i| placed[i].1 .2 == device).collect();
+            let fitted = DeviceClock::fit_runs(&members.iter().map(|&i| placed[i].2).collect::<Vec<_>>());
+            // A run of n launches gives each of them a clock with `launches` n.
+            runs += fitted.iter().map(|c| 1.0 / f64::from(c.launches.max(1))).sum::<f64>().round() as u64;
+            for (&i, clock) in members.iter().zip(fitted) {
+                clocks[i] = clock;
+            }
+        }
+    }
+    let shared = (measured && runs == 1).then(|| clocks[0]);
     let micros = |ns: u64| ns.saturating_sub(origin) as f64 / 1000.0;
 
     // (device, layout base tid) → [(start, end, event)], sub-tracks assigned per base.
     let mut tracks: BTreeMap<(u32, u64), Vec<Placed>> = BTreeMap::new();
     let mut names: BTreeMap<(u32, u64), String> = BTreeMap::new();
-    for (launch, slice, bracket) in &placed {
-        let clock = shared.unwrap_or_else(|| DeviceClock::single(bracket));
+    for ((launch, slice, _), clock) in placed.iter().zip(&clocks) {
         let device = slice.2;
         let base = |block: u32, lane: u32, sm: u16| match launch.tracks {
             TrackLayout::Sm => (SM_TID_BASE + 256 * u64::from(sm), format!("SM {sm} (device timers)")),
@@ -327,9 +345,14 @@ pub(crate) fn trace_events(
         launches: report.device_timers.len() as u64,
         placed: placed.len() as u64,
         unplaced: (report.device_timers.len() - placed.len()) as u64,
-        clock: if shared.is_some() { "one offset for all launches" } else { "each launch inside its own kernel slice" },
+        clock: match (measured, shared.is_some()) {
+            (false, _) => "each launch inside its own kernel slice",
+            (true, true) => "one offset for all launches",
+            (true, false) => "offsets fitted per run of launches",
+        },
+        runs,
         offset_ns: shared.map(|c| c.offset_ns),
-        slack_ns: shared.map(|c| c.slack_ns),
+        slack_ns: clocks.iter().map(|c| c.slack_ns).max(),
     };
     (events, Some(info))
 }
