@@ -85,6 +85,51 @@ const char *gmprof_version(void);
    until the next gmprof_init. */
 const char *gmprof_output_dir(void);
 
+/* ---- In-kernel region timers (device side: include/gmprof_device.cuh) ----
+   gmprof_dt_buffer *t; unsigned long long *p;
+   gmprof_dt_alloc(1 << 16, &t);  gmprof_dt_device_ptr(t, &p);
+   kernel<<<grid, block>>>(..., p);
+   const char *names[] = {"load", "compute", "store"};
+   gmprof_dt_collect(t, names, 3, "sm");   // right after the launch, on the launching thread
+   ...  gmprof_dt_free(t);
+   Records join the launch's kernel row and range; gmprof_finish writes regions.csv and the
+   region tracks of trace.json. */
+typedef struct gmprof_dt_buffer gmprof_dt_buffer;
+
+/* Allocates a zeroed buffer of capacity records (16 bytes each, plus a 64-byte header) in the
+   current CUDA context. */
+gmprof_status gmprof_dt_alloc(unsigned int capacity, gmprof_dt_buffer **out);
+
+/* The device pointer to pass to the kernel. */
+gmprof_status gmprof_dt_device_ptr(const gmprof_dt_buffer *buffer, unsigned long long **out);
+
+/* Synchronizes, decodes the buffer as the calling thread's last profiled launch, hands it to
+   the outputs and clears the buffer. names: NULL or count region names by id (NULL entries
+   allowed); tracks: "sm" (one timeline track per SM, the default for NULL) or "lane". */
+gmprof_status gmprof_dt_collect(gmprof_dt_buffer *buffer, const char *const *names, int count, const char *tracks);
+
+/* Frees a buffer (NULL is allowed). */
+gmprof_status gmprof_dt_free(gmprof_dt_buffer *buffer);
+
+/* For a buffer you allocate yourself: zeroes len bytes of a host image (8-byte aligned) and
+   writes the header for (len - 64) / 16 records; copy it to the device before the launch. */
+gmprof_status gmprof_dt_write_header(void *bytes, unsigned long long len);
+
+/* Synchronizes the current context and copies len bytes from device_ptr into host_out. */
+gmprof_status gmprof_dt_read_device(unsigned long long device_ptr, void *host_out, unsigned long long len);
+
+/* Decodes a host copy of a buffer to JSON in *json_out (NULL: none; free it with
+   gmprof_string_free). correlation_id: >= 0 the launch, -1 the calling thread's last profiled
+   launch, -2 none. submit nonzero: also hand it to the outputs. */
+gmprof_status gmprof_dt_decode(const void *bytes, unsigned long long len, const char *const *names, int count,
+                               long long correlation_id, const char *tracks, int submit, char **json_out);
+
+/* The correlation id of the calling thread's last profiled kernel launch, -1 if none. */
+gmprof_status gmprof_dt_last_correlation_id(long long *out);
+
+/* Frees a string returned by gmprof (NULL is allowed). */
+gmprof_status gmprof_string_free(char *s);
+
 #ifdef __cplusplus
 }
 #endif

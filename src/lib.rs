@@ -20,6 +20,7 @@
 pub mod analysis;
 pub mod capture;
 pub mod checked;
+pub mod device_timers;
 pub mod error;
 pub mod model;
 pub mod report;

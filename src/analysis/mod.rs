@@ -113,7 +113,15 @@ impl Report {
             run_end: info.run_end,
             device_peaks: info.device_peaks,
         };
-        Report { meta, ranges, kernels: rows, transfers, pm: None }
+        Report {
+            meta,
+            ranges,
+            kernels: rows,
+            transfers,
+            pm: None,
+            device_timers: Vec::new(),
+            device_regions: Vec::new(),
+        }
     }
 
     /// Folds a session's PM samples into its ranges and kernels ([`pm_fold`]) and adds the

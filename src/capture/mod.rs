@@ -7,10 +7,12 @@
 //! at finish hands the records to [`crate::analysis`] and the result to [`crate::report`].
 //! [`metrics`] checks metric names against the chip's catalog before capture starts.
 //! [`pm_sampling`] runs CUPTI's PM sampler and its decode thread beside the capture.
+//! [`last_launch`] is the hook that hands a launch's in-kernel timer buffer its correlation id.
 //!
 //! May import: `checked`, `model`, `error`, `analysis`, `report`. Never `ways_in`.
 
 pub(crate) mod hub;
+pub mod last_launch;
 pub mod metrics;
 pub mod pm_sampling;
 pub mod profiler;

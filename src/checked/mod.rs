@@ -55,6 +55,7 @@ macro_rules! cupti_params {
 
 pub mod activity;
 pub mod callback;
+pub mod device_memory;
 pub mod driver;
 pub mod host;
 pub mod library;

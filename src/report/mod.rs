@@ -15,11 +15,14 @@
 //! - [`Report::summary`] / [`Report::summary_with`], see [`summary`]: a text table of range
 //!   groups ([`group`]: numbered names folded, warm-up instances apart) sized for a screen.
 //! - [`Report::write_html`], see [`html`]: one self-contained HTML page with plots.
+//! - [`Report::write_regions_csv`] and [`Report::attach_device_timers`], see
+//!   [`device_timers`]: in-kernel region timers (`regions.csv`, region tracks in the trace).
 //!
 //! Dropped and flagged counts are part of every output's header, never only of the JSON:
 //! a table that looks complete but is missing kernels is worse than no table.
 
 pub mod csv;
+pub mod device_timers;
 pub mod group;
 pub mod html;
 pub mod json;
@@ -87,7 +90,8 @@ impl CaptureInfo {
     }
 }
 
-/// The files [`Report::write_all`] writes.
+/// The files [`Report::write_all`] writes (and `regions.csv` when the report has in-kernel
+/// region timers).
 pub const OUTPUT_FILES: [&str; 6] =
     ["ranges.csv", "kernels.csv", "transfers.csv", "stats.csv", "report.json", "trace.json"];
 
@@ -167,6 +171,13 @@ pub struct Report {
     /// PM sampling folded into ranges and kernels, when the session sampled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pm: Option<PmReport>,
+    /// Launches with in-kernel region timers (`include/gmprof_device.cuh`), joined to their
+    /// kernel rows by correlation id; see [`device_timers`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_timers: Vec<crate::device_timers::TimedLaunch>,
+    /// Statistics per (kernel, region), per SM and per lane of [`Report::device_timers`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_regions: Vec<crate::device_timers::RegionStats>,
 }
 
 impl Report {
@@ -182,6 +193,9 @@ impl Report {
         self.write_json(dir.join("report.json"))?;
         if self.pm.is_some() {
             self.write_pm_csv(dir.join(PM_CSV))?;
+        }
+        if !self.device_timers.is_empty() {
+            self.write_regions_csv(dir.join(device_timers::REGIONS_CSV))?;
         }
         self.write_chrome_trace(dir.join("trace.json"))
     }

@@ -108,6 +108,9 @@ pub enum Phase {
     /// `"C"`: a counter sample.
     #[serde(rename = "C")]
     Counter,
+    /// `"i"`: an instant (an in-kernel timer's point event).
+    #[serde(rename = "i")]
+    Instant,
 }
 
 /// One trace event.
@@ -150,6 +153,8 @@ pub enum EventArgs {
     Kernel(KernelArgs),
     /// Of a memcpy or memset.
     Transfer(TransferArgs),
+    /// Of an in-kernel region or instant.
+    Region(crate::report::device_timers::RegionArgs),
     /// Of a counter sample.
     Counter {
         /// The metric's value.
@@ -285,6 +290,9 @@ pub struct TraceInfo {
     pub skipped: SkippedRows,
     /// Every warning of the report.
     pub warnings: Vec<String>,
+    /// How the in-kernel region tracks were placed; absent without device timers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_timers: Option<crate::report::device_timers::DeviceTimerTraceInfo>,
 }
 
 /// One memcpy or memset, as the timeline needs it.
@@ -619,6 +627,16 @@ impl Report {
                 events.push(metadata("thread_name", GPU_PID_BASE + u64::from(device), PM_TID, "PM sampling".into()));
             }
         }
+        let slices: HashMap<u32, crate::report::device_timers::Slice> = self
+            .kernels
+            .iter()
+            .zip(&positions)
+            .filter_map(|(k, p)| p.and_then(|(start, dur)| Some((k.correlation_id, (start, dur, k.device_id?)))))
+            .collect();
+        let (region_events, device_timers) =
+            crate::report::device_timers::trace_events(self, &slices, measured, origin);
+        events.extend(region_events);
+
         if !ranges.is_empty() {
             events.push(metadata("process_name", CPU_PID, 0, "CPU ranges".into()));
         }
@@ -682,6 +700,7 @@ impl Report {
                 flagged_kernel_rows: self.meta.flagged_kernel_rows,
                 skipped,
                 warnings: self.meta.warnings.clone(),
+                device_timers,
             },
         }
     }

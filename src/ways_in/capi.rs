@@ -115,7 +115,7 @@ pub struct Options {
 }
 
 /// The C functions the header declares, checked against `include/gmprof.h` by the tests.
-pub const EXPORTED_FUNCTIONS: [&str; 7] = [
+pub const EXPORTED_FUNCTIONS: [&str; 16] = [
     "gmprof_init",
     "gmprof_push_range",
     "gmprof_pop_range",
@@ -123,6 +123,15 @@ pub const EXPORTED_FUNCTIONS: [&str; 7] = [
     "gmprof_last_error",
     "gmprof_version",
     "gmprof_output_dir",
+    "gmprof_dt_alloc",
+    "gmprof_dt_device_ptr",
+    "gmprof_dt_collect",
+    "gmprof_dt_free",
+    "gmprof_dt_write_header",
+    "gmprof_dt_read_device",
+    "gmprof_dt_decode",
+    "gmprof_dt_last_correlation_id",
+    "gmprof_string_free",
 ];
 
 /// The directory the last `gmprof_init` claimed (see [`crate::ways_in::layout`]).
@@ -416,6 +425,240 @@ pub extern "C" fn gmprof_version() -> *const c_char {
         Err(_) => c"unknown",
     };
     VERSION.as_ptr()
+}
+
+// ---- In-kernel region timers (include/gmprof_device.cuh) ----
+
+/// Reads `count` region names (NULL entries and a NULL array allowed).
+///
+/// # Safety
+/// `names` is NULL or points to `count` pointers, each NULL or a NUL-terminated string.
+unsafe fn region_names(names: *const *const c_char, count: c_int) -> Result<Vec<String>, (Status, String)> {
+    if names.is_null() || count <= 0 {
+        return Ok(Vec::new());
+    }
+    (0..count as usize)
+        .map(|i| {
+            // SAFETY: the caller guarantees `count` readable pointers.
+            let p = unsafe { *names.add(i) };
+            // SAFETY: each is NULL or NUL-terminated (caller's guarantee).
+            Ok(unsafe { opt_str(p, "a region name") }?.unwrap_or_default())
+        })
+        .collect()
+}
+
+fn track_layout(text: Option<String>) -> Result<crate::device_timers::TrackLayout, (Status, String)> {
+    match text.as_deref() {
+        None => Ok(crate::device_timers::TrackLayout::Sm),
+        Some(t) => crate::device_timers::TrackLayout::parse(t)
+            .ok_or_else(|| (Status::InvalidArgument, format!("tracks is {t:?}; use \"sm\" or \"lane\""))),
+    }
+}
+
+/// Allocates a device timer buffer of `capacity` records in the current CUDA context.
+///
+/// # Safety
+/// `out` is a valid pointer to write the handle to.
+#[no_mangle]
+pub unsafe extern "C" fn gmprof_dt_alloc(
+    capacity: u32,
+    out: *mut *mut crate::ways_in::device_timers::DeviceTimerBuffer,
+) -> Status {
+    guarded("gmprof_dt_alloc", || {
+        if out.is_null() {
+            return Err((Status::InvalidArgument, "out is NULL".into()));
+        }
+        let buffer = crate::ways_in::device_timers::DeviceTimerBuffer::new(capacity).map_err(fail)?;
+        // SAFETY: `out` is non-null and writable (caller's guarantee).
+        unsafe { *out = Box::into_raw(Box::new(buffer)) };
+        Ok(())
+    })
+}
+
+/// The device pointer to pass to the kernel.
+///
+/// # Safety
+/// `buffer` is NULL or from `gmprof_dt_alloc` and not freed; `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn gmprof_dt_device_ptr(
+    buffer: *const crate::ways_in::device_timers::DeviceTimerBuffer,
+    out: *mut *mut u64,
+) -> Status {
+    guarded("gmprof_dt_device_ptr", || {
+        if buffer.is_null() || out.is_null() {
+            return Err((Status::InvalidArgument, "buffer or out is NULL".into()));
+        }
+        // SAFETY: both non-null and valid (caller's guarantee).
+        unsafe { *out = (*buffer).device_ptr() as *mut u64 };
+        Ok(())
+    })
+}
+
+/// Synchronizes, decodes the buffer for the calling thread's last profiled launch, hands it
+/// to the outputs and clears the buffer for the next launch.
+///
+/// # Safety
+/// `buffer` is from `gmprof_dt_alloc`; `names` as in `region_names`; `tracks` NULL or a
+/// NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn gmprof_dt_collect(
+    buffer: *mut crate::ways_in::device_timers::DeviceTimerBuffer,
+    names: *const *const c_char,
+    count: c_int,
+    tracks: *const c_char,
+) -> Status {
+    guarded("gmprof_dt_collect", || {
+        if buffer.is_null() {
+            return Err((Status::InvalidArgument, "buffer is NULL".into()));
+        }
+        // SAFETY: caller's guarantees on names and tracks.
+        let (names, tracks) = unsafe { (region_names(names, count)?, track_layout(opt_str(tracks, "tracks")?)?) };
+        // SAFETY: a live buffer from gmprof_dt_alloc.
+        let buffer = unsafe { &*buffer };
+        buffer.collect_and_submit(&names, tracks).map_err(fail)?;
+        buffer.reset().map_err(fail)
+    })
+}
+
+/// Frees a buffer from `gmprof_dt_alloc` (NULL is allowed).
+///
+/// # Safety
+/// `buffer` is NULL or from `gmprof_dt_alloc` and not freed before.
+#[no_mangle]
+pub unsafe extern "C" fn gmprof_dt_free(buffer: *mut crate::ways_in::device_timers::DeviceTimerBuffer) -> Status {
+    guarded("gmprof_dt_free", || {
+        if !buffer.is_null() {
+            // SAFETY: from Box::into_raw in gmprof_dt_alloc, freed once.
+            drop(unsafe { Box::from_raw(buffer) });
+        }
+        Ok(())
+    })
+}
+
+/// Zeroes `len` bytes at `bytes` and writes a header for `(len - 64) / 16` records: the host
+/// image of a buffer the caller allocates itself (copy it to the device before the launch).
+///
+/// # Safety
+/// `bytes` is writable for `len` bytes and 8-byte aligned.
+#[no_mangle]
+pub unsafe extern "C" fn gmprof_dt_write_header(bytes: *mut std::ffi::c_void, len: u64) -> Status {
+    guarded("gmprof_dt_write_header", || {
+        let words = len as usize / 8;
+        if bytes.is_null() || words < crate::device_timers::format::HEADER_WORDS + 2 || (bytes as usize) % 8 != 0 {
+            return Err((
+                Status::InvalidArgument,
+                format!("need an 8-byte-aligned buffer of at least 80 bytes, got {len}"),
+            ));
+        }
+        // SAFETY: writable, aligned, `words` words long (caller's guarantee, checked above).
+        let out = unsafe { std::slice::from_raw_parts_mut(bytes.cast::<u64>(), words) };
+        out.fill(0);
+        let capacity = ((words - crate::device_timers::format::HEADER_WORDS) / 2).min(u32::MAX as usize) as u32;
+        out[..2].copy_from_slice(&crate::device_timers::format::host_header(capacity));
+        Ok(())
+    })
+}
+
+/// Synchronizes the current context and copies `len` bytes from the device address
+/// `device_ptr` into `host_out`.
+///
+/// # Safety
+/// `device_ptr` is readable device memory of `len` bytes; `host_out` writable for `len`.
+#[no_mangle]
+pub unsafe extern "C" fn gmprof_dt_read_device(device_ptr: u64, host_out: *mut std::ffi::c_void, len: u64) -> Status {
+    guarded("gmprof_dt_read_device", || {
+        if host_out.is_null() || device_ptr == 0 {
+            return Err((Status::InvalidArgument, "device_ptr or host_out is NULL".into()));
+        }
+        // SAFETY: caller's guarantee on the device range.
+        let words =
+            unsafe { crate::ways_in::device_timers::read_device_buffer(device_ptr, len as usize) }.map_err(fail)?;
+        // SAFETY: `host_out` holds `len` >= 8 * words.len() bytes.
+        unsafe { std::ptr::copy_nonoverlapping(words.as_ptr().cast::<u8>(), host_out.cast::<u8>(), words.len() * 8) };
+        Ok(())
+    })
+}
+
+/// Decodes a host copy of a buffer into JSON (a `TimedLaunch`: header, counts, spans,
+/// instants, lane check), written to `*json_out` (free it with `gmprof_string_free`).
+/// `correlation_id` >= 0 names the launch; -1 takes the calling thread's last profiled
+/// launch; -2 none. With `submit` nonzero the launch also goes to the outputs.
+///
+/// # Safety
+/// `bytes` readable for `len` bytes; `names` as in `region_names`; `tracks` NULL or a
+/// NUL-terminated string; `json_out` NULL or writable.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn gmprof_dt_decode(
+    bytes: *const std::ffi::c_void,
+    len: u64,
+    names: *const *const c_char,
+    count: c_int,
+    correlation_id: i64,
+    tracks: *const c_char,
+    submit: c_int,
+    json_out: *mut *mut c_char,
+) -> Status {
+    guarded("gmprof_dt_decode", || {
+        if bytes.is_null() {
+            return Err((Status::InvalidArgument, "bytes is NULL".into()));
+        }
+        // SAFETY: readable for `len` bytes (caller's guarantee).
+        let data = unsafe { std::slice::from_raw_parts(bytes.cast::<u8>(), len as usize) };
+        // SAFETY: caller's guarantees on names and tracks.
+        let (names, tracks) = unsafe { (region_names(names, count)?, track_layout(opt_str(tracks, "tracks")?)?) };
+        let id = match correlation_id {
+            -1 => crate::capture::last_launch::last_kernel_correlation_id(),
+            id if id >= 0 => {
+                Some(u32::try_from(id).map_err(|_| (Status::InvalidArgument, format!("correlation id {id}")))?)
+            }
+            _ => None,
+        };
+        let mut launch = crate::device_timers::TimedLaunch::from_bytes(data, &names, id).map_err(fail)?;
+        launch.tracks = tracks;
+        if !json_out.is_null() {
+            let json = serde_json::to_string(&launch).map_err(|e| (Status::Internal, e.to_string()))?;
+            let json = CString::new(json).map_err(|e| (Status::Internal, e.to_string()))?;
+            // SAFETY: writable (caller's guarantee).
+            unsafe { *json_out = json.into_raw() };
+        }
+        if submit != 0 {
+            crate::device_timers::submit(launch);
+        }
+        Ok(())
+    })
+}
+
+/// The correlation id of the calling thread's last profiled kernel launch, -1 if none.
+///
+/// # Safety
+/// `out` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn gmprof_dt_last_correlation_id(out: *mut i64) -> Status {
+    guarded("gmprof_dt_last_correlation_id", || {
+        if out.is_null() {
+            return Err((Status::InvalidArgument, "out is NULL".into()));
+        }
+        let id = crate::capture::last_launch::last_kernel_correlation_id().map_or(-1, i64::from);
+        // SAFETY: writable (caller's guarantee).
+        unsafe { *out = id };
+        Ok(())
+    })
+}
+
+/// Frees a string gmprof returned (NULL is allowed).
+///
+/// # Safety
+/// `s` is NULL or a string from gmprof not freed before.
+#[no_mangle]
+pub unsafe extern "C" fn gmprof_string_free(s: *mut c_char) -> Status {
+    guarded("gmprof_string_free", || {
+        if !s.is_null() {
+            // SAFETY: from CString::into_raw in gmprof, freed once.
+            drop(unsafe { CString::from_raw(s) });
+        }
+        Ok(())
+    })
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! May import every stage below it. Nothing imports `ways_in` except the `gmprof` binary.
 
 pub mod capi;
+pub mod device_timers;
 pub(crate) mod global;
 pub mod injection;
 pub mod launch;

@@ -98,7 +98,7 @@ impl Outputs {
         if *finished {
             return Ok(false);
         }
-        report.write_all(&self.dir)?;
+        with_device_timers(report, crate::device_timers::collected()).write_all(&self.dir)?;
         self.checkpoints.fetch_add(1, Ordering::AcqRel);
         tracing::debug!(dir = %self.dir.display(), kernels = report.kernels.len(), "gmprof: checkpoint written");
         Ok(true)
@@ -107,10 +107,24 @@ impl Outputs {
     /// Writes the final outputs; later checkpoints write nothing.
     pub fn write_final(&self, report: &Report) -> Result<()> {
         let mut finished = self.finished.lock();
-        report.write_all(&self.dir)?;
+        with_device_timers(report, crate::device_timers::take_all()).write_all(&self.dir)?;
         *finished = true;
         Ok(())
     }
+}
+
+/// `report` with the process's collected in-kernel timer launches attached (borrowed as it
+/// is when there are none).
+fn with_device_timers(
+    report: &Report,
+    launches: Vec<crate::device_timers::TimedLaunch>,
+) -> std::borrow::Cow<'_, Report> {
+    if launches.is_empty() {
+        return std::borrow::Cow::Borrowed(report);
+    }
+    let mut report = report.clone();
+    report.attach_device_timers(launches);
+    std::borrow::Cow::Owned(report)
 }
 
 /// Calls `tick` on a `gmprof-checkpoint` thread until it returns false: every `every`, or

@@ -156,6 +156,7 @@ impl Shared {
                     self.record_transfer(cb);
                     return;
                 }
+                crate::capture::last_launch::note(cb.correlation_id);
                 if matches!(self.mode, ProfilingMode::KernelReplay | ProfilingMode::PerKernel) {
                     // Held until this launch's exit callback; see the module docs.
                     std::mem::forget(self.launch_gate.lock());

@@ -379,7 +379,8 @@ fn timeline(report: &Report) -> (Timeline, u64) {
     let mut lanes: BTreeMap<LaneKey, ()> = BTreeMap::new();
     let mut raw: Vec<(LaneKey, f64, f64, &str, u8)> = Vec::new();
     for e in &trace.trace_events {
-        if e.ph != Phase::Complete {
+        // In-kernel regions stay in trace.json (Perfetto): too many for the page's timeline.
+        if e.ph != Phase::Complete || e.cat == Some(crate::report::device_timers::REGION_CATEGORY) {
             continue;
         }
         let (Some(ts), Some(dur)) = (e.ts, e.dur) else { continue };

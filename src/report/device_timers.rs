@@ -1,0 +1,358 @@
+//! In-kernel region timers in the report: the join to kernel rows, `regions.csv`, and the
+//! Perfetto tracks.
+//!
+//! Layer 3 (the safe profiler), report output. [`Report::attach_device_timers`] joins each
+//! [`TimedLaunch`] to the kernel row of its correlation id (kernel name, range path) and
+//! computes [`Report::device_regions`]; `report.json` then holds both. `regions.csv`
+//! ([`REGIONS_CSV`]) is those statistics, one row per (kernel, region, scope, key), after
+//! `# ` metadata lines that count everything the decoder left out.
+//!
+//! # Tracks
+//!
+//! Regions are complete events of category [`REGION_CATEGORY`] (instants: `"i"` events) in
+//! the process of their GPU, on tracks beside the streams: one per SM (tid
+//! [`SM_TID_BASE`] + 256·SM + k) or, for launches collected with
+//! [`TrackLayout::Lane`], one per (block, lane) (tid [`LANE_TID_BASE`] + 8·(65536·block +
+//! lane) + k). `k` numbers extra tracks for regions that overlap without nesting (blocks
+//! sharing an SM), since a track can only draw nested slices.
+//!
+//! Device stamps are `%globaltimer` ns; [`DeviceClock`] puts them on the CUPTI clock of the
+//! kernel slices. With measured kernel times the brackets of consecutive launches are
+//! fitted to one offset per run ([`DeviceClock::fit_runs`]; runs and slack in
+//! `otherData.device_timers`); when kernel positions are synthetic (counter modes), each
+//! launch is placed inside its own kernel slice.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::Write;
+use std::path::Path;
+
+use ::csv::{QuoteStyle, WriterBuilder};
+use serde::Serialize;
+
+use super::csv::write_file;
+use super::timeline::{EventArgs, Phase, TraceEvent, GPU_PID_BASE};
+use super::Report;
+use crate::device_timers::clock::{Bracket, DeviceClock};
+use crate::device_timers::{region_stats, TimedLaunch, TrackLayout};
+use crate::error::{Error, Result};
+
+/// The file name of the region statistics.
+pub const REGIONS_CSV: &str = "regions.csv";
+/// Category of region events.
+pub const REGION_CATEGORY: &str = "device_region";
+/// First tid of the per-SM tracks.
+pub const SM_TID_BASE: u64 = 1 << 32;
+/// First tid of the per-lane tracks.
+pub const LANE_TID_BASE: u64 = 1 << 40;
+
+/// Args of a region or instant event.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RegionArgs {
+    /// Correlation id of the launch.
+    pub correlation_id: Option<u32>,
+    /// Region id.
+    pub region_id: u16,
+    /// Block (linear).
+    pub block: u32,
+    /// Lane in the block.
+    pub lane: u32,
+    /// SM.
+    pub sm: u16,
+    /// Duration by `%globaltimer`, ns (regions only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ns: Option<u64>,
+    /// Payload of the begin record (of the instant).
+    pub payload: u32,
+    /// Payload of the end record.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_payload: Option<u32>,
+}
+
+/// What `otherData.device_timers` says about the region tracks.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DeviceTimerTraceInfo {
+    /// Launches with timers in the report.
+    pub launches: u64,
+    /// Launches drawn inside their kernel's slice.
+    pub placed: u64,
+    /// Launches not drawn: no kernel row, or a kernel without a position.
+    pub unplaced: u64,
+    /// `"one offset for all launches"`, `"offsets fitted per run of launches"` (the clocks
+    /// drifted) or `"each launch inside its own kernel slice"` (kernel positions synthetic).
+    pub clock: &'static str,
+    /// Runs of launches that share one offset (per GPU, summed).
+    pub runs: u64,
+    /// The shared offset (CUPTI − `%globaltimer`), ns, when one fits every launch.
+    pub offset_ns: Option<i64>,
+    /// The largest uncertainty of a placed launch's offset, ns.
+    pub slack_ns: Option<u64>,
+}
+
+/// An event and its (start, end) on the CUPTI clock.
+type Placed = (u64, u64, TraceEvent);
+
+/// A kernel's slice: (start, duration) on the CUPTI clock and its device.
+pub(crate) type Slice = (u64, u64, u32);
+
+#[derive(Serialize)]
+struct MetaCount<'a> {
+    what: &'a str,
+    value: u64,
+}
+
+impl Report {
+    /// Joins `launches` to their kernel rows and (re)computes [`Report::device_regions`]. A
+    /// launch whose correlation id names no kernel row is kept (labelled by its own label)
+    /// and counted in a warning.
+    pub fn attach_device_timers(&mut self, launches: Vec<TimedLaunch>) {
+        let rows: HashMap<u32, usize> = self.kernels.iter().enumerate().map(|(i, k)| (k.correlation_id, i)).collect();
+        let mut unjoined = 0;
+        for mut launch in launches {
+            match launch.correlation_id.and_then(|id| rows.get(&id)) {
+                Some(&i) => {
+                    let k = &self.kernels[i];
+                    launch.kernel_name = k.kernel_name.clone().or_else(|| k.mangled_name.clone());
+                    launch.range_path = Some(k.range_path.clone());
+                }
+                None => unjoined += 1,
+            }
+            self.device_timers.push(launch);
+        }
+        if unjoined > 0 {
+            self.meta.warnings.push(format!(
+                "device timers: {unjoined} launch(es) have no kernel row (no correlation id, or a launch this session \
+                 did not profile): their regions are in regions.csv under their label but not on the timeline"
+            ));
+        }
+        let labelled: Vec<(String, &TimedLaunch)> = self.device_timers.iter().map(|l| (launch_label(l), l)).collect();
+        self.device_regions = region_stats(&labelled);
+    }
+
+    /// Writes `regions.csv` (see the [module docs](self)) to `out`.
+    pub fn write_regions_csv_to<W: Write>(&self, mut out: W) -> Result<()> {
+        const WHAT: &str = "regions CSV";
+        let fail = |e: &dyn std::fmt::Display| Error::Serialize { what: WHAT, message: e.to_string() };
+        self.write_metadata(&mut out, "device regions", WHAT)?;
+        let t = &self.device_timers;
+        let sum = |f: &dyn Fn(&TimedLaunch) -> u64| t.iter().map(f).sum::<u64>();
+        let counts = [
+            MetaCount { what: "launches", value: t.len() as u64 },
+            MetaCount { what: "overflow_records", value: sum(&|l| l.overflow()) },
+            MetaCount { what: "torn_records", value: sum(&|l| l.torn) },
+            MetaCount { what: "stray_records", value: sum(&|l| l.stray) },
+            MetaCount { what: "unclosed_begins", value: sum(&|l| l.spans.unclosed_begins) },
+            MetaCount { what: "unmatched_ends", value: sum(&|l| l.spans.unmatched_ends) },
+            MetaCount { what: "launches_with_lanes_not_once", value: sum(&|l| u64::from(!l.spans.lanes.each_once())) },
+        ];
+        let line = counts.iter().map(|c| format!("{}={}", c.what, c.value)).collect::<Vec<_>>().join(" ");
+        writeln!(out, "# device timers: {line}").map_err(|e| fail(&e))?;
+        writeln!(out, "# durations by %globaltimer; percentiles by nearest rank; key: the SM or lane of scope sm/lane")
+            .map_err(|e| fail(&e))?;
+        let mut w = WriterBuilder::new().quote_style(QuoteStyle::NonNumeric).from_writer(out);
+        if self.device_regions.is_empty() {
+            w.write_record(REGIONS_COLUMNS).map_err(|e| fail(&e))?;
+        }
+        for row in &self.device_regions {
+            w.serialize(row).map_err(|e| fail(&e))?;
+        }
+        w.flush().map_err(|e| fail(&e))
+    }
+
+    /// Writes `regions.csv` to a file.
+    pub fn write_regions_csv(&self, path: impl AsRef<Path>) -> Result<()> {
+        write_file(path.as_ref(), |out| self.write_regions_csv_to(out))
+    }
+}
+
+/// Columns of `regions.csv` (the fields of [`crate::device_timers::RegionStats`]).
+pub const REGIONS_COLUMNS: [&str; 14] = [
+    "kernel",
+    "region",
+    "region_id",
+    "scope",
+    "key",
+    "launches",
+    "count",
+    "total_ns",
+    "mean_ns",
+    "min_ns",
+    "max_ns",
+    "p50_ns",
+    "p99_ns",
+    "payload_sum",
+];
+
+/// The label a launch's statistics go under: kernel name, own label, or `<unknown kernel>`.
+fn launch_label(l: &TimedLaunch) -> String {
+    l.kernel_name.clone().or_else(|| l.label.clone()).unwrap_or_else(|| "<unknown kernel>".into())
+}
+
+/// Assigns each interval (in start order, longer first) a sub-track on which it nests in or
+/// follows every earlier interval.
+fn sub_tracks(intervals: &[(u64, u64)]) -> Vec<u64> {
+    let mut stacks: Vec<Vec<u64>> = Vec::new();
+    intervals
+        .iter()
+        .map(|&(start, end)| {
+            for (k, stack) in stacks.iter_mut().enumerate() {
+                while stack.last().is_some_and(|&e| e <= start) {
+                    stack.pop();
+                }
+                if stack.last().is_none_or(|&e| e >= end) {
+                    stack.push(end);
+                    return k as u64;
+                }
+            }
+            stacks.push(vec![end]);
+            (stacks.len() - 1) as u64
+        })
+        .collect()
+}
+
+/// The region events of `report` and what the trace says about them. `slices` maps a
+/// correlation id to its kernel's slice; `measured` says whether slices are real times.
+pub(crate) fn trace_events(
+    report: &Report,
+    slices: &HashMap<u32, Slice>,
+    measured: bool,
+    origin: u64,
+) -> (Vec<TraceEvent>, Option<DeviceTimerTraceInfo>) {
+    if report.device_timers.is_empty() {
+        return (Vec::new(), None);
+    }
+    let placed: Vec<(&TimedLaunch, Slice, Bracket)> = report
+        .device_timers
+        .iter()
+        .filter_map(|l| {
+            let slice = *slices.get(&l.correlation_id?)?;
+            let bracket = Bracket {
+                kernel_start_ns: slice.0,
+                kernel_end_ns: slice.0 + slice.1,
+                first_ns: l.first_ns?,
+                last_ns: l.last_ns?,
+            };
+            Some((l, slice, bracket))
+        })
+        .collect();
+    // Offsets per run of launches on each GPU (measured positions), else per launch.
+    let mut clocks: Vec<DeviceClock> = placed.iter().map(|p| DeviceClock::single(&p.2)).collect();
+    let mut runs = 0u64;
+    if measured {
+        let devices: BTreeSet<u32> = placed.iter().map(|p| p.1 .2).collect();
+        for device in devices {
+            let members: Vec<usize> = (0..placed.len()).filter(|&i| placed[i].1 .2 == device).collect();
+            let fitted = DeviceClock::fit_runs(&members.iter().map(|&i| placed[i].2).collect::<Vec<_>>());
+            // A run of n launches gives each of them a clock with `launches` n.
+            runs += fitted.iter().map(|c| 1.0 / f64::from(c.launches.max(1))).sum::<f64>().round() as u64;
+            for (&i, clock) in members.iter().zip(fitted) {
+                clocks[i] = clock;
+            }
+        }
+    }
+    let shared = (measured && runs == 1).then(|| clocks[0]);
+    let micros = |ns: u64| ns.saturating_sub(origin) as f64 / 1000.0;
+
+    // (device, layout base tid) → [(start, end, event)], sub-tracks assigned per base.
+    let mut tracks: BTreeMap<(u32, u64), Vec<Placed>> = BTreeMap::new();
+    let mut names: BTreeMap<(u32, u64), String> = BTreeMap::new();
+    for ((launch, slice, _), clock) in placed.iter().zip(&clocks) {
+        let device = slice.2;
+        let base = |block: u32, lane: u32, sm: u16| match launch.tracks {
+            TrackLayout::Sm => (SM_TID_BASE + 256 * u64::from(sm), format!("SM {sm} (device timers)")),
+            TrackLayout::Lane => (
+                LANE_TID_BASE + 8 * (65_536 * u64::from(block) + u64::from(lane)),
+                format!("block {block} lane {lane} (device timers)"),
+            ),
+        };
+        for s in &launch.spans.spans {
+            let (tid, name) = base(s.block, s.lane_in_block, s.sm);
+            names.entry((device, tid)).or_insert(name);
+            let (start, end) = (clock.to_cupti_ns(s.start_ns), clock.to_cupti_ns(s.end_ns));
+            let event = TraceEvent {
+                name: launch.region_name(s.region),
+                cat: Some(REGION_CATEGORY),
+                ph: Phase::Complete,
+                ts: Some(micros(start)),
+                dur: Some(s.duration_ns() as f64 / 1000.0),
+                pid: GPU_PID_BASE + u64::from(device),
+                tid,
+                args: EventArgs::Region(RegionArgs {
+                    correlation_id: launch.correlation_id,
+                    region_id: s.region,
+                    block: s.block,
+                    lane: s.lane_in_block,
+                    sm: s.sm,
+                    duration_ns: Some(s.duration_ns()),
+                    payload: s.begin_payload,
+                    end_payload: Some(s.end_payload),
+                }),
+            };
+            tracks.entry((device, tid)).or_default().push((start, end, event));
+        }
+        for i in &launch.spans.instants {
+            let (tid, name) = base(i.block, i.lane_in_block, i.sm);
+            names.entry((device, tid)).or_insert(name);
+            let at = clock.to_cupti_ns(i.ts_ns);
+            let event = TraceEvent {
+                name: launch.region_name(i.region),
+                cat: Some(REGION_CATEGORY),
+                ph: Phase::Instant,
+                ts: Some(micros(at)),
+                dur: None,
+                pid: GPU_PID_BASE + u64::from(device),
+                tid,
+                args: EventArgs::Region(RegionArgs {
+                    correlation_id: launch.correlation_id,
+                    region_id: i.region,
+                    block: i.block,
+                    lane: i.lane_in_block,
+                    sm: i.sm,
+                    duration_ns: None,
+                    payload: i.payload,
+                    end_payload: None,
+                }),
+            };
+            tracks.entry((device, tid)).or_default().push((at, at, event));
+        }
+    }
+    let mut events = Vec::new();
+    let mut named: BTreeSet<(u32, u64)> = BTreeSet::new();
+    for ((device, base), mut list) in tracks {
+        list.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        let spans: Vec<(u64, u64)> = list.iter().map(|(s, e, _)| (*s, *e)).collect();
+        let ks = sub_tracks(&spans);
+        let limit = if base >= LANE_TID_BASE { 7 } else { 255 };
+        for ((_, _, mut event), k) in list.into_iter().zip(ks) {
+            event.tid = base + k.min(limit);
+            if named.insert((device, event.tid)) {
+                let label = names.get(&(device, base)).cloned().unwrap_or_default();
+                let label = if k == 0 { label } else { format!("{label} · {k}") };
+                events.push(TraceEvent {
+                    name: "thread_name".into(),
+                    cat: None,
+                    ph: Phase::Metadata,
+                    ts: None,
+                    dur: None,
+                    pid: event.pid,
+                    tid: event.tid,
+                    args: EventArgs::Name { name: label },
+                });
+            }
+            events.push(event);
+        }
+    }
+    let info = DeviceTimerTraceInfo {
+        launches: report.device_timers.len() as u64,
+        placed: placed.len() as u64,
+        unplaced: (report.device_timers.len() - placed.len()) as u64,
+        clock: match (measured, shared.is_some()) {
+            (false, _) => "each launch inside its own kernel slice",
+            (true, true) => "one offset for all launches",
+            (true, false) => "offsets fitted per run of launches",
+        },
+        runs,
+        offset_ns: shared.map(|c| c.offset_ns),
+        slack_ns: clocks.iter().map(|c| c.slack_ns).max(),
+    };
+    (events, Some(info))
+}
