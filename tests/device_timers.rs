@@ -68,6 +68,7 @@ fn report() -> Report {
             context_id: 1,
             device_id: 0,
             graph_id: 0,
+            graph_node_id: 0,
             start_ns: CLOCK_START + start,
             end_ns: CLOCK_START + start + dur,
         });
