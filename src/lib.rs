@@ -22,6 +22,7 @@ pub mod capture;
 pub mod checked;
 pub mod error;
 pub mod model;
+pub mod probe;
 pub mod report;
 pub mod sys;
 pub mod ways_in;
