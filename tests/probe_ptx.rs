@@ -13,7 +13,11 @@ use gmprof::probe::spec::{Layout, ProbeSpec, SpecError};
 use gmprof::probe::{find_kernel, inject, parse_probe_list, probe_ptx, prune, Module, NameMatch};
 
 fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ptx").join(name)
+    // The build's source tree, or the working directory (a staged test binary on the GPU
+    // machine runs from a copy of the project root).
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ptx");
+    let dir = if built.is_dir() { built } else { PathBuf::from("tests/data/ptx") };
+    dir.join(name)
 }
 
 fn read(name: &str) -> String {

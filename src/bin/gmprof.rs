@@ -69,6 +69,8 @@ impl ViewArgs {
     }
 }
 
+// Parsed once per process: the size of `Run`'s many options does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// List the metrics this GPU supports, with type, unit and description.
@@ -145,6 +147,22 @@ enum Command {
         /// against the passes the metric set needs before the program starts.
         #[arg(long, requires = "iteration_replay")]
         iterations: Option<usize>,
+        /// Probe kernels at load time (PTX probe engine): comma-separated built-in probes
+        /// (block_sched, gmem_bytes, exec_count) or paths to TOML probe specs. Kernels loaded
+        /// as PTX (NVRTC, cuModuleLoadData with PTX or a fatbin that carries PTX) are probed;
+        /// the others run untouched and are listed in probe_kernels.csv with the reason.
+        #[arg(long)]
+        probe: Option<String>,
+        /// Probe only kernels whose mangled or demangled name matches this glob.
+        #[arg(long, requires = "probe")]
+        probe_kernels: Option<String>,
+        /// Probe only while an NVTX range matching this glob is open.
+        #[arg(long, requires = "probe")]
+        probe_range: Option<String>,
+        /// A directory searched for .ptx files of kernels loaded without PTX, e.g. Triton's
+        /// cache (~/.triton/cache), which keeps each compiled kernel's PTX.
+        #[arg(long, requires = "probe")]
+        probe_ptx_dir: Option<PathBuf>,
         #[command(flatten)]
         view: ViewArgs,
         /// The program and its arguments (after `--`).
@@ -295,10 +313,18 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         stats,
         iteration_replay,
         iterations,
+        probe,
+        probe_kernels,
+        probe_range,
+        probe_ptx_dir,
         view,
         program,
     } = cli.command
     {
+        if let Some(list) = &probe {
+            // Refuse an unknown probe or a bad spec before the program starts.
+            gmprof::probe::parse_probe_list(list).map_err(|e| gmprof::Error::InvalidConfig(format!("--probe: {e}")))?;
+        }
         let iteration_replay = iteration_replay.zip(iterations);
         if let Some((pattern, instances)) = &iteration_replay {
             check_iteration_replay_up_front(mode.as_deref(), &metrics, pattern, *instances)?;
@@ -314,7 +340,19 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
             iteration_replay,
             program,
         };
-        let plan = LaunchPlan::new(&opts)?;
+        let mut plan = LaunchPlan::new(&opts)?;
+        use gmprof::ways_in::probe_run::{PROBE_ENV, PROBE_KERNELS_ENV, PROBE_PTX_DIR_ENV, PROBE_RANGE_ENV};
+        let ptx_dir = probe_ptx_dir.map(|d| std::path::absolute(&d).unwrap_or(d).display().to_string());
+        for (key, value) in [
+            (PROBE_ENV, probe),
+            (PROBE_KERNELS_ENV, probe_kernels),
+            (PROBE_RANGE_ENV, probe_range),
+            (PROBE_PTX_DIR_ENV, ptx_dir),
+        ] {
+            if let Some(v) = value {
+                plan.env.push((key.into(), v.into()));
+            }
+        }
         let outcome = plan.run()?;
         let profiled: Vec<_> = outcome.profiled().collect();
         if let [only] = profiled.as_slice() {

@@ -7,8 +7,11 @@
 //! at finish hands the records to [`crate::analysis`] and the result to [`crate::report`].
 //! [`metrics`] checks metric names against the chip's catalog before capture starts.
 //!
-//! May import: `checked`, `model`, `error`, `analysis`, `report`. Never `ways_in`.
+//! [`probe`] is the driver side of the PTX probe engine (`crate::probe`).
+//!
+//! May import: `checked`, `model`, `error`, `analysis`, `report`, `probe`. Never `ways_in`.
 
 pub(crate) mod hub;
 pub mod metrics;
+pub mod probe;
 pub mod profiler;

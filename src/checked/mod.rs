@@ -58,6 +58,7 @@ pub mod callback;
 pub mod driver;
 pub mod host;
 pub mod library;
+pub mod module;
 pub mod range_profiler;
 pub mod target;
 

@@ -161,6 +161,6 @@ pub fn ptx_of(entries: &[Entry]) -> (Vec<String>, Vec<String>) {
             None => problems.push(format!("PTX for sm_{}: {}", e.sm, e.problem.clone().unwrap_or_default())),
         }
     }
-    ptx.sort_by(|a, b| b.0.cmp(&a.0));
+    ptx.sort_by_key(|b| std::cmp::Reverse(b.0));
     (ptx.into_iter().map(|(_, t)| t).collect(), problems)
 }

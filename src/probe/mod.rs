@@ -17,7 +17,8 @@
 //! (the built-in `block_sched`, `gmem_bytes`, `exec_count` and custom TOML ones),
 //! [`inject`] rewrites the kernel, [`fatbin`] finds PTX in an image and [`decode`] turns a
 //! launch's map buffers into records. Catching module loads and launches is the job of the
-//! driver side ([`intercept`], which only plans; see its doc for what runs on a GPU).
+//! driver side, `capture::probe`, which hears module loads and launches through CUPTI driver
+//! callbacks and calls into this folder.
 //!
 //! This folder names only `model` and `error` of the crate: it sits beside the pipeline, and
 //! the layers that talk to CUDA call into it.
@@ -44,6 +45,8 @@ pub struct ProbedKernel {
     pub matched: NameMatch,
     /// The pruned, probed module.
     pub ptx: String,
+    /// The kernel's own parameters (the map parameters come after them).
+    pub params: usize,
     /// What injection did.
     pub report: InjectReport,
 }
@@ -70,6 +73,7 @@ pub fn probe_ptx(ptx: &str, kernel: &str, probes: &[ProbeSpec]) -> Result<Probed
     let module = Module::parse(ptx).map_err(|e| NotProbed::Parse(e.to_string()))?;
     let (name, matched) = find_kernel(&module, kernel).ok_or_else(|| NotProbed::NotFound(demangle(kernel)))?;
     let pruned = prune(&module, &name).ok_or_else(|| NotProbed::NotFound(name.clone()))?;
+    let params = pruned.kernels().find(|k| k.name == name).map_or(0, |k| k.params.len());
     let (probed, report) = inject(&pruned, &name, probes).map_err(|e| NotProbed::Inject(e.to_string()))?;
-    Ok(ProbedKernel { kernel: name, matched, ptx: probed.to_ptx(), report })
+    Ok(ProbedKernel { kernel: name, matched, ptx: probed.to_ptx(), params, report })
 }
