@@ -10,7 +10,9 @@ use gmprof::probe::decode::{self, LaunchInfo};
 use gmprof::probe::fatbin::{self, EntryKind, Image};
 use gmprof::probe::ptx::{FunctionKind, Item, Stmt};
 use gmprof::probe::spec::{Layout, ProbeSpec, SpecError};
-use gmprof::probe::{find_kernel, inject, parse_probe_list, probe_ptx, prune, Module, NameMatch};
+use gmprof::probe::{
+    find_kernel, inject, inject_with, parse_probe_list, probe_ptx, probe_ptx_with, prune, MapVia, Module, NameMatch,
+};
 
 fn data(name: &str) -> PathBuf {
     // The build's source tree, or the working directory (a staged test binary on the GPU
@@ -167,6 +169,18 @@ fn injects_block_sched_gmem_bytes_and_exec_count() {
 }
 
 #[test]
+fn maps_through_module_variables_leave_the_parameters_alone() {
+    let m = prune(&Module::parse(&read("probe_kernels_sm90.ptx")).unwrap(), MIXER).unwrap();
+    let (probed, report) = inject_with(&m, MIXER, &all_probes(), MapVia::Global).unwrap();
+    assert_eq!(report.map_params.len(), 3);
+    assert_eq!(probed.kernels().next().unwrap().params.len(), 3, "no parameter added");
+    let ptx = probed.to_ptx();
+    assert!(ptx.contains(".visible .global .align 8 .u64 gmprof_map_gmem_bytes;"), "{ptx}");
+    assert!(ptx.contains("ld.global.u64\t%gmp_map_gmem_bytes, [gmprof_map_gmem_bytes];"));
+    assert!(!ptx.contains("ld.param.u64\t%gmp_map"));
+}
+
+#[test]
 fn a_guarded_ret_and_guarded_loads_keep_their_guards() {
     let src = ".version 8.0\n.target sm_80\n.address_size 64\n\
         .visible .entry k(.param .u64 p) {\n.reg .pred %p<2>;\n.reg .b64 %rd<3>;\n.reg .f32 %f<2>;\n\
@@ -305,24 +319,26 @@ fn every_probed_kernel_assembles_with_ptxas() {
     ] {
         let module = Module::parse(&read(file)).unwrap();
         for k in module.kernels() {
-            let probed = probe_ptx(&read(file), &k.name, &all_probes()).unwrap();
-            let path = dir.path().join(format!("{}.ptx", k.name));
-            std::fs::write(&path, &probed.ptx).unwrap();
-            let out = Command::new(&ptxas)
-                .args(["-arch", arch, "-o"])
-                .arg(dir.path().join("out.cubin"))
-                .arg(&path)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "ptxas rejected the probed {}: {}\n{}",
-                k.name,
-                String::from_utf8_lossy(&out.stderr),
-                probed.ptx
-            );
-            assembled += 1;
+            for via in [MapVia::Param, MapVia::Global] {
+                let probed = probe_ptx_with(&read(file), &k.name, &all_probes(), via).unwrap();
+                let path = dir.path().join(format!("{}.ptx", k.name));
+                std::fs::write(&path, &probed.ptx).unwrap();
+                let out = Command::new(&ptxas)
+                    .args(["-arch", arch, "-o"])
+                    .arg(dir.path().join("out.cubin"))
+                    .arg(&path)
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "ptxas rejected the probed {}: {}\n{}",
+                    k.name,
+                    String::from_utf8_lossy(&out.stderr),
+                    probed.ptx
+                );
+                assembled += 1;
+            }
         }
     }
-    assert_eq!(assembled, 5 + 8 + 1);
+    assert_eq!(assembled, 2 * (5 + 8 + 1));
 }

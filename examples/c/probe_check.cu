@@ -81,8 +81,12 @@ int main(int argc, char** argv) {
     launch(mixer, (quads + T - 1) / T, T, ma);
     void* ha_[] = {&bins, &data, &n};
     launch(histogram, 1024, T, ha_);
-    // A second vector_add: the probed function is cached, the maps are new.
-    launch(vector_add, (n + T - 1) / T, T, va);
+    // A second vector_add, through cuLaunchKernelEx: the probed function is cached, the
+    // maps are new.
+    CUlaunchConfig cfg = {};
+    cfg.gridDimX = (n + T - 1) / T; cfg.gridDimY = 1; cfg.gridDimZ = 1;
+    cfg.blockDimX = T; cfg.blockDimY = 1; cfg.blockDimZ = 1;
+    CU(cuLaunchKernelEx(&cfg, vector_add, va, nullptr));
     CU(cuCtxSynchronize());
     std::printf("n %d\n", n);
     std::printf("vector_add %016llx\n", (unsigned long long)fnv(c, n * 4));

@@ -37,7 +37,7 @@ use crate::checked::module::{ModuleApi, RawFunction, RawModule};
 use crate::error::Result;
 use crate::probe::decode::{self, LaunchInfo};
 use crate::probe::fatbin::{self, Image};
-use crate::probe::{demangle, probe_ptx, ProbeSpec};
+use crate::probe::{demangle, probe_ptx_with, MapVia, ProbeSpec};
 use crate::sys::cupti::{CUpti_driver_api_trace_cbid_enum as Cbid, CUstream};
 
 /// What to probe.
@@ -55,6 +55,9 @@ pub struct ProbeConfig {
     /// has no PTX: Triton loads cubins but keeps each kernel's PTX in its cache
     /// (`~/.triton/cache`), so pointing this there probes Triton kernels.
     pub ptx_dir: Option<std::path::PathBuf>,
+    /// How probed kernels find their maps: extra parameters, or module variables gmprof
+    /// sets before each launch (the launch's arguments untouched).
+    pub maps: MapVia,
 }
 
 /// One probed launch, for probe_launches.csv.
@@ -126,9 +129,13 @@ enum Source {
 struct Probed {
     func: RawFunction,
     params: usize,
+    /// With [`MapVia::Global`], each probe's map variable.
+    globals: Vec<u64>,
 }
 
 struct Pending {
+    /// How the launch was made, for a failure's message.
+    how: String,
     _args: Vec<*mut c_void>,
     _ptrs: Box<[u64]>,
     maps: Vec<(u64, usize)>,
@@ -255,10 +262,11 @@ fn on_driver_call(call: &RawDriverCall) {
             if config.range.is_some() && state.range_depth <= 0 {
                 return;
             }
-            let (f, args, dims, stream) = if launch {
+            let (f, args, dims, stream, how) = if launch {
                 // SAFETY: cuLaunchKernel's parameter struct.
                 let p = unsafe { &*(call.params as *const LaunchParams) };
-                (p.f, p.kernel_params, (p.grid, p.block), p.stream)
+                let how = format!("cuLaunchKernel, shared {} B, extra {}", p.shared, !p.extra.is_null());
+                (p.f, p.kernel_params, (p.grid, p.block), p.stream, how)
             } else {
                 // SAFETY: cuLaunchKernelEx's parameter struct; its config is valid for the call.
                 let p = unsafe { &*(call.params as *const LaunchExParams) };
@@ -267,7 +275,13 @@ fn on_driver_call(call: &RawDriverCall) {
                 }
                 // SAFETY: checked non-null above.
                 let c = unsafe { &*p.config };
-                (p.f, p.kernel_params, (c.grid, c.block), c.stream)
+                let attrs: Vec<u32> = (0..c.num_attrs as usize)
+                    // SAFETY: `attrs` has `num_attrs` CUlaunchAttribute entries (72 bytes
+                    // each: the id, padding, then a 64-byte value union).
+                    .map(|i| unsafe { *((c.attrs as *const u8).add(i * 72) as *const u32) })
+                    .collect();
+                let how = format!("cuLaunchKernelEx, shared {} B, attributes {attrs:?}", c.shared);
+                (p.f, p.kernel_params, (c.grid, c.block), c.stream, how)
             };
             let Some(probed_fn) = prepare(api, config, state, f, args.is_null()) else { return };
             let blocks = dims.0.iter().map(|&d| d as u64).product::<u64>();
@@ -288,8 +302,17 @@ fn on_driver_call(call: &RawDriverCall) {
                 }
             }
             let ptrs: Box<[u64]> = maps.iter().map(|m| m.0).collect();
+            for (var, ptr) in probed_fn.2.iter().zip(ptrs.iter()) {
+                if let Err(e) = quietly(|| api.write_u64(*var, *ptr, stream)) {
+                    maps.iter().for_each(|(p, _)| quietly(|| api.free(*p)));
+                    let status = format!("not probed: {e}");
+                    state.launches.push(LaunchRecord { status, ..launch_record(&info) });
+                    return;
+                }
+            }
             let mut new_args: Vec<*mut c_void> = Vec::with_capacity(probed_fn.1 + ptrs.len());
-            for i in 0..probed_fn.1 {
+            let via_params = config.maps == MapVia::Param;
+            for i in (0..probed_fn.1).filter(|_| via_params) {
                 // SAFETY: the kernel has `params` parameters, so the program's array has as
                 // many entries.
                 new_args.push(unsafe { *args.add(i) });
@@ -299,16 +322,29 @@ fn on_driver_call(call: &RawDriverCall) {
                 // SAFETY: rewriting the call's own parameter struct on enter (module doc).
                 let p = unsafe { &mut *(call.params as *mut LaunchParams) };
                 p.f = probed_fn.0;
-                p.kernel_params = new_args.as_mut_ptr();
+                if via_params {
+                    p.kernel_params = new_args.as_mut_ptr();
+                }
             } else {
                 // SAFETY: as above, for cuLaunchKernelEx.
                 let p = unsafe { &mut *(call.params as *mut LaunchExParams) };
                 p.f = probed_fn.0;
-                p.kernel_params = new_args.as_mut_ptr();
+                if via_params {
+                    p.kernel_params = new_args.as_mut_ptr();
+                }
             }
+            let attr = |a| api.function_attribute(probed_fn.0, a).map_or("?".to_string(), |v| v.to_string());
+            let how = format!(
+                "{how}, maps via {:?}, {} + {} parameters; probed function: {} registers, max {} threads per block",
+                config.maps,
+                probed_fn.1,
+                config.probes.len(),
+                attr(4),
+                attr(0)
+            );
             state
                 .pending
-                .insert(call.correlation_id, Pending { _args: new_args, _ptrs: ptrs, maps, stream, launch: info });
+                .insert(call.correlation_id, Pending { how, _args: new_args, _ptrs: ptrs, maps, stream, launch: info });
         }
         (CallbackSite::Exit, true) => {
             if let Some(p) = state.pending.remove(&call.correlation_id) {
@@ -327,7 +363,7 @@ fn prepare(
     state: &mut State,
     f: RawFunction,
     no_args: bool,
-) -> Option<(RawFunction, usize)> {
+) -> Option<(RawFunction, usize, Vec<u64>)> {
     let key = f as usize;
     if !state.kernels.contains_key(&key) {
         let mangled = quietly(|| api.function_name(f)).unwrap_or_default();
@@ -347,8 +383,8 @@ fn prepare(
         } else {
             let started = Instant::now();
             match load_probed(api, config, state, f, &status.mangled) {
-                Ok((func, params, detail)) => {
-                    probed = Some(Probed { func, params });
+                Ok((func, params, globals, detail)) => {
+                    probed = Some(Probed { func, params, globals });
                     status.status = "probed".into();
                     status.detail = detail;
                     status.load_ms = Some(started.elapsed().as_secs_f64() * 1e3);
@@ -364,11 +400,11 @@ fn prepare(
     }
     status.launches += 1;
     let p = probed.as_ref()?;
-    if no_args {
+    if no_args && config.maps == MapVia::Param {
         status.detail.push_str("; a launch passing its arguments through `extra` ran unprobed");
         return None;
     }
-    Some((p.func, p.params))
+    Some((p.func, p.params, p.globals.clone()))
 }
 
 fn load_probed(
@@ -377,8 +413,13 @@ fn load_probed(
     state: &State,
     f: RawFunction,
     mangled: &str,
-) -> std::result::Result<(RawFunction, usize, String), String> {
-    let module: RawModule = quietly(|| api.function_module(f)).map_err(|e| e.to_string())?;
+) -> std::result::Result<(RawFunction, usize, Vec<u64>, String), String> {
+    let module: RawModule = quietly(|| api.function_module(f)).map_err(|e| {
+        format!(
+            "a runtime kernel (its handle has no module: the runtime registers its fatbins through a path \
+             gmprof does not see): {e}"
+        )
+    })?;
     let from_dir;
     let texts = match state.modules.get(&(module as usize)) {
         Some(Source::Ptx(t)) => t,
@@ -398,16 +439,22 @@ fn load_probed(
     };
     let mut last = String::new();
     for text in texts {
-        match probe_ptx(text, mangled, &config.probes) {
+        match probe_ptx_with(text, mangled, &config.probes, config.maps) {
             Ok(k) => {
                 let m = quietly(|| api.load_ptx(&k.ptx)).map_err(|e| e.to_string())?;
                 let func = quietly(|| api.function(m, &k.kernel)).map_err(|e| e.to_string())?;
+                let mut globals = Vec::new();
+                if config.maps == MapVia::Global {
+                    for name in &k.report.map_params {
+                        globals.push(quietly(|| api.global(m, name)).map_err(|e| e.to_string())?);
+                    }
+                }
                 let unseen: Vec<String> = k.report.unprobed.iter().map(|(w, n)| format!("{n} {w}")).collect();
                 let mut detail = format!("name match: {}", k.matched);
                 if !unseen.is_empty() {
                     detail.push_str(&format!("; not seen by the probes: {}", unseen.join(", ")));
                 }
-                return Ok((func, k.params, detail));
+                return Ok((func, k.params, globals, detail));
             }
             Err(e) => last = e.to_string(),
         }
@@ -451,7 +498,7 @@ fn finish_launch(api: &ModuleApi, config: &ProbeConfig, state: &mut State, p: Pe
     record.status = match (result, &synced) {
         (Some(0), Ok(())) => "probed".into(),
         (_, Err(e)) => format!("failed: {e}"),
-        (r, _) => format!("failed: the probed launch returned CUresult {}", r.unwrap_or(-1)),
+        (r, _) => format!("failed: the probed launch returned CUresult {} ({})", r.unwrap_or(-1), p.how),
     };
     let mut any_written = false;
     for (spec, buf) in config.probes.iter().zip(buffers) {

@@ -28,16 +28,23 @@ type MemFree = unsafe extern "C" fn(u64) -> CUresult;
 type MemsetAsync = unsafe extern "C" fn(u64, u8, usize, CUstream) -> CUresult;
 type CopyDtoH = unsafe extern "C" fn(*mut c_void, u64, usize) -> CUresult;
 type StreamSync = unsafe extern "C" fn(CUstream) -> CUresult;
+type GetGlobal = unsafe extern "C" fn(*mut u64, *mut usize, RawModule, *const c_char) -> CUresult;
+type CopyHtoDAsync = unsafe extern "C" fn(u64, *const c_void, usize, CUstream) -> CUresult;
+type FuncAttr = unsafe extern "C" fn(*mut i32, i32, RawFunction) -> CUresult;
 
 /// The probe engine's driver functions.
 pub struct ModuleApi {
     driver: Driver,
     func_get_name: GetName,
+    kernel_get_name: Option<GetName>,
+    func_get_attribute: Option<FuncAttr>,
     func_get_module: GetModule,
     library_get_module: Option<LibModule>,
     module_load_data_ex: LoadDataEx,
     module_get_function: GetFunction,
     mem_alloc: MemAlloc,
+    module_get_global: GetGlobal,
+    copy_htod_async: CopyHtoDAsync,
     mem_free: MemFree,
     memset_async: MemsetAsync,
     copy_dtoh: CopyDtoH,
@@ -75,11 +82,15 @@ impl ModuleApi {
             Ok(ModuleApi {
                 driver,
                 func_get_name: lookup(lib, "cuFuncGetName")?,
+                kernel_get_name: lookup(lib, "cuKernelGetName").ok(),
+                func_get_attribute: lookup(lib, "cuFuncGetAttribute").ok(),
                 func_get_module: lookup(lib, "cuFuncGetModule")?,
                 library_get_module: lookup(lib, "cuLibraryGetModule").ok(),
                 module_load_data_ex: lookup(lib, "cuModuleLoadDataEx")?,
                 module_get_function: lookup(lib, "cuModuleGetFunction")?,
                 mem_alloc: lookup(lib, "cuMemAlloc_v2")?,
+                module_get_global: lookup(lib, "cuModuleGetGlobal_v2")?,
+                copy_htod_async: lookup(lib, "cuMemcpyHtoDAsync_v2")?,
                 mem_free: lookup(lib, "cuMemFree_v2")?,
                 memset_async: lookup(lib, "cuMemsetD8Async")?,
                 copy_dtoh: lookup(lib, "cuMemcpyDtoH_v2")?,
@@ -90,11 +101,31 @@ impl ModuleApi {
         .map_err(|e| Error::InvalidState(format!("probe driver functions: {e}")))
     }
 
-    /// A function's mangled name.
+    /// A function's attribute (`CUfunction_attribute`), `None` when the driver refuses.
+    pub(crate) fn function_attribute(&self, f: RawFunction, attribute: i32) -> Option<i32> {
+        let get = self.func_get_attribute?;
+        let mut v = 0;
+        // SAFETY: valid out-pointer and function handle.
+        (unsafe { get(&mut v, attribute, f) } == CUresult::CUDA_SUCCESS).then_some(v)
+    }
+
+    /// A function's mangled name; a runtime kernel's handle (a `CUkernel`) is named through
+    /// `cuKernelGetName`.
     pub(crate) fn function_name(&self, f: RawFunction) -> Result<String> {
         let mut name: *const c_char = std::ptr::null();
         // SAFETY: `name` is a valid out-pointer; `f` is the handle the program launched.
-        self.driver.check(unsafe { (self.func_get_name)(&mut name, f) }, "cuFuncGetName", "naming a kernel")?;
+        let code = unsafe { (self.func_get_name)(&mut name, f) };
+        if code != CUresult::CUDA_SUCCESS {
+            if let Some(kernel_name) = self.kernel_get_name {
+                // SAFETY: as above; the driver checks whether `f` is a CUkernel.
+                if unsafe { kernel_name(&mut name, f) } != CUresult::CUDA_SUCCESS {
+                    name = std::ptr::null();
+                }
+            }
+        }
+        if name.is_null() {
+            self.driver.check(code, "cuFuncGetName", "naming a kernel")?;
+        }
         if name.is_null() {
             return Err(Error::InvalidState("cuFuncGetName returned no name".into()));
         }
@@ -153,6 +184,25 @@ impl ModuleApi {
         let code = unsafe { (self.module_get_function)(&mut f, m, c.as_ptr()) };
         self.driver.check(code, "cuModuleGetFunction", "finding the probed kernel")?;
         Ok(f)
+    }
+
+    /// The device address of a module's global variable.
+    pub(crate) fn global(&self, m: RawModule, name: &str) -> Result<u64> {
+        let c = CString::new(name).map_err(|_| Error::InvalidState("a variable name with a NUL byte".into()))?;
+        let (mut p, mut size) = (0u64, 0usize);
+        // SAFETY: valid out-pointers, live module, NUL-terminated name.
+        let code = unsafe { (self.module_get_global)(&mut p, &mut size, m, c.as_ptr()) };
+        self.driver.check(code, "cuModuleGetGlobal", "finding a probe map variable")?;
+        Ok(p)
+    }
+
+    /// Writes `value` to the device address `p` on `stream` (the value is staged before
+    /// this returns).
+    pub(crate) fn write_u64(&self, p: u64, value: u64, stream: CUstream) -> Result<()> {
+        // SAFETY: `p` is an 8-byte device variable; pageable source memory is staged by the
+        // driver before the call returns.
+        let code = unsafe { (self.copy_htod_async)(p, &value as *const u64 as *const c_void, 8, stream) };
+        self.driver.check(code, "cuMemcpyHtoDAsync", "setting a probe map variable")
     }
 
     /// Device memory of `bytes` bytes, zeroed on `stream` (ordered before what the stream

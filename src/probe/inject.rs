@@ -15,10 +15,23 @@ use std::fmt::Write as _;
 use super::ptx::{parse_body, Function, FunctionKind, Instr, Item, Module, Param, Stmt};
 use super::spec::{Hook, Layout, Position, ProbeSpec};
 
+/// How the kernel finds its map buffers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MapVia {
+    /// A `.param .u64 gmprof_map_<probe>` appended to the kernel's parameters: the launch
+    /// passes the addresses as extra arguments.
+    #[default]
+    Param,
+    /// A module-scope `.global .u64 gmprof_map_<probe>` the host sets before the launch:
+    /// the kernel's parameters are unchanged, so the launch's arguments are too.
+    Global,
+}
+
 /// What injection did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct InjectReport {
-    /// The map parameters added, in order (one per probe).
+    /// The map parameters (or, with [`MapVia::Global`], variables) added, in order (one per
+    /// probe).
     pub map_params: Vec<String>,
     /// Hooks placed, per probe, in probe order.
     pub hooks_placed: Vec<usize>,
@@ -208,7 +221,7 @@ fn instr(text: &str) -> Stmt {
 }
 
 /// The prologue that plans the maps (see the module doc).
-fn prologue(probes: &[ProbeSpec]) -> Vec<Stmt> {
+fn prologue(probes: &[ProbeSpec], via: MapVia) -> Vec<Stmt> {
     let mut s = String::new();
     s.push_str(
         "{\n.reg .b32 %gmp_s;\n.reg .b64 %gmp_v<8>;\n.reg .b64 %gmp_thread, %gmp_block, %gmp_bsize, %gmp_warp;\n",
@@ -249,9 +262,10 @@ fn prologue(probes: &[ProbeSpec]) -> Vec<Stmt> {
         let m = format!("%gmp_map_{}", p.name);
         let _ = write!(
             s,
-            "ld.param.u64 {m}, [gmprof_map_{name}];\ncvta.to.global.u64 {m}, {m};\n\
+            "ld.{space}.u64 {m}, [gmprof_map_{name}];\ncvta.to.global.u64 {m}, {m};\n\
              mul.lo.u64 %gmp_v1, {index}, {size};\nadd.u64 {m}, {m}, %gmp_v1;\n",
-            name = p.name
+            name = p.name,
+            space = if via == MapVia::Param { "param" } else { "global" },
         );
     }
     s.push_str("}\n");
@@ -270,8 +284,19 @@ fn prologue(probes: &[ProbeSpec]) -> Vec<Stmt> {
     parse_body(&s, 1).unwrap_or_default()
 }
 
-/// Injects `probes` into kernel `kernel` of `module` (normally pruned to it first).
+/// Injects `probes` into kernel `kernel` of `module` (normally pruned to it first), with
+/// map parameters ([`MapVia::Param`]).
 pub fn inject(module: &Module, kernel: &str, probes: &[ProbeSpec]) -> Result<(Module, InjectReport), InjectError> {
+    inject_with(module, kernel, probes, MapVia::Param)
+}
+
+/// Injects `probes` into kernel `kernel` of `module`, the maps found as `via` says.
+pub fn inject_with(
+    module: &Module,
+    kernel: &str,
+    probes: &[ProbeSpec],
+    via: MapVia,
+) -> Result<(Module, InjectReport), InjectError> {
     let mut ctx = Ctx { kernel, skip_labels: 0 };
     if probes.is_empty() {
         return Err(ctx.err("no probes"));
@@ -327,10 +352,12 @@ pub fn inject(module: &Module, kernel: &str, probes: &[ProbeSpec]) -> Result<(Mo
             new_body.push(Stmt::Directive(format!(".reg .{} %gmp_{}_{}", r.ty, p.name, r.name)));
         }
         let param = format!("gmprof_map_{}", p.name);
-        func.params.push(Param { name: param.clone(), text: format!(".param .u64 {param}") });
+        if via == MapVia::Param {
+            func.params.push(Param { name: param.clone(), text: format!(".param .u64 {param}") });
+        }
         report.map_params.push(param);
     }
-    new_body.extend(prologue(probes));
+    new_body.extend(prologue(probes, via));
     report.hooks_placed = vec![0; probes.len()];
     for (pi, p) in probes.iter().enumerate() {
         for h in p.hooks.iter().filter(|h| h.at == "kernel.entry") {
@@ -425,6 +452,16 @@ pub fn inject(module: &Module, kernel: &str, probes: &[ProbeSpec]) -> Result<(Mo
         new_body.extend(after);
     }
     func.body = Some(new_body);
+    if via == MapVia::Global {
+        let vars = report.map_params.iter().map(|name| {
+            Item::Variable(super::ptx::Variable {
+                name: name.clone(),
+                space: "global".into(),
+                text: format!(".visible .global .align 8 .u64 {name}"),
+            })
+        });
+        out.items.splice(0..0, vars);
+    }
     Ok((out, report))
 }
 

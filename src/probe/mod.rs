@@ -31,7 +31,7 @@ pub mod prune;
 pub mod ptx;
 pub mod spec;
 
-pub use inject::{inject, InjectReport};
+pub use inject::{inject, inject_with, InjectReport, MapVia};
 pub use prune::{demangle, find_kernel, prune, NameMatch};
 pub use ptx::Module;
 pub use spec::{parse_probe_list, Layout, ProbeSpec};
@@ -70,10 +70,15 @@ pub enum NotProbed {
 
 /// Parses `ptx`, finds `kernel`, prunes and injects `probes`.
 pub fn probe_ptx(ptx: &str, kernel: &str, probes: &[ProbeSpec]) -> Result<ProbedKernel, NotProbed> {
+    probe_ptx_with(ptx, kernel, probes, MapVia::Param)
+}
+
+/// [`probe_ptx`], the maps found as `via` says.
+pub fn probe_ptx_with(ptx: &str, kernel: &str, probes: &[ProbeSpec], via: MapVia) -> Result<ProbedKernel, NotProbed> {
     let module = Module::parse(ptx).map_err(|e| NotProbed::Parse(e.to_string()))?;
     let (name, matched) = find_kernel(&module, kernel).ok_or_else(|| NotProbed::NotFound(demangle(kernel)))?;
     let pruned = prune(&module, &name).ok_or_else(|| NotProbed::NotFound(name.clone()))?;
     let params = pruned.kernels().find(|k| k.name == name).map_or(0, |k| k.params.len());
-    let (probed, report) = inject(&pruned, &name, probes).map_err(|e| NotProbed::Inject(e.to_string()))?;
+    let (probed, report) = inject_with(&pruned, &name, probes, via).map_err(|e| NotProbed::Inject(e.to_string()))?;
     Ok(ProbedKernel { kernel: name, matched, ptx: probed.to_ptx(), params, report })
 }

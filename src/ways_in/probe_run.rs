@@ -17,7 +17,7 @@ use std::path::Path;
 
 use crate::capture::probe::{self, ProbeConfig};
 use crate::error::{Error, Result};
-use crate::probe::parse_probe_list;
+use crate::probe::{parse_probe_list, MapVia};
 
 /// Comma-separated probes: built-in names or `.toml` spec paths.
 pub const PROBE_ENV: &str = "GMPROF_PROBE";
@@ -27,6 +27,8 @@ pub const PROBE_KERNELS_ENV: &str = "GMPROF_PROBE_KERNELS";
 pub const PROBE_RANGE_ENV: &str = "GMPROF_PROBE_RANGE";
 /// Launches per kernel whose records all go to probe_records.csv.
 pub const PROBE_RECORD_LAUNCHES_ENV: &str = "GMPROF_PROBE_RECORD_LAUNCHES";
+/// `param` (default) or `global`: how probed kernels find their maps.
+pub const PROBE_MAPS_ENV: &str = "GMPROF_PROBE_MAPS";
 /// A directory of `.ptx` files for kernels whose modules have none (Triton's cache).
 pub const PROBE_PTX_DIR_ENV: &str = "GMPROF_PROBE_PTX_DIR";
 
@@ -59,6 +61,13 @@ pub fn config_from(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<Pro
         range: pattern(PROBE_RANGE_ENV)?,
         record_launches,
         ptx_dir: get(PROBE_PTX_DIR_ENV).map(std::path::PathBuf::from),
+        maps: match get(PROBE_MAPS_ENV).as_deref() {
+            None | Some("param") => MapVia::Param,
+            Some("global") => MapVia::Global,
+            Some(other) => {
+                return Err(Error::InvalidConfig(format!("{PROBE_MAPS_ENV}={other}: use param or global")));
+            }
+        },
     }))
 }
 
