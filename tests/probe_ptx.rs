@@ -94,6 +94,15 @@ fn parses_the_workloads_and_triton() {
         .filter(|s| matches!(s, Stmt::Instr(i) if i.opcode == "ld.global.b32" && i.pred.is_some()))
         .count();
     assert_eq!(guarded_loads, 16);
+    // torch.compile's Triton kernel (PTX from Triton's cache on the GPU machine).
+    let torch = Module::parse(&read("torch_compile_triton_sm90a.ptx")).unwrap();
+    let k = torch.kernels().next().unwrap();
+    assert_eq!((k.name.as_str(), k.params.len()), ("triton_poi_fused_add_mul_relu_0", 6));
+    let probed = probe_ptx(&read("torch_compile_triton_sm90a.ptx"), &k.name, &all_probes()).unwrap();
+    assert_eq!(probed.params, 6);
+    // Four guarded 16-byte vector loads and two 16-byte vector stores per thread.
+    assert_eq!(probed.ptx.matches("%gmp_gmem_bytes_rd, %gmp_gmem_bytes_rd, 16;").count(), 4);
+    assert_eq!(probed.ptx.matches("%gmp_gmem_bytes_wr, %gmp_gmem_bytes_wr, 16;").count(), 2);
     let probed = probe_ptx(&read("triton_fused_sm90.ptx"), "fused_add_relu_scale", &all_probes()).unwrap();
     // 16 guarded 4-byte loads, 8 guarded 4-byte stores, one exit.
     assert_eq!(probed.report.hooks_placed, vec![2, 25, 1]);
@@ -316,6 +325,7 @@ fn every_probed_kernel_assembles_with_ptxas() {
         ("probe_kernels_sm90.ptx", "sm_90"),
         ("workloads_kernels_sm90.ptx", "sm_90"),
         ("triton_fused_sm90.ptx", "sm_90a"),
+        ("torch_compile_triton_sm90a.ptx", "sm_90a"),
     ] {
         let module = Module::parse(&read(file)).unwrap();
         for k in module.kernels() {
@@ -340,5 +350,5 @@ fn every_probed_kernel_assembles_with_ptxas() {
             }
         }
     }
-    assert_eq!(assembled, 2 * (5 + 8 + 1));
+    assert_eq!(assembled, 2 * (5 + 8 + 1 + 1));
 }

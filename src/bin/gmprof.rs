@@ -159,9 +159,10 @@ enum Command {
         /// Probe only while an NVTX range matching this glob is open.
         #[arg(long, requires = "probe")]
         probe_range: Option<String>,
-        /// A directory searched for .ptx files of kernels loaded without PTX, e.g. Triton's
-        /// cache (~/.triton/cache), which keeps each compiled kernel's PTX.
-        #[arg(long, requires = "probe")]
+        /// Experimental, hidden: a directory searched for .ptx files of kernels loaded without
+        /// PTX (Triton's cache). Under PyTorch's Triton launcher the probed launch fails with
+        /// CUDA_ERROR_INVALID_VALUE and the program with it (README, "Probing kernels").
+        #[arg(long, requires = "probe", hide = true)]
         probe_ptx_dir: Option<PathBuf>,
         #[command(flatten)]
         view: ViewArgs,
