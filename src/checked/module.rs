@@ -1,7 +1,7 @@
 //! The driver calls the probe engine needs: function names and modules, loading PTX through
 //! the driver's JIT, and map buffers. They are looked up by name in the libcuda that is
 //! already loaded (the generated table holds only what profiling needs), and every result
-//! goes through [`Driver::check`].
+//! goes through the driver's result check.
 
 use std::ffi::{c_char, c_uint, c_void, CStr, CString};
 use std::sync::OnceLock;
@@ -220,7 +220,7 @@ impl ModuleApi {
         Ok(p)
     }
 
-    /// Frees device memory from [`ModuleApi::alloc_zeroed`]; a failure is logged.
+    /// Frees device memory from `alloc_zeroed`; a failure is logged.
     pub fn free(&self, p: u64) {
         // SAFETY: `p` came from cuMemAlloc and is freed once.
         if let Err(e) = self.driver.check(unsafe { (self.mem_free)(p) }, "cuMemFree", "a probe map buffer") {

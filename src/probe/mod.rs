@@ -13,9 +13,9 @@
 //! ```
 //!
 //! Everything here is pure Rust and runs on the CPU: [`ptx`] parses a module into items and
-//! statements, [`prune`] reduces it to one kernel, [`spec`] holds the probe specifications
+//! statements, [`prune`](mod@prune) reduces it to one kernel, [`spec`] holds the probe specifications
 //! (the built-in `block_sched`, `gmem_bytes`, `exec_count` and custom TOML ones),
-//! [`inject`] rewrites the kernel, [`fatbin`] finds PTX in an image and [`decode`] turns a
+//! [`inject`](mod@inject) rewrites the kernel, [`fatbin`] finds PTX in an image and [`decode`] turns a
 //! launch's map buffers into records. Catching module loads and launches is the job of the
 //! driver side, `capture::probe`, which hears module loads and launches through CUPTI driver
 //! callbacks and calls into this folder.
