@@ -23,6 +23,7 @@ pub mod checked;
 pub mod device_timers;
 pub mod error;
 pub mod model;
+pub mod probe;
 pub mod report;
 pub mod sys;
 pub mod ways_in;

@@ -165,6 +165,23 @@ enum Command {
         /// (30000cycles).
         #[arg(long = "pm-interval", value_name = "NS", requires = "pm_sampling")]
         pm_interval: Option<String>,
+        /// Probe kernels at load time (PTX probe engine): comma-separated built-in probes
+        /// (block_sched, gmem_bytes, exec_count) or paths to TOML probe specs. Kernels loaded
+        /// as PTX (NVRTC, cuModuleLoadData with PTX or a fatbin that carries PTX) are probed;
+        /// the others run untouched and are listed in probe_kernels.csv with the reason.
+        #[arg(long)]
+        probe: Option<String>,
+        /// Probe only kernels whose mangled or demangled name matches this glob.
+        #[arg(long, requires = "probe")]
+        probe_kernels: Option<String>,
+        /// Probe only while an NVTX range matching this glob is open.
+        #[arg(long, requires = "probe")]
+        probe_range: Option<String>,
+        /// Experimental, hidden: a directory searched for .ptx files of kernels loaded without
+        /// PTX (Triton's cache). Under PyTorch's Triton launcher the probed launch fails with
+        /// CUDA_ERROR_INVALID_VALUE and the program with it (README, "Probing kernels").
+        #[arg(long, requires = "probe", hide = true)]
+        probe_ptx_dir: Option<PathBuf>,
         #[command(flatten)]
         view: ViewArgs,
         /// The program and its arguments (after `--`).
@@ -317,10 +334,18 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         iterations,
         pm_sampling,
         pm_interval,
+        probe,
+        probe_kernels,
+        probe_range,
+        probe_ptx_dir,
         view,
         program,
     } = cli.command
     {
+        if let Some(list) = &probe {
+            // Refuse an unknown probe or a bad spec before the program starts.
+            gmprof::probe::parse_probe_list(list).map_err(|e| gmprof::Error::InvalidConfig(format!("--probe: {e}")))?;
+        }
         let iteration_replay = iteration_replay.zip(iterations);
         if let Some((pattern, instances)) = &iteration_replay {
             check_iteration_replay_up_front(mode.as_deref(), &metrics, pattern, *instances)?;
@@ -338,7 +363,19 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
             pm_interval,
             program,
         };
-        let plan = LaunchPlan::new(&opts)?;
+        let mut plan = LaunchPlan::new(&opts)?;
+        use gmprof::ways_in::probe_run::{PROBE_ENV, PROBE_KERNELS_ENV, PROBE_PTX_DIR_ENV, PROBE_RANGE_ENV};
+        let ptx_dir = probe_ptx_dir.map(|d| std::path::absolute(&d).unwrap_or(d).display().to_string());
+        for (key, value) in [
+            (PROBE_ENV, probe),
+            (PROBE_KERNELS_ENV, probe_kernels),
+            (PROBE_RANGE_ENV, probe_range),
+            (PROBE_PTX_DIR_ENV, ptx_dir),
+        ] {
+            if let Some(v) = value {
+                plan.env.push((key.into(), v.into()));
+            }
+        }
         let outcome = plan.run()?;
         let profiled: Vec<_> = outcome.profiled().collect();
         if let [only] = profiled.as_slice() {

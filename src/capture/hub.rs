@@ -17,10 +17,11 @@ use std::sync::{Arc, Weak};
 use parking_lot::{Mutex, RwLock};
 
 use crate::checked::activity::{self, ActivityKinds, ActivityRecord, ActivityStats, ActivityTracing};
-use crate::checked::callback::{ApiCallback, ContextHandler, GraphEvent, NvtxHandler, Subscriber};
+use crate::checked::callback::{ApiCallback, ContextHandler, DriverHook, GraphEvent, NvtxHandler, Subscriber};
 use crate::checked::Cupti;
 use crate::error::{Error, Result};
 use crate::model::CapturedNode;
+use crate::sys::cupti::CUpti_driver_api_trace_cbid_enum as DriverCbid;
 
 /// Activity buffers allocated when the hub starts.
 const PREALLOCATED_ACTIVITY_BUFFERS: usize = 8;
@@ -138,6 +139,17 @@ pub(crate) fn pin(cupti: &Cupti, nvtx: NvtxHandler, contexts: ContextHandler) ->
     reg.subscriber.watch_contexts(contexts)?;
     reg.pinned = true;
     Ok(())
+}
+
+/// Hooks `cbids` of the driver API for the probe engine, on the pinned registration (an
+/// injected gmprof: see [`pin`], which must have run).
+pub(crate) fn watch_driver(hook: DriverHook, cbids: &[DriverCbid]) -> Result<()> {
+    let registration = REGISTRATION.lock();
+    let reg = registration
+        .as_ref()
+        .filter(|r| r.pinned)
+        .ok_or_else(|| Error::InvalidState("probes need gmprof run (an injected gmprof)".into()))?;
+    reg.subscriber.watch_driver(hook, cbids)
 }
 
 /// Membership of one session; leaving happens in [`HubMembership::leave`] or on drop.

@@ -9,10 +9,13 @@
 //! [`pm_sampling`] runs CUPTI's PM sampler and its decode thread beside the capture.
 //! [`last_launch`] is the hook that hands a launch's in-kernel timer buffer its correlation id.
 //!
-//! May import: `checked`, `model`, `error`, `analysis`, `report`. Never `ways_in`.
+//! [`probe`] is the driver side of the PTX probe engine (`crate::probe`).
+//!
+//! May import: `checked`, `model`, `error`, `analysis`, `report`, `probe`. Never `ways_in`.
 
 pub(crate) mod hub;
 pub mod last_launch;
 pub mod metrics;
 pub mod pm_sampling;
+pub mod probe;
 pub mod profiler;

@@ -125,8 +125,51 @@ pub enum GraphEvent {
 /// The handler for graph node events; runs on the thread of the API call that made the node.
 pub type GraphHandler = Arc<dyn Fn(GraphEvent) + Send + Sync>;
 
+/// A driver API call as the probe engine hears it: the raw parameter struct of the call
+/// (`cuLaunchKernel_params`, `cuModuleLoadData_params`, ... of CUDA's
+/// `generated_cuda_meta.h`), which a hook may rewrite on [`CallbackSite::Enter`]: the driver
+/// reads the call's arguments from that struct after the callbacks return.
+#[derive(Debug)]
+pub struct RawDriverCall {
+    /// The driver callback id.
+    pub cbid: u32,
+    /// Enter or exit.
+    pub site: CallbackSite,
+    /// The call's correlation id.
+    pub correlation_id: u32,
+    /// The parameter struct.
+    pub params: *mut c_void,
+    /// On exit, the `CUresult` the call returned (`None` on enter).
+    pub result: Option<i32>,
+}
+
+/// The probe engine's hook on driver calls; runs inside the program's CUDA call.
+pub type DriverHook = Arc<dyn Fn(&RawDriverCall) + Send + Sync>;
+
+struct DriverHooks {
+    hook: DriverHook,
+    /// Callback ids the hook hears, sorted.
+    cbids: Vec<u32>,
+    /// Those of them the launch handler does not (module loads).
+    hook_only: Vec<u32>,
+}
+
+thread_local! {
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with this thread's callbacks silenced: gmprof's own driver calls (loading probed
+/// PTX, map buffers) reach neither the hook nor the launch handler.
+pub fn quietly<R>(f: impl FnOnce() -> R) -> R {
+    let before = QUIET.with(|q| q.replace(true));
+    let out = f();
+    QUIET.with(|q| q.set(before));
+    out
+}
+
 struct HandlerBox {
     cupti: Cupti,
+    driver_hook: OnceLock<DriverHooks>,
     handler: ApiHandler,
     nvtx: OnceLock<NvtxHandler>,
     contexts: OnceLock<ContextHandler>,
@@ -384,6 +427,34 @@ unsafe extern "C" fn trampoline(
         }
         _ => return,
     };
+    if QUIET.with(|q| q.get()) {
+        return;
+    }
+    if domain == ApiDomain::Driver {
+        if let Some(hooks) = boxed.driver_hook.get().filter(|h| h.cbids.binary_search(&cbid).is_ok()) {
+            let result = catch_unwind(AssertUnwindSafe(|| {
+                // SAFETY: for the API domains CUPTI passes a CUpti_CallbackData valid for this call.
+                let cb = unsafe { &*(data as *const CUpti_CallbackData) };
+                let enter = cb.callbackSite == CUpti_ApiCallbackSite::CUPTI_API_ENTER;
+                let result = (!enter && !cb.functionReturnValue.is_null())
+                    // SAFETY: on exit a driver call's return value is its CUresult.
+                    .then(|| unsafe { *(cb.functionReturnValue as *const i32) });
+                (hooks.hook)(&RawDriverCall {
+                    cbid,
+                    site: if enter { CallbackSite::Enter } else { CallbackSite::Exit },
+                    correlation_id: cb.correlationId,
+                    params: cb.functionParams as *mut c_void,
+                    result,
+                });
+            }));
+            if result.is_err() {
+                boxed.panics.fetch_add(1, Ordering::Relaxed);
+            }
+            if hooks.hook_only.binary_search(&cbid).is_ok() {
+                return;
+            }
+        }
+    }
     let result = catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: for the API domains CUPTI passes a CUpti_CallbackData valid for this call.
         let cb = unsafe { &*(data as *const CUpti_CallbackData) };
@@ -456,6 +527,7 @@ impl Subscriber {
         };
         let userdata = Box::into_raw(Box::new(HandlerBox {
             cupti: *cupti,
+            driver_hook: OnceLock::new(),
             handler,
             nvtx: OnceLock::new(),
             contexts: OnceLock::new(),
@@ -523,6 +595,26 @@ impl Subscriber {
         let resource = CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE;
         self.enable(resource, CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED.0)?;
         self.enable(resource, CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED.0)
+    }
+
+    /// Calls `hook` on enter and exit of the driver calls `cbids` (kernel launches and
+    /// module loads), before the launch handler. Set once per subscriber.
+    pub fn watch_driver(&self, hook: DriverHook, cbids: &[DriverCbid]) -> Result<()> {
+        // SAFETY: `userdata` lives until `close`, which needs `&mut self`.
+        let boxed = unsafe { &*self.userdata };
+        let mut ids: Vec<u32> = cbids.iter().map(|c| c.0).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let launches: Vec<u32> = DRIVER_KERNEL_LAUNCHES.iter().chain(DRIVER_GRAPH_LAUNCHES).map(|c| c.0).collect();
+        let hook_only: Vec<u32> = ids.iter().copied().filter(|c| !launches.contains(c)).collect();
+        boxed
+            .driver_hook
+            .set(DriverHooks { hook, cbids: ids.clone(), hook_only })
+            .map_err(|_| Error::InvalidState("driver calls are already hooked".into()))?;
+        for cbid in ids {
+            self.enable(CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API, cbid)?;
+        }
+        Ok(())
     }
 
     fn enable(&self, domain: CUpti_CallbackDomain, cbid: u32) -> Result<()> {

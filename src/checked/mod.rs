@@ -60,6 +60,7 @@ pub mod driver;
 pub mod host;
 pub mod library;
 pub mod pm_sampling;
+pub mod module;
 pub mod range_profiler;
 pub mod target;
 

@@ -421,6 +421,7 @@ fn on_nvtx(state: &Injected, event: NvtxEvent<'_>) {
     match event {
         NvtxEvent::Push(name) => {
             tracing::trace!(%name, live = profiler.is_some(), "gmprof: NVTX push");
+            crate::ways_in::probe_run::on_push(&name);
             state.nvtx_pushes.fetch_add(1, Ordering::Relaxed);
             NVTX_STACK.with(|s| {
                 let mut stack = s.borrow_mut();
@@ -435,6 +436,7 @@ fn on_nvtx(state: &Injected, event: NvtxEvent<'_>) {
             });
         }
         NvtxEvent::Pop => {
+            crate::ways_in::probe_run::on_pop();
             let action = NVTX_STACK.with(|s| s.borrow_mut().pop());
             match action {
                 PopAction::Forward => {
@@ -500,6 +502,15 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
         }
     } else if contexts == 0 {
         eprintln!("gmprof: the program created no CUDA context; nothing was profiled");
+    }
+    if let Some(outputs) = state.outputs.get() {
+        match crate::ways_in::probe_run::write_outputs(outputs.dir()) {
+            Ok(Some((probed, not))) => {
+                eprintln!("gmprof: probes: {probed} kernel(s) probed, {not} not (probe_kernels.csv)")
+            }
+            Ok(None) => {}
+            Err(e) => note_error(state, format!("could not write the probe outputs: {e}")),
+        }
     }
     write_status(state, Some(run_end), outputs_written);
 }
@@ -660,6 +671,9 @@ fn initialize() -> Result<()> {
             }
         }),
     )?;
+    if crate::ways_in::probe_run::install_from_env()? {
+        eprintln!("gmprof: probing kernels loaded as PTX ({})", std::env::var("GMPROF_PROBE").unwrap_or_default());
+    }
     if std::env::var_os("NVTX_INJECTION64_PATH").is_none() {
         eprintln!(
             "gmprof: NVTX_INJECTION64_PATH is not set, so NVTX ranges will not reach gmprof; \

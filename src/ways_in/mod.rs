@@ -14,5 +14,6 @@ pub mod injection;
 pub mod launch;
 pub mod layout;
 pub mod outputs;
+pub mod probe_run;
 pub mod processes;
 pub mod signals;

@@ -1,0 +1,630 @@
+//! Probing at run time: the driver side of the probe engine (`src/probe/`).
+//!
+//! **Mechanism.** Everything goes through CUPTI driver-API callbacks on the one subscriber
+//! the hub pins for an injected gmprof, not through an exported shim: CUPTI's callbacks fire
+//! inside the driver's own entry points, so they see calls however the program reached them
+//! (directly, through the runtime, or through pointers from `cuGetProcAddress`), where an
+//! `LD_PRELOAD` shim misses every call made through `cuGetProcAddress` (which is how the
+//! CUDA 12/13 runtime calls the driver).
+//!
+//! - Module loads (`cuModuleLoadData`, `cuModuleLoadDataEx`, `cuModuleLoadFatBinary`,
+//!   `cuLibraryLoadData`): on exit, the image the program passed is copied and classified
+//!   (PTX text, fatbin, cubin) and kept by its module (a library's module through
+//!   `cuLibraryGetModule`).
+//! - Kernel launches (`cuLaunchKernel`, `cuLaunchKernelEx` and their per-thread-stream
+//!   variants): on enter, a selected kernel (name pattern, open range) is looked up by
+//!   `cuFuncGetModule`; its module's PTX is pruned and probed (cached per function), loaded
+//!   with `cuModuleLoadDataEx` (the driver JIT: no ptxas at run time), map buffers are
+//!   allocated and zeroed on the launch's stream, and the callback rewrites the call's
+//!   parameter struct: `f` becomes the probed function and `kernelParams` the original
+//!   arguments followed by the map addresses. On exit, gmprof waits for the stream, reads
+//!   and frees the maps and decodes them.
+//!
+//! A kernel whose module gmprof did not see loaded (the runtime registers its fatbins
+//! through a path of its own) or whose image has no PTX (a cubin, SASS-only fatbin) runs
+//! untouched and is listed as not probed, with the reason. gmprof's own driver calls run
+//! [`quietly`], so neither the hook nor the profiler hears them.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::c_void;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+use serde::Serialize;
+
+use crate::checked::callback::{quietly, CallbackSite, RawDriverCall};
+use crate::checked::module::{ModuleApi, RawFunction, RawModule};
+use crate::error::Result;
+use crate::probe::decode::{self, LaunchInfo};
+use crate::probe::fatbin::{self, Image};
+use crate::probe::{demangle, probe_ptx_with, MapVia, ProbeSpec};
+use crate::sys::cupti::{CUpti_driver_api_trace_cbid_enum as Cbid, CUstream};
+
+/// What to probe.
+#[derive(Clone, Debug)]
+pub struct ProbeConfig {
+    /// The probes.
+    pub probes: Vec<ProbeSpec>,
+    /// Kernel name glob (matched against the mangled and the demangled name); all if `None`.
+    pub kernels: Option<glob::Pattern>,
+    /// Probe only while an NVTX range matching this glob is open; always if `None`.
+    pub range: Option<glob::Pattern>,
+    /// Launches per kernel whose every record goes to probe_records.csv.
+    pub record_launches: usize,
+    /// A directory searched (recursively) for `.ptx` files defining a kernel whose module
+    /// has no PTX: Triton loads cubins but keeps each kernel's PTX in its cache
+    /// (`~/.triton/cache`), so pointing this there probes Triton kernels.
+    pub ptx_dir: Option<std::path::PathBuf>,
+    /// How probed kernels find their maps: extra parameters, or module variables gmprof
+    /// sets before each launch (the launch's arguments untouched).
+    pub maps: MapVia,
+}
+
+/// One probed launch, for probe_launches.csv.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LaunchRecord {
+    /// Correlation id (kernels.csv).
+    pub correlation_id: u32,
+    /// Kernel, demangled.
+    pub kernel: String,
+    /// Blocks.
+    pub blocks: u64,
+    /// Threads per block.
+    pub threads: u64,
+    /// `probed`, or what went wrong.
+    pub status: String,
+    /// Blocks block_sched saw enter exactly once (empty without block_sched).
+    pub blocks_once: Option<u64>,
+    /// Blocks it never saw.
+    pub blocks_missing: Option<u64>,
+    /// Blocks it saw more than once.
+    pub blocks_repeated: Option<u64>,
+    /// Earliest block start, `%globaltimer` ns.
+    pub first_block_start_ns: Option<u64>,
+    /// Latest block end.
+    pub last_block_end_ns: Option<u64>,
+    /// Host time spent waiting for the probed kernel and reading its maps, µs.
+    pub readback_us: f64,
+}
+
+/// A field total of one launch, for probes.csv.
+#[derive(Clone, Debug, Serialize)]
+pub struct FieldTotal {
+    /// Correlation id.
+    pub correlation_id: u32,
+    /// Kernel, demangled.
+    pub kernel: String,
+    /// Probe.
+    pub probe: String,
+    /// Field.
+    pub field: String,
+    /// Sum over the launch's records.
+    pub total: u64,
+    /// Records in the map.
+    pub records: u64,
+}
+
+/// A kernel and whether it was probed, for probe_kernels.csv.
+#[derive(Clone, Debug, Serialize)]
+pub struct KernelStatus {
+    /// Kernel, demangled.
+    pub kernel: String,
+    /// Mangled name.
+    pub mangled: String,
+    /// `probed` or `not probed`.
+    pub status: String,
+    /// Why not, or how the name matched and what the probes cannot see.
+    pub detail: String,
+    /// Launches heard while selected.
+    pub launches: u64,
+    /// Parse + prune + inject + driver JIT, ms (probed kernels).
+    pub load_ms: Option<f64>,
+}
+
+enum Source {
+    Ptx(Vec<String>),
+    NoPtx(String),
+}
+
+struct Probed {
+    func: RawFunction,
+    params: usize,
+    /// With [`MapVia::Global`], each probe's map variable.
+    globals: Vec<u64>,
+}
+
+struct Pending {
+    /// How the launch was made, for a failure's message.
+    how: String,
+    _args: Vec<*mut c_void>,
+    _ptrs: Box<[u64]>,
+    maps: Vec<(u64, usize)>,
+    stream: CUstream,
+    launch: LaunchInfo,
+}
+
+#[derive(Default)]
+struct State {
+    modules: HashMap<usize, Source>,
+    kernels: HashMap<usize, (Option<Probed>, KernelStatus)>,
+    pending: HashMap<u32, Pending>,
+    launches: Vec<LaunchRecord>,
+    totals: Vec<FieldTotal>,
+    records: Vec<decode::ProbeRow>,
+    recorded_per_kernel: HashMap<String, usize>,
+    trace: Vec<serde_json::Value>,
+    range_depth: i64,
+}
+
+// SAFETY: the raw pointers in State are driver handles and argument arrays owned by State,
+// used only under its lock.
+unsafe impl Send for State {}
+
+static STATE: Mutex<Option<(ProbeConfig, State)>> = Mutex::new(None);
+
+/// The driver callbacks the probe engine hooks.
+pub const HOOKED: &[Cbid] = &[
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData,
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx,
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuModuleLoadFatBinary,
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData,
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+];
+
+/// `cuLaunchKernel_params` (and `_ptsz`).
+#[repr(C)]
+struct LaunchParams {
+    f: RawFunction,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared: u32,
+    stream: CUstream,
+    kernel_params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+}
+
+/// `CUlaunchConfig`.
+#[repr(C)]
+struct LaunchConfig {
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared: u32,
+    stream: CUstream,
+    attrs: *mut c_void,
+    num_attrs: u32,
+}
+
+/// `cuLaunchKernelEx_params` (and `_ptsz`).
+#[repr(C)]
+struct LaunchExParams {
+    config: *const LaunchConfig,
+    f: RawFunction,
+    kernel_params: *mut *mut c_void,
+    extra: *mut *mut c_void,
+}
+
+/// The first two fields of every module/library load's parameters: the out-handle and the
+/// image (`cuModuleLoadData`, `...DataEx`, `...FatBinary`, `cuLibraryLoadData`).
+#[repr(C)]
+struct LoadParams {
+    handle: *mut *mut c_void,
+    image: *const c_void,
+}
+
+/// Installs the probe engine on the pinned subscriber.
+pub fn install(config: ProbeConfig) -> Result<()> {
+    ModuleApi::get()?;
+    *STATE.lock() = Some((config, State::default()));
+    super::hub::watch_driver(std::sync::Arc::new(on_driver_call), HOOKED)
+}
+
+/// An NVTX range opened (`Some(name)`) or closed (`None`, with the name it had): keeps
+/// count of the open ranges `--probe-range` selects.
+pub fn on_range(name: &str, opened: bool) {
+    if let Some((config, state)) = STATE.lock().as_mut() {
+        if config.range.as_ref().is_some_and(|p| p.matches(name)) {
+            state.range_depth += if opened { 1 } else { -1 };
+        }
+    }
+}
+
+fn on_driver_call(call: &RawDriverCall) {
+    let id = call.cbid;
+    let is = |c: Cbid| c.0 == id;
+    let launch =
+        is(Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel) || is(Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz);
+    let launch_ex =
+        is(Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx) || is(Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz);
+    let mut guard = STATE.lock();
+    let Some((config, state)) = guard.as_mut() else { return };
+    let Ok(api) = ModuleApi::get() else { return };
+    match (call.site, launch || launch_ex) {
+        (CallbackSite::Exit, false) if call.result == Some(0) => {
+            let library = is(Cbid::CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData);
+            // SAFETY: every hooked load's parameters start with the out-handle and the image.
+            let p = unsafe { &*(call.params as *const LoadParams) };
+            if p.handle.is_null() || p.image.is_null() {
+                return;
+            }
+            // SAFETY: on a successful exit the out-handle holds the new module or library.
+            let handle = unsafe { *p.handle };
+            let module = if library { quietly(|| api.library_module(handle)).ok() } else { Some(handle) };
+            // SAFETY: the image the program passed is valid for the duration of the call.
+            let source = unsafe { read_image(p.image) };
+            if let Some(m) = module {
+                state.modules.insert(m as usize, source);
+            }
+        }
+        (CallbackSite::Enter, true) => {
+            if config.range.is_some() && state.range_depth <= 0 {
+                return;
+            }
+            let (f, args, dims, stream, how) = if launch {
+                // SAFETY: cuLaunchKernel's parameter struct.
+                let p = unsafe { &*(call.params as *const LaunchParams) };
+                let how = format!("cuLaunchKernel, shared {} B, extra {}", p.shared, !p.extra.is_null());
+                (p.f, p.kernel_params, (p.grid, p.block), p.stream, how)
+            } else {
+                // SAFETY: cuLaunchKernelEx's parameter struct; its config is valid for the call.
+                let p = unsafe { &*(call.params as *const LaunchExParams) };
+                if p.config.is_null() {
+                    return;
+                }
+                // SAFETY: checked non-null above.
+                let c = unsafe { &*p.config };
+                let attrs: Vec<u32> = (0..c.num_attrs as usize)
+                    // SAFETY: `attrs` has `num_attrs` CUlaunchAttribute entries (72 bytes
+                    // each: the id, padding, then a 64-byte value union).
+                    .map(|i| unsafe { *((c.attrs as *const u8).add(i * 72) as *const u32) })
+                    .collect();
+                let how = format!("cuLaunchKernelEx, shared {} B, attributes {attrs:?}", c.shared);
+                (p.f, p.kernel_params, (c.grid, c.block), c.stream, how)
+            };
+            let Some(probed_fn) = prepare(api, config, state, f, args.is_null()) else { return };
+            let blocks = dims.0.iter().map(|&d| d as u64).product::<u64>();
+            let threads = dims.1.iter().map(|&d| d as u64).product::<u64>();
+            let kernel = state.kernels.get(&(f as usize)).map(|k| k.1.kernel.clone()).unwrap_or_default();
+            let info = LaunchInfo { correlation_id: call.correlation_id, kernel, blocks, threads };
+            let mut maps = Vec::new();
+            for spec in &config.probes {
+                let bytes = decode::map_bytes(spec, &info);
+                match quietly(|| api.alloc_zeroed(bytes, stream)) {
+                    Ok(ptr) => maps.push((ptr, bytes)),
+                    Err(e) => {
+                        maps.iter().for_each(|(p, _)| quietly(|| api.free(*p)));
+                        let status = format!("not probed: {e}");
+                        state.launches.push(LaunchRecord { status, ..launch_record(&info) });
+                        return;
+                    }
+                }
+            }
+            let ptrs: Box<[u64]> = maps.iter().map(|m| m.0).collect();
+            for (var, ptr) in probed_fn.2.iter().zip(ptrs.iter()) {
+                if let Err(e) = quietly(|| api.write_u64(*var, *ptr, stream)) {
+                    maps.iter().for_each(|(p, _)| quietly(|| api.free(*p)));
+                    let status = format!("not probed: {e}");
+                    state.launches.push(LaunchRecord { status, ..launch_record(&info) });
+                    return;
+                }
+            }
+            let mut new_args: Vec<*mut c_void> = Vec::with_capacity(probed_fn.1 + ptrs.len());
+            let via_params = config.maps == MapVia::Param;
+            for i in (0..probed_fn.1).filter(|_| via_params) {
+                // SAFETY: the kernel has `params` parameters, so the program's array has as
+                // many entries.
+                new_args.push(unsafe { *args.add(i) });
+            }
+            new_args.extend(ptrs.iter().map(|p| p as *const u64 as *mut c_void));
+            if launch {
+                // SAFETY: rewriting the call's own parameter struct on enter (module doc).
+                let p = unsafe { &mut *(call.params as *mut LaunchParams) };
+                p.f = probed_fn.0;
+                if via_params {
+                    p.kernel_params = new_args.as_mut_ptr();
+                }
+            } else {
+                // SAFETY: as above, for cuLaunchKernelEx.
+                let p = unsafe { &mut *(call.params as *mut LaunchExParams) };
+                p.f = probed_fn.0;
+                if via_params {
+                    p.kernel_params = new_args.as_mut_ptr();
+                }
+            }
+            let attr = |a| api.function_attribute(probed_fn.0, a).map_or("?".to_string(), |v| v.to_string());
+            let how = format!(
+                "{how}, maps via {:?}, {} + {} parameters; probed function: {} registers, max {} threads per block",
+                config.maps,
+                probed_fn.1,
+                config.probes.len(),
+                attr(4),
+                attr(0)
+            );
+            state
+                .pending
+                .insert(call.correlation_id, Pending { how, _args: new_args, _ptrs: ptrs, maps, stream, launch: info });
+        }
+        (CallbackSite::Exit, true) => {
+            if let Some(p) = state.pending.remove(&call.correlation_id) {
+                finish_launch(api, config, state, p, call.result);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The probed function for `f` and its own parameter count, probing and loading it on first
+/// use; `None` when `f` is not selected or cannot be probed (recorded).
+fn prepare(
+    api: &ModuleApi,
+    config: &ProbeConfig,
+    state: &mut State,
+    f: RawFunction,
+    no_args: bool,
+) -> Option<(RawFunction, usize, Vec<u64>)> {
+    let key = f as usize;
+    if !state.kernels.contains_key(&key) {
+        let mangled = quietly(|| api.function_name(f)).unwrap_or_default();
+        let kernel = demangle(&mangled);
+        let selected = config.kernels.as_ref().is_none_or(|p| p.matches(&mangled) || p.matches(&kernel));
+        let mut status = KernelStatus {
+            kernel,
+            mangled,
+            status: "not probed".into(),
+            detail: String::new(),
+            launches: 0,
+            load_ms: None,
+        };
+        let mut probed = None;
+        if !selected {
+            status.detail = "not selected".into();
+        } else {
+            let started = Instant::now();
+            match load_probed(api, config, state, f, &status.mangled) {
+                Ok((func, params, globals, detail)) => {
+                    probed = Some(Probed { func, params, globals });
+                    status.status = "probed".into();
+                    status.detail = detail;
+                    status.load_ms = Some(started.elapsed().as_secs_f64() * 1e3);
+                }
+                Err(reason) => status.detail = reason,
+            }
+        }
+        state.kernels.insert(key, (probed, status));
+    }
+    let (probed, status) = state.kernels.get_mut(&key)?;
+    if status.detail == "not selected" {
+        return None;
+    }
+    status.launches += 1;
+    let p = probed.as_ref()?;
+    if no_args && config.maps == MapVia::Param {
+        status.detail.push_str("; a launch passing its arguments through `extra` ran unprobed");
+        return None;
+    }
+    Some((p.func, p.params, p.globals.clone()))
+}
+
+fn load_probed(
+    api: &ModuleApi,
+    config: &ProbeConfig,
+    state: &State,
+    f: RawFunction,
+    mangled: &str,
+) -> std::result::Result<(RawFunction, usize, Vec<u64>, String), String> {
+    let module: RawModule = quietly(|| api.function_module(f)).map_err(|e| {
+        format!(
+            "a runtime kernel (its handle has no module: the runtime registers its fatbins through a path \
+             gmprof does not see): {e}"
+        )
+    })?;
+    let from_dir;
+    let texts = match state.modules.get(&(module as usize)) {
+        Some(Source::Ptx(t)) => t,
+        other => {
+            let why = match other {
+                Some(Source::NoPtx(why)) => why.clone(),
+                _ => "module image not seen: loaded through the runtime's own registration, or before gmprof \
+                      attached"
+                    .to_string(),
+            };
+            from_dir = config.ptx_dir.as_deref().and_then(|d| ptx_in_dir(d, mangled));
+            match &from_dir {
+                Some(t) => std::slice::from_ref(t),
+                None => return Err(why),
+            }
+        }
+    };
+    let mut last = String::new();
+    for text in texts {
+        match probe_ptx_with(text, mangled, &config.probes, config.maps) {
+            Ok(k) => {
+                let m = quietly(|| api.load_ptx(&k.ptx)).map_err(|e| e.to_string())?;
+                let func = quietly(|| api.function(m, &k.kernel)).map_err(|e| e.to_string())?;
+                let mut globals = Vec::new();
+                if config.maps == MapVia::Global {
+                    for name in &k.report.map_params {
+                        globals.push(quietly(|| api.global(m, name)).map_err(|e| e.to_string())?);
+                    }
+                }
+                let unseen: Vec<String> = k.report.unprobed.iter().map(|(w, n)| format!("{n} {w}")).collect();
+                let mut detail = format!("name match: {}", k.matched);
+                if !unseen.is_empty() {
+                    detail.push_str(&format!("; not seen by the probes: {}", unseen.join(", ")));
+                }
+                return Ok((func, k.params, globals, detail));
+            }
+            Err(e) => last = e.to_string(),
+        }
+    }
+    Err(last)
+}
+
+/// The first `.ptx` file under `dir` that defines kernel `mangled`.
+fn ptx_in_dir(dir: &std::path::Path, mangled: &str) -> Option<String> {
+    let needle = format!(".entry {mangled}(");
+    let pattern = dir.join("**").join("*.ptx");
+    glob::glob(pattern.to_str()?)
+        .ok()?
+        .flatten()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .find(|t| t.contains(&needle))
+}
+
+fn launch_record(info: &LaunchInfo) -> LaunchRecord {
+    LaunchRecord {
+        correlation_id: info.correlation_id,
+        kernel: info.kernel.clone(),
+        blocks: info.blocks,
+        threads: info.threads,
+        ..Default::default()
+    }
+}
+
+fn finish_launch(api: &ModuleApi, config: &ProbeConfig, state: &mut State, p: Pending, result: Option<i32>) {
+    let started = Instant::now();
+    let mut record = launch_record(&p.launch);
+    let synced = if result == Some(0) { quietly(|| api.synchronize(p.stream)) } else { Ok(()) };
+    let mut buffers = Vec::new();
+    for &(ptr, bytes) in &p.maps {
+        if result == Some(0) && synced.is_ok() {
+            buffers.push(quietly(|| api.read(ptr, bytes)));
+        }
+        quietly(|| api.free(ptr));
+    }
+    record.readback_us = started.elapsed().as_secs_f64() * 1e6;
+    record.status = match (result, &synced) {
+        (Some(0), Ok(())) => "probed".into(),
+        (_, Err(e)) => format!("failed: {e}"),
+        (r, _) => format!("failed: the probed launch returned CUresult {} ({})", r.unwrap_or(-1), p.how),
+    };
+    let mut any_written = false;
+    for (spec, buf) in config.probes.iter().zip(buffers) {
+        let map = match buf {
+            Ok(m) => m,
+            Err(e) => {
+                record.status = format!("failed: {e}");
+                continue;
+            }
+        };
+        any_written |= map.iter().any(|&b| b != 0);
+        let records = spec.layout.records(p.launch.blocks, p.launch.threads);
+        for f in &spec.fields {
+            if let Some(total) = decode::field_total(spec, &map, &f.name) {
+                state.totals.push(FieldTotal {
+                    correlation_id: p.launch.correlation_id,
+                    kernel: p.launch.kernel.clone(),
+                    probe: spec.name.clone(),
+                    field: f.name.clone(),
+                    total,
+                    records,
+                });
+            }
+        }
+        if spec.name == "block_sched" {
+            let spans = decode::block_spans(&map);
+            record.blocks_once = Some(spans.iter().filter(|s| s.entries == 1).count() as u64);
+            record.blocks_missing = Some(spans.iter().filter(|s| s.entries == 0).count() as u64);
+            record.blocks_repeated = Some(spans.iter().filter(|s| s.entries > 1).count() as u64);
+            let ran = spans.iter().filter(|s| s.entries > 0);
+            record.first_block_start_ns = ran.clone().map(|s| s.start_ns).min();
+            record.last_block_end_ns = ran.map(|s| s.end_ns).max();
+            if state.trace.len() < 200_000 {
+                let origin = record.first_block_start_ns.unwrap_or(0);
+                state.trace.extend(decode::block_trace_events(
+                    &p.launch.kernel,
+                    p.launch.correlation_id,
+                    &spans,
+                    origin,
+                ));
+            }
+        }
+        let seen = state.recorded_per_kernel.get(&p.launch.kernel).copied().unwrap_or(0);
+        if seen < config.record_launches {
+            if let Ok(rows) = decode::rows(spec, &p.launch, &map) {
+                state.records.extend(rows);
+            }
+        }
+    }
+    *state.recorded_per_kernel.entry(p.launch.kernel.clone()).or_default() += 1;
+    if record.status == "probed" && !any_written {
+        record.status = "failed: no probe wrote its map (the probed function did not run)".into();
+    }
+    state.launches.push(record);
+}
+
+/// Reads what an image pointer points at.
+///
+/// # Safety
+/// `image` must point at a PTX string, a fatbin, a fatbin wrapper or a cubin, as the driver
+/// accepts them.
+unsafe fn read_image(image: *const c_void) -> Source {
+    // SAFETY: every accepted image is at least 4 bytes.
+    let magic = unsafe { (image as *const u32).read_unaligned() };
+    let image = if magic == fatbin::FATBIN_WRAPPER_MAGIC {
+        // SAFETY: the wrapper is {int magic; int version; const void* data; ...}.
+        unsafe { *((image as *const u8).add(8) as *const *const c_void) }
+    } else {
+        image
+    };
+    // SAFETY: a fatbin has a 16-byte header, a cubin a 64-byte ELF header.
+    let head = unsafe { std::slice::from_raw_parts(image as *const u8, 16) };
+    let bytes: &[u8] = if let Some(len) = fatbin::fatbin_len(head) {
+        // SAFETY: the fatbin header gives its size.
+        unsafe { std::slice::from_raw_parts(image as *const u8, len) }
+    } else if head.starts_with(b"\x7fELF") {
+        return Source::NoPtx("SASS only: the module was loaded from a cubin".into());
+    } else {
+        // SAFETY: otherwise the driver takes the image as NUL-terminated PTX text.
+        unsafe { std::ffi::CStr::from_ptr(image as *const std::ffi::c_char) }.to_bytes()
+    };
+    match fatbin::classify(bytes) {
+        Ok(Image::Ptx(t)) => Source::Ptx(vec![t]),
+        Ok(Image::Fatbin(entries)) => {
+            let (ptx, problems) = fatbin::ptx_of(&entries);
+            if ptx.is_empty() {
+                let why = if problems.is_empty() { "no PTX entry".to_string() } else { problems.join("; ") };
+                Source::NoPtx(format!("SASS only: the fatbin has {why}"))
+            } else {
+                Source::Ptx(ptx)
+            }
+        }
+        Ok(Image::Elf) => Source::NoPtx("SASS only: the module was loaded from a cubin".into()),
+        Ok(Image::Unknown) => Source::NoPtx("the module image is of an unknown kind".into()),
+        Err(e) => Source::NoPtx(e.to_string()),
+    }
+}
+
+/// What the probes produced, for the output files.
+#[derive(Debug, Default)]
+pub struct ProbeOutputs {
+    /// probe_launches.csv.
+    pub launches: Vec<LaunchRecord>,
+    /// probes.csv.
+    pub totals: Vec<FieldTotal>,
+    /// probe_records.csv.
+    pub records: Vec<decode::ProbeRow>,
+    /// probe_kernels.csv, sorted by kernel.
+    pub kernels: Vec<KernelStatus>,
+    /// probe_trace.json events.
+    pub trace: Vec<serde_json::Value>,
+}
+
+/// A copy of what was probed so far (`None` when probing is off).
+pub fn outputs() -> Option<ProbeOutputs> {
+    let guard = STATE.lock();
+    let (_, s) = guard.as_ref()?;
+    let mut kernels: BTreeMap<String, KernelStatus> = BTreeMap::new();
+    for (_, k) in s.kernels.values() {
+        kernels.entry(k.mangled.clone()).or_insert_with(|| k.clone());
+    }
+    Some(ProbeOutputs {
+        launches: s.launches.clone(),
+        totals: s.totals.clone(),
+        records: s.records.clone(),
+        kernels: kernels.into_values().collect(),
+        trace: s.trace.clone(),
+    })
+}

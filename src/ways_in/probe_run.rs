@@ -1,0 +1,149 @@
+//! `gmprof run --probe`: the injected library's side of the probe engine. Reads the
+//! `GMPROF_PROBE*` variables, installs [`crate::capture::probe`] on the pinned subscriber,
+//! follows the NVTX ranges `--probe-range` selects, and writes the probe outputs beside
+//! the others:
+//!
+//! - `probe_kernels.csv`: every kernel launched while probing was on, probed or not, with
+//!   the reason (SASS only, module not seen, not selected) and the load cost;
+//! - `probe_launches.csv`: every probed launch (correlation id as in kernels.csv), with
+//!   block_sched's check (blocks seen once, missing, repeated; first start, last end);
+//! - `probes.csv`: per launch, probe and field, the total over the map's records;
+//! - `probe_records.csv`: every record of the first launches of each kernel
+//!   (`GMPROF_PROBE_RECORD_LAUNCHES`, default 1);
+//! - `probe_trace.json`: block_sched's blocks, one track per SM (Perfetto opens it).
+
+use std::cell::RefCell;
+use std::path::Path;
+
+use crate::capture::probe::{self, ProbeConfig};
+use crate::error::{Error, Result};
+use crate::probe::{parse_probe_list, MapVia};
+
+/// Comma-separated probes: built-in names or `.toml` spec paths.
+pub const PROBE_ENV: &str = "GMPROF_PROBE";
+/// Kernel name glob.
+pub const PROBE_KERNELS_ENV: &str = "GMPROF_PROBE_KERNELS";
+/// NVTX range glob.
+pub const PROBE_RANGE_ENV: &str = "GMPROF_PROBE_RANGE";
+/// Launches per kernel whose records all go to probe_records.csv.
+pub const PROBE_RECORD_LAUNCHES_ENV: &str = "GMPROF_PROBE_RECORD_LAUNCHES";
+/// `param` (default) or `global`: how probed kernels find their maps.
+pub const PROBE_MAPS_ENV: &str = "GMPROF_PROBE_MAPS";
+/// A directory of `.ptx` files for kernels whose modules have none (Triton's cache).
+pub const PROBE_PTX_DIR_ENV: &str = "GMPROF_PROBE_PTX_DIR";
+
+thread_local! {
+    static OPEN: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The probe configuration of an environment; `None` when `GMPROF_PROBE` is unset.
+pub fn config_from(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<ProbeConfig>> {
+    let get = |k: &str| lookup(k).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+    let Some(list) = get(PROBE_ENV) else { return Ok(None) };
+    let probes = parse_probe_list(&list).map_err(|e| Error::InvalidConfig(format!("{PROBE_ENV}={list}: {e}")))?;
+    if probes.is_empty() {
+        return Ok(None);
+    }
+    let pattern = |key: &str| -> Result<Option<glob::Pattern>> {
+        get(key)
+            .map(|p| glob::Pattern::new(&p).map_err(|e| Error::InvalidConfig(format!("{key}={p}: {e}"))))
+            .transpose()
+    };
+    let record_launches = match get(PROBE_RECORD_LAUNCHES_ENV) {
+        None => 1,
+        Some(v) => v
+            .parse()
+            .map_err(|_| Error::InvalidConfig(format!("{PROBE_RECORD_LAUNCHES_ENV}={v}: use a whole number")))?,
+    };
+    Ok(Some(ProbeConfig {
+        probes,
+        kernels: pattern(PROBE_KERNELS_ENV)?,
+        range: pattern(PROBE_RANGE_ENV)?,
+        record_launches,
+        ptx_dir: get(PROBE_PTX_DIR_ENV).map(std::path::PathBuf::from),
+        maps: match get(PROBE_MAPS_ENV).as_deref() {
+            None | Some("param") => MapVia::Param,
+            Some("global") => MapVia::Global,
+            Some(other) => {
+                return Err(Error::InvalidConfig(format!("{PROBE_MAPS_ENV}={other}: use param or global")));
+            }
+        },
+    }))
+}
+
+/// Installs the probes the environment asks for (after the hub is pinned).
+pub fn install_from_env() -> Result<bool> {
+    match config_from(|k| std::env::var(k).ok())? {
+        None => Ok(false),
+        Some(config) => {
+            probe::install(config)?;
+            Ok(true)
+        }
+    }
+}
+
+/// An NVTX push on this thread.
+pub fn on_push(name: &str) {
+    OPEN.with(|o| o.borrow_mut().push(name.to_string()));
+    probe::on_range(name, true);
+}
+
+/// An NVTX pop on this thread.
+pub fn on_pop() {
+    if let Some(name) = OPEN.with(|o| o.borrow_mut().pop()) {
+        probe::on_range(&name, false);
+    }
+}
+
+fn write_csv<T: serde::Serialize>(dir: &Path, name: &str, rows: &[T]) -> Result<()> {
+    let path = dir.join(name);
+    let mut w = csv::Writer::from_path(&path).map_err(|e| Error::InvalidState(format!("{}: {e}", path.display())))?;
+    for r in rows {
+        w.serialize(r).map_err(|e| Error::InvalidState(format!("{}: {e}", path.display())))?;
+    }
+    w.flush().map_err(|e| Error::InvalidState(format!("{}: {e}", path.display())))
+}
+
+/// Writes the probe outputs into `dir`; nothing when probing is off. Returns how many
+/// kernels were probed and how many were not.
+pub fn write_outputs(dir: &Path) -> Result<Option<(usize, usize)>> {
+    let Some(out) = probe::outputs() else { return Ok(None) };
+    write_csv(dir, "probe_kernels.csv", &out.kernels)?;
+    write_csv(dir, "probe_launches.csv", &out.launches)?;
+    write_csv(dir, "probes.csv", &out.totals)?;
+    write_csv(dir, "probe_records.csv", &out.records)?;
+    let trace = serde_json::json!({ "traceEvents": out.trace, "displayTimeUnit": "ns" });
+    let path = dir.join("probe_trace.json");
+    std::fs::write(&path, trace.to_string()).map_err(|e| Error::InvalidState(format!("{}: {e}", path.display())))?;
+    let probed = out.kernels.iter().filter(|k| k.status == "probed").count();
+    Ok(Some((probed, out.kernels.len() - probed)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(pairs: &[(&str, &str)]) -> Result<Option<ProbeConfig>> {
+        config_from(|k| pairs.iter().find(|(key, _)| *key == k).map(|(_, v)| v.to_string()))
+    }
+
+    #[test]
+    fn probe_settings_from_the_environment() {
+        assert!(config(&[]).unwrap().is_none());
+        let c = config(&[
+            (PROBE_ENV, "block_sched, gmem_bytes"),
+            (PROBE_KERNELS_ENV, "vector_*"),
+            (PROBE_RANGE_ENV, "step 3"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(c.probes.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), vec!["block_sched", "gmem_bytes"]);
+        assert!(c.kernels.unwrap().matches("vector_add"));
+        assert!(c.range.unwrap().matches("step 3"));
+        assert_eq!(c.record_launches, 1);
+        let e = config(&[(PROBE_ENV, "block_sched,bogus")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_PROBE=block_sched,bogus") && e.contains("bogus"), "{e}");
+        let e = config(&[(PROBE_ENV, "exec_count"), (PROBE_RECORD_LAUNCHES_ENV, "x")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_PROBE_RECORD_LAUNCHES=x"), "{e}");
+    }
+}
