@@ -19,7 +19,9 @@ fn allowed(folder: &str) -> &'static [&'static str] {
         "analysis" => &["analysis", "report", "device_timers", "model", "error"],
         "capture" => &["capture", "probe", "analysis", "report", "device_timers", "checked", "sys", "model", "error"],
         "probe" => &["probe", "model", "error"],
-        "ways_in" => &["ways_in", "probe", "capture", "analysis", "report", "device_timers", "checked", "sys", "model", "error"],
+        "ways_in" => {
+            &["ways_in", "probe", "capture", "analysis", "report", "device_timers", "checked", "sys", "model", "error"]
+        }
         other => {
             panic!("src/{other} is in no layer: add it to tests/architecture.rs and README's Architecture section")
         }

@@ -59,8 +59,8 @@ pub mod device_memory;
 pub mod driver;
 pub mod host;
 pub mod library;
-pub mod pm_sampling;
 pub mod module;
+pub mod pm_sampling;
 pub mod range_profiler;
 pub mod target;
 
