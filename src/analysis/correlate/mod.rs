@@ -131,11 +131,6 @@ impl Correlator {
         self.captured.entry(correlation_id).or_default().extend(nodes);
     }
 
-    /// Whether call `correlation_id` was recorded as graph building.
-    pub fn is_captured(&self, correlation_id: u32) -> bool {
-        self.captured.contains_key(&correlation_id)
-    }
-
     /// Adds one memcpy/memset API call.
     pub fn add_transfer_call(&mut self, call: TransferCall) {
         self.transfer_calls.push(call);

@@ -83,6 +83,8 @@ thread_local! {
     static HOLDS_GATE: Cell<bool> = const { Cell::new(false) };
     /// Whether this thread's launch in flight opened a per-kernel CUPTI range.
     static PUSHED_KERNEL_RANGE: Cell<bool> = const { Cell::new(false) };
+    /// Whether this thread's call in flight is a memset counted as untraced (kernel replay).
+    static UNTRACED_MEMSET: Cell<bool> = const { Cell::new(false) };
 }
 
 impl Shared {
@@ -174,6 +176,11 @@ impl Shared {
                 }
                 if depth == 0 {
                     let created = crate::capture::hub::end_call();
+                    let untraced_memset = UNTRACED_MEMSET.with(|u| u.replace(false));
+                    if untraced_memset && !created.is_empty() {
+                        // A captured memset ran nothing: no activity was lost.
+                        self.memsets_untraced.fetch_sub(1, Ordering::Relaxed);
+                    }
                     if !created.is_empty() {
                         // The call's stream was capturing: it built a graph, nothing ran.
                         let correlation_id = OUTER_CORRELATION.with(Cell::get);
@@ -194,6 +201,7 @@ impl Shared {
             // No memset activity under kernel replay (see ActivityKinds::KernelsAndMemcpy):
             // counted and reported instead of left as calls without records.
             self.memsets_untraced.fetch_add(1, Ordering::Relaxed);
+            UNTRACED_MEMSET.with(|u| u.set(true));
             return;
         }
         let thread = current_thread_id();
@@ -286,7 +294,7 @@ impl Shared {
             replay.replayed.insert(cb.correlation_id);
             let name = replay.kernel_script.get(position).map(|(c, _)| *c);
             drop(replay);
-            if self.mode == ProfilingMode::PerKernel && cb.launch != LaunchKind::Transfer {
+            if self.mode == ProfilingMode::PerKernel {
                 match name {
                     Some(c) => self.push_kernel_range(&IdName::new(c)),
                     None => {
@@ -303,7 +311,9 @@ impl Shared {
         }
         drop(replay);
         // The per-kernel CUPTI range opens under the same lock as the launch's ordinal.
-        let kernel_range = self.mode == ProfilingMode::PerKernel && cb.launch != LaunchKind::Transfer;
+        // Kernel and graph launches alike (transfers never get here): a graph launch's range
+        // measures the whole graph.
+        let kernel_range = self.mode == ProfilingMode::PerKernel;
         let range = self.record_launch(cb, active, kernel_range);
         if active {
             let mut replay = self.replay.lock();
