@@ -122,16 +122,11 @@ fn nested_report() -> Report {
             name: format!("k{id}"),
             grid: [1, 1, 1],
             block: [1, 1, 1],
-            registers_per_thread: 32,
-            static_shared_memory: 0,
-            dynamic_shared_memory: 0,
             stream_id: 7,
             context_id: 1,
-            device_id: 0,
-            graph_id: 0,
-            graph_node_id: 0,
             start_ns: start,
             end_ns: end,
+            ..Default::default()
         });
     };
     tree.push("step", thread, T0);
@@ -385,16 +380,11 @@ fn a_long_run_is_aligned_on_every_kth_sample() {
             name: "k".into(),
             grid: [1, 1, 1],
             block: [1, 1, 1],
-            registers_per_thread: 32,
-            static_shared_memory: 0,
-            dynamic_shared_memory: 0,
             stream_id: 7,
             context_id: 1,
-            device_id: 0,
-            graph_id: 0,
-            graph_node_id: 0,
             start_ns: a,
             end_ns: b,
+            ..Default::default()
         });
     }
     tree.pop(thread, T0 + 200_000 * US).unwrap();

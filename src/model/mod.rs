@@ -82,8 +82,9 @@ pub struct LaunchRecord {
     pub context_id: u32,
 }
 
-/// The fields of a CUPTI kernel activity record that gmprof keeps.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// The fields of a CUPTI kernel activity record that gmprof keeps. `Default` is an empty
+/// record (for tests and tools that build records by hand).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KernelActivity {
     /// CUPTI correlation id.
     pub correlation_id: u32,
