@@ -264,6 +264,33 @@ struct Decoder {
     keeper: SampleKeeper,
     /// Sampling was stopped (the last drain): no restart after an overflow.
     stopped: bool,
+    /// Where the decode thread's time went, for the log line at the end.
+    timing: DrainTiming,
+}
+
+/// Time the decode thread spent, by step.
+#[derive(Clone, Copy, Debug, Default)]
+struct DrainTiming {
+    drains: u64,
+    decode: Duration,
+    evaluate: Duration,
+    samples: u64,
+    longest: Duration,
+}
+
+impl DrainTiming {
+    fn describe(&self) -> String {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        format!(
+            "PM sampling: {} drain(s) of the hardware buffer, {} sample(s); decode {:.1} ms, evaluation {:.1} ms              ({:.1} us per sample) in total; longest drain {:.1} ms",
+            self.drains,
+            self.samples,
+            ms(self.decode),
+            ms(self.evaluate),
+            self.evaluate.as_secs_f64() * 1e6 / self.samples.max(1) as f64,
+            ms(self.longest)
+        )
+    }
 }
 
 impl Decoder {
@@ -278,18 +305,31 @@ impl Decoder {
 
     fn drain_with(&mut self, names: &[String]) -> Result<()> {
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let started = std::time::Instant::now();
+        self.timing.drains += 1;
+        let result = self.drain_loop(&refs);
+        self.timing.longest = self.timing.longest.max(started.elapsed());
+        result
+    }
+
+    fn drain_loop(&mut self, refs: &[&str]) -> Result<()> {
         loop {
+            let t0 = std::time::Instant::now();
             let decoded = self.sampler.decode(&mut self.image)?;
+            self.timing.decode += t0.elapsed();
             if decoded.overflow {
                 self.capture.hw_buffer_overflows += 1;
             }
             let restart = decoded.overflow && !self.stopped;
             let info = self.image.info(&self.cupti)?;
+            let t0 = std::time::Instant::now();
             for index in 0..info.completed {
                 let (start, end) = self.sampler.sample_times(&self.image, index)?;
-                let values = self.host.evaluate(self.image.bytes(), index, &refs)?;
+                let values = self.host.evaluate(self.image.bytes(), index, refs)?;
                 self.keep(start, end, values);
             }
+            self.timing.evaluate += t0.elapsed();
+            self.timing.samples += info.completed as u64;
             self.sampler.initialize_counter_data(&mut self.image)?;
             if restart {
                 // After an overflow CUPTI records no more samples (seen on an H100 at a 5 µs
@@ -389,6 +429,7 @@ impl PmSession {
             capture: PmCapture { metrics, interval: Some(cfg.interval), ..Default::default() },
             keeper: SampleKeeper { interval_ns: cfg.interval.time_ns(), last_end: None },
             stopped: false,
+            timing: DrainTiming::default(),
         };
         let (stop, stopped) = mpsc::channel::<()>();
         let period = cfg.decode_period_for_interval();
@@ -414,6 +455,7 @@ impl PmSession {
                         break;
                     }
                 }
+                tracing::info!("gmprof: {}", decoder.timing.describe());
                 let Decoder { sampler, host, capture, .. } = decoder;
                 (capture, Some(PmLeftovers { sampler, host, api }))
             })
