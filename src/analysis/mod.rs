@@ -113,6 +113,7 @@ impl Report {
             clock_drift_ns: info.clock.map(|c| c.drift_ns()),
             run_end: info.run_end,
             device_peaks: info.device_peaks,
+            profiler_pauses: info.profiler_pauses,
         };
         Report {
             meta,

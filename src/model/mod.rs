@@ -365,6 +365,23 @@ impl RunEnd {
 /// `fp32_peak_gflops` = 2 (an FMA is two FLOPs) × SMs × FP32 lanes per SM × SM clock, with
 /// the lanes per SM of the compute capability ([`fp32_lanes_per_sm`]). The clocks are the
 /// driver's maximum clocks, so a kernel at a lower clock stays under the roof.
+/// A time the profiler held a launching thread to cycle its counter image mid-run: CUPTI's
+/// range profiler stopped, decoded and started again (about 11 ms plus a few µs per range
+/// on an H100/H200, see BENCHMARKS.md). Times are on the CUPTI clock, like the rows'.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProfilerPause {
+    /// The counter cycle that ended, 0-based.
+    pub cycle: u32,
+    /// Counter ranges the cycle held.
+    pub ranges: u32,
+    /// When the launching thread started the stop, ns.
+    pub start_ns: u64,
+    /// When the profiler ran again, ns.
+    pub end_ns: u64,
+    /// The launching thread (OS thread id).
+    pub thread: u64,
+}
+
 /// `warp_issue_peak_ginst` is the instruction roof: 4 schedulers per SM, each issuing one
 /// warp instruction per clock (compute capability 7.0 and newer).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

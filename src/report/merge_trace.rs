@@ -97,7 +97,8 @@ pub fn merged_trace(processes: &[ProcessReport]) -> MergedTrace {
                     r.parent_id = r.parent_id.take().map(|p| format!("{i}/{p}"));
                 }
                 EventArgs::Kernel(k) => k.range_id = k.range_id.take().map(|r| format!("{i}/{r}")),
-                EventArgs::Transfer(_) | EventArgs::Counter { .. } | EventArgs::Region(_) => {}
+                EventArgs::Transfer(_) | EventArgs::Counter { .. } | EventArgs::Region(_) | EventArgs::Pause { .. } => {
+                }
             }
             if e.ph == Phase::Metadata {
                 metadata.push(e);

@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use crate::analysis::aggregate::{DerivedMetric, MetricRule, RangeRow};
 use crate::analysis::correlate::{CorrelationCounts, KernelRow, TimeSource, TransferRow};
 use crate::analysis::pm_fold::PmReport;
-use crate::model::{ClockSync, DevicePeaks, ProfilingMode, RunEnd};
+use crate::model::{ClockSync, DevicePeaks, ProfilerPause, ProfilingMode, RunEnd};
 
 pub use self::group::GroupBy;
 pub use self::summary::{Summary, SummaryOptions, SummaryRow};
@@ -69,6 +69,8 @@ pub struct CaptureInfo {
     pub run_end: Option<RunEnd>,
     /// The device's theoretical peaks, when capture read its attributes.
     pub device_peaks: Option<DevicePeaks>,
+    /// Times the profiler held a launching thread to cycle its counter image mid-run.
+    pub profiler_pauses: Vec<ProfilerPause>,
 }
 
 impl CaptureInfo {
@@ -86,6 +88,7 @@ impl CaptureInfo {
             clock: None,
             run_end: None,
             device_peaks: None,
+            profiler_pauses: Vec::new(),
         }
     }
 }
@@ -154,6 +157,10 @@ pub struct ReportMeta {
     /// The device's theoretical DRAM bandwidth and FP32 rate, from its attributes.
     #[serde(default)]
     pub device_peaks: Option<DevicePeaks>,
+    /// Times the profiler held a launching thread to cycle its counter image mid-run (the
+    /// timeline's "gmprof: counter cycles" track; the summary's `profiler pauses` line).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub profiler_pauses: Vec<ProfilerPause>,
 }
 
 /// A session's report: metadata, per-range rows, per-kernel rows, per-transfer rows.

@@ -144,6 +144,9 @@ pub struct Summary {
     /// The PM sampling line (samples, interval, losses), when the session sampled.
     #[serde(default)]
     pub pm_line: Option<String>,
+    /// The profiler-pause line (mid-run counter cycles), when there were any.
+    #[serde(default)]
+    pub pause_line: Option<String>,
     /// What rows were grouped by.
     pub group_by: GroupBy,
     /// Warm-up instances per repeated range.
@@ -279,6 +282,7 @@ impl Summary {
             graph_node_kernels: meta.counts.graph_node_rows,
             captured_calls: meta.counts.captured_launches + meta.counts.captured_transfers,
             pm_line: report.pm.as_ref().map(pm_line),
+            pause_line: pause_line(&report.meta.profiler_pauses),
             memcpy_bytes: report
                 .transfers
                 .iter()
@@ -341,6 +345,24 @@ fn short_label(label: &str) -> String {
 
 /// `PM sampling: N samples every I | overflows 0 | missing 0 | left out 0 | per range and
 /// kernel in pm.csv`.
+/// "profiler pauses: 19 counter cycle(s) held the launching thread 402.1 ms in total (longest
+/// 25.7 ms) ...": the time CUPTI's stop and start took in the program's wall time.
+fn pause_line(pauses: &[crate::model::ProfilerPause]) -> Option<String> {
+    if pauses.is_empty() {
+        return None;
+    }
+    let durations = pauses.iter().map(|p| p.end_ns.saturating_sub(p.start_ns));
+    let total: u64 = durations.clone().sum();
+    let longest = durations.max().unwrap_or(0);
+    Some(format!(
+        "profiler pauses: {} mid-run counter cycle(s) held the launching thread {} in total (longest {}); that wall \
+         time is gmprof's, not the program's (trace.json track \"gmprof: counter cycles\")",
+        pauses.len(),
+        format_duration_ns(total as f64),
+        format_duration_ns(longest as f64)
+    ))
+}
+
 fn pm_line(pm: &crate::analysis::pm_fold::PmReport) -> String {
     let every = match pm.interval {
         Some(crate::model::pm::PmInterval::TimeNs(ns)) => format!("every {}", format_duration_ns(ns as f64)),
@@ -399,6 +421,9 @@ impl fmt::Display for Summary {
             )?;
         }
         if let Some(line) = &self.pm_line {
+            writeln!(f, "{line}")?;
+        }
+        if let Some(line) = &self.pause_line {
             writeln!(f, "{line}")?;
         }
 

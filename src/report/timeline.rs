@@ -29,6 +29,10 @@
 //!   until the next range starts, so nested ranges show the value of the range that started
 //!   last; the range slices' args hold every range's exact values.
 //!
+//! - Each mid-run counter cycle (CUPTI's range profiler stopped, decoded and started again
+//!   while the program waited) is a complete event of category `"gmprof"` on the CPU
+//!   process, thread [`PAUSE_TID`] ("gmprof: counter cycles"): wall time the profiler took
+//!   from the launching thread (args: cycle, ranges, thread).
 //! - With PM sampling, each sampled metric is a counter track `PM <metric>` (category
 //!   `"pm"`) on the GPU's process, thread [`PM_TID`] ("PM sampling"), beside the streams:
 //!   the raw samples on the activity clock, one event per change of value.
@@ -78,6 +82,9 @@ pub const COUNTER_TID: u64 = 0;
 
 /// Thread id of the PM sampling counter tracks on the GPU's process (no stream has it).
 pub const PM_TID: u64 = u32::MAX as u64 + 1;
+
+/// Thread of the CPU process that holds the profiler's pauses ("gmprof: counter cycles").
+pub const PAUSE_TID: u64 = u32::MAX as u64 + 2;
 
 /// `args.placement` of kernels whose position on the timeline is synthetic.
 pub const SYNTHETIC_PLACEMENT: &str = "synthetic: durations from counters, positions not measured";
@@ -159,6 +166,15 @@ pub enum EventArgs {
     Counter {
         /// The metric's value.
         value: f64,
+    },
+    /// Of a profiler pause: a mid-run counter cycle.
+    Pause {
+        /// The counter cycle that ended.
+        cycle: u32,
+        /// Counter ranges it held.
+        ranges: u32,
+        /// The launching thread it held.
+        thread: u64,
     },
 }
 
@@ -513,6 +529,7 @@ impl Report {
             .map(|(_, start, _)| *start)
             .chain(positions.iter().flatten().map(|(start, _)| *start))
             .chain(kept_transfers.iter().map(|t| t.start_ns))
+            .chain(self.meta.profiler_pauses.iter().map(|p| p.start_ns))
             .min()
             .unwrap_or(0);
 
@@ -637,7 +654,22 @@ impl Report {
             crate::report::device_timers::trace_events(self, &slices, measured, origin);
         events.extend(region_events);
 
-        if !ranges.is_empty() {
+        for p in &self.meta.profiler_pauses {
+            events.push(TraceEvent {
+                name: format!("counter cycle {} (CUPTI stop, decode, start)", p.cycle),
+                cat: Some("gmprof"),
+                ph: Phase::Complete,
+                ts: Some(micros(p.start_ns, origin)),
+                dur: Some(p.end_ns.saturating_sub(p.start_ns) as f64 / 1000.0),
+                pid: CPU_PID,
+                tid: PAUSE_TID,
+                args: EventArgs::Pause { cycle: p.cycle, ranges: p.ranges, thread: p.thread },
+            });
+        }
+        if !self.meta.profiler_pauses.is_empty() {
+            events.push(metadata("thread_name", CPU_PID, PAUSE_TID, "gmprof: counter cycles".into()));
+        }
+        if !ranges.is_empty() || !self.meta.profiler_pauses.is_empty() {
             events.push(metadata("process_name", CPU_PID, 0, "CPU ranges".into()));
         }
         for thread in threads {

@@ -35,6 +35,8 @@ pub(super) struct Counters {
     /// the profiler before the images the evaluator holds are freed.
     pub(super) evaluator: Evaluator,
     pub(super) background_evaluation: bool,
+    /// Mid-run counter cycles, as the launching thread saw them.
+    pub(super) pauses: Vec<crate::model::ProfilerPause>,
 }
 
 /// What `start_counters` sets up.
@@ -139,6 +141,7 @@ impl Profiler {
                 user_depth: 0,
                 evaluator,
                 background_evaluation: cfg.background_evaluation,
+                pauses: Vec::new(),
             },
             metric_set: MetricSet { metrics: specs },
             names,
@@ -153,6 +156,8 @@ impl Shared {
     /// Stops the profiler, hands the full image to the evaluator, re-arms and starts again.
     pub(super) fn cycle_counter_image(&self, counters: &mut Counters) -> Result<()> {
         let t0 = Instant::now();
+        let paused_at = activity::timestamp(&self.cupti).ok();
+        let (cycle, ranges) = (counters.cycle, counters.ordinal_in_cycle);
         self.finish_cycle(counters)?;
         self.rearm(counters)?;
         let Some(rp) = counters.range_profiler.as_ref() else { return Ok(()) };
@@ -162,6 +167,10 @@ impl Shared {
         let stats = &mut counters.evaluator.stats;
         stats.start += t_start.elapsed();
         stats.longest = stats.longest.max(t0.elapsed());
+        if let (Some(start_ns), Ok(end_ns)) = (paused_at, activity::timestamp(&self.cupti)) {
+            let thread = super::launch::current_thread_id();
+            counters.pauses.push(crate::model::ProfilerPause { cycle, ranges, start_ns, end_ns, thread });
+        }
         Ok(())
     }
 

@@ -231,6 +231,9 @@ impl Shared {
         drop(state);
         let mut info = self.capture_info(clock_finish, warnings, dropped_ranges, dropped_records);
         info.run_end = Some(run_end);
+        if let Some(counters) = counters.as_mut() {
+            info.profiler_pauses = std::mem::take(&mut counters.pauses);
+        }
         let leftovers = Leftovers {
             counters,
             evaluated,
