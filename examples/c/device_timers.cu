@@ -14,6 +14,7 @@
 //   empty        16 empty regions per block (the markers' own cost inside a span)
 //   long_spin    one block spinning long_ms (default 5500 ms: past a 32-bit timer's wrap)
 //   overflow     5 records per lane into a buffer with room for 3 per lane
+//   misaligned   a buffer 8 bytes off 16-byte alignment: nothing stored, all counted, refused
 // Then it times the marker overhead (printed as "overhead: ..." lines) and finishes, writing
 // OUT/regions.csv, OUT/report.json and OUT/trace.json. scripts/gpu-device-timers-validate.sh
 // checks the results.
@@ -297,6 +298,37 @@ int main(int argc, char **argv) {
     GMPROF(gmprof_pop_range());
     GMPROF(gmprof_dt_free(exact));
 
+    // A buffer whose base is 8- but not 16-byte aligned (records are 16-byte stores): the
+    // kernel must not fault and must store nothing, counting every record as overflow and
+    // flagging header word 6; the decoder refuses the buffer and says why.
+    int failed = 0;
+    {
+        const unsigned cap = 8 * blocks;
+        const size_t bytes = 64 + 16ull * cap;
+        unsigned char *raw;
+        CUDA(cudaMalloc(&raw, bytes + 16));
+        CUDA(cudaMemset(raw, 0, bytes + 16));
+        unsigned long long *image = (unsigned long long *)std::calloc(bytes / 8, 8);
+        GMPROF(gmprof_dt_write_header(image, bytes));
+        unsigned long long *mis = (unsigned long long *)(raw + 8);
+        CUDA(cudaMemcpy(mis, image, bytes, cudaMemcpyHostToDevice));
+        GMPROF(gmprof_push_range("misaligned"));
+        spin<<<blocks, 32>>>(mis);
+        cudaError_t e = cudaDeviceSynchronize();
+        GMPROF(gmprof_pop_range());
+        GMPROF(gmprof_dt_read_device((unsigned long long)mis, image, bytes));
+        char *json = nullptr;
+        gmprof_status s = gmprof_dt_decode(image, bytes, nullptr, 0, -2, nullptr, 0, &json);
+        bool ok = e == cudaSuccess && s != GMPROF_OK && image[6] == 1 && image[2] == 8ull * blocks;
+        std::printf("misaligned: kernel %s, word 6 = %llu, overflow %llu (expected %d), decode %s: %s -> %s\n",
+                    cudaGetErrorString(e), image[6], image[2], 8 * blocks, s == GMPROF_OK ? "accepted" : "refused",
+                    s == GMPROF_OK ? "-" : gmprof_last_error(), ok ? "OK" : "FAIL");
+        if (json) gmprof_string_free(json);
+        std::free(image);
+        CUDA(cudaFree(raw));
+        failed |= !ok;
+    }
+
     // Overhead: markers with and without timers (not collected: the records are discarded).
     const int pairs = 1000;
     gmprof_dt_buffer *big;
@@ -318,5 +350,5 @@ int main(int argc, char **argv) {
     CUDA(cudaDeviceSynchronize());
     GMPROF(gmprof_finish());
     std::printf("wrote %s\n", gmprof_output_dir());
-    return 0;
+    return failed;
 }
