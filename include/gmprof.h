@@ -100,7 +100,8 @@ typedef struct gmprof_dt_buffer gmprof_dt_buffer;
    current CUDA context. */
 gmprof_status gmprof_dt_alloc(unsigned int capacity, gmprof_dt_buffer **out);
 
-/* The device pointer to pass to the kernel. */
+/* The device pointer to pass to the kernel (16-byte aligned; a buffer you allocate yourself
+   must be too: a kernel given a misaligned one records nothing and says so in the header). */
 gmprof_status gmprof_dt_device_ptr(const gmprof_dt_buffer *buffer, unsigned long long **out);
 
 /* Synchronizes, decodes the buffer as the calling thread's last profiled launch, hands it to

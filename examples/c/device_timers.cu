@@ -9,9 +9,12 @@
 //   specialized  a producer warp and a consumer group per block (gmprof_dt_init_group),
 //                with an instant per tile
 //   warps        one lane per warp, every 2nd block and every 2nd warp recording
-//   spin         regions that busy-wait on %globaltimer for 1 us, 10 us and 1 ms
+//   spin         regions that busy-wait on %globaltimer for 1 us, 10 us and 1 ms (end payload:
+//                what the spin observed beyond that, ns)
+//   empty        16 empty regions per block (the markers' own cost inside a span)
 //   long_spin    one block spinning long_ms (default 5500 ms: past a 32-bit timer's wrap)
 //   overflow     5 records per lane into a buffer with room for 3 per lane
+//   misaligned   a buffer 8 bytes off 16-byte alignment: nothing stored, all counted, refused
 // Then it times the marker overhead (printed as "overhead: ..." lines) and finishes, writing
 // OUT/regions.csv, OUT/report.json and OUT/trace.json. scripts/gpu-device-timers-validate.sh
 // checks the results.
@@ -84,34 +87,53 @@ __global__ void warps(float *out, unsigned long long *timers) {
     gmprof_dt_finish(t);
 }
 
-__device__ void spin_for(unsigned long long ns) {
-    unsigned long long t0 = gmprof_dt_now();
-    while (gmprof_dt_now() - t0 < ns) {
+// Busy-waits until %globaltimer has advanced by at least `ns` and returns by how much it had
+// when the loop saw it: the time the spin itself observed (its first read to its last).
+__device__ unsigned long long spin_for(unsigned long long ns) {
+    unsigned long long t0 = gmprof_dt_now(), t;
+    while ((t = gmprof_dt_now()) - t0 < ns) {
     }
+    return t - t0;
 }
 
+// Each spin's end payload is what the spin observed beyond its nominal time (observed −
+// nominal, ns), so the check compares the decoded span with both.
 __global__ void spin(unsigned long long *timers) {
     gmprof_dt_lane t = gmprof_dt_init_block(timers);
     if (threadIdx.x == 0) {
         gmprof_dt_begin(t, R_SPIN_1US);
-        spin_for(1000);
-        gmprof_dt_end(t, R_SPIN_1US);
+        unsigned long long o = spin_for(1000);
+        gmprof_dt_end(t, R_SPIN_1US, (unsigned)(o - 1000));
         gmprof_dt_begin(t, R_SPIN_10US);
-        spin_for(10000);
-        gmprof_dt_end(t, R_SPIN_10US);
+        o = spin_for(10000);
+        gmprof_dt_end(t, R_SPIN_10US, (unsigned)(o - 10000));
         gmprof_dt_begin(t, R_SPIN_1MS);
-        spin_for(1000000);
-        gmprof_dt_end(t, R_SPIN_1MS);
+        o = spin_for(1000000);
+        gmprof_dt_end(t, R_SPIN_1MS, (unsigned)(o - 1000000));
     }
     gmprof_dt_finish(t);
 }
 
+// Begin payload: the nominal time in ms; end payload: observed − nominal, ns.
 __global__ void long_spin(unsigned long long ns, unsigned long long *timers) {
     gmprof_dt_lane t = gmprof_dt_init_block(timers);
     if (threadIdx.x == 0) {
         gmprof_dt_begin(t, R_SPIN_LONG, (unsigned)(ns / 1000000ull));
-        spin_for(ns);
-        gmprof_dt_end(t, R_SPIN_LONG);
+        unsigned long long o = spin_for(ns);
+        gmprof_dt_end(t, R_SPIN_LONG, (unsigned)(o - ns));
+    }
+    gmprof_dt_finish(t);
+}
+
+// Empty regions: `pairs` begin/end pairs back to back on thread 0. What a span holds besides
+// its code is the markers' own cost inside it (the begin's instructions after its stamp).
+__global__ void empty(int pairs, unsigned long long *timers) {
+    gmprof_dt_lane t = gmprof_dt_init_block(timers);
+    if (threadIdx.x == 0) {
+        for (int k = 0; k < pairs; ++k) {
+            gmprof_dt_begin(t, 1, k);
+            gmprof_dt_end(t, 1);
+        }
     }
     gmprof_dt_finish(t);
 }
@@ -231,6 +253,12 @@ int main(int argc, char **argv) {
     GMPROF(gmprof_dt_collect(buf, spin_names, 5, "sm"));
     GMPROF(gmprof_pop_range());
 
+    const char *empty_names[] = {"", "empty"};
+    GMPROF(gmprof_push_range("empty"));
+    empty<<<blocks, 32>>>(16, p);
+    GMPROF(gmprof_dt_collect(buf, empty_names, 2, "sm"));
+    GMPROF(gmprof_pop_range());
+
     if (long_ms > 0) {
         GMPROF(gmprof_push_range("long_spin"));
         long_spin<<<1, 32>>>(long_ms * 1000000ull, p);
@@ -270,6 +298,37 @@ int main(int argc, char **argv) {
     GMPROF(gmprof_pop_range());
     GMPROF(gmprof_dt_free(exact));
 
+    // A buffer whose base is 8- but not 16-byte aligned (records are 16-byte stores): the
+    // kernel must not fault and must store nothing, counting every record as overflow and
+    // flagging header word 6; the decoder refuses the buffer and says why.
+    int failed = 0;
+    {
+        const unsigned cap = 8 * blocks;
+        const size_t bytes = 64 + 16ull * cap;
+        unsigned char *raw;
+        CUDA(cudaMalloc(&raw, bytes + 16));
+        CUDA(cudaMemset(raw, 0, bytes + 16));
+        unsigned long long *image = (unsigned long long *)std::calloc(bytes / 8, 8);
+        GMPROF(gmprof_dt_write_header(image, bytes));
+        unsigned long long *mis = (unsigned long long *)(raw + 8);
+        CUDA(cudaMemcpy(mis, image, bytes, cudaMemcpyHostToDevice));
+        GMPROF(gmprof_push_range("misaligned"));
+        spin<<<blocks, 32>>>(mis);
+        cudaError_t e = cudaDeviceSynchronize();
+        GMPROF(gmprof_pop_range());
+        GMPROF(gmprof_dt_read_device((unsigned long long)mis, image, bytes));
+        char *json = nullptr;
+        gmprof_status s = gmprof_dt_decode(image, bytes, nullptr, 0, -2, nullptr, 0, &json);
+        bool ok = e == cudaSuccess && s != GMPROF_OK && image[6] == 1 && image[2] == 8ull * blocks;
+        std::printf("misaligned: kernel %s, word 6 = %llu, overflow %llu (expected %d), decode %s: %s -> %s\n",
+                    cudaGetErrorString(e), image[6], image[2], 8 * blocks, s == GMPROF_OK ? "accepted" : "refused",
+                    s == GMPROF_OK ? "-" : gmprof_last_error(), ok ? "OK" : "FAIL");
+        if (json) gmprof_string_free(json);
+        std::free(image);
+        CUDA(cudaFree(raw));
+        failed |= !ok;
+    }
+
     // Overhead: markers with and without timers (not collected: the records are discarded).
     const int pairs = 1000;
     gmprof_dt_buffer *big;
@@ -291,5 +350,5 @@ int main(int argc, char **argv) {
     CUDA(cudaDeviceSynchronize());
     GMPROF(gmprof_finish());
     std::printf("wrote %s\n", gmprof_output_dir());
-    return 0;
+    return failed;
 }

@@ -155,6 +155,9 @@ class DeviceTimers:
             host[i] = _signed(word)
         self._host_image = host
         self.tensor = host.to(device)
+        if self.tensor.data_ptr() % 16:
+            # The device would flag the buffer and record nothing (records are 16-byte stores).
+            raise RuntimeError("device timers: the buffer's address %#x is not 16-byte aligned" % self.tensor.data_ptr())
 
     @property
     def ptr(self) -> int:

@@ -34,22 +34,49 @@ def dt_smid():
 
 
 @triton.jit
-def dt_put(timers, base, per_lane, n, kind, region, payload):
-    """Writes record ``n`` of the lane starting at word ``base``: (kind, region, payload)."""
+def dt_tag_base(kind, region, payload):
+    """The tag bits that do not depend on the stamp (``%smid`` read here), with 0x5A in the
+    check bits: the stamp's low 7 bits are XORed in by :func:`dt_tag`."""
     zero = tl.zeros([], tl.int64)
+    sm = dt_smid().to(tl.int64)
+    return (
+        ((zero + payload) & 0xFFFFFFFF)
+        | (((zero + region) & 0xFFF) << 32)
+        | (((zero + kind) & 3) << 44)
+        | ((sm & 0x3FF) << 46)
+        | ((zero + 0x5A) << 56)
+        | ((zero + 1) << 63)
+    )
+
+
+@triton.jit
+def dt_tag(base, ts):
+    """A record's second word: ``base`` with the check ``(ts ^ 0x5A) & 0x7F`` in bits 56-62."""
+    return base ^ ((ts & 0x7F) << 56)
+
+
+@triton.jit
+def dt_put(timers, base, per_lane, n, kind, region, payload):
+    """Writes record ``n`` of the lane starting at word ``base``: (kind, region, payload), a
+    record that opens what follows (begin, instant, lane start): the ``%smid`` read and the
+    tag come before the ``%globaltimer`` read, so they stay out of the region."""
     if n < per_lane:
+        tag = dt_tag_base(kind, region, payload)
         ts = dt_now()
-        sm = dt_smid().to(tl.int64)
-        tag = (
-            ((zero + payload) & 0xFFFFFFFF)
-            | (((zero + region) & 0xFFF) << 32)
-            | (((zero + kind) & 3) << 44)
-            | ((sm & 0x3FF) << 46)
-            | (((ts ^ 0x5A) & 0x7F) << 56)
-            | ((zero + 1) << 63)
-        )
         tl.store(timers + base + 2 * n, ts)
-        tl.store(timers + base + 2 * n + 1, tag)
+        tl.store(timers + base + 2 * n + 1, dt_tag(tag, ts))
+    else:
+        tl.atomic_add(timers + 2, 1)
+
+
+@triton.jit
+def dt_put_close(timers, base, per_lane, n, kind, region, payload):
+    """:func:`dt_put` for a record that closes what precedes it (end, lane finish): the
+    ``%globaltimer`` read comes first."""
+    ts = dt_now()
+    if n < per_lane:
+        tl.store(timers + base + 2 * n, ts)
+        tl.store(timers + base + 2 * n + 1, dt_tag(dt_tag_base(kind, region, payload), ts))
     else:
         tl.atomic_add(timers + 2, 1)
 
@@ -81,7 +108,7 @@ def dt_begin(timers, base, per_lane, n, region, payload):
 
 @triton.jit
 def dt_end(timers, base, per_lane, n, region, payload):
-    dt_put(timers, base, per_lane, n, 1, region, payload)
+    dt_put_close(timers, base, per_lane, n, 1, region, payload)
 
 
 @triton.jit
@@ -91,4 +118,4 @@ def dt_instant(timers, base, per_lane, n, region, payload):
 
 @triton.jit
 def dt_finish(timers, base, per_lane, n):
-    dt_put(timers, base, per_lane, n, 3, 1, 0)
+    dt_put_close(timers, base, per_lane, n, 3, 1, 0)

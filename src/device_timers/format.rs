@@ -8,7 +8,8 @@
 //!
 //! [`decode`] never fails on the records themselves: an empty record ends its lane, a torn
 //! one (one word zero, or a check that does not match the stamp) is counted in
-//! [`Decoded::torn`] and left out. Only a header that is not a gmprof buffer is an error.
+//! [`Decoded::torn`] and left out. Only a header that is not a gmprof buffer, or one the
+//! device flagged as misaligned (nothing recorded), is an error.
 
 use serde::{Deserialize, Serialize};
 
@@ -24,6 +25,9 @@ pub const HEADER_WORDS: usize = 8;
 pub const RECORD_BYTES: usize = 16;
 /// The largest region id.
 pub const MAX_REGION: u16 = 4095;
+/// Word 6, bit 0: the device found the buffer's base not 16-byte aligned, wrote no record
+/// and counted every one as overflow.
+pub const FLAG_MISALIGNED: u64 = 1;
 /// Lane-marker region of a lane's start record (payload: the block).
 pub const LANE_START: u16 = 0;
 /// Lane-marker region of a lane's finish record.
@@ -161,7 +165,8 @@ pub struct Decoded {
     pub stray: u64,
 }
 
-/// The tag word of a record (the device's `gmprof_dt_tag`); used by tests and encoders.
+/// The tag word of a record (the device's `gmprof_dt_tag`: its `gmprof_dt_tag_base` with the
+/// stamp's low 7 bits XORed into the check); used by tests and encoders.
 pub fn tag_word(ts_ns: u64, kind: Kind, region: u16, payload: u32, sm: u16) -> u64 {
     u64::from(payload)
         | (u64::from(region & 0xFFF) << 32)
@@ -175,7 +180,8 @@ fn bits(word: u64, shift: u32, width: u32) -> u64 {
     (word >> shift) & ((1u64 << width) - 1)
 }
 
-/// Reads the header; an error when `words` is not a version-1 gmprof buffer.
+/// Reads the header; an error when `words` is not a version-1 gmprof buffer, or when the
+/// device flagged its base as misaligned ([`FLAG_MISALIGNED`]: nothing was recorded).
 pub fn read_header(words: &[u64]) -> Result<Header> {
     if words.len() < HEADER_WORDS {
         return Err(Error::InvalidConfig(format!(
@@ -202,6 +208,13 @@ pub fn read_header(words: &[u64]) -> Result<Header> {
             "device timer buffer: {record_bytes}-byte records and {}-word header, expected {RECORD_BYTES} and \
              {HEADER_WORDS}",
             bits(w0, 48, 16)
+        )));
+    }
+    if words[6] & FLAG_MISALIGNED != 0 {
+        return Err(Error::InvalidConfig(format!(
+            "device timer buffer: the kernel found its base address not 16-byte aligned and wrote no record ({} \
+             counted as overflow); pass a 16-byte aligned buffer (gmprof's own allocations are)",
+            words[2]
         )));
     }
     let written = bits(words[3], 56, 8) == 1;

@@ -179,6 +179,34 @@ fn not_a_buffer_is_an_error_that_says_why() {
 }
 
 #[test]
+fn a_buffer_the_device_found_misaligned_is_an_error_with_its_overflow() {
+    // What gmprof_dt_init does with a base that is 8- but not 16-byte aligned: the layout is
+    // written, word 6 flags it, and every marker is counted instead of stored.
+    let mut words = encode(16, (2, 1, LaneMode::Block), (1, 1), &[]);
+    words[6] = format::FLAG_MISALIGNED;
+    words[2] = 10;
+    let err = decode(&words).unwrap_err().to_string();
+    assert!(err.contains("not 16-byte aligned") && err.contains("10 counted as overflow"), "{err}");
+    words[6] = 0;
+    assert_eq!(decode(&words).unwrap().header.overflow, 10);
+}
+
+#[test]
+fn the_device_tag_arithmetic_matches_the_decoders_check() {
+    // gmprof_device.cuh builds the tag before the stamp (0x5A in the check bits) and XORs
+    // the stamp's low 7 bits in after it; the decoder checks (ts ^ 0x5A) & 0x7F.
+    let base = |kind: u64, region: u64, payload: u64, sm: u64| {
+        payload | (region << 32) | (kind << 44) | (sm << 46) | (0x5A << 56) | (1 << 63)
+    };
+    for ts in [0u64, 1, 0x5A, 0x7F, 0x80, 0xDEAD_BEEF, u64::MAX, 1_700_000_000_123_456_789] {
+        let device = base(1, 4095, 0xFFFF_FFFF, 1023) ^ ((ts << 56) & 0x7F00_0000_0000_0000);
+        assert_eq!(device, format::tag_word(ts, Kind::End, 4095, u32::MAX, 1023), "ts {ts:#x}");
+        let words = encode(1, (1, 1, LaneMode::Block), (1, 1), &[vec![(Kind::Begin, 7, 3, 5, ts.max(1))]]);
+        assert_eq!(decode(&words).unwrap().records.len(), 1);
+    }
+}
+
+#[test]
 fn a_buffer_no_block_initialized_has_no_layout() {
     let mut words = vec![0u64; HEADER_WORDS + 8];
     let [w0, w1] = format::host_header(4);

@@ -44,11 +44,18 @@ impl DeviceTimerBuffer {
         }
         let ptr = device_memory::alloc(buffer_bytes(capacity))?;
         let buffer = Self { ptr, capacity };
+        // Records are 16-byte stores (the device flags and skips a misaligned base); the
+        // driver's allocations are 256-byte aligned, so this only guards against a surprise.
+        if ptr % 16 != 0 {
+            return Err(Error::InvalidState(format!(
+                "device timers: the driver returned {ptr:#x}, not 16-byte aligned"
+            )));
+        }
         buffer.reset()?;
         Ok(buffer)
     }
 
-    /// The pointer to pass to the kernel (`unsigned long long *`).
+    /// The pointer to pass to the kernel (`unsigned long long *`, 16-byte aligned).
     pub fn device_ptr(&self) -> DevicePtr {
         self.ptr
     }

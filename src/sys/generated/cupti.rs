@@ -161,6 +161,8 @@ pub const CUPTI_NVLINK_INVALID_PORT: i32 = -1;
 pub const CUPTI_MAX_NVLINK_PORTS: u32 = 32;
 pub const CUPTI_DECOMPRESSED_BYTES_UNKNOWN: u32 = 0;
 pub const CUPTI_MAX_GPUS: u32 = 32;
+pub type CUdeviceptr_v2 = ::std::os::raw::c_ulonglong;
+pub type CUdeviceptr = CUdeviceptr_v2;
 pub type CUdevice_v1 = ::std::os::raw::c_int;
 pub type CUdevice = CUdevice_v1;
 #[repr(C)]

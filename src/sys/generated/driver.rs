@@ -85,6 +85,38 @@ pub struct DriverLibrary {
         unsafe extern "C" fn() -> CUresult,
         ::libloading::Error,
     >,
+    pub cuMemAlloc_v2: Result<
+        unsafe extern "C" fn(dptr: *mut CUdeviceptr, bytesize: usize) -> CUresult,
+        ::libloading::Error,
+    >,
+    pub cuMemFree_v2: Result<
+        unsafe extern "C" fn(dptr: CUdeviceptr) -> CUresult,
+        ::libloading::Error,
+    >,
+    pub cuMemcpyHtoD_v2: Result<
+        unsafe extern "C" fn(
+            dstDevice: CUdeviceptr,
+            srcHost: *const ::std::os::raw::c_void,
+            ByteCount: usize,
+        ) -> CUresult,
+        ::libloading::Error,
+    >,
+    pub cuMemcpyDtoH_v2: Result<
+        unsafe extern "C" fn(
+            dstHost: *mut ::std::os::raw::c_void,
+            srcDevice: CUdeviceptr,
+            ByteCount: usize,
+        ) -> CUresult,
+        ::libloading::Error,
+    >,
+    pub cuMemsetD8_v2: Result<
+        unsafe extern "C" fn(
+            dstDevice: CUdeviceptr,
+            uc: ::std::os::raw::c_uchar,
+            N: usize,
+        ) -> CUresult,
+        ::libloading::Error,
+    >,
 }
 impl DriverLibrary {
     pub unsafe fn new<P>(path: P) -> Result<Self, ::libloading::Error>
@@ -120,6 +152,11 @@ impl DriverLibrary {
         let cuCtxGetDevice = __library.get(b"cuCtxGetDevice\0").map(|sym| *sym);
         let cuCtxGetId = __library.get(b"cuCtxGetId\0").map(|sym| *sym);
         let cuCtxSynchronize = __library.get(b"cuCtxSynchronize\0").map(|sym| *sym);
+        let cuMemAlloc_v2 = __library.get(b"cuMemAlloc_v2\0").map(|sym| *sym);
+        let cuMemFree_v2 = __library.get(b"cuMemFree_v2\0").map(|sym| *sym);
+        let cuMemcpyHtoD_v2 = __library.get(b"cuMemcpyHtoD_v2\0").map(|sym| *sym);
+        let cuMemcpyDtoH_v2 = __library.get(b"cuMemcpyDtoH_v2\0").map(|sym| *sym);
+        let cuMemsetD8_v2 = __library.get(b"cuMemsetD8_v2\0").map(|sym| *sym);
         Ok(DriverLibrary {
             __library,
             cuGetErrorString,
@@ -137,6 +174,11 @@ impl DriverLibrary {
             cuCtxGetDevice,
             cuCtxGetId,
             cuCtxSynchronize,
+            cuMemAlloc_v2,
+            cuMemFree_v2,
+            cuMemcpyHtoD_v2,
+            cuMemcpyDtoH_v2,
+            cuMemsetD8_v2,
         })
     }
     pub unsafe fn cuGetErrorString(
@@ -243,5 +285,51 @@ impl DriverLibrary {
     }
     pub unsafe fn cuCtxSynchronize(&self) -> CUresult {
         (self.cuCtxSynchronize.as_ref().expect("Expected function, got error."))()
+    }
+    pub unsafe fn cuMemAlloc_v2(
+        &self,
+        dptr: *mut CUdeviceptr,
+        bytesize: usize,
+    ) -> CUresult {
+        (self
+            .cuMemAlloc_v2
+            .as_ref()
+            .expect("Expected function, got error."))(dptr, bytesize)
+    }
+    pub unsafe fn cuMemFree_v2(&self, dptr: CUdeviceptr) -> CUresult {
+        (self.cuMemFree_v2.as_ref().expect("Expected function, got error."))(dptr)
+    }
+    pub unsafe fn cuMemcpyHtoD_v2(
+        &self,
+        dstDevice: CUdeviceptr,
+        srcHost: *const ::std::os::raw::c_void,
+        ByteCount: usize,
+    ) -> CUresult {
+        (self
+            .cuMemcpyHtoD_v2
+            .as_ref()
+            .expect("Expected function, got error."))(dstDevice, srcHost, ByteCount)
+    }
+    pub unsafe fn cuMemcpyDtoH_v2(
+        &self,
+        dstHost: *mut ::std::os::raw::c_void,
+        srcDevice: CUdeviceptr,
+        ByteCount: usize,
+    ) -> CUresult {
+        (self
+            .cuMemcpyDtoH_v2
+            .as_ref()
+            .expect("Expected function, got error."))(dstHost, srcDevice, ByteCount)
+    }
+    pub unsafe fn cuMemsetD8_v2(
+        &self,
+        dstDevice: CUdeviceptr,
+        uc: ::std::os::raw::c_uchar,
+        N: usize,
+    ) -> CUresult {
+        (self
+            .cuMemsetD8_v2
+            .as_ref()
+            .expect("Expected function, got error."))(dstDevice, uc, N)
     }
 }
