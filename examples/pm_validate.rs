@@ -110,6 +110,10 @@ fn reference(report: &Report) -> HashMap<(String, u32), (f64, f64)> {
 }
 
 fn main() {
+    // GMPROF_LOG=gmprof=info shows where the PM decode thread's time went.
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("GMPROF_LOG") {
+        let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    }
     if let Err(e) = run(Args::parse()) {
         eprintln!("error: {e}");
         std::process::exit(1);
