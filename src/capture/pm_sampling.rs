@@ -11,6 +11,9 @@
 //! range profiler is CUPTI's decision, and [`PmSession::start`] says what to do when not.
 
 use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -251,6 +254,7 @@ fn beside_error(e: Error, beside: Option<&str>) -> Error {
 pub struct PmSession {
     stop: mpsc::Sender<()>,
     thread: JoinHandle<DecodeResult>,
+    kept: Arc<Mutex<PmCapture>>,
 }
 
 /// The decode thread's state.
@@ -260,7 +264,8 @@ struct Decoder {
     host: ProfilerHost,
     image: PmCounterData,
     names: Vec<String>,
-    capture: PmCapture,
+    /// What was kept so far; shared with [`PmSession::snapshot`] for checkpoints.
+    capture: Arc<Mutex<PmCapture>>,
     keeper: SampleKeeper,
     /// Sampling was stopped (the last drain): no restart after an overflow.
     stopped: bool,
@@ -318,7 +323,7 @@ impl Decoder {
             let decoded = self.sampler.decode(&mut self.image)?;
             self.timing.decode += t0.elapsed();
             if decoded.overflow {
-                self.capture.hw_buffer_overflows += 1;
+                self.capture.lock().hw_buffer_overflows += 1;
             }
             let restart = decoded.overflow && !self.stopped;
             let info = self.image.info(&self.cupti)?;
@@ -341,12 +346,12 @@ impl Decoder {
             if decoded.stop != DecodeStop::CounterDataFull {
                 return Ok(());
             }
-            self.capture.counter_data_full += 1;
+            self.capture.lock().counter_data_full += 1;
         }
     }
 
     fn keep(&mut self, start: u64, end: u64, values: Vec<f64>) {
-        self.keeper.keep(&mut self.capture, start, end, values);
+        self.keeper.keep(&mut self.capture.lock(), start, end, values);
     }
 }
 
@@ -420,13 +425,14 @@ impl PmSession {
         sampler.set_config(config_image, cfg.hardware_buffer_bytes, trigger)?;
         let image = sampler.create_counter_data(&refs, cfg.max_samples_per_image)?;
         sampler.start()?;
+        let kept = Arc::new(Mutex::new(PmCapture { metrics, interval: Some(cfg.interval), ..Default::default() }));
         let mut decoder = Decoder {
             cupti: *cupti,
             sampler,
             host,
             image,
             names: names.clone(),
-            capture: PmCapture { metrics, interval: Some(cfg.interval), ..Default::default() },
+            capture: Arc::clone(&kept),
             keeper: SampleKeeper { interval_ns: cfg.interval.time_ns(), last_end: None },
             stopped: false,
             timing: DrainTiming::default(),
@@ -442,12 +448,12 @@ impl PmSession {
                     if last {
                         decoder.stopped = true;
                         if let Err(e) = decoder.sampler.stop() {
-                            decoder.capture.errors.push(e.to_string());
+                            decoder.capture.lock().errors.push(e.to_string());
                         }
                     }
                     if !failed {
                         if let Err(e) = decoder.drain() {
-                            decoder.capture.errors.push(format!("decoding stopped: {e}"));
+                            decoder.capture.lock().errors.push(format!("decoding stopped: {e}"));
                             failed = true;
                         }
                     }
@@ -457,10 +463,17 @@ impl PmSession {
                 }
                 tracing::info!("gmprof: {}", decoder.timing.describe());
                 let Decoder { sampler, host, capture, .. } = decoder;
+                let capture = std::mem::take(&mut *capture.lock());
                 (capture, Some(PmLeftovers { sampler, host, api }))
             })
             .map_err(|e| Error::InvalidState(format!("could not start the PM sampling decode thread: {e}")))?;
-        Ok(PmSession { stop, thread })
+        Ok(PmSession { stop, thread, kept })
+    }
+
+    /// The samples kept so far (up to the last drain of the hardware buffer), for a
+    /// checkpoint while the session runs.
+    pub fn snapshot(&self) -> PmCapture {
+        self.kept.lock().clone()
     }
 
     /// Stops sampling, decodes the rest and returns the samples with the CUPTI objects to

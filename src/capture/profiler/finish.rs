@@ -127,7 +127,13 @@ impl Profiler {
         }
         let mut info = shared.capture_info(now, warnings, 0, 0);
         info.run_end = Some(RunEnd::Checkpoint { reason: reason.to_owned(), pending_kernels: pending.kernels });
-        Ok(Report::analyze(info, &shared.metric_set, &tree, correlator))
+        let mut report = Report::analyze(info, &shared.metric_set, &tree, correlator);
+        // PM samples up to the sampler's last drain (at most one decode period old).
+        let pm = shared.pm.lock().as_ref().map(PmSession::snapshot);
+        if let Some(pm) = pm {
+            report.attach_pm(&pm);
+        }
+        Ok(report)
     }
 }
 
