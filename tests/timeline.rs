@@ -615,6 +615,18 @@ fn rule_kernel_outside_range() {
     }
     // After the pop beyond the allowance.
     assert_only(&trace(150.0 + 2001.0), Rule::KernelOutsideRange);
+    // The same, behind a queue of kernels on its stream that kept the GPU busy: fine. With a
+    // gap of more than the allowance before it on the stream, it is not.
+    let queued = |gap: f64| {
+        format!(
+            r#"[{{"ph":"X","cat":"range","name":"r","ts":100,"dur":50,"pid":1,"tid":1,"args":{{"range_id":"3.1"}}}},
+               {{"ph":"X","cat":"kernel","name":"q","ts":120,"dur":{},"pid":100,"tid":7,"args":{{"range_id":"3.1"}}}},
+               {{"ph":"X","cat":"kernel","name":"k","ts":5000,"dur":1,"pid":100,"tid":7,"args":{{"range_id":"3.1"}}}}]"#,
+            5000.0 - 120.0 - gap
+        )
+    };
+    assert_accepted(&queued(1500.0));
+    assert_only(&queued(2500.0), Rule::KernelOutsideRange);
     // The allowance is an option.
     let strict = CheckOptions { launch_latency_allowance_us: 10.0 };
     let report = check_trace_json(&trace(170.0), &strict);
