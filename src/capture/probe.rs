@@ -37,7 +37,8 @@ use crate::checked::module::{ModuleApi, RawFunction, RawModule};
 use crate::error::Result;
 use crate::probe::decode::{self, LaunchInfo};
 use crate::probe::fatbin::{self, Image};
-use crate::probe::{demangle, probe_ptx_with, MapVia, ProbeSpec};
+use crate::probe::select;
+use crate::probe::{demangle, probe_ptx_with, ImageId, MapVia, ProbeSpec, ThreadLimits};
 use crate::sys::cupti::{CUpti_driver_api_trace_cbid_enum as Cbid, CUstream};
 
 /// What to probe.
@@ -123,14 +124,22 @@ pub struct KernelStatus {
 
 enum Source {
     Ptx(Vec<String>),
-    NoPtx(String),
+    /// Why there is no PTX, and the identity of a cubin image (its PTX may lie in the PTX
+    /// directory beside an identical `.cubin`).
+    NoPtx(String, Option<ImageId>),
 }
 
+#[derive(Clone)]
 struct Probed {
     func: RawFunction,
     params: usize,
     /// With [`MapVia::Global`], each probe's map variable.
     globals: Vec<u64>,
+    /// The probed kernel's `.reqntid`/`.maxntid`.
+    limits: ThreadLimits,
+    /// The probed function's `CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK` (its registers may
+    /// allow fewer threads than the original's).
+    max_threads: Option<i32>,
 }
 
 struct Pending {
@@ -283,11 +292,16 @@ fn on_driver_call(call: &RawDriverCall) {
                 let how = format!("cuLaunchKernelEx, shared {} B, attributes {attrs:?}", c.shared);
                 (p.f, p.kernel_params, (c.grid, c.block), c.stream, how)
             };
-            let Some(probed_fn) = prepare(api, config, state, f, args.is_null()) else { return };
+            let Some(probed_fn) = prepare(api, config, state, f, args.is_null(), dims.1) else { return };
             let blocks = dims.0.iter().map(|&d| d as u64).product::<u64>();
             let threads = dims.1.iter().map(|&d| d as u64).product::<u64>();
             let kernel = state.kernels.get(&(f as usize)).map(|k| k.1.kernel.clone()).unwrap_or_default();
             let info = LaunchInfo { correlation_id: call.correlation_id, kernel, blocks, threads };
+            if let Err(why) = launchable(&probed_fn, dims.1) {
+                // The driver would refuse the probed launch: the original runs instead.
+                state.launches.push(LaunchRecord { status: format!("not probed: {why}"), ..launch_record(&info) });
+                return;
+            }
             let mut maps = Vec::new();
             for spec in &config.probes {
                 let bytes = decode::map_bytes(spec, &info);
@@ -302,7 +316,7 @@ fn on_driver_call(call: &RawDriverCall) {
                 }
             }
             let ptrs: Box<[u64]> = maps.iter().map(|m| m.0).collect();
-            for (var, ptr) in probed_fn.2.iter().zip(ptrs.iter()) {
+            for (var, ptr) in probed_fn.globals.iter().zip(ptrs.iter()) {
                 if let Err(e) = quietly(|| api.write_u64(*var, *ptr, stream)) {
                     maps.iter().for_each(|(p, _)| quietly(|| api.free(*p)));
                     let status = format!("not probed: {e}");
@@ -310,9 +324,9 @@ fn on_driver_call(call: &RawDriverCall) {
                     return;
                 }
             }
-            let mut new_args: Vec<*mut c_void> = Vec::with_capacity(probed_fn.1 + ptrs.len());
+            let mut new_args: Vec<*mut c_void> = Vec::with_capacity(probed_fn.params + ptrs.len());
             let via_params = config.maps == MapVia::Param;
-            for i in (0..probed_fn.1).filter(|_| via_params) {
+            for i in (0..probed_fn.params).filter(|_| via_params) {
                 // SAFETY: the kernel has `params` parameters, so the program's array has as
                 // many entries.
                 new_args.push(unsafe { *args.add(i) });
@@ -321,26 +335,29 @@ fn on_driver_call(call: &RawDriverCall) {
             if launch {
                 // SAFETY: rewriting the call's own parameter struct on enter (module doc).
                 let p = unsafe { &mut *(call.params as *mut LaunchParams) };
-                p.f = probed_fn.0;
+                p.f = probed_fn.func;
                 if via_params {
                     p.kernel_params = new_args.as_mut_ptr();
                 }
             } else {
                 // SAFETY: as above, for cuLaunchKernelEx.
                 let p = unsafe { &mut *(call.params as *mut LaunchExParams) };
-                p.f = probed_fn.0;
+                p.f = probed_fn.func;
                 if via_params {
                     p.kernel_params = new_args.as_mut_ptr();
                 }
             }
-            let attr = |a| api.function_attribute(probed_fn.0, a).map_or("?".to_string(), |v| v.to_string());
+            let attr = |a| api.function_attribute(probed_fn.func, a).map_or("?".to_string(), |v| v.to_string());
             let how = format!(
-                "{how}, maps via {:?}, {} + {} parameters; probed function: {} registers, max {} threads per block",
+                "{how}, block {}, maps via {:?}, {} + {} parameters; probed function: {} registers, max {} threads \
+                 per block, {}",
+                select::dims(dims.1),
                 config.maps,
-                probed_fn.1,
+                probed_fn.params,
                 config.probes.len(),
                 attr(4),
-                attr(0)
+                attr(0),
+                probed_fn.limits
             );
             state
                 .pending
@@ -355,15 +372,32 @@ fn on_driver_call(call: &RawDriverCall) {
     }
 }
 
-/// The probed function for `f` and its own parameter count, probing and loading it on first
-/// use; `None` when `f` is not selected or cannot be probed (recorded).
+/// Whether the probed function may be launched with `block`: its `.reqntid`/`.maxntid` and
+/// the threads per block its registers allow.
+fn launchable(p: &Probed, block: [u32; 3]) -> std::result::Result<(), String> {
+    p.limits.check(block).map_err(|e| format!("the probed function cannot take this launch: {e}"))?;
+    let threads: u64 = block.iter().map(|&d| u64::from(d)).product();
+    match p.max_threads {
+        Some(max) if threads > max as u64 => Err(format!(
+            "the probed function allows at most {max} threads per block (its registers) and the launch's block is {} \
+             ({threads} threads)",
+            select::dims(block)
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The probed function for `f`, probing and loading it on first use (its PTX chosen for a
+/// first launch with `block`); `None` when `f` is not selected or cannot be probed
+/// (recorded).
 fn prepare(
     api: &ModuleApi,
     config: &ProbeConfig,
     state: &mut State,
     f: RawFunction,
     no_args: bool,
-) -> Option<(RawFunction, usize, Vec<u64>)> {
+    block: [u32; 3],
+) -> Option<Probed> {
     let key = f as usize;
     if !state.kernels.contains_key(&key) {
         let mangled = quietly(|| api.function_name(f)).unwrap_or_default();
@@ -382,9 +416,9 @@ fn prepare(
             status.detail = "not selected".into();
         } else {
             let started = Instant::now();
-            match load_probed(api, config, state, f, &status.mangled) {
-                Ok((func, params, globals, detail)) => {
-                    probed = Some(Probed { func, params, globals });
+            match load_probed(api, config, state, f, &status.mangled, block) {
+                Ok((p, detail)) => {
+                    probed = Some(p);
                     status.status = "probed".into();
                     status.detail = detail;
                     status.load_ms = Some(started.elapsed().as_secs_f64() * 1e3);
@@ -404,7 +438,7 @@ fn prepare(
         status.detail.push_str("; a launch passing its arguments through `extra` ran unprobed");
         return None;
     }
-    Some((p.func, p.params, p.globals.clone()))
+    Some(p.clone())
 }
 
 fn load_probed(
@@ -413,7 +447,8 @@ fn load_probed(
     state: &State,
     f: RawFunction,
     mangled: &str,
-) -> std::result::Result<(RawFunction, usize, Vec<u64>, String), String> {
+    block: [u32; 3],
+) -> std::result::Result<(Probed, String), String> {
     let module: RawModule = quietly(|| api.function_module(f)).map_err(|e| {
         format!(
             "a runtime kernel (its handle has no module: the runtime registers its fatbins through a path \
@@ -421,20 +456,28 @@ fn load_probed(
         )
     })?;
     let from_dir;
+    let mut source = String::new();
     let texts = match state.modules.get(&(module as usize)) {
         Some(Source::Ptx(t)) => t,
         other => {
-            let why = match other {
-                Some(Source::NoPtx(why)) => why.clone(),
-                _ => "module image not seen: loaded through the runtime's own registration, or before gmprof \
-                      attached"
-                    .to_string(),
+            let (why, cubin) = match other {
+                Some(Source::NoPtx(why, cubin)) => (why.clone(), *cubin),
+                _ => (
+                    "module image not seen: loaded through the runtime's own registration, or before gmprof \
+                     attached"
+                        .to_string(),
+                    None,
+                ),
             };
-            from_dir = config.ptx_dir.as_deref().and_then(|d| ptx_in_dir(d, mangled));
-            match &from_dir {
-                Some(t) => std::slice::from_ref(t),
-                None => return Err(why),
+            let Some(dir) = config.ptx_dir.as_deref() else { return Err(why) };
+            let candidates = select::candidates(dir, mangled);
+            if candidates.is_empty() {
+                return Err(format!("{why}; no .ptx file under {} defines the kernel", dir.display()));
             }
+            let chosen = select::choose(&candidates, cubin, block).map_err(|e| format!("{why}; {e}"))?;
+            source = format!("; {}", chosen.how);
+            from_dir = chosen.ptx;
+            std::slice::from_ref(&from_dir)
         }
     };
     let mut last = String::new();
@@ -450,27 +493,18 @@ fn load_probed(
                     }
                 }
                 let unseen: Vec<String> = k.report.unprobed.iter().map(|(w, n)| format!("{n} {w}")).collect();
-                let mut detail = format!("name match: {}", k.matched);
+                let mut detail = format!("name match: {}{source}", k.matched);
                 if !unseen.is_empty() {
                     detail.push_str(&format!("; not seen by the probes: {}", unseen.join(", ")));
                 }
-                return Ok((func, k.params, globals, detail));
+                let max_threads = api.function_attribute(func, 0);
+                let probed = Probed { func, params: k.params, globals, limits: k.limits, max_threads };
+                return Ok((probed, detail));
             }
             Err(e) => last = e.to_string(),
         }
     }
     Err(last)
-}
-
-/// The first `.ptx` file under `dir` that defines kernel `mangled`.
-fn ptx_in_dir(dir: &std::path::Path, mangled: &str) -> Option<String> {
-    let needle = format!(".entry {mangled}(");
-    let pattern = dir.join("**").join("*.ptx");
-    glob::glob(pattern.to_str()?)
-        .ok()?
-        .flatten()
-        .filter_map(|p| std::fs::read_to_string(p).ok())
-        .find(|t| t.contains(&needle))
 }
 
 fn launch_record(info: &LaunchInfo) -> LaunchRecord {
@@ -555,6 +589,10 @@ fn finish_launch(api: &ModuleApi, config: &ProbeConfig, state: &mut State, p: Pe
     state.launches.push(record);
 }
 
+const CUBIN: &str = "SASS only: the module was loaded from a cubin";
+/// A cubin whose headers claim more than this is not identified (a sanity bound).
+const MAX_CUBIN: usize = 1 << 30;
+
 /// Reads what an image pointer points at.
 ///
 /// # Safety
@@ -575,7 +613,17 @@ unsafe fn read_image(image: *const c_void) -> Source {
         // SAFETY: the fatbin header gives its size.
         unsafe { std::slice::from_raw_parts(image as *const u8, len) }
     } else if head.starts_with(b"\x7fELF") {
-        return Source::NoPtx("SASS only: the module was loaded from a cubin".into());
+        // SAFETY: a cubin image is a whole ELF file: its 64-byte header, then its header
+        // tables and sections, which `elf_extent` bounds from what it has read.
+        let id = unsafe {
+            let elf = |len| std::slice::from_raw_parts(image as *const u8, len);
+            fatbin::elf_extent(elf(64))
+                .filter(|&tables| tables <= MAX_CUBIN)
+                .and_then(|tables| fatbin::elf_extent(elf(tables)))
+                .filter(|&len| len <= MAX_CUBIN)
+                .map(|len| ImageId::of(elf(len)))
+        };
+        return Source::NoPtx(CUBIN.into(), id);
     } else {
         // SAFETY: otherwise the driver takes the image as NUL-terminated PTX text.
         unsafe { std::ffi::CStr::from_ptr(image as *const std::ffi::c_char) }.to_bytes()
@@ -586,14 +634,14 @@ unsafe fn read_image(image: *const c_void) -> Source {
             let (ptx, problems) = fatbin::ptx_of(&entries);
             if ptx.is_empty() {
                 let why = if problems.is_empty() { "no PTX entry".to_string() } else { problems.join("; ") };
-                Source::NoPtx(format!("SASS only: the fatbin has {why}"))
+                Source::NoPtx(format!("SASS only: the fatbin has {why}"), None)
             } else {
                 Source::Ptx(ptx)
             }
         }
-        Ok(Image::Elf) => Source::NoPtx("SASS only: the module was loaded from a cubin".into()),
-        Ok(Image::Unknown) => Source::NoPtx("the module image is of an unknown kind".into()),
-        Err(e) => Source::NoPtx(e.to_string()),
+        Ok(Image::Elf) => Source::NoPtx(CUBIN.into(), None),
+        Ok(Image::Unknown) => Source::NoPtx("the module image is of an unknown kind".into(), None),
+        Err(e) => Source::NoPtx(e.to_string(), None),
     }
 }
 
