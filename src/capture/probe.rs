@@ -34,6 +34,7 @@ use serde::Serialize;
 
 use crate::checked::callback::{quietly, CallbackSite, RawDriverCall};
 use crate::checked::module::{ModuleApi, RawFunction, RawModule};
+use crate::device_timers::{BlockRun, TimedLaunch};
 use crate::error::Result;
 use crate::probe::decode::{self, LaunchInfo};
 use crate::probe::fatbin::{self, Image};
@@ -61,49 +62,7 @@ pub struct ProbeConfig {
     pub maps: MapVia,
 }
 
-/// One probed launch, for probe_launches.csv.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct LaunchRecord {
-    /// Correlation id (kernels.csv).
-    pub correlation_id: u32,
-    /// Kernel, demangled.
-    pub kernel: String,
-    /// Blocks.
-    pub blocks: u64,
-    /// Threads per block.
-    pub threads: u64,
-    /// `probed`, or what went wrong.
-    pub status: String,
-    /// Blocks block_sched saw enter exactly once (empty without block_sched).
-    pub blocks_once: Option<u64>,
-    /// Blocks it never saw.
-    pub blocks_missing: Option<u64>,
-    /// Blocks it saw more than once.
-    pub blocks_repeated: Option<u64>,
-    /// Earliest block start, `%globaltimer` ns.
-    pub first_block_start_ns: Option<u64>,
-    /// Latest block end.
-    pub last_block_end_ns: Option<u64>,
-    /// Host time spent waiting for the probed kernel and reading its maps, µs.
-    pub readback_us: f64,
-}
-
-/// A field total of one launch, for probes.csv.
-#[derive(Clone, Debug, Serialize)]
-pub struct FieldTotal {
-    /// Correlation id.
-    pub correlation_id: u32,
-    /// Kernel, demangled.
-    pub kernel: String,
-    /// Probe.
-    pub probe: String,
-    /// Field.
-    pub field: String,
-    /// Sum over the launch's records.
-    pub total: u64,
-    /// Records in the map.
-    pub records: u64,
-}
+pub use crate::report::probes::{ProbeTotal, ProbedLaunch as LaunchRecord};
 
 /// A kernel and whether it was probed, for probe_kernels.csv.
 #[derive(Clone, Debug, Serialize)]
@@ -158,7 +117,10 @@ struct State {
     kernels: HashMap<usize, (Option<Probed>, KernelStatus)>,
     pending: HashMap<u32, Pending>,
     launches: Vec<LaunchRecord>,
-    totals: Vec<FieldTotal>,
+    /// block_sched spans handed to the device timers (the timeline), and the launches
+    /// left off for the cap.
+    timeline_spans: usize,
+    timeline_left_off: u64,
     records: Vec<decode::ProbeRow>,
     recorded_per_kernel: HashMap<String, usize>,
     trace: Vec<serde_json::Value>,
@@ -547,14 +509,7 @@ fn finish_launch(api: &ModuleApi, config: &ProbeConfig, state: &mut State, p: Pe
         let records = spec.layout.records(p.launch.blocks, p.launch.threads);
         for f in &spec.fields {
             if let Some(total) = decode::field_total(spec, &map, &f.name) {
-                state.totals.push(FieldTotal {
-                    correlation_id: p.launch.correlation_id,
-                    kernel: p.launch.kernel.clone(),
-                    probe: spec.name.clone(),
-                    field: f.name.clone(),
-                    total,
-                    records,
-                });
+                record.totals.push(ProbeTotal { probe: spec.name.clone(), field: f.name.clone(), total, records });
             }
         }
         if spec.name == "block_sched" {
@@ -565,6 +520,12 @@ fn finish_launch(api: &ModuleApi, config: &ProbeConfig, state: &mut State, p: Pe
             let ran = spans.iter().filter(|s| s.entries > 0);
             record.first_block_start_ns = ran.clone().map(|s| s.start_ns).min();
             record.last_block_end_ns = ran.map(|s| s.end_ns).max();
+            if state.timeline_spans + spans.len() <= MAX_TIMELINE_SPANS {
+                state.timeline_spans += spans.len();
+                crate::device_timers::submit(timeline_launch(&p.launch, &spans));
+            } else {
+                state.timeline_left_off += 1;
+            }
             if state.trace.len() < 200_000 {
                 let origin = record.first_block_start_ns.unwrap_or(0);
                 state.trace.extend(decode::block_trace_events(
@@ -645,13 +606,33 @@ unsafe fn read_image(image: *const c_void) -> Source {
     }
 }
 
+/// Blocks of block_sched handed to the timeline, at most (about 100 MB of spans).
+pub const MAX_TIMELINE_SPANS: usize = 1_000_000;
+
+/// A block_sched launch as a device-timer launch ([`TimedLaunch::from_blocks`]): the report
+/// joins it to its kernel row and draws it inside the kernel's slice.
+fn timeline_launch(launch: &LaunchInfo, spans: &[decode::BlockSpan]) -> TimedLaunch {
+    let runs: Vec<BlockRun> = spans
+        .iter()
+        .map(|s| BlockRun {
+            block: s.block as u32,
+            sm: s.smid as u16,
+            start_ns: s.start_ns,
+            end_ns: s.end_ns,
+            entries: s.entries,
+        })
+        .collect();
+    let blocks = u32::try_from(launch.blocks).unwrap_or(u32::MAX);
+    TimedLaunch::from_blocks(Some(launch.correlation_id), &launch.kernel, "block (probe block_sched)", blocks, &runs)
+}
+
 /// What the probes produced, for the output files.
 #[derive(Debug, Default)]
 pub struct ProbeOutputs {
     /// probe_launches.csv.
     pub launches: Vec<LaunchRecord>,
-    /// probes.csv.
-    pub totals: Vec<FieldTotal>,
+    /// block_sched launches left off the timeline (more than [`MAX_TIMELINE_SPANS`] blocks).
+    pub timeline_left_off: u64,
     /// probe_records.csv.
     pub records: Vec<decode::ProbeRow>,
     /// probe_kernels.csv, sorted by kernel.
@@ -670,7 +651,7 @@ pub fn outputs() -> Option<ProbeOutputs> {
     }
     Some(ProbeOutputs {
         launches: s.launches.clone(),
-        totals: s.totals.clone(),
+        timeline_left_off: s.timeline_left_off,
         records: s.records.clone(),
         kernels: kernels.into_values().collect(),
         trace: s.trace.clone(),
