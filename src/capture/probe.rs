@@ -8,9 +8,11 @@
 //! CUDA 12/13 runtime calls the driver).
 //!
 //! - Module loads (`cuModuleLoadData`, `cuModuleLoadDataEx`, `cuModuleLoadFatBinary`,
-//!   `cuLibraryLoadData`): on exit, the image the program passed is copied and classified
-//!   (PTX text, fatbin, cubin) and kept by its module (a library's module through
-//!   `cuLibraryGetModule`).
+//!   `cuLibraryLoadData`, and from files `cuModuleLoad`, `cuLibraryLoadFromFile`, which is
+//!   how PyTorch's static Triton launcher loads Triton's cubins): on exit, the image the
+//!   program passed (or the file, read back) is classified (PTX text, fatbin, cubin) and kept
+//!   by its module (a library's module through `cuLibraryGetModule`); a cubin is kept as its
+//!   identity ([`ImageId`]), by which its PTX is found in `--probe-ptx-dir`.
 //! - Kernel launches (`cuLaunchKernel`, `cuLaunchKernelEx` and their per-thread-stream
 //!   variants): on enter, a selected kernel (name pattern, open range) is looked up by
 //!   `cuFuncGetModule`; its module's PTX is pruned and probed (cached per function), loaded
@@ -135,10 +137,12 @@ static STATE: Mutex<Option<(ProbeConfig, State)>> = Mutex::new(None);
 
 /// The driver callbacks the probe engine hooks.
 pub const HOOKED: &[Cbid] = &[
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuModuleLoad,
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData,
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx,
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuModuleLoadFatBinary,
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData,
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadFromFile,
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
@@ -178,7 +182,8 @@ struct LaunchExParams {
 }
 
 /// The first two fields of every module/library load's parameters: the out-handle and the
-/// image (`cuModuleLoadData`, `...DataEx`, `...FatBinary`, `cuLibraryLoadData`).
+/// image (`cuModuleLoadData`, `...DataEx`, `...FatBinary`, `cuLibraryLoadData`), or the file
+/// name (`cuModuleLoad`, `cuLibraryLoadFromFile`).
 #[repr(C)]
 struct LoadParams {
     handle: *mut *mut c_void,
@@ -214,7 +219,10 @@ fn on_driver_call(call: &RawDriverCall) {
     let Ok(api) = ModuleApi::get() else { return };
     match (call.site, launch || launch_ex) {
         (CallbackSite::Exit, false) if call.result == Some(0) => {
-            let library = is(Cbid::CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData);
+            let from_file = is(Cbid::CUPTI_DRIVER_TRACE_CBID_cuModuleLoad)
+                || is(Cbid::CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadFromFile);
+            let library = is(Cbid::CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData)
+                || is(Cbid::CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadFromFile);
             // SAFETY: every hooked load's parameters start with the out-handle and the image.
             let p = unsafe { &*(call.params as *const LoadParams) };
             if p.handle.is_null() || p.image.is_null() {
@@ -223,8 +231,18 @@ fn on_driver_call(call: &RawDriverCall) {
             // SAFETY: on a successful exit the out-handle holds the new module or library.
             let handle = unsafe { *p.handle };
             let module = if library { quietly(|| api.library_module(handle)).ok() } else { Some(handle) };
-            // SAFETY: the image the program passed is valid for the duration of the call.
-            let source = unsafe { read_image(p.image) };
+            let source = if from_file {
+                // SAFETY: the file loads pass a NUL-terminated path where the others pass
+                // the image.
+                let path = unsafe { std::ffi::CStr::from_ptr(p.image as *const std::ffi::c_char) };
+                match std::fs::read(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(path.to_bytes())) {
+                    Ok(bytes) => source_of(&bytes),
+                    Err(e) => Source::NoPtx(format!("the module file could not be read back: {e}"), None),
+                }
+            } else {
+                // SAFETY: the image the program passed is valid for the duration of the call.
+                unsafe { read_image(p.image) }
+            };
             if let Some(m) = module {
                 state.modules.insert(m as usize, source);
             }
@@ -589,6 +607,11 @@ unsafe fn read_image(image: *const c_void) -> Source {
         // SAFETY: otherwise the driver takes the image as NUL-terminated PTX text.
         unsafe { std::ffi::CStr::from_ptr(image as *const std::ffi::c_char) }.to_bytes()
     };
+    source_of(bytes)
+}
+
+/// What a whole image (read from memory or a file) holds; a cubin is identified by its bytes.
+fn source_of(bytes: &[u8]) -> Source {
     match fatbin::classify(bytes) {
         Ok(Image::Ptx(t)) => Source::Ptx(vec![t]),
         Ok(Image::Fatbin(entries)) => {
@@ -600,7 +623,7 @@ unsafe fn read_image(image: *const c_void) -> Source {
                 Source::Ptx(ptx)
             }
         }
-        Ok(Image::Elf) => Source::NoPtx(CUBIN.into(), None),
+        Ok(Image::Elf) => Source::NoPtx(CUBIN.into(), Some(ImageId::of(bytes))),
         Ok(Image::Unknown) => Source::NoPtx("the module image is of an unknown kind".into(), None),
         Err(e) => Source::NoPtx(e.to_string(), None),
     }
@@ -656,4 +679,27 @@ pub fn outputs() -> Option<ProbeOutputs> {
         kernels: kernels.into_values().collect(),
         trace: s.trace.clone(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cubin_file_is_identified_as_its_sibling_candidate_is() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ptx/triton_cache");
+        let candidates = select::candidates(&dir, "triton_poi_fused_add_mul_relu_0");
+        assert_eq!(candidates.len(), 2);
+        for c in &candidates {
+            // What cuModuleLoad's hook keeps for the file it read back.
+            let Source::NoPtx(why, id) = source_of(&std::fs::read(c.path.with_extension("cubin")).unwrap()) else {
+                panic!("a cubin has no PTX")
+            };
+            assert_eq!((why.as_str(), id), (CUBIN, c.cubin));
+            let chosen = select::choose(&candidates, id, [64, 1, 1]).unwrap();
+            assert_eq!(chosen.path, c.path);
+        }
+        let Source::Ptx(texts) = source_of(candidates[0].ptx.as_bytes()) else { panic!("PTX text is PTX") };
+        assert_eq!(texts.len(), 1);
+    }
 }
