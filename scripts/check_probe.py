@@ -3,7 +3,7 @@
 
   check_probe.py same PLAIN.txt PROBED.txt        outputs bit-identical (hash lines equal)
   check_probe.py gmem DIR N [NCU.csv]             vector_add/saxpy bytes == 12*N; ncu within 1 %
-  check_probe.py sched DIR                        every block once, inside the kernel's interval
+  check_probe.py sched DIR                        every block once, joined, inside the kernel's interval
   check_probe.py overhead BASE_DIR DIR...         probed / plain kernel time per kernel
   check_probe.py kernels DIR                      probe_kernels.csv by status and reason
 
@@ -77,22 +77,24 @@ def gmem(d, n, ncu=None):
 
 
 def sched(d):
-    """Every block once, and the blocks' span (first start to last end, %globaltimer) no longer
-    than the kernel's activity interval. %globaltimer and CUPTI's timestamps are different
-    clocks: their offset (printed, with its spread over the run's launches) is about a
-    millisecond and moves by microseconds within a run, so absolute containment is shown
-    after aligning with the run's median offset but not asserted."""
+    """Every block once; the launch joined to its kernel row (kernels.csv's probe_status);
+    and every block inside the kernel's activity interval. %globaltimer and CUPTI's
+    timestamps are different clocks: gmprof fits their offset with the device timers' clock
+    (runs of consecutive launches whose brackets agree, probe_launches.csv's clock_* columns)
+    and says per launch whether the blocks lie inside their kernel under it
+    (blocks_inside_kernel). Launches listed as not probed (the original ran) are shown."""
     kernels = {r["correlation_id"]: r for r in rows(Path(d) / "kernels.csv")}
-    launches = [r for r in rows(Path(d) / "probe_launches.csv") if r["blocks_once"] != ""]
-    offsets = []
-    for r in launches:
-        k = kernels.get(r["correlation_id"])
-        if k and k["start_ns"] and r["first_block_start_ns"]:
-            offsets.append(int(k["start_ns"]) - int(r["first_block_start_ns"]))
-    offset = statistics.median(offsets) if offsets else 0
+    all_launches = rows(Path(d) / "probe_launches.csv")
+    for r in all_launches:
+        if r["status"].startswith("not probed"):
+            print(f"     not probed (the original ran): {r['kernel'][:40]} (corr {r['correlation_id']}): {r['status'][:120]}")
+    launches = [r for r in all_launches if r["blocks_once"] != ""]
+    runs = [int(r["clock_run_launches"]) for r in launches if r.get("clock_run_launches")]
+    offsets = [int(r["clock_offset_ns"]) for r in launches if r.get("clock_offset_ns")]
     if offsets:
-        print(f"     clock offset (activity start - first block start): median {offset / 1e3:.1f} us, "
-              f"spread {(max(offsets) - min(offsets)) / 1e3:.1f} us over {len(offsets)} launches")
+        print(f"     clock fit: offset (CUPTI - %globaltimer) {min(offsets) / 1e3:.1f} .. {max(offsets) / 1e3:.1f} us, "
+              f"slack <= {max(int(r['clock_slack_ns']) for r in launches if r.get('clock_slack_ns'))} ns, "
+              f"{len(launches)} launches in runs of {min(runs)}..{max(runs)}")
     for r in launches:
         cid = r["correlation_id"]
         verdict(
@@ -105,12 +107,17 @@ def sched(d):
         if not (k and k["start_ns"] and r["first_block_start_ns"]):
             verdict(False, f"{r['kernel'][:40]} (corr {cid}): no activity interval in kernels.csv")
             continue
+        verdict(k.get("probe_status") == r["status"], f"{r['kernel'][:40]} (corr {cid}): kernels.csv row has "
+                f"probe_status {k.get('probe_status')!r}, range {r.get('range_path')!r}")
         s, e = int(k["start_ns"]), int(k["end_ns"])
-        fs, le = int(r["first_block_start_ns"]) + offset, int(r["last_block_end_ns"]) + offset
+        span = int(r["last_block_end_ns"]) - int(r["first_block_start_ns"])
+        off = int(r["clock_offset_ns"] or 0)
+        fs, le = int(r["first_block_start_ns"]) + off, int(r["last_block_end_ns"]) + off
         verdict(
-            le - fs <= e - s,
-            f"{r['kernel'][:40]} (corr {cid}): blocks span {(le - fs) / 1e3:.1f} us, activity {(e - s) / 1e3:.1f} us; "
-            f"aligned, first block {(fs - s) / 1e3:+.2f} us after start, last block ends {(e - le) / 1e3:+.2f} us before end",
+            r.get("blocks_inside_kernel") == "true" and s <= fs and le <= e,
+            f"{r['kernel'][:40]} (corr {cid}): blocks span {span / 1e3:.1f} us, activity {(e - s) / 1e3:.1f} us; "
+            f"placed, first block {(fs - s) / 1e3:+.2f} us after start, last ends {(e - le) / 1e3:+.2f} us before end "
+            f"(run of {r['clock_run_launches']}, slack {r['clock_slack_ns']} ns)",
         )
 
 

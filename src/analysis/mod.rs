@@ -123,6 +123,7 @@ impl Report {
             pm: None,
             device_timers: Vec::new(),
             device_regions: Vec::new(),
+            probes: Vec::new(),
         }
     }
 

@@ -177,10 +177,9 @@ enum Command {
         /// Probe only while an NVTX range matching this glob is open.
         #[arg(long, requires = "probe")]
         probe_range: Option<String>,
-        /// Experimental, hidden: a directory searched for .ptx files of kernels loaded without
-        /// PTX (Triton's cache). Under PyTorch's Triton launcher the probed launch fails with
-        /// CUDA_ERROR_INVALID_VALUE and the program with it (README, "Probing kernels").
-        #[arg(long, requires = "probe", hide = true)]
+        /// A directory searched for the .ptx of kernels loaded from cubins, e.g. Triton's cache
+        /// ($TRITON_CACHE_DIR): the .ptx whose sibling .cubin is the loaded image is probed.
+        #[arg(long, requires = "probe")]
         probe_ptx_dir: Option<PathBuf>,
         #[command(flatten)]
         view: ViewArgs,

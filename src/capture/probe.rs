@@ -8,9 +8,11 @@
 //! CUDA 12/13 runtime calls the driver).
 //!
 //! - Module loads (`cuModuleLoadData`, `cuModuleLoadDataEx`, `cuModuleLoadFatBinary`,
-//!   `cuLibraryLoadData`): on exit, the image the program passed is copied and classified
-//!   (PTX text, fatbin, cubin) and kept by its module (a library's module through
-//!   `cuLibraryGetModule`).
+//!   `cuLibraryLoadData`, and from files `cuModuleLoad`, `cuLibraryLoadFromFile`, which is
+//!   how PyTorch's static Triton launcher loads Triton's cubins): on exit, the image the
+//!   program passed (or the file, read back) is classified (PTX text, fatbin, cubin) and kept
+//!   by its module (a library's module through `cuLibraryGetModule`); a cubin is kept as its
+//!   identity ([`ImageId`]), by which its PTX is found in `--probe-ptx-dir`.
 //! - Kernel launches (`cuLaunchKernel`, `cuLaunchKernelEx` and their per-thread-stream
 //!   variants): on enter, a selected kernel (name pattern, open range) is looked up by
 //!   `cuFuncGetModule`; its module's PTX is pruned and probed (cached per function), loaded
@@ -34,10 +36,12 @@ use serde::Serialize;
 
 use crate::checked::callback::{quietly, CallbackSite, RawDriverCall};
 use crate::checked::module::{ModuleApi, RawFunction, RawModule};
+use crate::device_timers::{BlockRun, TimedLaunch};
 use crate::error::Result;
 use crate::probe::decode::{self, LaunchInfo};
 use crate::probe::fatbin::{self, Image};
-use crate::probe::{demangle, probe_ptx_with, MapVia, ProbeSpec};
+use crate::probe::select;
+use crate::probe::{demangle, probe_ptx_with, ImageId, MapVia, ProbeSpec, ThreadLimits};
 use crate::sys::cupti::{CUpti_driver_api_trace_cbid_enum as Cbid, CUstream};
 
 /// What to probe.
@@ -60,49 +64,7 @@ pub struct ProbeConfig {
     pub maps: MapVia,
 }
 
-/// One probed launch, for probe_launches.csv.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct LaunchRecord {
-    /// Correlation id (kernels.csv).
-    pub correlation_id: u32,
-    /// Kernel, demangled.
-    pub kernel: String,
-    /// Blocks.
-    pub blocks: u64,
-    /// Threads per block.
-    pub threads: u64,
-    /// `probed`, or what went wrong.
-    pub status: String,
-    /// Blocks block_sched saw enter exactly once (empty without block_sched).
-    pub blocks_once: Option<u64>,
-    /// Blocks it never saw.
-    pub blocks_missing: Option<u64>,
-    /// Blocks it saw more than once.
-    pub blocks_repeated: Option<u64>,
-    /// Earliest block start, `%globaltimer` ns.
-    pub first_block_start_ns: Option<u64>,
-    /// Latest block end.
-    pub last_block_end_ns: Option<u64>,
-    /// Host time spent waiting for the probed kernel and reading its maps, µs.
-    pub readback_us: f64,
-}
-
-/// A field total of one launch, for probes.csv.
-#[derive(Clone, Debug, Serialize)]
-pub struct FieldTotal {
-    /// Correlation id.
-    pub correlation_id: u32,
-    /// Kernel, demangled.
-    pub kernel: String,
-    /// Probe.
-    pub probe: String,
-    /// Field.
-    pub field: String,
-    /// Sum over the launch's records.
-    pub total: u64,
-    /// Records in the map.
-    pub records: u64,
-}
+pub use crate::report::probes::{ProbeTotal, ProbedLaunch as LaunchRecord};
 
 /// A kernel and whether it was probed, for probe_kernels.csv.
 #[derive(Clone, Debug, Serialize)]
@@ -123,14 +85,22 @@ pub struct KernelStatus {
 
 enum Source {
     Ptx(Vec<String>),
-    NoPtx(String),
+    /// Why there is no PTX, and the identity of a cubin image (its PTX may lie in the PTX
+    /// directory beside an identical `.cubin`).
+    NoPtx(String, Option<ImageId>),
 }
 
+#[derive(Clone)]
 struct Probed {
     func: RawFunction,
     params: usize,
     /// With [`MapVia::Global`], each probe's map variable.
     globals: Vec<u64>,
+    /// The probed kernel's `.reqntid`/`.maxntid`.
+    limits: ThreadLimits,
+    /// The probed function's `CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK` (its registers may
+    /// allow fewer threads than the original's).
+    max_threads: Option<i32>,
 }
 
 struct Pending {
@@ -149,7 +119,10 @@ struct State {
     kernels: HashMap<usize, (Option<Probed>, KernelStatus)>,
     pending: HashMap<u32, Pending>,
     launches: Vec<LaunchRecord>,
-    totals: Vec<FieldTotal>,
+    /// block_sched spans handed to the device timers (the timeline), and the launches
+    /// left off for the cap.
+    timeline_spans: usize,
+    timeline_left_off: u64,
     records: Vec<decode::ProbeRow>,
     recorded_per_kernel: HashMap<String, usize>,
     trace: Vec<serde_json::Value>,
@@ -164,10 +137,12 @@ static STATE: Mutex<Option<(ProbeConfig, State)>> = Mutex::new(None);
 
 /// The driver callbacks the probe engine hooks.
 pub const HOOKED: &[Cbid] = &[
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuModuleLoad,
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData,
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuModuleLoadDataEx,
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuModuleLoadFatBinary,
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData,
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadFromFile,
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
@@ -207,7 +182,8 @@ struct LaunchExParams {
 }
 
 /// The first two fields of every module/library load's parameters: the out-handle and the
-/// image (`cuModuleLoadData`, `...DataEx`, `...FatBinary`, `cuLibraryLoadData`).
+/// image (`cuModuleLoadData`, `...DataEx`, `...FatBinary`, `cuLibraryLoadData`), or the file
+/// name (`cuModuleLoad`, `cuLibraryLoadFromFile`).
 #[repr(C)]
 struct LoadParams {
     handle: *mut *mut c_void,
@@ -243,7 +219,10 @@ fn on_driver_call(call: &RawDriverCall) {
     let Ok(api) = ModuleApi::get() else { return };
     match (call.site, launch || launch_ex) {
         (CallbackSite::Exit, false) if call.result == Some(0) => {
-            let library = is(Cbid::CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData);
+            let from_file = is(Cbid::CUPTI_DRIVER_TRACE_CBID_cuModuleLoad)
+                || is(Cbid::CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadFromFile);
+            let library = is(Cbid::CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadData)
+                || is(Cbid::CUPTI_DRIVER_TRACE_CBID_cuLibraryLoadFromFile);
             // SAFETY: every hooked load's parameters start with the out-handle and the image.
             let p = unsafe { &*(call.params as *const LoadParams) };
             if p.handle.is_null() || p.image.is_null() {
@@ -252,8 +231,18 @@ fn on_driver_call(call: &RawDriverCall) {
             // SAFETY: on a successful exit the out-handle holds the new module or library.
             let handle = unsafe { *p.handle };
             let module = if library { quietly(|| api.library_module(handle)).ok() } else { Some(handle) };
-            // SAFETY: the image the program passed is valid for the duration of the call.
-            let source = unsafe { read_image(p.image) };
+            let source = if from_file {
+                // SAFETY: the file loads pass a NUL-terminated path where the others pass
+                // the image.
+                let path = unsafe { std::ffi::CStr::from_ptr(p.image as *const std::ffi::c_char) };
+                match std::fs::read(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(path.to_bytes())) {
+                    Ok(bytes) => source_of(&bytes),
+                    Err(e) => Source::NoPtx(format!("the module file could not be read back: {e}"), None),
+                }
+            } else {
+                // SAFETY: the image the program passed is valid for the duration of the call.
+                unsafe { read_image(p.image) }
+            };
             if let Some(m) = module {
                 state.modules.insert(m as usize, source);
             }
@@ -283,11 +272,16 @@ fn on_driver_call(call: &RawDriverCall) {
                 let how = format!("cuLaunchKernelEx, shared {} B, attributes {attrs:?}", c.shared);
                 (p.f, p.kernel_params, (c.grid, c.block), c.stream, how)
             };
-            let Some(probed_fn) = prepare(api, config, state, f, args.is_null()) else { return };
+            let Some(probed_fn) = prepare(api, config, state, f, args.is_null(), dims.1) else { return };
             let blocks = dims.0.iter().map(|&d| d as u64).product::<u64>();
             let threads = dims.1.iter().map(|&d| d as u64).product::<u64>();
             let kernel = state.kernels.get(&(f as usize)).map(|k| k.1.kernel.clone()).unwrap_or_default();
             let info = LaunchInfo { correlation_id: call.correlation_id, kernel, blocks, threads };
+            if let Err(why) = launchable(&probed_fn, dims.1) {
+                // The driver would refuse the probed launch: the original runs instead.
+                state.launches.push(LaunchRecord { status: format!("not probed: {why}"), ..launch_record(&info) });
+                return;
+            }
             let mut maps = Vec::new();
             for spec in &config.probes {
                 let bytes = decode::map_bytes(spec, &info);
@@ -302,7 +296,7 @@ fn on_driver_call(call: &RawDriverCall) {
                 }
             }
             let ptrs: Box<[u64]> = maps.iter().map(|m| m.0).collect();
-            for (var, ptr) in probed_fn.2.iter().zip(ptrs.iter()) {
+            for (var, ptr) in probed_fn.globals.iter().zip(ptrs.iter()) {
                 if let Err(e) = quietly(|| api.write_u64(*var, *ptr, stream)) {
                     maps.iter().for_each(|(p, _)| quietly(|| api.free(*p)));
                     let status = format!("not probed: {e}");
@@ -310,9 +304,9 @@ fn on_driver_call(call: &RawDriverCall) {
                     return;
                 }
             }
-            let mut new_args: Vec<*mut c_void> = Vec::with_capacity(probed_fn.1 + ptrs.len());
+            let mut new_args: Vec<*mut c_void> = Vec::with_capacity(probed_fn.params + ptrs.len());
             let via_params = config.maps == MapVia::Param;
-            for i in (0..probed_fn.1).filter(|_| via_params) {
+            for i in (0..probed_fn.params).filter(|_| via_params) {
                 // SAFETY: the kernel has `params` parameters, so the program's array has as
                 // many entries.
                 new_args.push(unsafe { *args.add(i) });
@@ -321,26 +315,29 @@ fn on_driver_call(call: &RawDriverCall) {
             if launch {
                 // SAFETY: rewriting the call's own parameter struct on enter (module doc).
                 let p = unsafe { &mut *(call.params as *mut LaunchParams) };
-                p.f = probed_fn.0;
+                p.f = probed_fn.func;
                 if via_params {
                     p.kernel_params = new_args.as_mut_ptr();
                 }
             } else {
                 // SAFETY: as above, for cuLaunchKernelEx.
                 let p = unsafe { &mut *(call.params as *mut LaunchExParams) };
-                p.f = probed_fn.0;
+                p.f = probed_fn.func;
                 if via_params {
                     p.kernel_params = new_args.as_mut_ptr();
                 }
             }
-            let attr = |a| api.function_attribute(probed_fn.0, a).map_or("?".to_string(), |v| v.to_string());
+            let attr = |a| api.function_attribute(probed_fn.func, a).map_or("?".to_string(), |v| v.to_string());
             let how = format!(
-                "{how}, maps via {:?}, {} + {} parameters; probed function: {} registers, max {} threads per block",
+                "{how}, block {}, maps via {:?}, {} + {} parameters; probed function: {} registers, max {} threads \
+                 per block, {}",
+                select::dims(dims.1),
                 config.maps,
-                probed_fn.1,
+                probed_fn.params,
                 config.probes.len(),
                 attr(4),
-                attr(0)
+                attr(0),
+                probed_fn.limits
             );
             state
                 .pending
@@ -355,15 +352,32 @@ fn on_driver_call(call: &RawDriverCall) {
     }
 }
 
-/// The probed function for `f` and its own parameter count, probing and loading it on first
-/// use; `None` when `f` is not selected or cannot be probed (recorded).
+/// Whether the probed function may be launched with `block`: its `.reqntid`/`.maxntid` and
+/// the threads per block its registers allow.
+fn launchable(p: &Probed, block: [u32; 3]) -> std::result::Result<(), String> {
+    p.limits.check(block).map_err(|e| format!("the probed function cannot take this launch: {e}"))?;
+    let threads: u64 = block.iter().map(|&d| u64::from(d)).product();
+    match p.max_threads {
+        Some(max) if threads > max as u64 => Err(format!(
+            "the probed function allows at most {max} threads per block (its registers) and the launch's block is {} \
+             ({threads} threads)",
+            select::dims(block)
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The probed function for `f`, probing and loading it on first use (its PTX chosen for a
+/// first launch with `block`); `None` when `f` is not selected or cannot be probed
+/// (recorded).
 fn prepare(
     api: &ModuleApi,
     config: &ProbeConfig,
     state: &mut State,
     f: RawFunction,
     no_args: bool,
-) -> Option<(RawFunction, usize, Vec<u64>)> {
+    block: [u32; 3],
+) -> Option<Probed> {
     let key = f as usize;
     if !state.kernels.contains_key(&key) {
         let mangled = quietly(|| api.function_name(f)).unwrap_or_default();
@@ -382,9 +396,9 @@ fn prepare(
             status.detail = "not selected".into();
         } else {
             let started = Instant::now();
-            match load_probed(api, config, state, f, &status.mangled) {
-                Ok((func, params, globals, detail)) => {
-                    probed = Some(Probed { func, params, globals });
+            match load_probed(api, config, state, f, &status.mangled, block) {
+                Ok((p, detail)) => {
+                    probed = Some(p);
                     status.status = "probed".into();
                     status.detail = detail;
                     status.load_ms = Some(started.elapsed().as_secs_f64() * 1e3);
@@ -404,7 +418,7 @@ fn prepare(
         status.detail.push_str("; a launch passing its arguments through `extra` ran unprobed");
         return None;
     }
-    Some((p.func, p.params, p.globals.clone()))
+    Some(p.clone())
 }
 
 fn load_probed(
@@ -413,7 +427,8 @@ fn load_probed(
     state: &State,
     f: RawFunction,
     mangled: &str,
-) -> std::result::Result<(RawFunction, usize, Vec<u64>, String), String> {
+    block: [u32; 3],
+) -> std::result::Result<(Probed, String), String> {
     let module: RawModule = quietly(|| api.function_module(f)).map_err(|e| {
         format!(
             "a runtime kernel (its handle has no module: the runtime registers its fatbins through a path \
@@ -421,20 +436,28 @@ fn load_probed(
         )
     })?;
     let from_dir;
+    let mut source = String::new();
     let texts = match state.modules.get(&(module as usize)) {
         Some(Source::Ptx(t)) => t,
         other => {
-            let why = match other {
-                Some(Source::NoPtx(why)) => why.clone(),
-                _ => "module image not seen: loaded through the runtime's own registration, or before gmprof \
-                      attached"
-                    .to_string(),
+            let (why, cubin) = match other {
+                Some(Source::NoPtx(why, cubin)) => (why.clone(), *cubin),
+                _ => (
+                    "module image not seen: loaded through the runtime's own registration, or before gmprof \
+                     attached"
+                        .to_string(),
+                    None,
+                ),
             };
-            from_dir = config.ptx_dir.as_deref().and_then(|d| ptx_in_dir(d, mangled));
-            match &from_dir {
-                Some(t) => std::slice::from_ref(t),
-                None => return Err(why),
+            let Some(dir) = config.ptx_dir.as_deref() else { return Err(why) };
+            let candidates = select::candidates(dir, mangled);
+            if candidates.is_empty() {
+                return Err(format!("{why}; no .ptx file under {} defines the kernel", dir.display()));
             }
+            let chosen = select::choose(&candidates, cubin, block).map_err(|e| format!("{why}; {e}"))?;
+            source = format!("; {}", chosen.how);
+            from_dir = chosen.ptx;
+            std::slice::from_ref(&from_dir)
         }
     };
     let mut last = String::new();
@@ -450,27 +473,18 @@ fn load_probed(
                     }
                 }
                 let unseen: Vec<String> = k.report.unprobed.iter().map(|(w, n)| format!("{n} {w}")).collect();
-                let mut detail = format!("name match: {}", k.matched);
+                let mut detail = format!("name match: {}{source}", k.matched);
                 if !unseen.is_empty() {
                     detail.push_str(&format!("; not seen by the probes: {}", unseen.join(", ")));
                 }
-                return Ok((func, k.params, globals, detail));
+                let max_threads = api.function_attribute(func, 0);
+                let probed = Probed { func, params: k.params, globals, limits: k.limits, max_threads };
+                return Ok((probed, detail));
             }
             Err(e) => last = e.to_string(),
         }
     }
     Err(last)
-}
-
-/// The first `.ptx` file under `dir` that defines kernel `mangled`.
-fn ptx_in_dir(dir: &std::path::Path, mangled: &str) -> Option<String> {
-    let needle = format!(".entry {mangled}(");
-    let pattern = dir.join("**").join("*.ptx");
-    glob::glob(pattern.to_str()?)
-        .ok()?
-        .flatten()
-        .filter_map(|p| std::fs::read_to_string(p).ok())
-        .find(|t| t.contains(&needle))
 }
 
 fn launch_record(info: &LaunchInfo) -> LaunchRecord {
@@ -513,14 +527,7 @@ fn finish_launch(api: &ModuleApi, config: &ProbeConfig, state: &mut State, p: Pe
         let records = spec.layout.records(p.launch.blocks, p.launch.threads);
         for f in &spec.fields {
             if let Some(total) = decode::field_total(spec, &map, &f.name) {
-                state.totals.push(FieldTotal {
-                    correlation_id: p.launch.correlation_id,
-                    kernel: p.launch.kernel.clone(),
-                    probe: spec.name.clone(),
-                    field: f.name.clone(),
-                    total,
-                    records,
-                });
+                record.totals.push(ProbeTotal { probe: spec.name.clone(), field: f.name.clone(), total, records });
             }
         }
         if spec.name == "block_sched" {
@@ -531,6 +538,12 @@ fn finish_launch(api: &ModuleApi, config: &ProbeConfig, state: &mut State, p: Pe
             let ran = spans.iter().filter(|s| s.entries > 0);
             record.first_block_start_ns = ran.clone().map(|s| s.start_ns).min();
             record.last_block_end_ns = ran.map(|s| s.end_ns).max();
+            if state.timeline_spans + spans.len() <= MAX_TIMELINE_SPANS {
+                state.timeline_spans += spans.len();
+                crate::device_timers::submit(timeline_launch(&p.launch, &spans));
+            } else {
+                state.timeline_left_off += 1;
+            }
             if state.trace.len() < 200_000 {
                 let origin = record.first_block_start_ns.unwrap_or(0);
                 state.trace.extend(decode::block_trace_events(
@@ -555,6 +568,10 @@ fn finish_launch(api: &ModuleApi, config: &ProbeConfig, state: &mut State, p: Pe
     state.launches.push(record);
 }
 
+const CUBIN: &str = "SASS only: the module was loaded from a cubin";
+/// A cubin whose headers claim more than this is not identified (a sanity bound).
+const MAX_CUBIN: usize = 1 << 30;
+
 /// Reads what an image pointer points at.
 ///
 /// # Safety
@@ -575,26 +592,61 @@ unsafe fn read_image(image: *const c_void) -> Source {
         // SAFETY: the fatbin header gives its size.
         unsafe { std::slice::from_raw_parts(image as *const u8, len) }
     } else if head.starts_with(b"\x7fELF") {
-        return Source::NoPtx("SASS only: the module was loaded from a cubin".into());
+        // SAFETY: a cubin image is a whole ELF file: its 64-byte header, then its header
+        // tables and sections, which `elf_extent` bounds from what it has read.
+        let id = unsafe {
+            let elf = |len| std::slice::from_raw_parts(image as *const u8, len);
+            fatbin::elf_extent(elf(64))
+                .filter(|&tables| tables <= MAX_CUBIN)
+                .and_then(|tables| fatbin::elf_extent(elf(tables)))
+                .filter(|&len| len <= MAX_CUBIN)
+                .map(|len| ImageId::of(elf(len)))
+        };
+        return Source::NoPtx(CUBIN.into(), id);
     } else {
         // SAFETY: otherwise the driver takes the image as NUL-terminated PTX text.
         unsafe { std::ffi::CStr::from_ptr(image as *const std::ffi::c_char) }.to_bytes()
     };
+    source_of(bytes)
+}
+
+/// What a whole image (read from memory or a file) holds; a cubin is identified by its bytes.
+fn source_of(bytes: &[u8]) -> Source {
     match fatbin::classify(bytes) {
         Ok(Image::Ptx(t)) => Source::Ptx(vec![t]),
         Ok(Image::Fatbin(entries)) => {
             let (ptx, problems) = fatbin::ptx_of(&entries);
             if ptx.is_empty() {
                 let why = if problems.is_empty() { "no PTX entry".to_string() } else { problems.join("; ") };
-                Source::NoPtx(format!("SASS only: the fatbin has {why}"))
+                Source::NoPtx(format!("SASS only: the fatbin has {why}"), None)
             } else {
                 Source::Ptx(ptx)
             }
         }
-        Ok(Image::Elf) => Source::NoPtx("SASS only: the module was loaded from a cubin".into()),
-        Ok(Image::Unknown) => Source::NoPtx("the module image is of an unknown kind".into()),
-        Err(e) => Source::NoPtx(e.to_string()),
+        Ok(Image::Elf) => Source::NoPtx(CUBIN.into(), Some(ImageId::of(bytes))),
+        Ok(Image::Unknown) => Source::NoPtx("the module image is of an unknown kind".into(), None),
+        Err(e) => Source::NoPtx(e.to_string(), None),
     }
+}
+
+/// Blocks of block_sched handed to the timeline, at most (about 100 MB of spans).
+pub const MAX_TIMELINE_SPANS: usize = 1_000_000;
+
+/// A block_sched launch as a device-timer launch ([`TimedLaunch::from_blocks`]): the report
+/// joins it to its kernel row and draws it inside the kernel's slice.
+fn timeline_launch(launch: &LaunchInfo, spans: &[decode::BlockSpan]) -> TimedLaunch {
+    let runs: Vec<BlockRun> = spans
+        .iter()
+        .map(|s| BlockRun {
+            block: s.block as u32,
+            sm: s.smid as u16,
+            start_ns: s.start_ns,
+            end_ns: s.end_ns,
+            entries: s.entries,
+        })
+        .collect();
+    let blocks = u32::try_from(launch.blocks).unwrap_or(u32::MAX);
+    TimedLaunch::from_blocks(Some(launch.correlation_id), &launch.kernel, "block (probe block_sched)", blocks, &runs)
 }
 
 /// What the probes produced, for the output files.
@@ -602,8 +654,8 @@ unsafe fn read_image(image: *const c_void) -> Source {
 pub struct ProbeOutputs {
     /// probe_launches.csv.
     pub launches: Vec<LaunchRecord>,
-    /// probes.csv.
-    pub totals: Vec<FieldTotal>,
+    /// block_sched launches left off the timeline (more than [`MAX_TIMELINE_SPANS`] blocks).
+    pub timeline_left_off: u64,
     /// probe_records.csv.
     pub records: Vec<decode::ProbeRow>,
     /// probe_kernels.csv, sorted by kernel.
@@ -622,9 +674,32 @@ pub fn outputs() -> Option<ProbeOutputs> {
     }
     Some(ProbeOutputs {
         launches: s.launches.clone(),
-        totals: s.totals.clone(),
+        timeline_left_off: s.timeline_left_off,
         records: s.records.clone(),
         kernels: kernels.into_values().collect(),
         trace: s.trace.clone(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cubin_file_is_identified_as_its_sibling_candidate_is() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ptx/triton_cache");
+        let candidates = select::candidates(&dir, "triton_poi_fused_add_mul_relu_0");
+        assert_eq!(candidates.len(), 2);
+        for c in &candidates {
+            // What cuModuleLoad's hook keeps for the file it read back.
+            let Source::NoPtx(why, id) = source_of(&std::fs::read(c.path.with_extension("cubin")).unwrap()) else {
+                panic!("a cubin has no PTX")
+            };
+            assert_eq!((why.as_str(), id), (CUBIN, c.cubin));
+            let chosen = select::choose(&candidates, id, [64, 1, 1]).unwrap();
+            assert_eq!(chosen.path, c.path);
+        }
+        let Source::Ptx(texts) = source_of(candidates[0].ptx.as_bytes()) else { panic!("PTX text is PTX") };
+        assert_eq!(texts.len(), 1);
+    }
 }

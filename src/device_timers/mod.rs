@@ -94,6 +94,76 @@ impl TimedLaunch {
         }
     }
 
+    /// A launch whose only regions are its blocks, from a block-level probe (`gmprof run
+    /// --probe block_sched`): one lane per block, region [`BLOCK_REGION`] named `region`
+    /// from each block's first entry to its last exit. `runs` holds every block of the grid
+    /// (`blocks`), those that never ran with `entries` 0; the lane check counts them.
+    pub fn from_blocks(
+        correlation_id: Option<u32>,
+        label: &str,
+        region: &str,
+        blocks: u32,
+        runs: &[BlockRun],
+    ) -> TimedLaunch {
+        let ran: Vec<&BlockRun> = runs.iter().filter(|r| r.entries > 0).collect();
+        let mut sms: Vec<u16> = ran.iter().map(|r| r.sm).collect();
+        sms.sort_unstable();
+        sms.dedup();
+        let started = ran.len() as u32;
+        let spans = ran
+            .iter()
+            .map(|r| Span {
+                region: BLOCK_REGION,
+                lane: r.block,
+                block: r.block,
+                lane_in_block: 0,
+                sm: r.sm,
+                start_ns: r.start_ns,
+                end_ns: r.end_ns,
+                begin_payload: 0,
+                end_payload: 0,
+                depth: 0,
+            })
+            .collect();
+        TimedLaunch {
+            correlation_id,
+            label: Some(label.to_string()),
+            kernel_name: None,
+            range_path: None,
+            tracks: TrackLayout::Sm,
+            region_names: vec![String::new(), String::new(), region.to_string()],
+            header: Header {
+                version: format::VERSION,
+                capacity: blocks.saturating_mul(2),
+                overflow: 0,
+                blocks: Some(blocks),
+                lanes_per_block: Some(1),
+                lane_mode: Some(LaneMode::Block),
+                sample_blocks: Some(1),
+                sample_lanes: Some(1),
+                per_lane: Some(2),
+                lanes: Some(blocks),
+            },
+            torn: 0,
+            stray: 0,
+            first_ns: ran.iter().map(|r| r.start_ns).min(),
+            last_ns: ran.iter().map(|r| r.end_ns).max(),
+            spans: Spans {
+                spans,
+                lanes: LaneCheck {
+                    expected: blocks,
+                    started,
+                    finished: started,
+                    repeated: runs.iter().filter(|r| r.entries > 1).count() as u32,
+                    misplaced: 0,
+                    moved_sm: 0,
+                },
+                sms,
+                ..Spans::default()
+            },
+        }
+    }
+
     /// The name of region `id`.
     pub fn region_name(&self, id: u16) -> String {
         self.region_names
@@ -107,6 +177,24 @@ impl TimedLaunch {
     pub fn overflow(&self) -> u64 {
         self.header.overflow
     }
+}
+
+/// The region id of a block in [`TimedLaunch::from_blocks`] (0 and 1 are the lane markers).
+pub const BLOCK_REGION: u16 = 2;
+
+/// One block as a block-level probe saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockRun {
+    /// Linear block index.
+    pub block: u32,
+    /// SM it ran on.
+    pub sm: u16,
+    /// First entry, `%globaltimer` ns.
+    pub start_ns: u64,
+    /// Last exit, `%globaltimer` ns.
+    pub end_ns: u64,
+    /// Times it entered (0: never ran).
+    pub entries: u32,
 }
 
 /// The timeline tracks of a launch's regions.

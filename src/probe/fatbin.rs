@@ -76,6 +76,33 @@ pub fn fatbin_len(head: &[u8]) -> Option<usize> {
     Some(u16_at(head, 6)? as usize + u64_at(head, 8)? as usize)
 }
 
+/// How many bytes a 64-bit ELF (a cubin) spans, as far as `bytes` shows: the end of its
+/// section and program header tables and of every section with file data (`SHT_NOBITS`
+/// has none) whose header lies within `bytes`. Called on the 64-byte ELF header it gives
+/// the tables' end; called again on that many bytes it gives the whole file.
+pub fn elf_extent(bytes: &[u8]) -> Option<usize> {
+    if !bytes.starts_with(b"\x7fELF") || bytes.get(4) != Some(&2) {
+        return None;
+    }
+    let phoff = u64_at(bytes, 0x20)? as usize;
+    let shoff = u64_at(bytes, 0x28)? as usize;
+    let (phentsize, phnum) = (u16_at(bytes, 0x36)? as usize, u16_at(bytes, 0x38)? as usize);
+    let (shentsize, shnum) = (u16_at(bytes, 0x3a)? as usize, u16_at(bytes, 0x3c)? as usize);
+    let mut end = 64.max(phoff + phentsize * phnum).max(shoff + shentsize * shnum);
+    for i in 0..shnum {
+        let at = shoff + i * shentsize;
+        let (Some(kind), Some(offset), Some(size)) =
+            (u32_at(bytes, at + 4), u64_at(bytes, at + 0x18), u64_at(bytes, at + 0x20))
+        else {
+            break;
+        };
+        if kind != 8 {
+            end = end.max(offset as usize + size as usize);
+        }
+    }
+    Some(end)
+}
+
 /// Classifies and unpacks an image's bytes.
 pub fn classify(bytes: &[u8]) -> Result<Image, FatbinError> {
     if bytes.starts_with(b"\x7fELF") {

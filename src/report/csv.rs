@@ -300,8 +300,15 @@ impl Report {
         self.write_metadata(&mut out, "per-kernel report", WHAT)?;
         let mut w = RecordWriter::new(out, WHAT);
         let metric_names = self.metric_names();
-        w.header(KERNEL_COLUMNS.iter().copied().chain(metric_names.iter().copied()))?;
-        for k in &self.kernels {
+        let probes = self.probe_columns();
+        w.header(
+            KERNEL_COLUMNS
+                .iter()
+                .copied()
+                .chain(metric_names.iter().copied())
+                .chain(probes.iter().map(|(name, _)| name.as_str())),
+        )?;
+        for (row, k) in self.kernels.iter().enumerate() {
             w.display(k.correlation_id)?;
             w.optional(k.cycle)?;
             w.optional(k.ordinal)?;
@@ -332,6 +339,9 @@ impl Report {
             w.optional(k.graph_kernels)?;
             for i in 0..metric_names.len() {
                 w.optional(k.metrics.get(i).copied().flatten())?;
+            }
+            for (_, values) in &probes {
+                w.text(&values[row])?;
             }
             w.end_record()?;
         }

@@ -29,6 +29,7 @@ pub mod json;
 pub mod merge;
 pub mod merge_trace;
 pub mod pm_csv;
+pub mod probes;
 pub mod stats;
 pub mod summary;
 pub mod timeline;
@@ -185,6 +186,10 @@ pub struct Report {
     /// Statistics per (kernel, region), per SM and per lane of [`Report::device_timers`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub device_regions: Vec<crate::device_timers::RegionStats>,
+    /// Launches selected by `gmprof run --probe`, joined to their kernel rows by
+    /// correlation id; see [`probes`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<probes::ProbedLaunch>,
 }
 
 impl Report {
@@ -203,6 +208,9 @@ impl Report {
         }
         if !self.device_timers.is_empty() {
             self.write_regions_csv(dir.join(device_timers::REGIONS_CSV))?;
+        }
+        if !self.probes.is_empty() {
+            probes::write_probe_csvs(dir, &self.probes)?;
         }
         self.write_chrome_trace(dir.join("trace.json"))
     }

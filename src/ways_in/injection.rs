@@ -465,6 +465,7 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
     tracing::debug!(?run_end, "gmprof: finishing");
     let taken = state.profiler.lock().take();
     let mut outputs_written = false;
+    let mut probes_joined = false;
     let contexts = state.contexts_created.load(Ordering::Acquire);
     let ended = run_end.describe();
     if let Some((_, profiler)) = taken {
@@ -479,6 +480,7 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
             if unbalanced > 0 {
                 report.meta.warnings.push(format!("{unbalanced} NVTX pop(s) had no matching push"));
             }
+            probes_joined = crate::ways_in::probe_run::attach(report);
             let Some(outputs) = state.outputs.get() else { return };
             match outputs.write_final(report) {
                 Ok(()) => {
@@ -504,7 +506,7 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
         eprintln!("gmprof: the program created no CUDA context; nothing was profiled");
     }
     if let Some(outputs) = state.outputs.get() {
-        match crate::ways_in::probe_run::write_outputs(outputs.dir()) {
+        match crate::ways_in::probe_run::write_outputs(outputs.dir(), probes_joined && outputs_written) {
             Ok(Some((probed, not))) => {
                 eprintln!("gmprof: probes: {probed} kernel(s) probed, {not} not (probe_kernels.csv)")
             }

@@ -5,12 +5,17 @@
 //!
 //! - `probe_kernels.csv`: every kernel launched while probing was on, probed or not, with
 //!   the reason (SASS only, module not seen, not selected) and the load cost;
-//! - `probe_launches.csv`: every probed launch (correlation id as in kernels.csv), with
-//!   block_sched's check (blocks seen once, missing, repeated; first start, last end);
-//! - `probes.csv`: per launch, probe and field, the total over the map's records;
+//! - `probe_launches.csv`: every selected launch (correlation id and range path as in
+//!   kernels.csv; probed, or not probed with the reason), with block_sched's check (blocks
+//!   seen once, missing, repeated; first start, last end) and whether the blocks lie inside
+//!   the kernel's activity interval under the device timers' clock fit;
+//! - `probes.csv`: per launch, probe and field, the total over the map's records (also in
+//!   kernels.csv's `probe.<probe>.<field>` columns; see `report::probes`);
 //! - `probe_records.csv`: every record of the first launches of each kernel
 //!   (`GMPROF_PROBE_RECORD_LAUNCHES`, default 1);
-//! - `probe_trace.json`: block_sched's blocks, one track per SM (Perfetto opens it).
+//! - `probe_trace.json`: block_sched's blocks alone, one track per SM, on `%globaltimer`
+//!   (Perfetto opens it). trace.json has them too, inside their kernel's slice: they reach
+//!   the report as device-timer launches (region `block (probe block_sched)`).
 
 use std::cell::RefCell;
 use std::path::Path;
@@ -18,6 +23,7 @@ use std::path::Path;
 use crate::capture::probe::{self, ProbeConfig};
 use crate::error::{Error, Result};
 use crate::probe::{parse_probe_list, MapVia};
+use crate::report::Report;
 
 /// Comma-separated probes: built-in names or `.toml` spec paths.
 pub const PROBE_ENV: &str = "GMPROF_PROBE";
@@ -104,13 +110,33 @@ fn write_csv<T: serde::Serialize>(dir: &Path, name: &str, rows: &[T]) -> Result<
     w.flush().map_err(|e| Error::InvalidState(format!("{}: {e}", path.display())))
 }
 
-/// Writes the probe outputs into `dir`; nothing when probing is off. Returns how many
-/// kernels were probed and how many were not.
-pub fn write_outputs(dir: &Path) -> Result<Option<(usize, usize)>> {
+/// Joins the probed launches to `report`'s kernel rows ([`Report::attach_probes`]): the
+/// report then writes probe_launches.csv and probes.csv with their ranges and clock
+/// placement, and kernels.csv's probe columns. Returns whether probing was on.
+pub fn attach(report: &mut Report) -> bool {
+    let Some(out) = probe::outputs() else { return false };
+    report.attach_probes(out.launches);
+    if out.timeline_left_off > 0 {
+        report.meta.warnings.push(format!(
+            "probes: block_sched blocks of {} launch(es) are not on the timeline (more than {} blocks in all); \
+             probe_launches.csv has their check",
+            out.timeline_left_off,
+            probe::MAX_TIMELINE_SPANS
+        ));
+    }
+    true
+}
+
+/// Writes the probe outputs into `dir`; nothing when probing is off. probe_launches.csv and
+/// probes.csv are written here (without ranges) only when no report took them (`joined`
+/// false: profiling could not finish). Returns how many kernels were probed and how many
+/// were not.
+pub fn write_outputs(dir: &Path, joined: bool) -> Result<Option<(usize, usize)>> {
     let Some(out) = probe::outputs() else { return Ok(None) };
     write_csv(dir, "probe_kernels.csv", &out.kernels)?;
-    write_csv(dir, "probe_launches.csv", &out.launches)?;
-    write_csv(dir, "probes.csv", &out.totals)?;
+    if !joined || out.launches.is_empty() {
+        crate::report::probes::write_probe_csvs(dir, &out.launches)?;
+    }
     write_csv(dir, "probe_records.csv", &out.records)?;
     let trace = serde_json::json!({ "traceEvents": out.trace, "displayTimeUnit": "ns" });
     let path = dir.join("probe_trace.json");
