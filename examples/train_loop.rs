@@ -115,7 +115,7 @@ struct Args {
     pm_sampling: Option<String>,
 
     /// PM sampling interval (e.g. 20us, 20000, 30000cycles).
-    #[arg(long, default_value = "20us")]
+    #[arg(long, default_value = "100us")]
     pm_interval: String,
 
     /// Batch size.

@@ -59,7 +59,7 @@ typedef struct gmprof_options {
    first range such a thread pushes under that range.
    GMPROF_PM_SAMPLING=default (or comma-separated PM-sampling metric names) also samples PM
    counters at a fixed interval, GMPROF_PM_INTERVAL (ns, e.g. 20000 or 20us, or 30000cycles;
-   default 20us), and folds them into every range and kernel: pm.csv and the "pm" section of
+   default 100us), and folds them into every range and kernel: pm.csv and the "pm" section of
    report.json. An add-on to mode "trace"; beside a counter mode gmprof_init fails with
    GMPROF_ERROR_INVALID_ARGUMENT if CUPTI does not let both hold the counters. */
 gmprof_status gmprof_init(const gmprof_options *options);

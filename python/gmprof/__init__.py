@@ -376,7 +376,7 @@ def init(
             ``"default"`` or PM-sampling metric names. ``None`` uses
             ``$GMPROF_PM_SAMPLING``. Passed as ``GMPROF_PM_SAMPLING`` for the call.
         pm_interval: the sampling interval, ns (``20000``) or a string such as ``"20us"``
-            or ``"30000cycles"``; ``None`` uses ``$GMPROF_PM_INTERVAL`` or 20 µs.
+            or ``"30000cycles"``; ``None`` uses ``$GMPROF_PM_INTERVAL`` or 100 µs.
 
     Raises:
         GmprofError: e.g. ``GMPROF_ERROR_ALREADY_INITIALIZED``,

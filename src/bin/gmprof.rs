@@ -161,7 +161,7 @@ enum Command {
         /// add-on to --mode trace.
         #[arg(long = "pm-sampling", value_name = "METRICS")]
         pm_sampling: Option<String>,
-        /// PM sampling interval: ns (20000, 20us, 1ms; default 20us) or SYSCLK cycles
+        /// PM sampling interval: ns (100000, 100us, 1ms; default 100us) or SYSCLK cycles
         /// (30000cycles).
         #[arg(long = "pm-interval", value_name = "NS", requires = "pm_sampling")]
         pm_interval: Option<String>,

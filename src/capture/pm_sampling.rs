@@ -83,8 +83,13 @@ pub fn resolve_metrics(cupti: &Cupti, host: &ProfilerHost, names: &[String]) -> 
     Ok(metrics)
 }
 
-/// Default sampling interval: 20 µs of GPU time.
-pub const DEFAULT_INTERVAL_NS: u64 = 20_000;
+/// Default sampling interval: 100 µs of GPU time. On an H100 with the default metrics CUPTI
+/// decodes about 20k samples per second (a sample is about 64 KiB of raw records) and the
+/// host evaluates them at 13 to 28 µs each, so 100 µs is the shortest interval a long run
+/// sustains; shorter ones overflow the hardware buffer once it fills (a 10 s run at 20 µs
+/// kept 35 000 of 500 000 samples). Attribution to kernels keeps 100 µs samples within 0.7 %
+/// of per_range's DRAM bytes on ranges of 1 ms or more (BENCHMARKS.md).
+pub const DEFAULT_INTERVAL_NS: u64 = 100_000;
 
 /// Environment variable with the metrics to sample (`default` or a comma-separated list);
 /// read by `gmprof run`'s injection and by the C ABI.
@@ -271,6 +276,10 @@ struct Decoder {
     stopped: bool,
     /// Where the decode thread's time went, for the log line at the end.
     timing: DrainTiming,
+    /// When sampling was stopped (CUPTI clock, which the samples share).
+    stopped_at: Option<u64>,
+    /// The interval, when it is in time.
+    interval_ns: Option<u64>,
 }
 
 /// Time the decode thread spent, by step.
@@ -352,6 +361,51 @@ impl Decoder {
 
     fn keep(&mut self, start: u64, end: u64, values: Vec<f64>) {
         self.keeper.keep(&mut self.capture.lock(), start, end, values);
+    }
+
+    /// At the end: see [`account_for_the_end`].
+    fn account_for_the_end(&mut self) {
+        let mut capture = self.capture.lock();
+        account_for_the_end(&mut capture, self.keeper.last_end, self.stopped_at, self.interval_ns, &self.timing);
+    }
+}
+
+/// At the end of a session: samples the sampler never recorded between the last kept one and
+/// the stop (after a hardware-buffer overflow CUPTI may record nothing more) are counted as
+/// missing, and a decode slower than the interval is said.
+fn account_for_the_end(
+    capture: &mut PmCapture,
+    last_end: Option<u64>,
+    stopped_at: Option<u64>,
+    interval_ns: Option<u64>,
+    timing: &DrainTiming,
+) {
+    let Some(interval) = interval_ns.filter(|i| *i > 0) else { return };
+    if let (Some(stop), Some(last)) = (stopped_at, last_end) {
+        let gap = stop.saturating_sub(last);
+        if gap >= 2 * interval {
+            let lost = gap / interval;
+            capture.missing_samples += lost;
+            let why = if capture.hw_buffer_overflows > 0 {
+                "; after the hardware buffer overflowed, CUPTI recorded no more"
+            } else {
+                ""
+            };
+            capture.errors.push(format!(
+                "no samples for the last {:.1} ms of the session ({lost} sample(s) missing){why}",
+                gap as f64 / 1e6
+            ));
+        }
+    }
+    let per_sample = (timing.decode + timing.evaluate).as_nanos() as u64 / timing.samples.max(1);
+    if timing.samples >= 1000 && per_sample > interval {
+        capture.errors.push(format!(
+            "decoding and evaluating took {:.1} us per sample, longer than the {:.1} us interval: a long run \
+             fills the hardware buffer and loses samples; an interval of {} us or more keeps up",
+            per_sample as f64 / 1e3,
+            interval as f64 / 1e3,
+            (per_sample * 3 / 2).div_ceil(1000).next_multiple_of(10)
+        ));
     }
 }
 
@@ -436,6 +490,8 @@ impl PmSession {
             keeper: SampleKeeper { interval_ns: cfg.interval.time_ns(), last_end: None },
             stopped: false,
             timing: DrainTiming::default(),
+            stopped_at: None,
+            interval_ns: cfg.interval.time_ns(),
         };
         let (stop, stopped) = mpsc::channel::<()>();
         let period = cfg.decode_period_for_interval();
@@ -447,6 +503,7 @@ impl PmSession {
                     let last = !matches!(stopped.recv_timeout(period), Err(RecvTimeoutError::Timeout));
                     if last {
                         decoder.stopped = true;
+                        decoder.stopped_at = crate::checked::activity::timestamp(&decoder.cupti).ok();
                         if let Err(e) = decoder.sampler.stop() {
                             decoder.capture.lock().errors.push(e.to_string());
                         }
@@ -462,6 +519,7 @@ impl PmSession {
                     }
                 }
                 tracing::info!("gmprof: {}", decoder.timing.describe());
+                decoder.account_for_the_end();
                 let Decoder { sampler, host, capture, .. } = decoder;
                 let capture = std::mem::take(&mut *capture.lock());
                 (capture, Some(PmLeftovers { sampler, host, api }))
@@ -493,6 +551,36 @@ impl PmSession {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn samples_never_recorded_at_the_end_are_missing_and_a_slow_decode_is_said() {
+        // 10 s at 20 µs, sampling dead after an overflow at 0.7 s; decode + evaluation 40 µs
+        // per sample (numbers of an H100 run).
+        let mut capture = PmCapture { hw_buffer_overflows: 2, ..Default::default() };
+        let timing = DrainTiming {
+            drains: 4,
+            decode: Duration::from_millis(810),
+            evaluate: Duration::from_millis(590),
+            samples: 35_000,
+            longest: Duration::from_millis(1190),
+        };
+        let t0 = 1_000_000_000u64;
+        account_for_the_end(&mut capture, Some(t0 + 700_000_000), Some(t0 + 10_000_000_000), Some(20_000), &timing);
+        assert_eq!(capture.missing_samples, 465_000);
+        assert!(capture.errors[0].contains("no samples for the last 9300.0 ms"), "{:?}", capture.errors);
+        assert!(capture.errors[0].contains("after the hardware buffer overflowed"), "{:?}", capture.errors);
+        assert!(
+            capture.errors[1].contains("40.0 us per sample, longer than the 20.0 us interval"),
+            "{:?}",
+            capture.errors
+        );
+        assert!(capture.errors[1].contains("an interval of 60 us or more keeps up"), "{:?}", capture.errors);
+        // A run that kept up: nothing to say.
+        let mut capture = PmCapture::default();
+        let timing = DrainTiming { samples: 105_000, decode: Duration::from_millis(5325), ..timing };
+        account_for_the_end(&mut capture, Some(t0 + 9_999_950_000), Some(t0 + 10_000_000_000), Some(100_000), &timing);
+        assert_eq!((capture.missing_samples, capture.errors.len()), (0, 0), "{:?}", capture.errors);
+    }
 
     #[test]
     fn intervals_parse_in_time_and_cycles() {
