@@ -41,8 +41,11 @@ use crate::ways_in::injection::{self, Start, StartFailure};
 /// Where the one start of the injected profiler stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum StartState {
-    /// Not started, or a start at the first NVTX call failed and may be tried again.
+    /// Not started.
     Fresh,
+    /// A start at the first NVTX call failed before anything was set up; CUDA's start tries
+    /// again (later NVTX instances do not).
+    Deferred,
     /// Starting on the thread that holds the lock (seen only by a re-entrant call).
     Running,
     /// Started.
@@ -79,7 +82,8 @@ fn start_with(
     match guard.get() {
         StartState::Ready | StartState::Running => return true,
         StartState::Failed => return false,
-        StartState::Fresh => {}
+        StartState::Deferred if how == Start::Nvtx => return false,
+        StartState::Fresh | StartState::Deferred => {}
     }
     guard.set(StartState::Running);
     let outcome = catch_unwind(AssertUnwindSafe(|| initialize(how)));
@@ -94,7 +98,7 @@ fn start_with(
                     failure.error
                 );
             }
-            StartState::Fresh
+            StartState::Deferred
         }
         Ok(Err(failure)) => {
             report(&failure.error);
@@ -126,6 +130,23 @@ fn this_library() -> Option<PathBuf> {
     // while that object stays loaded, and it is running this code.
     let name = unsafe { CStr::from_ptr(info.dli_fname) };
     Some(PathBuf::from(OsStr::from_bytes(name.to_bytes())))
+}
+
+/// Keeps this library loaded for the rest of the process. NVTX unloads an injection library
+/// whose entry point returns 0 (and loads it afresh for the next NVTX instance), but gmprof's
+/// CUPTI callbacks, thread-locals and exit handler live in it.
+fn stay_loaded(this: &Path) {
+    static DONE: std::sync::Once = std::sync::Once::new();
+    DONE.call_once(|| {
+        let Ok(name) = std::ffi::CString::new(this.as_os_str().as_bytes()) else { return };
+        // SAFETY: with RTLD_NOLOAD dlopen only finds the object already loaded (the one running
+        // this code) and loads nothing; RTLD_NODELETE marks it never to be unloaded. The
+        // handle is kept open on purpose.
+        let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD | libc::RTLD_NODELETE) };
+        if handle.is_null() {
+            tracing::debug!("gmprof: could not keep {} loaded", this.display());
+        }
+    });
 }
 
 /// Whether two paths name the same file (device and inode).
@@ -166,8 +187,12 @@ fn forward_to_cupti(get_export_table: Option<NvtxGetExportTableFunc>) -> c_int {
 #[no_mangle]
 pub extern "C" fn InitializeInjectionNvtx2(get_export_table: Option<NvtxGetExportTableFunc>) -> c_int {
     catch_unwind(|| {
+        let this = this_library();
+        if let Some(this) = &this {
+            stay_loaded(this);
+        }
         let cuda = std::env::var_os("CUDA_INJECTION64_PATH");
-        if cuda_injects(cuda.as_deref(), this_library().as_deref()) {
+        if cuda_injects(cuda.as_deref(), this.as_deref()) {
             start(Start::Nvtx);
         }
         forward_to_cupti(get_export_table)
@@ -234,7 +259,8 @@ mod tests {
         let lock = fresh();
         let cupti_failed = |_| Err(failure(true, Error::InvalidState("cuptiSubscribe failed".into())));
         assert!(!start_with(&lock, Start::Nvtx, cupti_failed, |_| panic!("reported early")));
-        assert_eq!(lock.lock().get(), StartState::Fresh);
+        assert_eq!(lock.lock().get(), StartState::Deferred);
+        assert!(!start_with(&lock, Start::Nvtx, |_| panic!("another NVTX instance tried again"), |_| {}));
         let mut second = None;
         assert!(start_with(
             &lock,
