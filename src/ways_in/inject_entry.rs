@@ -6,8 +6,8 @@
 //! - [`InitializeInjectionNvtx2`]: NVTX loads its injection library on the program's first
 //!   NVTX call, which often comes before CUDA is initialized (`nvtxRangePushA("setup")` at
 //!   the top of `main`). If the CUDA driver will load this same library too, gmprof starts
-//!   here: it pins its CUPTI subscriber, as NVIDIA's `cupti_nvtx` sample subscribes before
-//!   `cuInit`. It then hands the call on to libcupti's own `InitializeInjectionNvtx2` (the
+//!   here: it pins its CUPTI subscriber (CUPTI takes subscriptions before `cuInit`). It
+//!   then hands the call on to libcupti's own `InitializeInjectionNvtx2` (the
 //!   libcupti gmprof loaded), which installs CUPTI's NVTX handlers exactly as when
 //!   `NVTX_INJECTION64_PATH` names libcupti. NVTX calls this once per NVTX instance (the
 //!   program's, and each library's that compiled the NVTX v3 headers in): gmprof starts at
