@@ -126,19 +126,33 @@ fn activity_stats(registration: &Option<Registration>) -> ActivityStats {
 /// Subscribes for the rest of the process and routes NVTX range events and context events
 /// to the given handlers, in addition to the launch callbacks sessions use. For injection,
 /// which must hear a program's first context and NVTX ranges before any session exists.
+/// CUPTI takes the subscription before CUDA is initialized (an injected gmprof pins at the
+/// program's first NVTX call). A registration this call made is dropped again if the call
+/// fails, so a later `pin` starts clean.
 pub(crate) fn pin(cupti: &Cupti, nvtx: NvtxHandler, contexts: ContextHandler) -> Result<()> {
     let mut registration = REGISTRATION.lock();
-    if registration.is_none() {
+    let created = registration.is_none();
+    if created {
         let subscriber = subscribe(cupti)?;
         *registration = Some(Registration { subscriber, activity: None, pinned: false });
     }
     let Some(reg) = registration.as_mut() else {
         return Err(Error::InvalidState("the capture hub lost its registration".into()));
     };
-    reg.subscriber.watch_nvtx(nvtx)?;
-    reg.subscriber.watch_contexts(contexts)?;
-    reg.pinned = true;
-    Ok(())
+    let watched = reg.subscriber.watch_nvtx(nvtx).and_then(|()| reg.subscriber.watch_contexts(contexts));
+    match watched {
+        Ok(()) => {
+            reg.pinned = true;
+            Ok(())
+        }
+        Err(e) => {
+            if created {
+                // Dropping the subscriber unsubscribes it.
+                *registration = None;
+            }
+            Err(e)
+        }
+    }
 }
 
 /// Hooks `cbids` of the driver API for the probe engine, on the pinned registration (an

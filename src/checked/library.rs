@@ -14,6 +14,7 @@ use parking_lot::Mutex;
 use crate::error::{cuda_hint, cupti_hint, Error, LoadAttempt, Result};
 use crate::sys::cupti::{CUptiResult, CUresult, CuptiLibrary};
 use crate::sys::driver::DriverLibrary;
+use crate::sys::nvtx;
 
 /// Environment variable naming the libcupti to load; when set, nothing else is tried.
 pub const CUPTI_LIB_ENV: &str = "GMPROF_CUPTI_LIB";
@@ -45,6 +46,8 @@ impl std::fmt::Debug for Driver {
 }
 
 static CUPTI: OnceLock<&'static CuptiLibrary> = OnceLock::new();
+/// The name or path libcupti was loaded by.
+static CUPTI_PATH: OnceLock<String> = OnceLock::new();
 static DRIVER: OnceLock<&'static DriverLibrary> = OnceLock::new();
 /// Serializes first loads, so two threads never both load and leak a library.
 static LOAD_LOCK: Mutex<()> = Mutex::new(());
@@ -234,9 +237,43 @@ impl Cupti {
         let (lib, path) = lib;
         preload_nvperf_siblings(&path);
         let raw: &'static CuptiLibrary = Box::leak(Box::new(lib));
+        let _ = CUPTI_PATH.set(path.clone());
         let _ = CUPTI.set(raw);
         tracing::debug!("gmprof: loaded {path}");
         Ok(Cupti { raw })
+    }
+
+    /// The name or path this libcupti was loaded by.
+    pub fn path(&self) -> &'static str {
+        CUPTI_PATH.get().map_or("libcupti", String::as_str)
+    }
+
+    /// CUPTI's NVTX injection entry point, `InitializeInjectionNvtx2`, in this libcupti: the
+    /// function NVTX calls when `NVTX_INJECTION64_PATH` names libcupti, which installs
+    /// CUPTI's NVTX handlers (they raise the `CUPTI_CB_DOMAIN_NVTX` callbacks).
+    pub fn nvtx_injection_entry(&self) -> Result<nvtx::NvtxInitializeInjectionFunc> {
+        let path = self.path();
+        // SAFETY: the same name or path as the loaded libcupti: dlopen finds the library
+        // already loaded and only raises its reference count; no initializer runs again.
+        let lib = unsafe { libloading::Library::new(path) }.map_err(|e| Error::MissingSymbol {
+            library: "libcupti",
+            symbol: "InitializeInjectionNvtx2",
+            context: "reopening libcupti for its NVTX entry point".into(),
+            reason: e.to_string(),
+        })?;
+        // SAFETY: CUPTI exports InitializeInjectionNvtx2 with NVTX's injection signature
+        // (`int (*)(NvtxGetExportTableFunc_t)`), which the type declares.
+        let entry = unsafe { lib.get::<nvtx::NvtxInitializeInjectionFunc>(b"InitializeInjectionNvtx2\0") }
+            .map(|symbol| *symbol)
+            .map_err(|e| Error::MissingSymbol {
+                library: "libcupti",
+                symbol: "InitializeInjectionNvtx2",
+                context: "forwarding NVTX's injection to CUPTI".into(),
+                reason: e.to_string(),
+            });
+        // libcupti is never unloaded: the extra reference keeps the pointer valid.
+        std::mem::forget(lib);
+        entry
     }
 
     /// The generated function table.

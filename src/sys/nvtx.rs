@@ -75,3 +75,13 @@ const _: () = {
     assert!(std::mem::offset_of!(nvtxEventAttributes_t, message_type) == 32);
     assert!(std::mem::offset_of!(nvtxEventAttributes_t, message) == 40);
 };
+
+/// `NvtxGetExportTableFunc_t`: the function an NVTX instance hands its injection library,
+/// which returns the instance's export table for an `NvtxExportTableID` (NULL when unknown).
+pub type NvtxGetExportTableFunc = unsafe extern "C" fn(export_table_id: u32) -> *const c_void;
+
+/// `NvtxInitializeInjectionNvtxFunc_t`: the injection library's entry point,
+/// `InitializeInjectionNvtx2`. NVTX calls it once per NVTX instance (each library that
+/// compiled the NVTX v3 headers in has its own) on that instance's first call; it returns
+/// nonzero on success, and on 0 NVTX turns that instance's calls into no-ops.
+pub type NvtxInitializeInjectionFunc = unsafe extern "C" fn(get_export_table: Option<NvtxGetExportTableFunc>) -> i32;

@@ -1,29 +1,33 @@
 //! Injection: gmprof inside an unmodified CUDA program.
 //!
-//! Layer 3. With `CUDA_INJECTION64_PATH=libgmprof.so`, the CUDA driver loads libgmprof
-//! while it initializes and calls [`InitializeInjection`]. gmprof then:
+//! Layer 3. `gmprof run` names libgmprof.so in `CUDA_INJECTION64_PATH` and in
+//! `NVTX_INJECTION64_PATH`, so the library is loaded by the program's first NVTX call or by
+//! CUDA's initialization, whichever comes first, and starts there
+//! ([`crate::ways_in::inject_entry`]; NVTX calls are handed on to libcupti, which raises
+//! CUPTI's NVTX callbacks). gmprof then:
 //! - pins the capture hub's CUPTI subscriber and listens to context creation and to NVTX
-//!   range pushes and pops (CUPTI hears NVTX when `NVTX_INJECTION64_PATH` names libcupti;
-//!   `gmprof run` sets both);
+//!   range pushes and pops, from the program's first NVTX call on;
 //! - starts a [`Profiler`] on the first context the program creates, inside the creation
-//!   callback, before the program can launch anything on it;
+//!   callback, before the program can launch anything on it; ranges the creating thread
+//!   pushed before (around model setup, or before CUDA was initialized) are adopted;
 //! - turns default-domain NVTX ranges (`nvtxRangePushA/W/Ex`, `nvtxRangePop`, and so
 //!   `torch.cuda.nvtx.range_push/pop`) into gmprof ranges, optionally only those under a
 //!   named range ([`InjectionConfig::nvtx_include`]);
 //! - finishes and writes its outputs when that context starts being destroyed or, at the
 //!   latest, when the process exits (an `atexit` handler), closing ranges the program left
 //!   open; and writes `injection.json`, which says what happened even when nothing was
-//!   profiled (no CUDA context, a start failure).
+//!   profiled (no CUDA context, a start failure) and what started gmprof.
 //!
 //! Configuration comes from the environment ([`InjectionConfig::from_env`]). Only the
 //! first context is profiled (one GPU); later contexts are counted and reported.
-//! NVTX domain ranges (`nvtxDomainRangePushEx`) and start/end ranges are not followed, nor
-//! are NVTX ranges pushed before the program first initializes CUDA (gmprof is loaded by
-//! that initialization); the pops of such ranges are counted as unbalanced and ignored.
+//! NVTX domain ranges (`nvtxDomainRangePushEx`) and start/end ranges are not followed. With
+//! `NVTX_INJECTION64_PATH` naming libcupti instead (set by hand), gmprof starts with CUDA
+//! and does not hear NVTX ranges pushed before that; their pops are counted as unbalanced,
+//! and the warning says so.
 
 use std::cell::RefCell;
 use std::ffi::c_int;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::catch_unwind;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -40,6 +44,7 @@ use crate::checked::Cupti;
 use crate::error::{Error, Result};
 use crate::model::{ProfilingMode, RunEnd};
 use crate::ways_in::layout::{self, ProcessIdentity, Target};
+pub use crate::ways_in::nvtx_stack::{NvtxRangeStack, PopAction};
 use crate::ways_in::outputs::{self, Outputs};
 use crate::ways_in::signals::{self, Request};
 
@@ -189,83 +194,6 @@ fn iteration_replay(pattern: Option<String>, iterations: Option<String>) -> Resu
     }
 }
 
-/// One NVTX range open on a thread, and whether it was handed to gmprof.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct OpenNvtxRange {
-    name: String,
-    forwarded: bool,
-}
-
-/// A thread's NVTX range stack: it decides which pushes become gmprof ranges and keeps pops
-/// matched to their pushes, so a filtered-out range never pops a gmprof range.
-#[derive(Debug, Default)]
-pub struct NvtxRangeStack {
-    open: Vec<OpenNvtxRange>,
-}
-
-/// What to do with an NVTX pop.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PopAction {
-    /// Pop the matching gmprof range.
-    Forward,
-    /// The push was not forwarded; nothing to do.
-    Ignore,
-    /// A pop with no push on this thread.
-    Unbalanced,
-}
-
-impl NvtxRangeStack {
-    /// Whether a range named `name` opened now would be followed under `include`.
-    pub fn admits(&self, name: &str, include: &[String]) -> bool {
-        include.is_empty() || include.iter().any(|i| i == name) || self.open.iter().any(|r| r.forwarded)
-    }
-
-    /// Records a push. With `live` (a profiler is running) and a name the filter admits,
-    /// returns true: the caller forwards it, and reports back with [`Self::forward_failed`]
-    /// if that failed.
-    pub fn push(&mut self, name: &str, live: bool, include: &[String]) -> bool {
-        let forwarded = live && self.admits(name, include);
-        self.open.push(OpenNvtxRange { name: name.to_owned(), forwarded });
-        forwarded
-    }
-
-    /// Marks the innermost range as not forwarded (its gmprof push failed).
-    pub fn forward_failed(&mut self) {
-        if let Some(top) = self.open.last_mut() {
-            top.forwarded = false;
-        }
-    }
-
-    /// Records a pop.
-    pub fn pop(&mut self) -> PopAction {
-        match self.open.pop() {
-            Some(r) if r.forwarded => PopAction::Forward,
-            Some(_) => PopAction::Ignore,
-            None => PopAction::Unbalanced,
-        }
-    }
-
-    /// Once a profiler starts: marks the ranges already open that the filter admits as
-    /// forwarded (outermost first) and returns their names, to be pushed in that order.
-    pub fn adopt_open(&mut self, include: &[String]) -> Vec<String> {
-        let mut names = Vec::new();
-        let mut inside = false;
-        for r in &mut self.open {
-            if !r.forwarded && (include.is_empty() || inside || include.contains(&r.name)) {
-                r.forwarded = true;
-                names.push(r.name.clone());
-            }
-            inside |= r.forwarded;
-        }
-        names
-    }
-
-    /// Ranges open on this thread.
-    pub fn depth(&self) -> usize {
-        self.open.len()
-    }
-}
-
 /// How an injected run went; written to [`STATUS_FILE`].
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct InjectionStatus {
@@ -291,6 +219,10 @@ pub struct InjectionStatus {
     pub nvtx_ranges_followed: u64,
     /// NVTX pops with no push on their thread.
     pub nvtx_unbalanced_pops: u64,
+    /// What started gmprof: `first NVTX call` (NVTX ranges heard from the program's first
+    /// NVTX call) or `CUDA initialization`.
+    #[serde(default)]
+    pub started_by: Option<String>,
     /// How the run ended, as the outputs record it (also in report.json).
     #[serde(default)]
     pub run_end: Option<RunEnd>,
@@ -333,6 +265,8 @@ struct Injected {
     identity: ProcessIdentity,
     /// Where this process writes, claimed when the first context is profiled.
     target: Target,
+    /// What started gmprof (set once the hub is pinned).
+    started_by: Mutex<Option<Start>>,
     profiler: Mutex<Option<(Context, Profiler)>>,
     contexts_created: AtomicU64,
     nvtx_pushes: AtomicU64,
@@ -478,7 +412,7 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
             }
             let unbalanced = state.nvtx_unbalanced.load(Ordering::Relaxed);
             if unbalanced > 0 {
-                report.meta.warnings.push(format!("{unbalanced} NVTX pop(s) had no matching push"));
+                report.meta.warnings.push(unbalanced_warning(unbalanced, *state.started_by.lock()));
             }
             probes_joined = crate::ways_in::probe_run::attach(report);
             let Some(outputs) = state.outputs.get() else { return };
@@ -543,6 +477,7 @@ fn write_status(state: &Injected, run_end: Option<RunEnd>, outputs_written: bool
         nvtx_pushes: state.nvtx_pushes.load(Ordering::Relaxed),
         nvtx_ranges_followed: state.nvtx_followed.load(Ordering::Relaxed),
         nvtx_unbalanced_pops: state.nvtx_unbalanced.load(Ordering::Relaxed),
+        started_by: state.started_by.lock().map(|s| s.describe().to_owned()),
         run_end,
         checkpoints_written: checkpoints,
         host: Some(state.identity.host.clone()),
@@ -629,22 +564,70 @@ extern "C" {
     fn atexit(callback: extern "C" fn()) -> c_int;
 }
 
-fn initialize() -> Result<()> {
+/// What started the injected gmprof.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// The program's first NVTX call: `NVTX_INJECTION64_PATH` names libgmprof.so, which NVTX
+    /// loads then, often before the program initializes CUDA.
+    Nvtx,
+    /// CUDA's initialization: the driver loads libgmprof.so (`CUDA_INJECTION64_PATH`).
+    Cuda,
+}
+
+impl Start {
+    /// In words, as `injection.json` records it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Start::Nvtx => "first NVTX call",
+            Start::Cuda => "CUDA initialization",
+        }
+    }
+}
+
+/// Why a start failed, and whether a later start may try again (nothing was left set up that
+/// a second attempt would trip over).
+#[derive(Debug)]
+pub(crate) struct StartFailure {
+    pub(crate) error: Error,
+    pub(crate) retry: bool,
+}
+
+/// The warning for pops with no push on their thread. When gmprof started with CUDA, NVTX
+/// ranges pushed before that were not heard, so the warning says how to hear them.
+pub(crate) fn unbalanced_warning(pops: u64, started_by: Option<Start>) -> String {
+    match started_by {
+        Some(Start::Nvtx) => format!("{pops} NVTX pop(s) had no matching push"),
+        _ => format!(
+            "{pops} NVTX pop(s) had no matching push (gmprof started with CUDA and did not hear NVTX \
+             ranges pushed before it; with NVTX_INJECTION64_PATH naming libgmprof.so, as `gmprof run` \
+             sets it, it hears them from the first)"
+        ),
+    }
+}
+
+/// Starts the injected profiler: reads the configuration, loads CUPTI and pins the capture
+/// hub's subscriber (context creation, NVTX ranges). Runs once, from [`Start::Nvtx`] or
+/// [`Start::Cuda`]; `crate::ways_in::inject_entry` serializes the calls.
+pub(crate) fn initialize(start: Start) -> std::result::Result<(), StartFailure> {
+    let retry = |error| StartFailure { error, retry: true };
     // The host program has no tracing subscriber of gmprof's; GMPROF_LOG=debug gives one.
     if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("GMPROF_LOG") {
         let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
     }
-    let config = InjectionConfig::from_env()?;
-    tracing::debug!(?config, "gmprof: injected");
+    let config = InjectionConfig::from_env().map_err(retry)?;
+    tracing::debug!(?config, ?start, "gmprof: injected");
     let lookup = |k: &str| std::env::var(k).ok();
     let identity = ProcessIdentity::current(&lookup);
     let launcher = lookup(layout::LAUNCHER_PID_ENV).and_then(|v| v.trim().parse::<u32>().ok());
-    let target = Target::resolve(&config.output_dir, &identity, launcher, &lookup)?;
-    let cupti = Cupti::load()?;
-    let state = Injected {
+    let target = Target::resolve(&config.output_dir, &identity, launcher, &lookup).map_err(retry)?;
+    let cupti = Cupti::load().map_err(retry)?;
+    // Set before the hub is pinned, so no event finds it missing; a second attempt after a
+    // failed pin keeps the first (the same environment gives the same state).
+    let state = INJECTED.get_or_init(|| Injected {
         config,
         identity,
         target,
+        started_by: Mutex::new(None),
         profiler: Mutex::new(None),
         contexts_created: AtomicU64::new(0),
         nvtx_pushes: AtomicU64::new(0),
@@ -656,10 +639,8 @@ fn initialize() -> Result<()> {
         outputs: OnceLock::new(),
         exit_hooks: std::sync::Once::new(),
         finishing: Mutex::new(()),
-    };
-    if INJECTED.set(state).is_err() {
-        return Err(Error::InvalidState("InitializeInjection was called twice".into()));
-    }
+    });
+    // A failed pin leaves no registration behind (see hub::pin), so it may be tried again.
     crate::capture::hub::pin(
         &cupti,
         Arc::new(|event| {
@@ -672,44 +653,35 @@ fn initialize() -> Result<()> {
                 on_context(state, event);
             }
         }),
-    )?;
-    if crate::ways_in::probe_run::install_from_env()? {
+    )
+    .map_err(retry)?;
+    *state.started_by.lock() = Some(start);
+    let final_failure = |error| StartFailure { error, retry: false };
+    if crate::ways_in::probe_run::install_from_env().map_err(final_failure)? {
         eprintln!("gmprof: probing kernels loaded as PTX ({})", std::env::var("GMPROF_PROBE").unwrap_or_default());
     }
-    if std::env::var_os("NVTX_INJECTION64_PATH").is_none() {
+    if start == Start::Cuda && std::env::var_os("NVTX_INJECTION64_PATH").is_none() {
         eprintln!(
             "gmprof: NVTX_INJECTION64_PATH is not set, so NVTX ranges will not reach gmprof; \
-             use `gmprof run` or set it to libcupti.so"
+             use `gmprof run` or set it to libgmprof.so"
         );
     }
     Ok(())
 }
 
-/// The entry point the CUDA driver calls when `CUDA_INJECTION64_PATH` names libgmprof.so.
-/// Returns 1 on success and 0 on failure (after printing why); never unwinds.
-#[no_mangle]
-pub extern "C" fn InitializeInjection() -> c_int {
-    match catch_unwind(AssertUnwindSafe(initialize)) {
-        Ok(Ok(())) => 1,
-        Ok(Err(e)) => {
-            eprintln!("gmprof: injection failed: {e}");
-            if let Ok(config) = InjectionConfig::from_env() {
-                let status = InjectionStatus {
-                    pid: std::process::id(),
-                    command: std::env::args().collect(),
-                    error: Some(format!("injection failed: {e}")),
-                    ..Default::default()
-                };
-                let lookup = |k: &str| std::env::var(k).ok();
-                if let Ok(dir) = layout::claim_for_process(&config.output_dir, &lookup) {
-                    let _ = status.write(&dir);
-                }
-            }
-            0
-        }
-        Err(_) => {
-            eprintln!("gmprof: injection failed: internal error");
-            0
+/// Reports a start that failed for good: prints why and writes `injection.json` saying so.
+pub(crate) fn report_failure(error: &Error) {
+    eprintln!("gmprof: injection failed: {error}");
+    if let Ok(config) = InjectionConfig::from_env() {
+        let status = InjectionStatus {
+            pid: std::process::id(),
+            command: std::env::args().collect(),
+            error: Some(format!("injection failed: {error}")),
+            ..Default::default()
+        };
+        let lookup = |k: &str| std::env::var(k).ok();
+        if let Ok(dir) = layout::claim_for_process(&config.output_dir, &lookup) {
+            let _ = status.write(&dir);
         }
     }
 }
@@ -767,48 +739,15 @@ mod tests {
     }
 
     #[test]
-    fn filter_follows_named_ranges_and_their_children_only() {
-        let include = vec!["step".to_owned()];
-        let mut s = NvtxRangeStack::default();
-        assert!(!s.push("setup", true, &include));
-        assert!(s.push("step", true, &include));
-        assert!(s.push("forward", true, &include), "nested in a followed range");
-        assert_eq!(s.pop(), PopAction::Forward);
-        assert_eq!(s.pop(), PopAction::Forward);
-        assert!(!s.push("other", true, &include));
-        assert_eq!(s.pop(), PopAction::Ignore);
-        assert_eq!(s.pop(), PopAction::Ignore, "setup was never forwarded");
-        assert_eq!(s.pop(), PopAction::Unbalanced);
-        assert_eq!(s.depth(), 0);
-    }
-
-    #[test]
-    fn pushes_before_the_profiler_are_adopted_when_it_starts() {
-        let mut s = NvtxRangeStack::default();
-        assert!(!s.push("init", false, &[]));
-        assert!(!s.push("load", false, &[]));
-        assert_eq!(s.adopt_open(&[]), ["init", "load"]);
-        assert_eq!(s.adopt_open(&[]), Vec::<String>::new(), "adopted once");
-        assert_eq!(s.pop(), PopAction::Forward);
-        assert_eq!(s.pop(), PopAction::Forward);
-
-        let include = vec!["step".to_owned()];
-        let mut s = NvtxRangeStack::default();
-        s.push("setup", false, &include);
-        s.push("step", false, &include);
-        s.push("forward", false, &include);
-        assert_eq!(s.adopt_open(&include), ["step", "forward"]);
-        assert_eq!(s.pop(), PopAction::Forward);
-        assert_eq!(s.pop(), PopAction::Forward);
-        assert_eq!(s.pop(), PopAction::Ignore);
-    }
-
-    #[test]
-    fn a_failed_forward_is_not_popped() {
-        let mut s = NvtxRangeStack::default();
-        assert!(s.push("step", true, &[]));
-        s.forward_failed();
-        assert_eq!(s.pop(), PopAction::Ignore);
+    fn the_unbalanced_warning_says_why_when_gmprof_started_with_cuda() {
+        assert_eq!(unbalanced_warning(2, Some(Start::Nvtx)), "2 NVTX pop(s) had no matching push");
+        for started in [Some(Start::Cuda), None] {
+            let w = unbalanced_warning(1, started);
+            assert!(w.starts_with("1 NVTX pop(s) had no matching push (gmprof started with CUDA"), "{w}");
+            assert!(w.contains("NVTX_INJECTION64_PATH naming libgmprof.so"), "{w}");
+        }
+        assert_eq!(Start::Nvtx.describe(), "first NVTX call");
+        assert_eq!(Start::Cuda.describe(), "CUDA initialization");
     }
 
     #[test]
@@ -819,9 +758,16 @@ mod tests {
             command: vec!["python3".into(), "train.py".into()],
             contexts_created: 0,
             error: None,
+            started_by: Some(Start::Nvtx.describe().into()),
             ..Default::default()
         };
         status.write(dir.path()).unwrap();
         assert_eq!(InjectionStatus::read(dir.path()).unwrap(), status);
+        // A status written before `started_by` existed still reads.
+        let old = r#"{"pid": 3, "command": [], "mode": null, "contexts_created": 1, "profiled": true,
+            "error": null, "finished_by": null, "outputs_written": true, "nvtx_pushes": 2,
+            "nvtx_ranges_followed": 2, "nvtx_unbalanced_pops": 0}"#;
+        std::fs::write(dir.path().join(STATUS_FILE), old).unwrap();
+        assert_eq!(InjectionStatus::read(dir.path()).unwrap().started_by, None);
     }
 }

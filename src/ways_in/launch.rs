@@ -2,8 +2,10 @@
 //!
 //! Layer 3, the launcher side of [`crate::ways_in::injection`]. [`LaunchPlan::new`] finds
 //! libgmprof.so and libcupti and builds the child's environment: `CUDA_INJECTION64_PATH`
-//! (the driver loads gmprof), `NVTX_INJECTION64_PATH` (NVTX calls reach CUPTI, which hands
-//! them to gmprof) and the `GMPROF_*` configuration. [`LaunchPlan::run`] clears stale
+//! (the driver loads gmprof), `NVTX_INJECTION64_PATH` (libgmprof.so too: NVTX loads gmprof
+//! on the program's first NVTX call, so it hears ranges pushed before CUDA starts, and gmprof
+//! hands NVTX on to libcupti), `GMPROF_CUPTI_LIB` (that libcupti) and the `GMPROF_*`
+//! configuration. [`LaunchPlan::run`] clears stale
 //! outputs, runs the program and reads back `injection.json`; [`Outcome::messages`] turns
 //! what happened (no CUDA context, a start failure, a failing program) into plain words.
 
@@ -144,8 +146,11 @@ impl LaunchPlan {
         let output_dir = absolute(&opts.output_dir)?;
         let mut env: Vec<(String, OsString)> = vec![
             ("CUDA_INJECTION64_PATH".into(), library.clone().into()),
-            ("NVTX_INJECTION64_PATH".into(), cupti.clone().into()),
-            // The injected library loads the same libcupti that NVTX was pointed at.
+            // NVTX loads gmprof on the program's first NVTX call, which may come before CUDA
+            // is initialized; gmprof starts there and hands NVTX on to libcupti
+            // (crate::ways_in::inject_entry).
+            ("NVTX_INJECTION64_PATH".into(), library.clone().into()),
+            // The libcupti the injected library loads, and hands NVTX to.
             (crate::checked::library::CUPTI_LIB_ENV.into(), cupti.clone().into()),
             (env::OUT.into(), output_dir.clone().into()),
             // The program started here writes into the output directory itself; the
@@ -376,7 +381,7 @@ mod tests {
         let plan = LaunchPlan::with_cupti_candidates(&opts(dir.path()), &candidates).unwrap();
         let get = |k: &str| plan.env.iter().find(|(key, _)| key == k).map(|(_, v)| v.to_string_lossy().into_owned());
         assert_eq!(get("CUDA_INJECTION64_PATH").unwrap(), dir.path().join("libgmprof.so").display().to_string());
-        assert_eq!(get("NVTX_INJECTION64_PATH").unwrap(), cupti.display().to_string());
+        assert_eq!(get("NVTX_INJECTION64_PATH").unwrap(), dir.path().join("libgmprof.so").display().to_string());
         assert_eq!(get("GMPROF_CUPTI_LIB").unwrap(), cupti.display().to_string());
         assert_eq!(get("GMPROF_MODE").unwrap(), "trace");
         assert_eq!(get("GMPROF_METRICS").unwrap(), "dram__bytes_read.sum,gpu__time_duration.sum");

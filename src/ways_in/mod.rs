@@ -3,16 +3,19 @@
 //! The top of the pipeline (`ways_in → capture → analysis → report`): the process-wide
 //! functions ([`crate::push_range`] and friends, in `global`), the C ABI of libgmprof.so
 //! ([`capi`], declared in `include/gmprof.h`), CUDA injection for unmodified programs
-//! ([`injection`], NVTX ranges become gmprof ranges) and `gmprof run`'s [`launch`]er.
+//! ([`injection`], NVTX ranges become gmprof ranges, started through [`inject_entry`]) and
+//! `gmprof run`'s [`launch`]er.
 //!
 //! May import every stage below it. Nothing imports `ways_in` except the `gmprof` binary.
 
 pub mod capi;
 pub mod device_timers;
 pub(crate) mod global;
+pub mod inject_entry;
 pub mod injection;
 pub mod launch;
 pub mod layout;
+pub mod nvtx_stack;
 pub mod outputs;
 pub mod probe_run;
 pub mod processes;
