@@ -27,6 +27,7 @@
 //! This folder names only `model` and `error` of the crate: it sits beside the pipeline, and
 //! the layers that talk to CUDA call into it.
 
+pub mod calls;
 pub mod decode;
 pub mod fatbin;
 pub mod inject;
@@ -35,6 +36,7 @@ pub mod prune;
 pub mod ptx;
 pub mod select;
 pub mod spec;
+pub mod warp;
 
 pub use inject::{inject, inject_with, InjectReport, MapVia};
 pub use prune::{demangle, find_kernel, prune, NameMatch};
