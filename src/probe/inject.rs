@@ -9,11 +9,11 @@
 //! before or after each matching instruction. All added names start with `gmp_`/`%gmp_`, and
 //! a module that already uses that prefix is refused.
 //!
-//! The device functions the kernel calls directly are probed too ([`calls`](super::calls)):
+//! The device functions the kernel calls directly are probed too ([`calls`]):
 //! they get the probes' state through an extra parameter, so their loads, stores and
 //! instructions count in the same registers as the kernel's. Those whose address is taken
 //! are not, and their global loads and stores are counted in [`InjectReport::unprobed`]. A
-//! snippet's `warpred` reductions become warp-aggregated ones ([`warp`](super::warp)).
+//! snippet's `warpred` reductions become warp-aggregated ones ([`warp`]).
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;

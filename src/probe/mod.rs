@@ -17,7 +17,9 @@
 //! Everything here is pure Rust and runs on the CPU: [`ptx`] parses a module into items and
 //! statements, [`prune`](mod@prune) reduces it to one kernel, [`spec`] holds the probe specifications
 //! (the built-in `block_sched`, `gmem_bytes`, `exec_count` and custom TOML ones),
-//! [`inject`](mod@inject) rewrites the kernel, [`fatbin`] finds PTX in an image, [`select`] picks
+//! [`inject`](mod@inject) rewrites the kernel and the device functions it calls ([`calls`]
+//! passes the probes' state through calls, [`warp`] expands warp-level reductions), [`fatbin`]
+//! finds PTX in an image, [`select`] picks
 //! the PTX of a kernel loaded from a cubin (the `.ptx` whose sibling `.cubin` is the loaded
 //! image) and holds launches to the kernel's `.reqntid`/`.maxntid`, and [`decode`] turns a
 //! launch's map buffers into records. Catching module loads and launches is the job of the
