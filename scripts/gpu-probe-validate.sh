@@ -46,6 +46,7 @@ run ncu --cache-control none --clock-control none --csv --page raw \
   --metrics l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum,l1tex__t_bytes_pipe_lsu_mem_global_op_st.sum \
   /tmp/probe_check $D/workloads_kernels_sm90.ptx $D/probe_kernels_default.fatbin $N > "$out/ncu.csv"
 run python3 scripts/check_probe.py gmem "$out/probe-gmem_bytes" $N "$out/ncu.csv"
+run python3 scripts/check_probe.py gmem "$all" $N "$out/ncu.csv"
 run python3 scripts/check_probe.py sched "$out/probe-block_sched"
 run python3 scripts/check_probe.py overhead "$out/base" "$out/probe-block_sched" "$out/probe-gmem_bytes" "$out/probe-exec_count" "$all"
 run $G run --mode trace --probe gmem_bytes --probe-kernels 'vector_*' -o "$out/probe-select" -- /tmp/probe_check $D/workloads_kernels_sm90.ptx $D/probe_kernels_default.fatbin $N

@@ -100,13 +100,15 @@ fn parses_the_workloads_and_triton() {
     assert_eq!((k.name.as_str(), k.params.len()), ("triton_poi_fused_add_mul_relu_0", 6));
     let probed = probe_ptx(&read("torch_compile_triton_sm90a.ptx"), &k.name, &all_probes()).unwrap();
     assert_eq!(probed.params, 6);
-    // Four guarded 16-byte vector loads and two 16-byte vector stores per thread.
-    assert_eq!(probed.ptx.matches("%gmp_gmem_bytes_rd, %gmp_gmem_bytes_rd, 16;").count(), 4);
-    assert_eq!(probed.ptx.matches("%gmp_gmem_bytes_wr, %gmp_gmem_bytes_wr, 16;").count(), 2);
+    // Four guarded 16-byte vector loads and two 16-byte vector stores per thread, each counted
+    // by 32-byte sector.
+    assert_eq!(probed.ptx.matches("@%gmp_mp add.u64\t%gmp_gmem_bytes_rd, %gmp_gmem_bytes_rd, 32;").count(), 4);
+    assert_eq!(probed.ptx.matches("@%gmp_mp add.u64\t%gmp_gmem_bytes_wr, %gmp_gmem_bytes_wr, 32;").count(), 2);
     let probed = probe_ptx(&read("triton_fused_sm90.ptx"), "fused_add_relu_scale", &all_probes()).unwrap();
     // 16 guarded 4-byte loads, 8 guarded 4-byte stores, one exit.
     assert_eq!(probed.report.hooks_placed, vec![2, 25, 1]);
-    assert_eq!(probed.ptx.matches("add.u64\t%gmp_gmem_bytes_rd, %gmp_gmem_bytes_rd, 4;").count(), 16);
+    assert_eq!(probed.ptx.matches("add.u64\t%gmp_gmem_bytes_rd, %gmp_gmem_bytes_rd, 32;").count(), 16);
+    assert_eq!(probed.ptx.matches("match.any.sync.b64").count(), 24);
 }
 
 #[test]
@@ -152,29 +154,102 @@ fn injects_block_sched_gmem_bytes_and_exec_count() {
     let (probed, report) = inject(&m, MIXER, &all_probes()).unwrap();
     assert_eq!(report.map_params, vec!["gmprof_map_block_sched", "gmprof_map_gmem_bytes", "gmprof_map_exec_count"]);
     assert_eq!(report.exits, 1);
-    // block_sched: entry + 1 exit; gmem_bytes: 1 load + 1 store + 1 exit; exec_count: 1 exit.
-    assert_eq!(report.hooks_placed, vec![2, 3, 1]);
-    assert_eq!(report.unprobed, vec![("global loads/stores in called device functions".to_string(), 1)]);
+    // block_sched: entry + 1 exit; gmem_bytes: 1 load + 1 store in the kernel, the device
+    // function's load, 1 exit; exec_count: 1 exit.
+    assert_eq!(report.hooks_placed, vec![2, 4, 1]);
+    assert_eq!(report.unprobed, vec![]);
     let k = probed.kernels().next().unwrap();
     assert_eq!(k.params.len(), 6);
     assert_eq!(k.params[5].text, ".param .u64 gmprof_map_exec_count");
     let text = body_text(&probed, MIXER);
-    // The float4 load is 16 bytes, the float store 4.
+    // Loads and stores are counted by 32-byte sector, one lane per sector adding 32.
     let load = text.find("ld.global.v4.f32").unwrap();
-    assert!(text[..load].trim_end().ends_with("add.u64\t%gmp_gmem_bytes_rd, %gmp_gmem_bytes_rd, 16;"), "{text}");
+    let hook = &text[text[..load].rfind("{").unwrap()..load];
+    assert!(hook.contains("mov.u64\t%gmp_ma, %rd5;"), "{hook}");
+    assert!(hook.contains("match.any.sync.b64\t%gmp_m1, %gmp_ma, %gmp_m0;"), "{hook}");
+    assert!(hook.contains("@%gmp_mp add.u64\t%gmp_gmem_bytes_rd, %gmp_gmem_bytes_rd, 32;"), "{hook}");
     let store = text.find("st.global.f32").unwrap();
-    assert!(text[..store].trim_end().ends_with("add.u64\t%gmp_gmem_bytes_wr, %gmp_gmem_bytes_wr, 4;"));
-    // Exit hooks precede the only ret; the device function is untouched.
+    let hook = &text[text[..store].rfind("match.any").unwrap()..store];
+    assert!(hook.contains("@%gmp_mp add.u64\t%gmp_gmem_bytes_wr, %gmp_gmem_bytes_wr, 32;"), "{hook}");
+    assert!(!hook.contains("ld.") && !hook.contains("st."), "{hook}");
+    // Exit hooks, warp-aggregated, precede the only ret.
     let ret = text.rfind("ret;").unwrap();
-    assert!(text[..ret].contains("red.global.max.u64\t[%gmp_map_block_sched+8], %gmp_block_sched_t;"));
-    assert_eq!(body_text(&probed, "_Z3mixff"), body_text(&m, "_Z3mixff"));
-    // Blocks: entry..bra (9 instructions), the fall-through (6 + the call sequence 4 + 14), the exit (1).
-    let counts: Vec<&str> = text
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("add.u64\t%gmp_exec_count_count, %gmp_exec_count_count, "))
-        .map(|l| l.trim_end_matches(';'))
-        .collect();
-    assert_eq!(counts, vec!["9", "24", "1"]);
+    let exit = &text[text.find("$L__BB1_2:").unwrap()..ret];
+    assert_eq!(exit.matches("redux.sync.max.u32").count(), 2, "block_sched's end: {exit}");
+    assert_eq!(exit.matches("redux.sync.add.u32").count(), 9, "gmem_bytes' two sums, exec_count's one: {exit}");
+    assert!(exit.contains("@%gmp_wp red.global.max.u64\t[%gmp_map_block_sched+8], %gmp_wd0;"), "{exit}");
+    assert!(exit.contains("@%gmp_wp red.global.add.u64\t[%gmp_map_gmem_bytes+8], %gmp_wd0;"), "{exit}");
+    // The call passes the state: the probe registers stored before it and loaded after it.
+    let call = text.find("call.uni").unwrap();
+    assert!(text[..call].contains(".local .align 8 .b8 gmp_state_buf[72];"));
+    assert!(text[..call].contains("st.u64\t[%gmp_state+8], %gmp_map_gmem_bytes;"));
+    assert!(text[..call].trim_end().ends_with("st.param.b64\t[gmp_arg_1], %gmp_state;"), "{text}");
+    assert!(text[call..].starts_with("call.uni\t(retval0), _Z3mixff, (param0, param1, gmp_arg_1);"), "{text}");
+    assert!(text[call..].contains("ld.b64\t%gmp_gmem_bytes_rd, [%gmp_state+48];"));
+    // The device function takes the state, counts its load of g_scale and stores the
+    // registers back before its ret.
+    let f = body_text(&probed, "_Z3mixff");
+    assert!(f.contains(".param .b64 gmp_state_param\n)"), "{f}");
+    assert!(f.contains("ld.param.u64\t%gmp_state, [gmp_state_param];"), "{f}");
+    assert!(f.contains("mov.u64\t%gmp_ma, g_scale;"), "{f}");
+    let fret = f.rfind("ret;").unwrap();
+    assert!(f[..fret].trim_end().ends_with("st.b64\t[%gmp_state+64], %gmp_exec_count_count;"), "{f}");
+    // Blocks: entry..bra (9 instructions), the fall-through (6 + the call sequence 4 + 14), the
+    // exit (1); the device function's one block (14).
+    let counts = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.trim().strip_prefix("add.u64\t%gmp_exec_count_count, %gmp_exec_count_count, "))
+            .map(|l| l.trim_end_matches(';').to_string())
+            .collect()
+    };
+    assert_eq!(counts(&text), vec!["9", "24", "1"]);
+    assert_eq!(counts(&f), vec!["14"]);
+}
+
+/// Nested calls, an `exit` in a device function, and a function whose address is taken.
+const CALLS: &str = ".version 8.0\n.target sm_80\n.address_size 64\n\
+    .func (.param .b32 r) leaf(.param .b64 p)\n{\n.reg .b64 %rd<2>;\n.reg .b32 %r<2>;\n\
+    ld.param.u64 %rd1, [p];\nld.global.u32 %r1, [%rd1+4];\nst.param.b32 [r+0], %r1;\nret;\n}\n\
+    .func mid(.param .b64 p)\n{\n.reg .b64 %rd<2>;\n.reg .b32 %r<2>;\nld.param.u64 %rd1, [p];\n\
+    {\n.param .b64 a;\nst.param.b64 [a], %rd1;\n.param .b32 rv;\ncall.uni (rv), leaf, (a);\n\
+    ld.param.b32 %r1, [rv+0];\n}\nst.global.u32 [%rd1], %r1;\nexit;\n}\n\
+    .func viaptr(.param .b64 p)\n{\n.reg .b64 %rd<2>;\nld.param.u64 %rd1, [p];\nst.global.u64 [%rd1], %rd1;\nret;\n}\n\
+    .visible .entry k(.param .u64 k_p)\n{\n.reg .b64 %rd<3>;\nld.param.u64 %rd1, [k_p];\n\
+    mov.u64 %rd2, viaptr;\nst.global.u64 [%rd1+8], %rd2;\n\
+    {\n.param .b64 a;\nst.param.b64 [a], %rd1;\ncall.uni mid, (a);\n}\nret;\n}\n";
+
+#[test]
+fn device_functions_get_the_state_unless_their_address_is_taken() {
+    let m = Module::parse(CALLS).unwrap();
+    let (probed, report) = inject(&m, "k", &all_probes()).unwrap();
+    // The kernel's ret and mid's exit.
+    assert_eq!(report.exits, 2);
+    // block_sched: entry, 2 exits; gmem_bytes: the kernel's store, leaf's load, mid's store,
+    // 2 exits; exec_count: 2 exits.
+    assert_eq!(report.hooks_placed, vec![3, 5, 2]);
+    assert_eq!(
+        report.unprobed,
+        vec![("global loads/stores in device functions called through a pointer".to_string(), 1)]
+    );
+    assert_eq!(body_text(&probed, "viaptr"), body_text(&m, "viaptr"));
+    let k = body_text(&probed, "k");
+    assert!(k.contains("call.uni\tmid, (a, gmp_arg_2);"), "{k}");
+    let mid = body_text(&probed, "mid");
+    assert!(mid.contains("mid(\n\t.param .b64 p,\n\t.param .b64 gmp_state_param\n)"), "{mid}");
+    assert!(mid.contains("st.param.b64\t[gmp_arg_1], %gmp_state;\n\t\tcall.uni\t(rv), leaf, (a, gmp_arg_1);"), "{mid}");
+    // mid's exit ends the thread: the kernel.exit hooks run there.
+    let exit = mid.rfind("exit;").unwrap();
+    assert!(mid[..exit].contains("@%gmp_wp red.global.add.u64\t[%gmp_map_exec_count+0], %gmp_wd0;"), "{mid}");
+    let leaf = body_text(&probed, "leaf");
+    assert!(leaf.contains("add.s64\t%gmp_ma, %gmp_ma, 4;"), "{leaf}");
+    // Probes that only hook entry and exit leave device functions without exit alone.
+    let (alone, _) = inject(&prune(&m, "k").unwrap(), "k", &parse_probe_list("block_sched").unwrap()).unwrap();
+    assert!(body_text(&alone, "mid").contains("gmp_state_param"), "mid exits: it runs the exit hooks");
+    let plain = CALLS.replace("exit;", "ret;");
+    let m = Module::parse(&plain).unwrap();
+    let (alone, report) = inject(&m, "k", &parse_probe_list("block_sched").unwrap()).unwrap();
+    assert_eq!(body_text(&alone, "mid"), body_text(&m, "mid"));
+    assert_eq!(report.unprobed, vec![], "no probe looks at loads and stores");
 }
 
 #[test]
@@ -200,8 +275,19 @@ fn a_guarded_ret_and_guarded_loads_keep_their_guards() {
     assert_eq!(report.exits, 2);
     let text = body_text(&probed, "k");
     assert!(text.contains("@!%p1 bra\t$gmp_skip_1;"), "{text}");
+    // The guarded load's sector count is branched over where the load does not run.
+    assert!(text.contains("@%p1 bra\t$gmp_skip_2;"), "{text}");
+    let load = text.find("@!%p1 ld.global.nc.v2.f32").unwrap();
+    assert!(text[..load].trim_end().ends_with("$gmp_skip_2:"), "{text}");
+    assert!(text.contains("add.s64\t%gmp_ma, %gmp_ma, 8;"), "{text}");
+    // Below sm_80 the bytes are the threads' own and the exit's reductions plain atomics.
+    let old = Module::parse(&src.replace("sm_80", "sm_75")).unwrap();
+    let (probed_old, _) = inject(&old, "k", &parse_probe_list("gmem_bytes").unwrap()).unwrap();
+    let text = body_text(&probed_old, "k");
     assert!(text.contains("@!%p1 add.u64\t%gmp_gmem_bytes_rd, %gmp_gmem_bytes_rd, 8;"), "{text}");
     assert!(text.contains("\tadd.u64\t%gmp_gmem_bytes_wr, %gmp_gmem_bytes_wr, 8;"), "{text}");
+    assert!(text.contains("\tred.global.add.u64\t[%gmp_map_gmem_bytes+8], %gmp_gmem_bytes_wr;"), "{text}");
+    assert!(!text.contains("redux") && !text.contains("match"), "{text}");
     let skip = text.find("$gmp_skip_1:").unwrap();
     assert!(text[..skip].trim_end().ends_with("ret;"), "the guarded ret became a plain ret before the label");
 }
@@ -351,4 +437,23 @@ fn every_probed_kernel_assembles_with_ptxas() {
         }
     }
     assert_eq!(assembled, 2 * (5 + 8 + 1 + 1));
+    // Nested calls with the state passed, an exit in a device function, below sm_80 too.
+    for arch in ["sm_80", "sm_75"] {
+        let src = CALLS.replace("sm_80", arch);
+        let probed = probe_ptx(&src, "k", &all_probes()).unwrap();
+        let path = dir.path().join(format!("calls_{arch}.ptx"));
+        std::fs::write(&path, &probed.ptx).unwrap();
+        let out = Command::new(&ptxas)
+            .args(["-arch", arch, "-o"])
+            .arg(dir.path().join("out.cubin"))
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "ptxas rejected {arch}: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            probed.ptx
+        );
+    }
 }

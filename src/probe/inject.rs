@@ -7,13 +7,21 @@
 //! hooks. `kernel.exit` hooks go before every `ret` and `exit` of the kernel (a guarded one
 //! is rewritten as a branch over the hook and an unguarded `ret`); instruction hooks go
 //! before or after each matching instruction. All added names start with `gmp_`/`%gmp_`, and
-//! a module that already uses that prefix is refused. Device functions the kernel calls are
-//! not probed: their global loads and stores are counted in [`InjectReport::unprobed`].
+//! a module that already uses that prefix is refused.
+//!
+//! The device functions the kernel calls directly are probed too ([`calls`]):
+//! they get the probes' state through an extra parameter, so their loads, stores and
+//! instructions count in the same registers as the kernel's. Those whose address is taken
+//! are not, and their global loads and stores are counted in [`InjectReport::unprobed`]. A
+//! snippet's `warpred` reductions become warp-aggregated ones ([`warp`]).
 
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
+use super::calls::{self, StateLayout};
 use super::ptx::{parse_body, Function, FunctionKind, Instr, Item, Module, Param, Stmt};
 use super::spec::{Hook, Layout, Position, ProbeSpec};
+use super::warp;
 
 /// How the kernel finds its map buffers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -38,8 +46,9 @@ pub struct InjectReport {
     /// Kernel exits (`ret`/`exit`) found.
     pub exits: usize,
     /// Memory instructions the probes cannot see, as `(what, count)`: global loads and
-    /// stores in called device functions, generic-address loads and stores, atomics and
-    /// asynchronous copies in the kernel.
+    /// stores in device functions called through a pointer (when a probe hooks instructions),
+    /// and generic-address loads and stores, atomics and asynchronous copies in the kernel and
+    /// the functions it calls.
     pub unprobed: Vec<(String, usize)>,
 }
 
@@ -123,6 +132,12 @@ fn replace_words(text: &str, mut f: impl FnMut(&str) -> Option<String>) -> Strin
 struct Ctx<'a> {
     kernel: &'a str,
     skip_labels: usize,
+    /// Call arguments added so far (their names are numbered).
+    args: usize,
+    /// The module's target has `redux.sync`.
+    reduce: bool,
+    /// The layout of the probe whose snippet is being expanded.
+    layout: Option<Layout>,
 }
 
 impl Ctx<'_> {
@@ -165,7 +180,24 @@ impl Ctx<'_> {
             let place = at.map_or_else(|| hook.at.clone(), Instr::text);
             return Err(self.err(format!("probe {}: {w} has no value at {place}", probe.name)));
         }
-        parse_body(&text, 1).map_err(|e| self.err(format!("probe {}: snippet: {e}", probe.name)))
+        let stmts = parse_body(&text, 1).map_err(|e| self.err(format!("probe {}: snippet: {e}", probe.name)))?;
+        let aggregate = self.reduce && self.layout.is_some_and(|l| l != Layout::Thread);
+        let mut out = Vec::with_capacity(stmts.len());
+        for s in stmts {
+            match s {
+                Stmt::Instr(i) if i.base() == warp::OPCODE => {
+                    out.extend(
+                        warp::expand(&i, aggregate).map_err(|e| self.err(format!("probe {}: {e}", probe.name)))?,
+                    );
+                }
+                Stmt::Instr(i) if i.base() == warp::SECTORS => {
+                    let grouped = warp::expand_sectors(&i, self.reduce);
+                    out.extend(grouped.map_err(|e| self.err(format!("probe {}: {e}", probe.name)))?);
+                }
+                other => out.push(other),
+            }
+        }
+        Ok(out)
     }
 
     /// `stmts` run under `guard`: each instruction guarded when they are all plain
@@ -297,7 +329,7 @@ pub fn inject_with(
     probes: &[ProbeSpec],
     via: MapVia,
 ) -> Result<(Module, InjectReport), InjectError> {
-    let mut ctx = Ctx { kernel, skip_labels: 0 };
+    let mut ctx = Ctx { kernel, skip_labels: 0, args: 0, reduce: warp::can_reduce(&module.header), layout: None };
     if probes.is_empty() {
         return Err(ctx.err("no probes"));
     }
@@ -305,70 +337,137 @@ pub fn inject_with(
     if text.contains("gmp_") || text.contains("gmprof_map_") {
         return Err(ctx.err("the module already uses names starting with gmp_"));
     }
-    let mut report = InjectReport::default();
-    let mut out = module.clone();
-    // Global memory instructions in device functions the kernel calls.
-    let mut in_funcs = 0;
-    for f in module.functions().filter(|f| f.kind == FunctionKind::Func) {
-        in_funcs += body_instrs(f).filter(|i| matches!(i.base(), "ld" | "st") && i.has("global")).count();
-    }
-    let Some(func) = out.items.iter_mut().find_map(|i| match i {
-        Item::Function(f) if f.name == kernel && f.kind == FunctionKind::Entry && f.body.is_some() => Some(f),
-        _ => None,
-    }) else {
+    if !module.kernels().any(|f| f.name == kernel && f.body.is_some()) {
         return Err(ctx.err("no kernel of that name in the module"));
-    };
-    let body = func.body.take().unwrap_or_default();
+    }
+    let mut report = InjectReport::default();
+    // Device functions get the probes' state when a probe looks inside the code (instruction
+    // hooks or counting) or a function can end the thread.
+    let funcs = || module.functions().filter(|f| f.kind == FunctionKind::Func && f.body.is_some());
+    let inside = probes.iter().any(|p| p.count_instructions || p.hooks.iter().any(|h| !h.at.starts_with("kernel.")));
+    let exits_in_funcs = funcs().any(|f| body_instrs(f).any(|i| i.base() == "exit"));
+    let probed = if inside || exits_in_funcs { calls::probed_functions(module, kernel) } else { BTreeSet::new() };
+    let state = StateLayout::new(probes);
+
+    let mut unseen = 0;
     let mut generic = 0;
     let mut atomics = 0;
     let mut asyncs = 0;
-    for i in body.iter().filter_map(|s| if let Stmt::Instr(i) = s { Some(i) } else { None }) {
-        let spaced = ["global", "shared", "local", "param", "const"].iter().any(|m| i.has(m));
-        match i.base() {
-            "ld" | "st" if !spaced => generic += 1,
-            "atom" | "red" if i.has("global") || !spaced => atomics += 1,
-            "cp" if i.has("async") => asyncs += 1,
-            _ => {}
+    for f in module.functions().filter(|f| f.body.is_some()) {
+        let seen = f.name == kernel || probed.contains(&f.name);
+        for i in body_instrs(f) {
+            let spaced = ["global", "shared", "local", "param", "const"].iter().any(|m| i.has(m));
+            match i.base() {
+                "ld" | "st" if !seen && inside && i.has("global") => unseen += 1,
+                "ld" | "st" if seen && !spaced => generic += 1,
+                "atom" | "red" if seen && (i.has("global") || !spaced) => atomics += 1,
+                "cp" if seen && i.has("async") => asyncs += 1,
+                _ => {}
+            }
         }
     }
     for (what, n) in [
-        ("global loads/stores in called device functions", in_funcs),
-        ("generic-address loads/stores in the kernel", generic),
-        ("global atomics/reductions in the kernel", atomics),
-        ("asynchronous copies in the kernel", asyncs),
+        ("global loads/stores in device functions called through a pointer", unseen),
+        ("generic-address loads/stores", generic),
+        ("global atomics/reductions", atomics),
+        ("asynchronous copies", asyncs),
     ] {
         if n > 0 {
             report.unprobed.push((what.to_string(), n));
         }
     }
-
-    // Declarations: the kernel's own leading ones, then the probes'.
-    let lead = body.iter().take_while(|s| matches!(s, Stmt::Directive(_))).count();
-    let mut new_body: Vec<Stmt> = body[..lead].to_vec();
-    new_body.push(Stmt::Directive(".reg .pred %gmp_leader, %gmp_lane0".into()));
-    for p in probes {
-        new_body.push(Stmt::Directive(format!(".reg .b64 %gmp_map_{}", p.name)));
-        for r in &p.registers {
-            new_body.push(Stmt::Directive(format!(".reg .{} %gmp_{}_{}", r.ty, p.name, r.name)));
-        }
-        let param = format!("gmprof_map_{}", p.name);
-        if via == MapVia::Param {
-            func.params.push(Param { name: param.clone(), text: format!(".param .u64 {param}") });
-        }
-        report.map_params.push(param);
-    }
-    new_body.extend(prologue(probes, via));
     report.hooks_placed = vec![0; probes.len()];
-    for (pi, p) in probes.iter().enumerate() {
-        for h in p.hooks.iter().filter(|h| h.at == "kernel.entry") {
-            new_body.extend(scoped(ctx.expand(p, h, None)?));
-            report.hooks_placed[pi] += 1;
-        }
+    for p in probes {
+        report.map_params.push(format!("gmprof_map_{}", p.name));
     }
 
+    let mut out = module.clone();
+    for item in &mut out.items {
+        let Item::Function(func) = item else { continue };
+        let is_kernel = func.kind == FunctionKind::Entry && func.name == kernel;
+        if !is_kernel && !probed.contains(&func.name) {
+            continue;
+        }
+        let body = func.body.take().unwrap_or_default();
+        // Declarations: the function's own leading ones, then the probes'.
+        let lead = body.iter().take_while(|s| matches!(s, Stmt::Directive(_))).count();
+        let mut new_body: Vec<Stmt> = body[..lead].to_vec();
+        new_body.push(Stmt::Directive(".reg .pred %gmp_leader, %gmp_lane0".into()));
+        for p in probes {
+            new_body.push(Stmt::Directive(format!(".reg .b64 %gmp_map_{}", p.name)));
+            for r in &p.registers {
+                new_body.push(Stmt::Directive(format!(".reg .{} %gmp_{}_{}", r.ty, p.name, r.name)));
+            }
+        }
+        let calls_probed = body_instrs_of(&body).any(|i| calls::callee(i).is_some_and(|(_, n)| probed.contains(n)));
+        if calls_probed || !is_kernel {
+            new_body.extend(StateLayout::declarations());
+        }
+        if is_kernel {
+            if calls_probed {
+                new_body.push(Stmt::Directive(format!(".local .align 8 .b8 {}[{}]", calls::STATE_BUF, state.size())));
+            }
+            if via == MapVia::Param {
+                for name in &report.map_params {
+                    func.params.push(Param { name: name.clone(), text: format!(".param .u64 {name}") });
+                }
+            }
+            new_body.extend(prologue(probes, via));
+            if calls_probed {
+                new_body.extend(state.kernel_setup());
+            }
+            for (pi, p) in probes.iter().enumerate() {
+                for h in p.hooks.iter().filter(|h| h.at == "kernel.entry") {
+                    ctx.layout = Some(p.layout);
+                    new_body.extend(scoped(ctx.expand(p, h, None)?));
+                    report.hooks_placed[pi] += 1;
+                }
+            }
+        } else {
+            let name = calls::STATE_PARAM;
+            func.params.push(Param { name: name.to_string(), text: format!(".param .b64 {name}") });
+            new_body.extend(state.function_setup());
+        }
+        let role = Role { kernel: is_kernel, probed: &probed, state: &state };
+        instrument(&mut ctx, &body[lead..], probes, &role, &mut new_body, &mut report)?;
+        func.body = Some(new_body);
+    }
+    if via == MapVia::Global {
+        let vars = report.map_params.iter().map(|name| {
+            Item::Variable(super::ptx::Variable {
+                name: name.clone(),
+                space: "global".into(),
+                text: format!(".visible .global .align 8 .u64 {name}"),
+            })
+        });
+        out.items.splice(0..0, vars);
+    }
+    Ok((out, report))
+}
+
+/// What the body being instrumented is.
+struct Role<'a> {
+    /// The kernel (its `ret` ends the thread) or a probed device function.
+    kernel: bool,
+    /// The probed device functions (their calls pass the state).
+    probed: &'a BTreeSet<String>,
+    state: &'a StateLayout,
+}
+
+/// Instruments the statements after a function's leading declarations into `out`: basic-block
+/// counts, instruction hooks, `kernel.exit` hooks at the kernel's exits (and at `exit` in a
+/// device function), the state stored back at a device function's `ret`, and the state
+/// passed at calls to probed functions.
+fn instrument(
+    ctx: &mut Ctx,
+    rest: &[Stmt],
+    probes: &[ProbeSpec],
+    role: &Role,
+    out: &mut Vec<Stmt>,
+    report: &mut InjectReport,
+) -> Result<(), InjectError> {
     // Basic-block starts (for instruction counting) and their instruction counts.
     let counting: Vec<&ProbeSpec> = probes.iter().filter(|p| p.count_instructions).collect();
-    let rest = &body[lead..];
     let mut block_counts = vec![0usize; rest.len()];
     let mut current: Option<usize> = None;
     let mut pending = true;
@@ -393,12 +492,12 @@ pub fn inject_with(
 
     for (k, s) in rest.iter().enumerate() {
         let Stmt::Instr(ins) = s else {
-            new_body.push(s.clone());
+            out.push(s.clone());
             continue;
         };
         if block_counts[k] > 0 {
             for p in &counting {
-                new_body.push(instr(&format!("add.u64 %gmp_{0}_count, %gmp_{0}_count, {1}", p.name, block_counts[k])));
+                out.push(instr(&format!("add.u64 %gmp_{0}_count, %gmp_{0}_count, {1}", p.name, block_counts[k])));
             }
         }
         let mut after = Vec::new();
@@ -410,61 +509,63 @@ pub fn inject_with(
                 if h.position == Position::After && ends_block(ins) {
                     return Err(ctx.err(format!("probe {}: no hook can go after {}", p.name, ins.text())));
                 }
+                ctx.layout = Some(p.layout);
                 let stmts = ctx.expand(p, h, Some(ins))?;
                 let stmts = ctx.guarded(ins.pred.as_deref(), stmts);
                 report.hooks_placed[pi] += 1;
                 if h.position == Position::Before {
-                    new_body.extend(stmts);
+                    out.extend(stmts);
                 } else {
                     after.extend(stmts);
                 }
             }
         }
-        if is_exit(ins) {
-            report.exits += 1;
+        if let Some((at, _)) = calls::callee(ins).filter(|(_, n)| role.probed.contains(*n)) {
+            ctx.args += 1;
+            out.extend(role.state.call(ins, at, ctx.args));
+        } else if is_exit(ins) {
             let mut exit_code = Vec::new();
-            for (pi, p) in probes.iter().enumerate() {
-                for h in p.hooks.iter().filter(|h| h.at == "kernel.exit") {
-                    exit_code.extend(scoped(ctx.expand(p, h, None)?));
-                    report.hooks_placed[pi] += 1;
+            if role.kernel || ins.base() == "exit" {
+                report.exits += 1;
+                for (pi, p) in probes.iter().enumerate() {
+                    for h in p.hooks.iter().filter(|h| h.at == "kernel.exit") {
+                        ctx.layout = Some(p.layout);
+                        exit_code.extend(scoped(ctx.expand(p, h, None)?));
+                        report.hooks_placed[pi] += 1;
+                    }
                 }
+            } else {
+                exit_code = role.state.store_registers();
             }
             match &ins.pred {
                 None => {
-                    new_body.extend(exit_code);
-                    new_body.push(s.clone());
+                    out.extend(exit_code);
+                    out.push(s.clone());
                 }
                 Some(g) => {
                     let label = ctx.skip_label();
-                    new_body.push(Stmt::Instr(Instr {
+                    out.push(Stmt::Instr(Instr {
                         pred: Some(negate(g)),
                         opcode: "bra".into(),
                         operands: vec![label.clone()],
                     }));
-                    new_body.extend(exit_code);
-                    new_body.push(Stmt::Instr(Instr { pred: None, ..ins.clone() }));
-                    new_body.push(Stmt::Label(label));
+                    out.extend(exit_code);
+                    out.push(Stmt::Instr(Instr { pred: None, ..ins.clone() }));
+                    out.push(Stmt::Label(label));
                 }
             }
         } else {
-            new_body.push(s.clone());
+            out.push(s.clone());
         }
-        new_body.extend(after);
+        out.extend(after);
     }
-    func.body = Some(new_body);
-    if via == MapVia::Global {
-        let vars = report.map_params.iter().map(|name| {
-            Item::Variable(super::ptx::Variable {
-                name: name.clone(),
-                space: "global".into(),
-                text: format!(".visible .global .align 8 .u64 {name}"),
-            })
-        });
-        out.items.splice(0..0, vars);
-    }
-    Ok((out, report))
+    Ok(())
 }
 
 fn body_instrs(f: &Function) -> impl Iterator<Item = &Instr> {
-    f.body.iter().flatten().filter_map(|s| if let Stmt::Instr(i) = s { Some(i) } else { None })
+    body_instrs_of(f.body.as_deref().unwrap_or_default())
+}
+
+fn body_instrs_of(body: &[Stmt]) -> impl Iterator<Item = &Instr> {
+    body.iter().filter_map(|s| if let Stmt::Instr(i) = s { Some(i) } else { None })
 }

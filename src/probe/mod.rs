@@ -17,7 +17,9 @@
 //! Everything here is pure Rust and runs on the CPU: [`ptx`] parses a module into items and
 //! statements, [`prune`](mod@prune) reduces it to one kernel, [`spec`] holds the probe specifications
 //! (the built-in `block_sched`, `gmem_bytes`, `exec_count` and custom TOML ones),
-//! [`inject`](mod@inject) rewrites the kernel, [`fatbin`] finds PTX in an image, [`select`] picks
+//! [`inject`](mod@inject) rewrites the kernel and the device functions it calls ([`calls`]
+//! passes the probes' state through calls, [`warp`] expands warp-level reductions), [`fatbin`]
+//! finds PTX in an image, [`select`] picks
 //! the PTX of a kernel loaded from a cubin (the `.ptx` whose sibling `.cubin` is the loaded
 //! image) and holds launches to the kernel's `.reqntid`/`.maxntid`, and [`decode`] turns a
 //! launch's map buffers into records. Catching module loads and launches is the job of the
@@ -27,6 +29,7 @@
 //! This folder names only `model` and `error` of the crate: it sits beside the pipeline, and
 //! the layers that talk to CUDA call into it.
 
+pub mod calls;
 pub mod decode;
 pub mod fatbin;
 pub mod inject;
@@ -35,6 +38,7 @@ pub mod prune;
 pub mod ptx;
 pub mod select;
 pub mod spec;
+pub mod warp;
 
 pub use inject::{inject, inject_with, InjectReport, MapVia};
 pub use prune::{demangle, find_kernel, prune, NameMatch};

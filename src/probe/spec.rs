@@ -20,7 +20,7 @@
 //! snippet = "add.u64 %%n, %%n, 1;"
 //! [[hooks]]
 //! at = "kernel.exit"
-//! snippet = "red.global.add.u64 [MAP+0], %%n;"
+//! snippet = "warpred.global.add.u64 [MAP+0], %%n;"
 //! ```
 //!
 //! In a snippet, `%%name` is one of the probe's registers; `MAP` is a 64-bit register
@@ -31,6 +31,13 @@
 //! memory access. A snippet of plain instructions at a guarded instruction runs under the
 //! same guard; one with declarations of its own runs in its own `{ }` scope, branched over
 //! when the guard is false.
+//!
+//! `warpred.global.<add|max|min>.<u32|s32|u64> [address], value` is a `red` that first
+//! reduces the value over the warp's lanes that run it together, so that one lane per warp
+//! does the atomic ([`warp`](super::warp); per-warp and per-block records only, a plain `red`
+//! otherwise). `sectorbytes %%reg, [ADDR], BYTES` adds the 32-byte sectors the warp's access
+//! touches, as the L1 counts them, in one lane per sector (`gmem_bytes`). The hooks also run inside the device functions the kernel calls directly, with
+//! the same registers and `MAP` (their `exit` runs the `kernel.exit` hooks).
 
 use serde::Deserialize;
 use thiserror::Error;
@@ -195,7 +202,7 @@ at = "kernel.entry"
 snippet = """
 mov.u64 %%t, %globaltimer;
 not.b64 %%t, %%t;
-red.global.max.u64 [MAP+0], %%t;
+warpred.global.max.u64 [MAP+0], %%t;
 mov.u32 %%sm, %smid;
 @LEADER st.global.u32 [MAP+16], %%sm;
 @LEADER red.global.add.u32 [MAP+20], 1;
@@ -204,7 +211,7 @@ mov.u32 %%sm, %smid;
 at = "kernel.exit"
 snippet = """
 mov.u64 %%t, %globaltimer;
-red.global.max.u64 [MAP+8], %%t;
+warpred.global.max.u64 [MAP+8], %%t;
 """
 "#,
     ),
@@ -217,15 +224,15 @@ fields = [{ name = "read_bytes", type = "u64" }, { name = "written_bytes", type 
 registers = [{ name = "rd", type = "b64" }, { name = "wr", type = "b64" }]
 [[hooks]]
 at = "ld.global"
-snippet = "add.u64 %%rd, %%rd, BYTES;"
+snippet = "sectorbytes %%rd, [ADDR], BYTES;"
 [[hooks]]
 at = "st.global"
-snippet = "add.u64 %%wr, %%wr, BYTES;"
+snippet = "sectorbytes %%wr, [ADDR], BYTES;"
 [[hooks]]
 at = "kernel.exit"
 snippet = """
-red.global.add.u64 [MAP+0], %%rd;
-red.global.add.u64 [MAP+8], %%wr;
+warpred.global.add.u64 [MAP+0], %%rd;
+warpred.global.add.u64 [MAP+8], %%wr;
 """
 "#,
     ),
@@ -239,7 +246,7 @@ fields = [{ name = "thread_instructions", type = "u64" }]
 registers = [{ name = "count", type = "b64" }]
 [[hooks]]
 at = "kernel.exit"
-snippet = "red.global.add.u64 [MAP+0], %%count;"
+snippet = "warpred.global.add.u64 [MAP+0], %%count;"
 "#,
     ),
 ];
