@@ -1198,3 +1198,41 @@ fn reports_without_the_new_fields_still_read() {
     assert_eq!(back.meta.clock_drift_ns, None);
     assert_eq!(back.ranges[0].transfer_count, 0);
 }
+
+#[test]
+fn gmprofs_own_transfers_are_left_out_and_counted() {
+    // train_loop under `gmprof run --probe block_sched,gmem_bytes` on an H100: every probed
+    // launch zeroes and reads back two map buffers inside CUPTI's callbacks, where CUPTI
+    // reports no call; their 240 records were "unlaunched" rows with a warning.
+    let mut tree = SessionTree::new();
+    let step = tree.push("step", 1, 0);
+    let mut c = Correlator::new();
+    c.add_transfer_call(transfer_call(10, 1, Some(step)));
+    c.add_transfer_activity(transfer_record(10, TransferKind::MemcpyHtoD, 4096, 0, 10));
+    for (i, id) in [31u32, 35, 41, 45].iter().enumerate() {
+        let t = 100 + 100 * i as u64;
+        c.add_transfer_activity(transfer_record(*id, TransferKind::Memset, 65536, t, t + 2));
+        c.add_transfer_activity(transfer_record(id + 1, TransferKind::MemcpyDtoH, 65536, t + 50, t + 60));
+    }
+    // A genuinely unrecorded transfer of the same kind but another size stays.
+    c.add_transfer_activity(transfer_record(77, TransferKind::MemcpyDtoH, 1024, 900, 910));
+    c.add_internal_transfers(TransferKind::Memset, 65536, 4);
+    c.add_internal_transfers(TransferKind::MemcpyDtoH, 65536, 4);
+    tree.pop(1, 1000).expect("pop step");
+    let report = Report::analyze(CaptureInfo::new(ProfilingMode::Trace), &MetricSet::default(), &tree, c);
+    let ids: Vec<u32> = report.transfers.iter().map(|t| t.correlation_id).collect();
+    assert_eq!(ids, [10, 77]);
+    assert_eq!(report.transfers[1].status, TransferStatus::Unlaunched);
+    assert_eq!(report.meta.counts.profiler_internal_transfers, 8);
+    assert_eq!(report.meta.counts.unlaunched_transfers, 1);
+    let w = report.meta.warnings.join("\n");
+    assert!(w.contains("1 memcpy/memset record(s) have no recorded call"), "{w}");
+    // With more internal transfers noted than records (a record CUPTI dropped), nothing else goes.
+    let mut c = Correlator::new();
+    c.add_transfer_activity(transfer_record(5, TransferKind::Memset, 8, 0, 1));
+    c.add_internal_transfers(TransferKind::Memset, 8, 3);
+    let report = Report::analyze(CaptureInfo::new(ProfilingMode::Trace), &MetricSet::default(), &SessionTree::new(), c);
+    assert!(report.transfers.is_empty());
+    assert_eq!(report.meta.counts.profiler_internal_transfers, 1);
+    assert!(report.meta.warnings.is_empty(), "{:?}", report.meta.warnings);
+}

@@ -38,6 +38,7 @@ use crate::checked::callback::{quietly, CallbackSite, RawDriverCall};
 use crate::checked::module::{ModuleApi, RawFunction, RawModule};
 use crate::device_timers::{BlockRun, TimedLaunch};
 use crate::error::Result;
+use crate::model::TransferKind;
 use crate::probe::decode::{self, LaunchInfo};
 use crate::probe::fatbin::{self, Image};
 use crate::probe::select;
@@ -134,6 +135,28 @@ struct State {
 unsafe impl Send for State {}
 
 static STATE: Mutex<Option<(ProbeConfig, State)>> = Mutex::new(None);
+
+/// The probe engine's own transfers (zeroing, setting and reading map buffers), by kind and
+/// size. They run inside CUPTI's callbacks, where CUPTI reports no API call for them, so
+/// their activity records would be "unlaunched" rows of the user's transfer table; the
+/// correlator leaves out as many matching records and counts them
+/// (`profiler_internal_transfers`).
+static INTERNAL_TRANSFERS: Mutex<BTreeMap<(TransferKind, u64), u64>> = Mutex::new(BTreeMap::new());
+
+fn note_internal(kind: TransferKind, bytes: usize) {
+    *INTERNAL_TRANSFERS.lock().entry((kind, bytes as u64)).or_insert(0) += 1;
+}
+
+/// The probe engine's own transfers so far: `(kind, bytes, count)`; `take` empties the
+/// tally (a session's finish takes its own).
+pub fn internal_transfers(take: bool) -> Vec<(TransferKind, u64, u64)> {
+    let mut tally = INTERNAL_TRANSFERS.lock();
+    let list = tally.iter().map(|(&(k, b), &n)| (k, b, n)).collect();
+    if take {
+        tally.clear();
+    }
+    list
+}
 
 /// The driver callbacks the probe engine hooks.
 pub const HOOKED: &[Cbid] = &[
@@ -286,7 +309,10 @@ fn on_driver_call(call: &RawDriverCall) {
             for spec in &config.probes {
                 let bytes = decode::map_bytes(spec, &info);
                 match quietly(|| api.alloc_zeroed(bytes, stream)) {
-                    Ok(ptr) => maps.push((ptr, bytes)),
+                    Ok(ptr) => {
+                        note_internal(TransferKind::Memset, bytes);
+                        maps.push((ptr, bytes))
+                    }
                     Err(e) => {
                         maps.iter().for_each(|(p, _)| quietly(|| api.free(*p)));
                         let status = format!("not probed: {e}");
@@ -297,6 +323,7 @@ fn on_driver_call(call: &RawDriverCall) {
             }
             let ptrs: Box<[u64]> = maps.iter().map(|m| m.0).collect();
             for (var, ptr) in probed_fn.globals.iter().zip(ptrs.iter()) {
+                note_internal(TransferKind::MemcpyHtoD, 8);
                 if let Err(e) = quietly(|| api.write_u64(*var, *ptr, stream)) {
                     maps.iter().for_each(|(p, _)| quietly(|| api.free(*p)));
                     let status = format!("not probed: {e}");
@@ -504,6 +531,7 @@ fn finish_launch(api: &ModuleApi, config: &ProbeConfig, state: &mut State, p: Pe
     let mut buffers = Vec::new();
     for &(ptr, bytes) in &p.maps {
         if result == Some(0) && synced.is_ok() {
+            note_internal(TransferKind::MemcpyDtoH, bytes);
             buffers.push(quietly(|| api.read(ptr, bytes)));
         }
         quietly(|| api.free(ptr));

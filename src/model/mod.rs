@@ -185,7 +185,7 @@ impl MetricSet {
 pub const GPU_TIME_METRIC: &str = "gpu__time_duration.sum";
 
 /// What a memory transfer record describes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TransferKind {
     /// Host to device copy.

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use crate::model::session::{SessionTree, ROOT_PATH};
 use crate::model::{
     CounterRange, KernelActivity, LaunchApi, LaunchRecord, ProfilingMode, RangeId, TransferActivity, TransferCall,
+    TransferKind,
 };
 
 use super::*;
@@ -510,6 +511,7 @@ impl RowBuilder<'_> {
         calls: Vec<TransferCall>,
         mut records: Vec<TransferActivity>,
         launches: &[LaunchRecord],
+        mut internal: BTreeMap<(TransferKind, u64), u64>,
     ) -> Vec<TransferRow> {
         if calls.is_empty() && records.is_empty() {
             return Vec::new();
@@ -557,7 +559,15 @@ impl RowBuilder<'_> {
                         Some(launch.api_name.clone()),
                         TransferStatus::GraphTransfer,
                     ),
-                    None => (None, None, None, TransferStatus::Unlaunched),
+                    None => {
+                        if let Some(left) = internal.get_mut(&(record.kind, record.bytes)).filter(|n| **n > 0) {
+                            // gmprof's own transfer (see Correlator::add_internal_transfers).
+                            *left -= 1;
+                            self.counts.profiler_internal_transfers += 1;
+                            continue;
+                        }
+                        (None, None, None, TransferStatus::Unlaunched)
+                    }
                 },
             };
             let (range_id, range_path) = self.resolve_range(range);

@@ -71,6 +71,7 @@ impl Correlator {
             replay_mismatched_kernels: self.replay_mismatched_kernels.clone(),
             replay_mismatched_ranges: self.replay_mismatched_ranges.clone(),
             captured: self.captured.clone(),
+            internal_transfers: self.internal_transfers.clone(),
         };
         (copy, pending)
     }

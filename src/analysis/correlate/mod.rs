@@ -56,7 +56,7 @@ use std::collections::{BTreeMap, HashMap};
 use crate::model::session::{SessionTree, ROOT_PATH};
 use crate::model::{
     CapturedNode, CounterRange, KernelActivity, LaunchApi, LaunchRecord, MetricSet, ProfilingMode, RangeId,
-    TransferActivity, TransferCall, GPU_TIME_METRIC,
+    TransferActivity, TransferCall, TransferKind, GPU_TIME_METRIC,
 };
 
 /// Incremental collector of one session's capture records; see the [module docs](self).
@@ -74,6 +74,9 @@ pub struct Correlator {
     /// Calls made while their stream was capturing, by correlation id: the graph nodes
     /// they created.
     pub(super) captured: IdMap<u32, Vec<CapturedNode>>,
+    /// gmprof's own transfers by (kind, bytes): as many record-less transfer records of
+    /// each are left out of the transfer table.
+    pub(super) internal_transfers: BTreeMap<(TransferKind, u64), u64>,
 }
 
 impl Correlator {
@@ -141,6 +144,15 @@ impl Correlator {
         self.transfer_activities.push(activity);
     }
 
+    /// gmprof itself issued `count` transfers of `kind` and `bytes` bytes from inside CUPTI's
+    /// callbacks (the probe engine's map buffers), where CUPTI reports no API call: as many
+    /// matching transfer records without a call are left out of the table and counted in
+    /// [`CorrelationCounts::profiler_internal_transfers`] instead of being reported as
+    /// unlaunched.
+    pub fn add_internal_transfers(&mut self, kind: TransferKind, bytes: u64, count: u64) {
+        *self.internal_transfers.entry((kind, bytes)).or_insert(0) += count;
+    }
+
     /// Number of launch records added so far.
     pub fn launch_count(&self) -> usize {
         self.launches.len()
@@ -167,6 +179,7 @@ impl Correlator {
             replay_mismatched_kernels,
             replay_mismatched_ranges,
             captured,
+            internal_transfers,
         } = self;
 
         // Under user ranges the range profiler launches a one-thread `WaitNs` kernel of its
@@ -379,7 +392,7 @@ impl Correlator {
         builder.counts.graph_launches =
             launches.iter().filter(|l| l.api == LaunchApi::Graph && !captured.contains_key(&l.correlation_id)).count()
                 as u64;
-        let transfers = builder.transfer_rows(transfer_calls, transfer_activities, &launches);
+        let transfers = builder.transfer_rows(transfer_calls, transfer_activities, &launches, internal_transfers);
 
         let counts = &mut builder.counts;
         counts.kernel_rows = rows.len() as u64;

@@ -360,6 +360,10 @@ pub struct CorrelationCounts {
     /// stream under the user's correlation id when user ranges open and close); left out.
     #[serde(default)]
     pub profiler_internal_kernels: u64,
+    /// gmprof's own memcpys and memsets (the probe engine's map buffers), left out of the
+    /// transfer table ([`Correlator::add_internal_transfers`](super::Correlator::add_internal_transfers)).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub profiler_internal_transfers: u64,
     /// Rows with any status but `ok`.
     pub flagged_rows: u64,
     /// Counter ranges no launch (or range) claimed.
@@ -404,4 +408,8 @@ pub struct Correlation {
     /// Human-readable explanations of every disagreement, at most [`MAX_WARNINGS`] plus one
     /// line counting the rest.
     pub warnings: Vec<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -69,7 +69,10 @@ impl Profiler {
         tracing::debug!("gmprof: finish: analyzing");
         let mut report = {
             let mut state = shared.state.lock();
-            let correlator = std::mem::take(&mut state.correlator);
+            let mut correlator = std::mem::take(&mut state.correlator);
+            for (kind, bytes, count) in crate::capture::probe::internal_transfers(true) {
+                correlator.add_internal_transfers(kind, bytes, count);
+            }
             Report::analyze(info, &shared.metric_set, &state.tree, correlator)
         };
         if let Some(pm) = pm {
@@ -116,7 +119,10 @@ impl Profiler {
         let now = ClockPair { cupti_ns: activity::timestamp(&shared.cupti)?, unix_ns: unix_ns() };
         let (correlator, mut tree, mut warnings, pending) = {
             let state = shared.state.lock();
-            let (correlator, pending) = state.correlator.checkpoint(shared.mode, running_cycle);
+            let (mut correlator, pending) = state.correlator.checkpoint(shared.mode, running_cycle);
+            for (kind, bytes, count) in crate::capture::probe::internal_transfers(false) {
+                correlator.add_internal_transfers(kind, bytes, count);
+            }
             (correlator, state.tree.clone(), state.warnings.clone(), pending)
         };
         for open in tree.close_all_open(now.cupti_ns) {
