@@ -4,7 +4,6 @@
 //! Golden files in `tests/golden/` pin the CSV, JSON and summary formats; rewrite them with
 //! `GMPROF_BLESS=1 cargo test --test analysis`.
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use gmprof::aggregate::{aggregate, rule_for, AggregationRule, RangeRow};
@@ -16,6 +15,10 @@ use gmprof::model::{
 use gmprof::report::{CaptureInfo, Report};
 use gmprof::session::{SessionTree, ROOT_PATH};
 use gmprof::Error;
+
+#[path = "common/golden.rs"]
+mod golden;
+use golden::check_golden;
 
 const READ: &str = "dram__bytes_read.sum";
 const WRITE: &str = "dram__bytes_write.sum";
@@ -777,26 +780,6 @@ fn golden_report() -> Report {
     let (mut report, _) = c.report();
     report.meta.gmprof_version = "GOLDEN".into();
     report
-}
-
-fn golden_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name)
-}
-
-fn check_golden(name: &str, actual: &str) {
-    let path = golden_path(name);
-    if std::env::var("GMPROF_BLESS").is_ok_and(|v| v == "1") {
-        std::fs::create_dir_all(path.parent().expect("parent")).expect("golden dir");
-        std::fs::write(&path, actual).expect("write golden");
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; run with GMPROF_BLESS=1 to create it", path.display()));
-    assert!(
-        expected == actual,
-        "{} differs from the output (GMPROF_BLESS=1 rewrites it):\n--- expected\n{expected}\n--- actual\n{actual}",
-        path.display()
-    );
 }
 
 #[test]

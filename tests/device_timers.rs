@@ -18,19 +18,12 @@ use gmprof::session::SessionTree;
 use gmprof::trace_check::{check_trace_json, CheckOptions};
 use serde_json::Value;
 
+#[path = "common/golden.rs"]
+mod golden;
+use golden::check_golden;
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn check_golden(name: &str, actual: &str) {
-    let path = root().join("tests/golden").join(name);
-    if std::env::var("GMPROF_BLESS").is_ok_and(|v| v == "1") {
-        std::fs::write(&path, actual).expect("write golden");
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; run with GMPROF_BLESS=1 to create it", path.display()));
-    assert!(expected == actual, "{} differs (GMPROF_BLESS=1 rewrites it):\n{actual}", path.display());
 }
 
 const CLOCK_START: u64 = 1_700_000_000_000;

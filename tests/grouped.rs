@@ -8,8 +8,6 @@
 //! Step 0 is slow, as warm-up steps are. Golden files in `tests/golden/` pin the outputs;
 //! rewrite them with `GMPROF_BLESS=1 cargo test --test grouped`.
 
-use std::path::PathBuf;
-
 use gmprof::correlate::{range_counter_name, Correlator};
 use gmprof::model::{
     CounterRange, DevicePeaks, KernelActivity, LaunchApi, LaunchRecord, MetricKind, MetricSet, MetricSpec,
@@ -17,6 +15,10 @@ use gmprof::model::{
 };
 use gmprof::report::{CaptureInfo, GroupBy, Report, SummaryOptions};
 use gmprof::session::SessionTree;
+
+#[path = "common/golden.rs"]
+mod golden;
+use golden::check_golden;
 
 const STEPS: u32 = 50;
 const LAYERS: u32 = 24;
@@ -190,25 +192,6 @@ fn training_run(mode: ProfilingMode) -> Report {
         r.pop(MAIN);
     }
     r.report()
-}
-
-fn golden_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name)
-}
-
-fn check_golden(name: &str, actual: &str) {
-    let path = golden_path(name);
-    if std::env::var("GMPROF_BLESS").is_ok_and(|v| v == "1") {
-        std::fs::write(&path, actual).expect("write golden");
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; run with GMPROF_BLESS=1 to create it", path.display()));
-    assert!(
-        expected == actual,
-        "{} differs from the output (GMPROF_BLESS=1 rewrites it):\n--- expected\n{expected}\n--- actual\n{actual}",
-        path.display()
-    );
 }
 
 fn options(group_by: GroupBy, top: Option<usize>, skip_first: u32) -> SummaryOptions {

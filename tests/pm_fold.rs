@@ -3,14 +3,19 @@
 //! clock alignment, and the pm.csv format (golden file `tests/golden/pm.csv`; rewrite it
 //! with `GMPROF_BLESS=1 cargo test --test pm_fold`).
 
-use std::path::PathBuf;
-
 use gmprof::analysis::pm_fold::{align, fold, PmScope, ALIGNMENT_METRIC, MIN_SAMPLES};
 use gmprof::correlate::Correlator;
 use gmprof::model::pm::{PmCapture, PmInterval, PmMetric, PmSample};
-use gmprof::model::{KernelActivity, LaunchApi, LaunchRecord, MetricSet, ProfilingMode, ThreadId};
+use gmprof::model::{MetricSet, ProfilingMode, ThreadId};
 use gmprof::report::{CaptureInfo, Report};
 use gmprof::session::SessionTree;
+
+#[path = "common/golden.rs"]
+mod golden;
+#[path = "common/kernels.rs"]
+mod kernels;
+use golden::check_golden;
+use kernels::launch_kernel;
 
 const READ: &str = "dram__bytes_read.sum.per_second";
 const SM: &str = "sm__cycles_active.avg.pct_of_peak_sustained_elapsed";
@@ -107,27 +112,7 @@ fn nested_report() -> Report {
     let mut correlator = Correlator::new();
     let thread: ThreadId = 1;
     let launch = |tree: &SessionTree, correlator: &mut Correlator, id: u32, start: u64, end: u64| {
-        correlator.add_launch(LaunchRecord {
-            correlation_id: id,
-            thread,
-            range: tree.current(thread),
-            cycle: 0,
-            ordinal: id,
-            api: LaunchApi::Runtime,
-            api_name: "cudaLaunchKernel".into(),
-            context_id: 1,
-        });
-        correlator.add_activity(KernelActivity {
-            correlation_id: id,
-            name: format!("k{id}"),
-            grid: [1, 1, 1],
-            block: [1, 1, 1],
-            stream_id: 7,
-            context_id: 1,
-            start_ns: start,
-            end_ns: end,
-            ..Default::default()
-        });
+        launch_kernel(tree, correlator, thread, id, &format!("k{id}"), start, end);
     };
     tree.push("step", thread, T0);
     tree.push("fwd", thread, T0 + US);
@@ -295,10 +280,6 @@ fn losses_become_warnings() {
     assert_eq!(report.pm.as_ref().unwrap().missing_samples, 7);
 }
 
-fn golden(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name)
-}
-
 #[test]
 fn pm_csv_matches_golden_and_json_round_trips() {
     let mut report = nested_report();
@@ -307,10 +288,7 @@ fn pm_csv_matches_golden_and_json_round_trips() {
     let path = dir.path().join("pm.csv");
     report.write_pm_csv(&path).unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
-    if std::env::var_os("GMPROF_BLESS").is_some() {
-        std::fs::write(golden("pm.csv"), &text).unwrap();
-    }
-    assert_eq!(text, std::fs::read_to_string(golden("pm.csv")).unwrap());
+    check_golden("pm.csv", &text);
     let json = serde_json::to_string(&report).unwrap();
     let back: Report = serde_json::from_str(&json).unwrap();
     let pm = back.pm.as_ref().unwrap();
@@ -377,28 +355,7 @@ fn a_long_run_is_folded_on_its_own_clock() {
     let thread: ThreadId = 1;
     tree.push("run", thread, T0);
     for (i, &(a, b)) in kernels.iter().enumerate() {
-        let id = i as u32 + 1;
-        correlator.add_launch(LaunchRecord {
-            correlation_id: id,
-            thread,
-            range: tree.current(thread),
-            cycle: 0,
-            ordinal: id,
-            api: LaunchApi::Runtime,
-            api_name: "cudaLaunchKernel".into(),
-            context_id: 1,
-        });
-        correlator.add_activity(KernelActivity {
-            correlation_id: id,
-            name: "k".into(),
-            grid: [1, 1, 1],
-            block: [1, 1, 1],
-            stream_id: 7,
-            context_id: 1,
-            start_ns: a,
-            end_ns: b,
-            ..Default::default()
-        });
+        launch_kernel(&tree, &mut correlator, thread, i as u32 + 1, "k", a, b);
     }
     tree.pop(thread, T0 + 200_000 * US).unwrap();
     let report = Report::analyze(CaptureInfo::new(ProfilingMode::Trace), &MetricSet::default(), &tree, correlator);
@@ -425,27 +382,7 @@ fn steps_report(steps: u32) -> (Report, Vec<(u64, u64, f64)>, f64) {
     let (mut t, mut id, mut host) = (T0, 0u32, T0);
     let mut launch = |tree: &SessionTree, correlator: &mut Correlator, t: &mut u64, name: String, d: u64, rate: f64| {
         id += 1;
-        correlator.add_launch(LaunchRecord {
-            correlation_id: id,
-            thread,
-            range: tree.current(thread),
-            cycle: 0,
-            ordinal: id,
-            api: LaunchApi::Runtime,
-            api_name: "cudaLaunchKernel".into(),
-            context_id: 1,
-        });
-        correlator.add_activity(KernelActivity {
-            correlation_id: id,
-            name,
-            grid: [1, 1, 1],
-            block: [1, 1, 1],
-            stream_id: 7,
-            context_id: 1,
-            start_ns: *t,
-            end_ns: *t + d,
-            ..Default::default()
-        });
+        launch_kernel(tree, correlator, thread, id, &name, *t, *t + d);
         signal.push((*t, *t + d, rate));
         *t += d;
     };

@@ -5,8 +5,6 @@
 //!
 //! Rewrite the golden file with `GMPROF_BLESS=1 cargo test --test probe_report`.
 
-use std::path::PathBuf;
-
 use gmprof::correlate::Correlator;
 use gmprof::device_timers::{BlockRun, TimedLaunch};
 use gmprof::model::{KernelActivity, LaunchApi, LaunchRecord, MetricSet, ProfilingMode};
@@ -16,16 +14,9 @@ use gmprof::session::SessionTree;
 use gmprof::trace_check::{check_trace_json, CheckOptions};
 use serde_json::Value;
 
-fn check_golden(name: &str, actual: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
-    if std::env::var("GMPROF_BLESS").is_ok_and(|v| v == "1") {
-        std::fs::write(&path, actual).expect("write golden");
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; run with GMPROF_BLESS=1 to create it", path.display()));
-    assert!(expected == actual, "{} differs (GMPROF_BLESS=1 rewrites it):\n{actual}", path.display());
-}
+#[path = "common/golden.rs"]
+mod golden;
+use golden::check_golden;
 
 const T0: u64 = 1_700_000_000_000;
 /// %globaltimer runs this far ahead of the CUPTI clock.

@@ -2,11 +2,15 @@
 //! launching thread waited) reach the report: report.json, the summary's `profiler pauses`
 //! line, and a "gmprof: counter cycles" track in trace.json that `gmprof check-trace` accepts.
 use gmprof::correlate::Correlator;
-use gmprof::model::{KernelActivity, LaunchApi, LaunchRecord, MetricSet, ProfilerPause, ProfilingMode, ThreadId};
+use gmprof::model::{MetricSet, ProfilerPause, ProfilingMode, ThreadId};
 use gmprof::report::timeline::{EventArgs, PAUSE_TID};
 use gmprof::report::trace_check::{check_trace_json, CheckOptions};
 use gmprof::report::{CaptureInfo, Report};
 use gmprof::session::SessionTree;
+
+#[path = "common/kernels.rs"]
+mod kernels;
+use kernels::launch_kernel;
 
 const T0: u64 = 1_000_000_000;
 const MS: u64 = 1_000_000;
@@ -19,28 +23,7 @@ fn report(pauses: Vec<ProfilerPause>) -> Report {
     for step in 0..3u32 {
         let t = T0 + u64::from(step) * 30 * MS;
         tree.push("step", thread, t);
-        let id = step + 1;
-        correlator.add_launch(LaunchRecord {
-            correlation_id: id,
-            thread,
-            range: tree.current(thread),
-            cycle: step,
-            ordinal: 0,
-            api: LaunchApi::Runtime,
-            api_name: "cudaLaunchKernel".into(),
-            context_id: 1,
-        });
-        correlator.add_activity(KernelActivity {
-            correlation_id: id,
-            name: "k".into(),
-            grid: [1, 1, 1],
-            block: [1, 1, 1],
-            stream_id: 7,
-            context_id: 1,
-            start_ns: t + 20 * MS,
-            end_ns: t + 21 * MS,
-            ..Default::default()
-        });
+        launch_kernel(&tree, &mut correlator, thread, step + 1, "k", t + 20 * MS, t + 21 * MS);
         tree.pop(thread, t + 25 * MS).unwrap();
     }
     let mut info = CaptureInfo::new(ProfilingMode::Trace);

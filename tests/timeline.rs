@@ -5,7 +5,6 @@
 //! `GMPROF_BLESS=1 cargo test --test timeline`.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 use gmprof::correlate::Correlator;
 use gmprof::model::{
@@ -18,6 +17,10 @@ use gmprof::timeline::{EventArgs, Phase, SYNTHETIC_PLACEMENT};
 use gmprof::trace_check::{check_trace_file, check_trace_json, CheckOptions, Rule};
 use gmprof::Error;
 use serde_json::Value;
+
+#[path = "common/golden.rs"]
+mod golden;
+use golden::check_golden;
 
 const READ: &str = "dram__bytes_read.sum";
 const SM_PCT: &str = "sm__throughput.avg.pct_of_peak_sustained_elapsed";
@@ -233,26 +236,6 @@ fn export(report: &Report) -> String {
     let mut out = Vec::new();
     report.write_chrome_trace_to(&mut out).expect("export");
     String::from_utf8(out).expect("utf8")
-}
-
-fn golden_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name)
-}
-
-fn check_golden(name: &str, actual: &str) {
-    let path = golden_path(name);
-    if std::env::var("GMPROF_BLESS").is_ok_and(|v| v == "1") {
-        std::fs::create_dir_all(path.parent().expect("parent")).expect("golden dir");
-        std::fs::write(&path, actual).expect("write golden");
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; run with GMPROF_BLESS=1 to create it", path.display()));
-    assert!(
-        expected == actual,
-        "{} differs from the output (GMPROF_BLESS=1 rewrites it):\n--- expected\n{expected}\n--- actual\n{actual}",
-        path.display()
-    );
 }
 
 fn events(text: &str) -> Vec<Value> {

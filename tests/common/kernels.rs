@@ -1,0 +1,39 @@
+//! Recorded-like launches for correlator tests: one runtime launch record and its kernel
+//! activity record (1×1×1 grid and block, stream 7, context 1), in the range open on the thread.
+
+use gmprof::correlate::Correlator;
+use gmprof::model::{KernelActivity, LaunchApi, LaunchRecord, ThreadId};
+use gmprof::session::SessionTree;
+
+/// Adds launch `id` of kernel `name` by `thread`, which ran on the GPU from `start_ns` to `end_ns`.
+pub fn launch_kernel(
+    tree: &SessionTree,
+    correlator: &mut Correlator,
+    thread: ThreadId,
+    id: u32,
+    name: &str,
+    start_ns: u64,
+    end_ns: u64,
+) {
+    correlator.add_launch(LaunchRecord {
+        correlation_id: id,
+        thread,
+        range: tree.current(thread),
+        cycle: 0,
+        ordinal: id,
+        api: LaunchApi::Runtime,
+        api_name: "cudaLaunchKernel".into(),
+        context_id: 1,
+    });
+    correlator.add_activity(KernelActivity {
+        correlation_id: id,
+        name: name.into(),
+        grid: [1, 1, 1],
+        block: [1, 1, 1],
+        stream_id: 7,
+        context_id: 1,
+        start_ns,
+        end_ns,
+        ..Default::default()
+    });
+}
