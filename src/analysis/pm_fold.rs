@@ -375,28 +375,36 @@ pub fn align(capture: &PmCapture, kernels: &[KernelRow]) -> PmAlignment {
     }
 }
 
-/// Each range's GPU interval: the first start to the last end of its kernels, nested
-/// ranges' kernels included.
-fn range_intervals(ranges: &[RangeRow], kernels: &[KernelRow]) -> HashMap<RangeId, (u64, u64)> {
+/// Each range's GPU interval (the first start to the last end of its kernels) and the
+/// kernels that are attribution elements in it (by index), nested ranges' kernels included:
+/// one walk up the range tree per kernel.
+type RangeSpans = (HashMap<RangeId, (u64, u64)>, HashMap<RangeId, Vec<usize>>);
+
+fn range_intervals(ranges: &[RangeRow], kernels: &[KernelRow]) -> RangeSpans {
     let parent: HashMap<RangeId, Option<RangeId>> =
         ranges.iter().filter_map(|r| r.range_id.map(|id| (id, r.parent_id))).collect();
     let mut spans: HashMap<RangeId, (u64, u64)> = HashMap::new();
-    for k in kernels {
+    let mut members: HashMap<RangeId, Vec<usize>> = HashMap::new();
+    for (i, k) in kernels.iter().enumerate() {
         let (Some(s), Some(e), Some(mut id)) = (k.start_ns, k.end_ns, k.range_id) else { continue };
         if e <= s {
             continue;
         }
+        let element = is_element(k);
         loop {
             let span = spans.entry(id).or_insert((s, e));
             span.0 = span.0.min(s);
             span.1 = span.1.max(e);
+            if element {
+                members.entry(id).or_default().push(i);
+            }
             match parent.get(&id).copied().flatten() {
                 Some(p) => id = p,
                 None => break,
             }
         }
     }
-    spans
+    (spans, members)
 }
 
 /// A kernel's name, grid and block: launches with the same shape are one group.
@@ -475,24 +483,7 @@ pub fn fold_report(capture: &PmCapture, ranges: &[RangeRow], kernels: &[KernelRo
     let busy = busy_intervals(kernels);
     // attributed[m][k]: kernel k's mean of metric m.
     let attributed: Vec<Vec<Option<f64>>> = (0..rates.len()).map(|m| attribute(&samples, m, kernels, &busy)).collect();
-    let spans = range_intervals(ranges, kernels);
-    // Each range's kernels (nested ranges' included), by index.
-    let parent: HashMap<RangeId, Option<RangeId>> =
-        ranges.iter().filter_map(|r| r.range_id.map(|id| (id, r.parent_id))).collect();
-    let mut members: HashMap<RangeId, Vec<usize>> = HashMap::new();
-    for (i, k) in kernels.iter().enumerate() {
-        let Some(mut id) = k.range_id else { continue };
-        if !is_element(k) {
-            continue;
-        }
-        loop {
-            members.entry(id).or_default().push(i);
-            match parent.get(&id).copied().flatten() {
-                Some(p) => id = p,
-                None => break,
-            }
-        }
-    }
+    let (spans, members) = range_intervals(ranges, kernels);
     let mut rows = Vec::new();
     for r in ranges {
         let Some(id) = r.range_id else { continue };
