@@ -63,7 +63,8 @@ fn overlap(a: u64, b: u64, c: u64, d: u64) -> u64 {
 /// (a kernel has one; the background has many). `windows` must be sorted by start and must not
 /// overlap each other. Values below 0 are taken as 0.
 pub fn deconvolve(windows: &[Window], elements: &[Vec<(u64, u64)>]) -> Attribution {
-    deconvolve_from(windows, elements, None)
+    let (times, values) = split(windows);
+    Overlaps::new(&times, elements).solve(&times, &values, None)
 }
 
 /// [`deconvolve`], in two stages when `groups` puts elements together (`groups[k]` is element
@@ -74,102 +75,157 @@ pub fn deconvolve(windows: &[Window], elements: &[Vec<(u64, u64)>]) -> Attributi
 /// second stage then moves a launch away from its group's value only as far as its own windows
 /// say.
 pub fn deconvolve_grouped(windows: &[Window], elements: &[Vec<(u64, u64)>], groups: &[usize]) -> Attribution {
-    let count = groups.iter().copied().max().map_or(0, |g| g + 1);
-    let mut pooled: Vec<Vec<(u64, u64)>> = vec![Vec::new(); count];
-    for (e, &g) in elements.iter().zip(groups) {
-        pooled[g].extend_from_slice(e);
-    }
-    for p in &mut pooled {
-        p.sort_unstable();
-    }
-    let first = deconvolve_from(windows, &pooled, None);
-    let start: Vec<f64> = groups.iter().map(|&g| first.values[g].unwrap_or(0.0)).collect();
-    let mut second = deconvolve_from(windows, elements, Some(&start));
-    second.iterations += first.iterations;
-    second
+    let (times, values) = split(windows);
+    attribute_each(&times, &[values], elements, groups).pop().expect("one metric")
 }
 
-fn deconvolve_from(windows: &[Window], elements: &[Vec<(u64, u64)>], start: Option<&[f64]>) -> Attribution {
-    // Sparse overlap matrix, by element: (window index, overlap in ns).
-    let mut columns: Vec<Vec<(usize, f64)>> = Vec::with_capacity(elements.len());
-    for intervals in elements {
-        let mut column: Vec<(usize, f64)> = Vec::new();
-        for &(a, b) in intervals {
-            if b <= a {
-                continue;
-            }
-            let first = windows.partition_point(|w| w.end <= a);
-            for (i, w) in windows.iter().enumerate().skip(first) {
-                if w.start >= b {
-                    break;
-                }
-                let o = overlap(a, b, w.start, w.end);
-                if o > 0 {
-                    match column.last_mut() {
-                        Some(last) if last.0 == i => last.1 += o as f64,
-                        _ => column.push((i, o as f64)),
+/// [`deconvolve_grouped`] for several metrics sampled in the same windows: `values[m][i]` is
+/// metric `m` in window `i` (`None`: not measured there; that window then explains nothing of
+/// that metric). The overlaps of windows and elements are computed once for all metrics.
+pub fn attribute_each(
+    times: &[(u64, u64)],
+    values: &[Vec<Option<f64>>],
+    elements: &[Vec<(u64, u64)>],
+    groups: &[usize],
+) -> Vec<Attribution> {
+    let overlaps = Overlaps::new(times, elements);
+    let pooled = overlaps.pooled(groups);
+    values
+        .iter()
+        .map(|v| {
+            let first = pooled.solve(times, v, None);
+            let start: Vec<f64> = groups.iter().map(|&g| first.values[g].unwrap_or(0.0)).collect();
+            let mut second = overlaps.solve(times, v, Some(&start));
+            second.iterations += first.iterations;
+            second
+        })
+        .collect()
+}
+
+fn split(windows: &[Window]) -> (Vec<(u64, u64)>, Vec<Option<f64>>) {
+    (windows.iter().map(|w| (w.start, w.end)).collect(), windows.iter().map(|w| Some(w.value)).collect())
+}
+
+/// The sparse overlap matrix: by element, (window index, overlap in ns), by window index.
+struct Overlaps {
+    columns: Vec<Vec<(usize, f64)>>,
+}
+
+impl Overlaps {
+    fn new(times: &[(u64, u64)], elements: &[Vec<(u64, u64)>]) -> Overlaps {
+        let columns = elements
+            .iter()
+            .map(|intervals| {
+                let mut column: Vec<(usize, f64)> = Vec::new();
+                for &(a, b) in intervals {
+                    if b <= a {
+                        continue;
+                    }
+                    let first = times.partition_point(|w| w.1 <= a);
+                    for (i, &(ws, we)) in times.iter().enumerate().skip(first) {
+                        if ws >= b {
+                            break;
+                        }
+                        let o = overlap(a, b, ws, we);
+                        if o > 0 {
+                            column.push((i, o as f64));
+                        }
                     }
                 }
-            }
-        }
-        column.sort_unstable_by_key(|&(i, _)| i);
-        columns.push(column);
+                merge_by_window(column)
+            })
+            .collect();
+        Overlaps { columns }
     }
-    let amount: Vec<f64> = windows.iter().map(|w| w.value.max(0.0) * (w.end - w.start) as f64).collect();
-    let covered: Vec<f64> = columns.iter().map(|c| c.iter().map(|&(_, o)| o).sum()).collect();
-    // Start from the given values, or from the overlap-weighted mean of the windows each
-    // element touches. A value of 0 would stay 0: start such elements just above it.
-    let floor = windows.iter().map(|w| w.value.max(0.0)).fold(0.0f64, f64::max) * 1e-9;
-    let mut rates: Vec<f64> = columns
-        .iter()
-        .zip(&covered)
-        .map(
-            |(c, &t)| {
+
+    /// The overlaps of each group: its elements' columns summed.
+    fn pooled(&self, groups: &[usize]) -> Overlaps {
+        let count = groups.iter().copied().max().map_or(0, |g| g + 1);
+        let mut columns: Vec<Vec<(usize, f64)>> = vec![Vec::new(); count];
+        for (column, &g) in self.columns.iter().zip(groups) {
+            columns[g].extend_from_slice(column);
+        }
+        Overlaps { columns: columns.into_iter().map(merge_by_window).collect() }
+    }
+
+    /// Richardson–Lucy iterations for one metric, from `start` or from the overlap-weighted
+    /// means.
+    fn solve(&self, times: &[(u64, u64)], values: &[Option<f64>], start: Option<&[f64]>) -> Attribution {
+        let value = |i: usize| values[i].map(|v| v.max(0.0));
+        let amount: Vec<f64> =
+            times.iter().enumerate().map(|(i, &(a, b))| value(i).unwrap_or(0.0) * (b - a) as f64).collect();
+        let measured = |c: &[(usize, f64)]| -> Vec<(usize, f64)> {
+            c.iter().copied().filter(|&(i, _)| values[i].is_some()).collect()
+        };
+        let columns: Vec<Vec<(usize, f64)>> = self.columns.iter().map(|c| measured(c)).collect();
+        let covered: Vec<f64> = columns.iter().map(|c| c.iter().map(|&(_, o)| o).sum()).collect();
+        // Start from the given values, or from the overlap-weighted mean of the windows each
+        // element touches. A value of 0 would stay 0: start such elements just above it.
+        let floor = (0..times.len()).filter_map(value).fold(0.0f64, f64::max) * 1e-9;
+        let mut rates: Vec<f64> = columns
+            .iter()
+            .zip(&covered)
+            .map(
+                |(c, &t)| {
+                    if t > 0.0 {
+                        c.iter().map(|&(i, o)| value(i).unwrap_or(0.0) * o).sum::<f64>() / t
+                    } else {
+                        0.0
+                    }
+                },
+            )
+            .collect();
+        if let Some(start) = start {
+            for ((r, &t), &s) in rates.iter_mut().zip(&covered).zip(start) {
                 if t > 0.0 {
-                    c.iter().map(|&(i, o)| windows[i].value.max(0.0) * o).sum::<f64>() / t
-                } else {
-                    0.0
+                    *r = s.max(floor);
                 }
-            },
-        )
-        .collect();
-    if let Some(start) = start {
-        for ((r, &t), &s) in rates.iter_mut().zip(&covered).zip(start) {
-            if t > 0.0 {
-                *r = s.max(floor);
             }
+        }
+        let mut predicted = vec![0.0f64; times.len()];
+        let mut iterations = 0;
+        while iterations < MAX_ITERATIONS {
+            iterations += 1;
+            predicted.iter_mut().for_each(|p| *p = 0.0);
+            for (column, &r) in columns.iter().zip(&rates) {
+                for &(i, o) in column {
+                    predicted[i] += r * o;
+                }
+            }
+            let mut moved = 0.0f64;
+            for ((column, rate), &t) in columns.iter().zip(rates.iter_mut()).zip(&covered) {
+                if t == 0.0 || *rate == 0.0 {
+                    continue;
+                }
+                let factor: f64 = column
+                    .iter()
+                    .map(|&(i, o)| if predicted[i] > 0.0 { o * amount[i] / predicted[i] } else { 0.0 })
+                    .sum::<f64>()
+                    / t;
+                let next = *rate * factor;
+                moved = moved.max((next - *rate).abs() / rate.abs().max(f64::MIN_POSITIVE));
+                *rate = next;
+            }
+            if moved < TOLERANCE {
+                break;
+            }
+        }
+        let values = rates.iter().zip(&covered).map(|(&r, &t)| (t > 0.0).then_some(r)).collect();
+        Attribution { values, iterations }
+    }
+}
+
+/// Sorts a column by window and sums the entries of each window.
+fn merge_by_window(mut column: Vec<(usize, f64)>) -> Vec<(usize, f64)> {
+    column.sort_unstable_by_key(|&(i, _)| i);
+    let mut merged: Vec<(usize, f64)> = Vec::with_capacity(column.len());
+    for (i, o) in column {
+        match merged.last_mut() {
+            Some(last) if last.0 == i => last.1 += o,
+            _ => merged.push((i, o)),
         }
     }
-    let mut predicted = vec![0.0f64; windows.len()];
-    let mut iterations = 0;
-    while iterations < MAX_ITERATIONS {
-        iterations += 1;
-        predicted.iter_mut().for_each(|p| *p = 0.0);
-        for (column, &r) in columns.iter().zip(&rates) {
-            for &(i, o) in column {
-                predicted[i] += r * o;
-            }
-        }
-        let mut moved = 0.0f64;
-        for ((column, rate), &t) in columns.iter().zip(rates.iter_mut()).zip(&covered) {
-            if t == 0.0 || *rate == 0.0 {
-                continue;
-            }
-            let factor: f64 = column
-                .iter()
-                .map(|&(i, o)| if predicted[i] > 0.0 { o * amount[i] / predicted[i] } else { 0.0 })
-                .sum::<f64>()
-                / t;
-            let next = *rate * factor;
-            moved = moved.max((next - *rate).abs() / rate.abs().max(f64::MIN_POSITIVE));
-            *rate = next;
-        }
-        if moved < TOLERANCE {
-            break;
-        }
-    }
-    let values = rates.iter().zip(&covered).map(|(&r, &t)| (t > 0.0).then_some(r)).collect();
-    Attribution { values, iterations }
+    merged
 }
 
 /// The idle time of `[from, to)` between the merged busy intervals `busy` (sorted).
@@ -249,6 +305,30 @@ mod tests {
         let a = deconvolve(&windows, &[vec![(0, 10)], vec![(20, 30)]]);
         assert_eq!(a.values[1], None);
         assert!((a.values[0].unwrap() - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn metrics_share_the_overlaps_and_an_unmeasured_window_explains_nothing() {
+        // k1 at 10 for 150 µs, k2 at 1 for 150 µs, 100 µs windows; metric 1 is the same signal
+        // ×2 with its first window unmeasured: k1 is then known from its second window alone.
+        let signal = [(0, 150 * US, 10.0), (150 * US, 300 * US, 1.0)];
+        let windows = sample(&signal, 100 * US, 4);
+        let times: Vec<(u64, u64)> = windows.iter().map(|w| (w.start, w.end)).collect();
+        let m0: Vec<Option<f64>> = windows.iter().map(|w| Some(w.value)).collect();
+        let mut m1: Vec<Option<f64>> = windows.iter().map(|w| Some(2.0 * w.value)).collect();
+        m1[0] = None;
+        let busy = [(0, 300 * US)];
+        let elements = vec![vec![(0, 150 * US)], vec![(150 * US, 300 * US)], idle_between(&busy, 0, 400 * US)];
+        let out = attribute_each(&times, &[m0, m1], &elements, &[0, 1, 2]);
+        assert!((out[0].values[0].unwrap() - 10.0).abs() < 1e-3, "{:?}", out[0]);
+        assert!((out[0].values[1].unwrap() - 1.0).abs() < 1e-3, "{:?}", out[0]);
+        assert!((out[1].values[0].unwrap() - 20.0).abs() < 1e-3, "{:?}", out[1]);
+        assert!((out[1].values[1].unwrap() - 2.0).abs() < 1e-3, "{:?}", out[1]);
+        // An element whose only windows are unmeasured has no value for that metric.
+        let mut m2: Vec<Option<f64>> = windows.iter().map(|w| Some(w.value)).collect();
+        m2[0] = None;
+        let out = attribute_each(&times, &[m2], &[vec![(0, 50 * US)]], &[0]);
+        assert_eq!(out[0].values[0], None);
     }
 
     #[test]

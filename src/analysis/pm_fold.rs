@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::analysis::aggregate::RangeRow;
 use crate::analysis::correlate::{Granularity, KernelRow};
-use crate::analysis::pm_deconvolve::{self, Window};
+use crate::analysis::pm_deconvolve;
 use crate::model::pm::{PmCapture, PmInterval, PmMetric, PmSample};
 use crate::model::RangeId;
 
@@ -416,17 +416,22 @@ fn is_element(k: &KernelRow) -> bool {
     k.granularity != Granularity::Graph && matches!((k.start_ns, k.end_ns), (Some(s), Some(e)) if e > s)
 }
 
-/// Each kernel's mean value of metric `metric`, attributed by [`pm_deconvolve`] (indexed like
-/// `kernels`; `None` for rows that are not elements or that no sample overlaps).
-fn attribute(samples: &[PmSample], metric: usize, kernels: &[KernelRow], busy: &[(u64, u64)]) -> Vec<Option<f64>> {
-    let windows: Vec<Window> = samples
-        .iter()
-        .filter_map(|s| {
-            let v = s.values.get(metric).copied().flatten()?;
-            (s.end_ns > s.start_ns).then_some(Window { start: s.start_ns, end: s.end_ns, value: v })
-        })
-        .collect();
-    let (Some(first), Some(last)) = (windows.first(), windows.last()) else { return vec![None; kernels.len()] };
+/// Each kernel's mean value of every metric, attributed by [`pm_deconvolve`]:
+/// `result[m][k]` for metric `m` and kernel row `k` (`None` for rows that are not elements or
+/// that no sample overlaps).
+fn attribute(
+    samples: &[PmSample],
+    metrics: usize,
+    kernels: &[KernelRow],
+    busy: &[(u64, u64)],
+) -> Vec<Vec<Option<f64>>> {
+    let kept: Vec<&PmSample> = samples.iter().filter(|s| s.end_ns > s.start_ns).collect();
+    let (Some(first), Some(last)) = (kept.first(), kept.last()) else {
+        return vec![vec![None; kernels.len()]; metrics];
+    };
+    let times: Vec<(u64, u64)> = kept.iter().map(|s| (s.start_ns, s.end_ns)).collect();
+    let values: Vec<Vec<Option<f64>>> =
+        (0..metrics).map(|m| kept.iter().map(|s| s.values.get(m).copied().flatten()).collect()).collect();
     let index: Vec<usize> = (0..kernels.len()).filter(|&i| is_element(&kernels[i])).collect();
     let mut elements: Vec<Vec<(u64, u64)>> =
         index.iter().map(|&i| vec![(kernels[i].start_ns.unwrap_or(0), kernels[i].end_ns.unwrap_or(0))]).collect();
@@ -441,14 +446,18 @@ fn attribute(samples: &[PmSample], metric: usize, kernels: &[KernelRow], busy: &
         })
         .collect();
     // The background: the idle time between kernels, one shared value, a group of its own.
-    elements.push(pm_deconvolve::idle_between(busy, first.start, last.end));
+    elements.push(pm_deconvolve::idle_between(busy, first.start_ns, last.end_ns));
     groups.push(group_of.len());
-    let attributed = pm_deconvolve::deconvolve_grouped(&windows, &elements, &groups);
-    let mut values = vec![None; kernels.len()];
-    for (slot, &i) in index.iter().enumerate() {
-        values[i] = attributed.values[slot];
-    }
-    values
+    pm_deconvolve::attribute_each(&times, &values, &elements, &groups)
+        .into_iter()
+        .map(|attributed| {
+            let mut per_row = vec![None; kernels.len()];
+            for (slot, &i) in index.iter().enumerate() {
+                per_row[i] = attributed.values[slot];
+            }
+            per_row
+        })
+        .collect()
 }
 
 /// Replaces a folded value's mean and total with the attributed amount `amount` (value·ns)
@@ -482,7 +491,7 @@ pub fn fold_report(capture: &PmCapture, ranges: &[RangeRow], kernels: &[KernelRo
     let rates: Vec<bool> = capture.metrics.iter().map(PmMetric::is_rate).collect();
     let busy = busy_intervals(kernels);
     // attributed[m][k]: kernel k's mean of metric m.
-    let attributed: Vec<Vec<Option<f64>>> = (0..rates.len()).map(|m| attribute(&samples, m, kernels, &busy)).collect();
+    let attributed = attribute(&samples, rates.len(), kernels, &busy);
     let (spans, members) = range_intervals(ranges, kernels);
     let mut rows = Vec::new();
     for r in ranges {
