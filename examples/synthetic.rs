@@ -190,6 +190,18 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
     if args.summary {
         println!("{}", report.summary());
     }
+    if let Some(t) = report.meta.self_time {
+        // GMPROF_SELF_TIME=1: gmprof's own share of the launch overhead.
+        println!(
+            "synthetic self_time api_callbacks={} api_callback_ns={} ns_per_launch={:.1} activity_buffers={} \
+             activity_buffer_ns={}",
+            t.api_callbacks,
+            t.api_callback_ns,
+            t.api_callback_ns as f64 / args.kernels.max(1) as f64,
+            t.activity_buffers,
+            t.activity_buffer_ns
+        );
+    }
     // ===================================================================================
 
     gpu.verify_vector_add(args.size)?;

@@ -909,7 +909,7 @@ fn a_million_kernels_correlate_and_aggregate_exactly() {
             cycle,
             ordinal,
             api: LaunchApi::Runtime,
-            api_name: String::new(),
+            api_name: "".into(),
             context_id: 1,
         });
         correlator.add_activity(KernelActivity {

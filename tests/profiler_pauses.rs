@@ -79,3 +79,39 @@ fn without_pauses_nothing_changes() {
     assert!(!serde_json::to_string(&report).unwrap().contains("profiler_pauses"));
     assert!(!report.to_chrome_trace().trace_events.iter().any(|e| e.tid == PAUSE_TID));
 }
+
+/// gmprof's own callback time (`GMPROF_SELF_TIME=1`) reaches the summary and report.json only
+/// when it was measured; the difference of two snapshots is what a session reports.
+#[test]
+fn self_time_is_reported_when_measured() {
+    use gmprof::model::SelfTime;
+    let at_start =
+        SelfTime { api_callbacks: 10, api_callback_ns: 5_000, activity_buffers: 1, activity_buffer_ns: 70_000 };
+    let at_finish =
+        SelfTime { api_callbacks: 4_010, api_callback_ns: 1_205_000, activity_buffers: 2, activity_buffer_ns: 470_000 };
+    let session = at_finish.since(at_start);
+    assert_eq!(
+        session,
+        SelfTime { api_callbacks: 4_000, api_callback_ns: 1_200_000, activity_buffers: 1, activity_buffer_ns: 400_000 }
+    );
+    let mut tree = SessionTree::new();
+    let mut correlator = Correlator::new();
+    tree.push("step", 1, T0);
+    launch_kernel(&tree, &mut correlator, 1, 1, "k", T0 + MS, T0 + 2 * MS);
+    tree.pop(1, T0 + 3 * MS).unwrap();
+    let mut info = CaptureInfo::new(ProfilingMode::Trace);
+    info.self_time = Some(session);
+    let report = Report::analyze(info, &MetricSet::default(), &tree, correlator);
+    let summary = report.summary().to_string();
+    assert!(
+        summary.contains(
+            "gmprof's own time: 4000 API callback(s) took 1.200 ms inside the program's CUDA calls (300 ns each); \
+             1 activity buffer(s) took 400.00 us on CUPTI's thread"
+        ),
+        "{summary}"
+    );
+    let back: Report = serde_json::from_str(&serde_json::to_string(&report).unwrap()).unwrap();
+    assert_eq!(back.meta.self_time, Some(session));
+    assert!(!self::report(Vec::new()).summary().to_string().contains("own time"));
+    assert!(!serde_json::to_string(&self::report(Vec::new())).unwrap().contains("self_time"));
+}

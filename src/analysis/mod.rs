@@ -114,6 +114,7 @@ impl Report {
             run_end: info.run_end,
             device_peaks: info.device_peaks,
             profiler_pauses: info.profiler_pauses,
+            self_time: info.self_time,
         };
         Report {
             meta,

@@ -88,6 +88,7 @@ unsafe extern "C" fn buffer_completed(_ctx: CUcontext, _stream: u32, buffer: *mu
     if buffer.is_null() {
         return;
     }
+    let timer = super::self_time::start();
     let result = catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: every buffer handed to CUPTI came from `buffer_requested`, which leaked a
         // `Box<[u64]>` of BUFFER_WORDS words; CUPTI returns each exactly once.
@@ -115,6 +116,7 @@ unsafe extern "C" fn buffer_completed(_ctx: CUcontext, _stream: u32, buffer: *mu
     if result.is_err() {
         CALLBACK_PANICS.fetch_add(1, Ordering::Relaxed);
     }
+    super::self_time::buffer_done(timer);
 }
 
 /// Decodes the kernel, memcpy and memset records in a completed buffer.

@@ -50,7 +50,7 @@ pub enum LaunchKind {
 
 /// One API callback, decoded.
 #[derive(Clone, Copy, Debug)]
-pub struct ApiCallback<'a> {
+pub struct ApiCallback {
     /// Driver or runtime.
     pub domain: ApiDomain,
     /// The callback id within the domain.
@@ -59,8 +59,9 @@ pub struct ApiCallback<'a> {
     pub site: CallbackSite,
     /// The call's correlation id (the one activity records carry).
     pub correlation_id: u32,
-    /// The API function's name.
-    pub function_name: &'a str,
+    /// The API function's name. CUPTI's names are global constants, so it is kept without a
+    /// copy (a launch record holds it as it is).
+    pub function_name: &'static str,
     /// The context's unique id.
     pub context_uid: u32,
     /// Kernel launch, graph launch or transfer.
@@ -69,7 +70,7 @@ pub struct ApiCallback<'a> {
 
 /// The handler a [`Subscriber`] calls. It runs inside the launching thread's CUDA call and
 /// must be quick; it must not call back into the same CUDA API.
-pub type ApiHandler = Arc<dyn Fn(&ApiCallback<'_>) + Send + Sync>;
+pub type ApiHandler = Arc<dyn Fn(&ApiCallback) + Send + Sync>;
 
 /// A push or pop of an NVTX range in the default domain (`nvtxRangePushA/W/Ex`,
 /// `nvtxRangePop`). Heard only when the program's NVTX calls reach CUPTI, which needs
@@ -430,6 +431,17 @@ unsafe extern "C" fn trampoline(
     if QUIET.with(|q| q.get()) {
         return;
     }
+    let timer = super::self_time::start();
+    // SAFETY: `data` is the CUpti_CallbackData CUPTI passed for this API-domain callback.
+    unsafe { api_callback(boxed, domain, cbid, data) };
+    super::self_time::api_done(timer);
+}
+
+/// The body of [`trampoline`] for the driver and runtime API domains.
+///
+/// # Safety
+/// `data` must point at the `CUpti_CallbackData` of this callback, valid for the call.
+unsafe fn api_callback(boxed: &HandlerBox, domain: ApiDomain, cbid: CUpti_CallbackId, data: *const c_void) {
     if domain == ApiDomain::Driver {
         if let Some(hooks) = boxed.driver_hook.get().filter(|h| h.cbids.binary_search(&cbid).is_ok()) {
             let result = catch_unwind(AssertUnwindSafe(|| {
@@ -461,8 +473,9 @@ unsafe extern "C" fn trampoline(
         let function_name = if cb.functionName.is_null() {
             ""
         } else {
-            // SAFETY: CUPTI's function names are static NUL-terminated strings.
-            unsafe { CStr::from_ptr(cb.functionName) }.to_str().unwrap_or("")
+            // SAFETY: CUPTI documents `functionName` as a global constant NUL-terminated
+            // string, valid for the life of the process, so it may be kept as `'static`.
+            unsafe { CStr::from_ptr::<'static>(cb.functionName) }.to_str().unwrap_or("")
         };
         let event = ApiCallback {
             domain,

@@ -62,6 +62,7 @@ pub mod library;
 pub mod module;
 pub mod pm_sampling;
 pub mod range_profiler;
+pub mod self_time;
 pub mod target;
 
 pub use library::{Cupti, Driver};

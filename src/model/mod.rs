@@ -8,6 +8,8 @@
 pub mod pm;
 pub mod session;
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 
 /// The OS thread id (Linux `gettid`) of the thread that pushed a range or launched a kernel.
@@ -76,8 +78,9 @@ pub struct LaunchRecord {
     pub ordinal: u32,
     /// Which API launched it.
     pub api: LaunchApi,
-    /// CUDA function name of the launch call, e.g. `cuLaunchKernel`.
-    pub api_name: String,
+    /// CUDA function name of the launch call, e.g. `cuLaunchKernel` (CUPTI's own constant
+    /// while capturing: no copy per launch).
+    pub api_name: Cow<'static, str>,
     /// The CUDA context's id.
     pub context_id: u32,
 }
@@ -237,7 +240,7 @@ pub struct TransferCall {
     /// The innermost open range of that thread at the call.
     pub range: Option<RangeId>,
     /// CUDA function name, e.g. `cuMemcpyHtoDAsync_v2`.
-    pub api_name: String,
+    pub api_name: Cow<'static, str>,
 }
 
 /// A memcpy or memset activity record.
@@ -380,6 +383,33 @@ pub struct ProfilerPause {
     pub end_ns: u64,
     /// The launching thread (OS thread id).
     pub thread: u64,
+}
+
+/// gmprof's own time inside CUPTI's callbacks over a session, measured only when
+/// `GMPROF_SELF_TIME=1`: the API callbacks (launch and transfer bookkeeping, inside the
+/// program's CUDA calls) and the activity buffer callbacks (decoding, on CUPTI's thread).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SelfTime {
+    /// API callbacks gmprof handled (a launch is an enter and an exit, per API level).
+    pub api_callbacks: u64,
+    /// Their total time, ns.
+    pub api_callback_ns: u64,
+    /// Activity buffers decoded.
+    pub activity_buffers: u64,
+    /// Their total time, ns.
+    pub activity_buffer_ns: u64,
+}
+
+impl SelfTime {
+    /// The counts from `earlier` to `self`.
+    pub fn since(self, earlier: SelfTime) -> SelfTime {
+        SelfTime {
+            api_callbacks: self.api_callbacks.saturating_sub(earlier.api_callbacks),
+            api_callback_ns: self.api_callback_ns.saturating_sub(earlier.api_callback_ns),
+            activity_buffers: self.activity_buffers.saturating_sub(earlier.activity_buffers),
+            activity_buffer_ns: self.activity_buffer_ns.saturating_sub(earlier.activity_buffer_ns),
+        }
+    }
 }
 
 /// `warp_issue_peak_ginst` is the instruction roof: 4 schedulers per SM, each issuing one

@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 use crate::analysis::aggregate::{DerivedMetric, MetricRule, RangeRow};
 use crate::analysis::correlate::{CorrelationCounts, KernelRow, TimeSource, TransferRow};
 use crate::analysis::pm_fold::PmReport;
-use crate::model::{ClockSync, DevicePeaks, ProfilerPause, ProfilingMode, RunEnd};
+use crate::model::{ClockSync, DevicePeaks, ProfilerPause, ProfilingMode, RunEnd, SelfTime};
 
 pub use self::group::GroupBy;
 pub use self::summary::{Summary, SummaryOptions, SummaryRow};
@@ -72,6 +72,8 @@ pub struct CaptureInfo {
     pub device_peaks: Option<DevicePeaks>,
     /// Times the profiler held a launching thread to cycle its counter image mid-run.
     pub profiler_pauses: Vec<ProfilerPause>,
+    /// gmprof's own time in CUPTI's callbacks (`GMPROF_SELF_TIME=1` only).
+    pub self_time: Option<SelfTime>,
 }
 
 impl CaptureInfo {
@@ -90,6 +92,7 @@ impl CaptureInfo {
             run_end: None,
             device_peaks: None,
             profiler_pauses: Vec::new(),
+            self_time: None,
         }
     }
 }
@@ -162,6 +165,10 @@ pub struct ReportMeta {
     /// timeline's "gmprof: counter cycles" track; the summary's `profiler pauses` line).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub profiler_pauses: Vec<ProfilerPause>,
+    /// gmprof's own time inside CUPTI's callbacks, when measured (`GMPROF_SELF_TIME=1`);
+    /// the summary's `gmprof's own time` line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_time: Option<SelfTime>,
 }
 
 /// A session's report: metadata, per-range rows, per-kernel rows, per-transfer rows.

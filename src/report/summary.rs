@@ -147,6 +147,9 @@ pub struct Summary {
     /// The profiler-pause line (mid-run counter cycles), when there were any.
     #[serde(default)]
     pub pause_line: Option<String>,
+    /// gmprof's own callback time, when measured (`GMPROF_SELF_TIME=1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_time_line: Option<String>,
     /// What rows were grouped by.
     pub group_by: GroupBy,
     /// Warm-up instances per repeated range.
@@ -283,6 +286,7 @@ impl Summary {
             captured_calls: meta.counts.captured_launches + meta.counts.captured_transfers,
             pm_line: report.pm.as_ref().map(pm_line),
             pause_line: pause_line(&report.meta.profiler_pauses),
+            self_time_line: report.meta.self_time.map(self_time_line),
             memcpy_bytes: report
                 .transfers
                 .iter()
@@ -363,6 +367,19 @@ fn pause_line(pauses: &[crate::model::ProfilerPause]) -> Option<String> {
     ))
 }
 
+fn self_time_line(t: crate::model::SelfTime) -> String {
+    let each = |ns: u64, n: u64| if n == 0 { 0.0 } else { ns as f64 / n as f64 };
+    format!(
+        "gmprof's own time: {} API callback(s) took {} inside the program's CUDA calls ({:.0} ns each); \
+         {} activity buffer(s) took {} on CUPTI's thread (GMPROF_SELF_TIME)",
+        t.api_callbacks,
+        format_duration_ns(t.api_callback_ns as f64),
+        each(t.api_callback_ns, t.api_callbacks),
+        t.activity_buffers,
+        format_duration_ns(t.activity_buffer_ns as f64)
+    )
+}
+
 fn pm_line(pm: &crate::analysis::pm_fold::PmReport) -> String {
     let every = match pm.interval {
         Some(crate::model::pm::PmInterval::TimeNs(ns)) => format!("every {}", format_duration_ns(ns as f64)),
@@ -424,6 +441,9 @@ impl fmt::Display for Summary {
             writeln!(f, "{line}")?;
         }
         if let Some(line) = &self.pause_line {
+            writeln!(f, "{line}")?;
+        }
+        if let Some(line) = &self.self_time_line {
             writeln!(f, "{line}")?;
         }
 

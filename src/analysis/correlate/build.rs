@@ -550,13 +550,13 @@ impl RowBuilder<'_> {
                 Some((index, claimed)) => {
                     *claimed = true;
                     let call = &calls[*index];
-                    (Some(call.thread), call.range, Some(call.api_name.clone()), TransferStatus::Ok)
+                    (Some(call.thread), call.range, Some(call.api_name.to_string()), TransferStatus::Ok)
                 }
                 None => match graph_launches.get(&record.correlation_id) {
                     Some(launch) => (
                         Some(launch.thread),
                         launch.range,
-                        Some(launch.api_name.clone()),
+                        Some(launch.api_name.to_string()),
                         TransferStatus::GraphTransfer,
                     ),
                     None => {

@@ -162,6 +162,8 @@ impl Shared {
         info.finished_unix_ns = Some(now.unix_ns);
         info.clock = Some(ClockSync { start: self.clock_start, finish: now });
         info.warnings = warnings;
+        info.self_time =
+            crate::checked::self_time::snapshot().map(|now| now.since(self.self_time_at_start.unwrap_or_default()));
         info
     }
 

@@ -2,6 +2,7 @@
 //! callbacks, the kernel-replay gate, per-kernel CUPTI ranges) and the activity records that
 //! arrive from the hub.
 
+use std::borrow::Cow;
 use std::cell::Cell;
 use std::ffi::{CStr, CString};
 use std::sync::atomic::Ordering;
@@ -130,7 +131,7 @@ impl Shared {
 
     /// Runs inside the launching thread's CUDA call. Never panics outward (the trampoline
     /// catches), never calls the CUDA API it interrupts.
-    pub(super) fn on_launch_callback(&self, cb: &ApiCallback<'_>) {
+    pub(super) fn on_launch_callback(&self, cb: &ApiCallback) {
         match cb.site {
             CallbackSite::Enter => {
                 let depth = LAUNCH_DEPTH.with(|d| {
@@ -196,7 +197,7 @@ impl Shared {
         }
     }
 
-    pub(super) fn record_transfer(&self, cb: &ApiCallback<'_>) {
+    pub(super) fn record_transfer(&self, cb: &ApiCallback) {
         if self.mode == ProfilingMode::KernelReplay && cb.function_name.contains("emset") {
             // No memset activity under kernel replay (see ActivityKinds::KernelsAndMemcpy):
             // counted and reported instead of left as calls without records.
@@ -211,18 +212,13 @@ impl Shared {
             correlation_id: cb.correlation_id,
             thread,
             range,
-            api_name: cb.function_name.to_owned(),
+            api_name: Cow::Borrowed(cb.function_name),
         });
     }
 
     /// Records a launch: its counter cycle and ordinal (cycling a full counter image first),
     /// and, with `kernel_range`, opens its per-kernel CUPTI range under the same lock.
-    pub(super) fn record_launch(
-        &self,
-        cb: &ApiCallback<'_>,
-        replay_active: bool,
-        kernel_range: bool,
-    ) -> Option<RangeId> {
+    pub(super) fn record_launch(&self, cb: &ApiCallback, replay_active: bool, kernel_range: bool) -> Option<RangeId> {
         let (cycle, ordinal) = {
             let mut guard = self.capture.lock();
             let capture = guard.as_mut()?;
@@ -268,14 +264,14 @@ impl Shared {
                 (_, ApiDomain::Driver) => LaunchApi::Driver,
                 (_, ApiDomain::Runtime) => LaunchApi::Runtime,
             },
-            api_name: cb.function_name.to_owned(),
+            api_name: Cow::Borrowed(cb.function_name),
             context_id: cb.context_uid,
         });
         range
     }
 
     /// A kernel or graph launch entered (outermost API level, the gate held if needed).
-    pub(super) fn on_kernel_launch(&self, cb: &ApiCallback<'_>) {
+    pub(super) fn on_kernel_launch(&self, cb: &ApiCallback) {
         if !self.user_replay() {
             // No replay state in kernel_replay and trace: keep the launch path lock-light.
             self.record_launch(cb, false, false);

@@ -123,6 +123,8 @@ struct Shared {
     iteration_range: Option<glob::Pattern>,
     /// The PM sampler, when asked for.
     pm: Mutex<Option<PmSession>>,
+    /// gmprof's own callback time at the start, when measured (`GMPROF_SELF_TIME=1`).
+    self_time_at_start: Option<crate::model::SelfTime>,
 }
 
 /// A profiling session on one GPU context. Cheap to clone; all clones share the session.
@@ -246,6 +248,7 @@ impl Profiler {
             replay: Mutex::new(ReplayState::default()),
             iteration_range,
             pm: Mutex::new(None),
+            self_time_at_start: crate::checked::self_time::snapshot(),
         });
         // The capture is in place before the hub can route a callback to this session.
         *shared.capture.lock() = Some(Capture { membership: None, counters, _primary: primary, context });
@@ -371,7 +374,7 @@ impl Profiler {
 }
 
 impl CaptureSession for Shared {
-    fn on_api_callback(&self, cb: &ApiCallback<'_>) {
+    fn on_api_callback(&self, cb: &ApiCallback) {
         self.on_launch_callback(cb);
     }
 
