@@ -7,6 +7,11 @@
 #   3. A CPU-bound loop: range GPU time per mode.
 #   4. 100-step training loops: p50/p99 step time per mode; counter-cycle timings.
 #   5. Launch-bound cost against the raw-CUPTI floors (bench/).
+#   6. Trace mode against the CUPTI floor, interleaved rounds (section `floor`, not in the
+#      default set): bench/cupti_floor.cu launching through cuLaunchKernel like synthetic
+#      (configurations activity+callbacks and gmprof-setup), then synthetic in trace mode
+#      with GMPROF_SELF_TIME=1, which splits gmprof's overhead into its own callback time
+#      and CUPTI's.
 set -u
 cd "$(dirname "$0")/.."
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
@@ -86,7 +91,7 @@ want steps && { export GMPROF_LOG=gmprof=info
 # 5. Launch-bound: 2000 adds of 65 536 floats, and train_loop at B=256, against the floors.
 want launch && { I="-I$CUDA_HOME/extras/CUPTI/include -I$CUDA_HOME/targets/x86_64-linux/include -L$CUDA_HOME/targets/x86_64-linux/lib -L$CUDA_HOME/extras/CUPTI/lib64"
   nvcc -O2 -std=c++17 -arch=sm_90 -o "$tmp/range_floor" bench/range_floor.cu $I -lcupti -lcuda || echo "range_floor build failed"
-  nvcc -O2 -std=c++17 -arch=sm_90 -o "$tmp/cupti_floor" bench/cupti_floor.cu $I -lcupti || echo "cupti_floor build failed"
+  nvcc -O2 -std=c++17 -arch=sm_90 -o "$tmp/cupti_floor" bench/cupti_floor.cu $I -lcupti -lcuda || echo "cupti_floor build failed"
   run "$tmp/range_floor" 2000 65536 gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum | only "range_floor|dropped"
   run "$tmp/cupti_floor" 2000 65536 | only "cupti_floor"
   for mode in per_kernel per_range trace; do
@@ -98,6 +103,16 @@ want launch && { I="-I$CUDA_HOME/extras/CUPTI/include -I$CUDA_HOME/targets/x86_6
     run $B/train_loop --batch 256 --steps 50 --log-every 0 --mode $mode --compare | only "overhead|error"
   done
 } > "$out/launch.log" 2>&1
+
+# 6. Trace mode against the CUPTI floor, same launch path, interleaved.
+want floor && { I="-I$CUDA_HOME/extras/CUPTI/include -I$CUDA_HOME/targets/x86_64-linux/include -L$CUDA_HOME/targets/x86_64-linux/lib -L$CUDA_HOME/extras/CUPTI/lib64"
+  nvcc -O2 -std=c++17 -arch=sm_90 -o "$tmp/cupti_floor" bench/cupti_floor.cu $I -lcupti -lcuda || echo "cupti_floor build failed"
+  for round in $(seq "${ROUNDS:-5}"); do
+    run "$tmp/cupti_floor" 2000 65536 driver | only "cupti_floor config=(activity\+callbacks|gmprof-setup)"
+    GMPROF_SELF_TIME=1 run $B/synthetic --kernels 2000 --size 65536 --mode trace --compare --warmup | only "overhead|self_time|error"
+    run $B/synthetic --kernels 2000 --size 65536 --mode trace --compare --warmup | only "overhead|error"
+  done
+} > "$out/floor.log" 2>&1
 
 want ncu && tar -C "$tmp" -czf "$out/csv.tgz" --exclude='*.json' mixed-per_kernel mixed-trace mixed-per_range ncu.csv 2>/dev/null
 rm -rf "$tmp"

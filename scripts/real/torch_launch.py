@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Runs an unmodified PyTorch training script, optionally with what a user adds from outside.
+
+  torch_launch.py [--compile-mode MODE] [--step-ranges] [--emit-nvtx] SCRIPT [ARGS...]
+
+--compile-mode MODE  every torch.compile call gets mode=MODE unless it names one
+                     ("reduce-overhead" turns on CUDA graphs)
+--step-ranges        an NVTX range "step" from the end of each optimizer step to the end of
+                     the next (torch.optim's global step post-hook), so every training
+                     iteration after the first is one range; nothing in the script changes
+--emit-nvtx          torch.autograd.profiler.emit_nvtx(): an NVTX range per aten op
+
+SCRIPT runs as __main__ (runpy) with sys.argv = [SCRIPT, ARGS...], in the current directory.
+Used by scripts/gpu-real-programs.sh with nanoGPT's train.py.
+"""
+import argparse
+import atexit
+import contextlib
+import functools
+import runpy
+import sys
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--compile-mode")
+    ap.add_argument("--step-ranges", action="store_true")
+    ap.add_argument("--emit-nvtx", action="store_true")
+    ap.add_argument("script")
+    ap.add_argument("args", nargs=argparse.REMAINDER)
+    opts = ap.parse_args()
+
+    import torch
+
+    if opts.compile_mode:
+        original = torch.compile
+
+        @functools.wraps(original)
+        def compile_with_mode(*args, **kwargs):
+            kwargs.setdefault("mode", opts.compile_mode)
+            return original(*args, **kwargs)
+
+        torch.compile = compile_with_mode
+
+    if opts.step_ranges:
+        state = {"open": False}
+
+        def after_step(_optimizer, _args, _kwargs):
+            if state["open"]:
+                torch.cuda.nvtx.range_pop()
+            torch.cuda.nvtx.range_push("step")
+            state["open"] = True
+
+        def close():
+            if state["open"]:
+                torch.cuda.nvtx.range_pop()
+                state["open"] = False
+
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        register_optimizer_step_post_hook(after_step)
+        atexit.register(close)
+
+    sys.argv = [opts.script] + opts.args
+    nvtx = torch.autograd.profiler.emit_nvtx() if opts.emit_nvtx else contextlib.nullcontext()
+    with nvtx:
+        runpy.run_path(opts.script, run_name="__main__")
+
+
+if __name__ == "__main__":
+    main()
