@@ -9,6 +9,9 @@
 #   3. PyTorch: a torch.compile'd Triton kernel probed through --probe-ptx-dir (Triton's
 #      cache keeps the PTX of the cubin it loads), outputs bit-identical, the other kernels
 #      listed as not probed with the reason.
+#   4. A Triton matmul with more than 48 KB of dynamic shared memory
+#      (python/examples/probe_big_shared.py): the probed copy gets the original's opt-in, its
+#      launches are probed, and the output is the same.
 set -u
 cd "$(dirname "$0")/.."
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} PATH=${CUDA_HOME:-/usr/local/cuda}/bin:$PATH
@@ -67,3 +70,9 @@ run python3 scripts/check_probe.py sched "$out/torch-global"
 run python3 scripts/check_probe.py gmem "$out/torch-global" 4194304
 for d in torch-base torch-probe torch-global; do echo "$d kernels.csv rows: $(grep -vc '^#' "$out/$d/kernels.csv")"; done
 cat "$out/torch-global/probe_launches.csv" | head -8
+
+# 4. More than 48 KB of dynamic shared memory.
+T=300 run python3 .gpu/python/examples/probe_big_shared.py | tee "$out/big-plain.txt"
+T=300 run $G run --mode trace --probe gmem_bytes --probe-ptx-dir $TRITON_CACHE_DIR -o "$out/big-probe" -- python3 .gpu/python/examples/probe_big_shared.py | tee "$out/big-probed.txt"
+run python3 scripts/check_probe.py same "$out/big-plain.txt" "$out/big-probed.txt"
+grep -i matmul "$out/big-probe/probe_kernels.csv"; grep -ic "not probed" "$out/big-probe/probe_launches.csv"

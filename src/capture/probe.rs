@@ -274,11 +274,11 @@ fn on_driver_call(call: &RawDriverCall) {
             if config.range.is_some() && state.range_depth <= 0 {
                 return;
             }
-            let (f, args, dims, stream, how) = if launch {
+            let (f, args, dims, stream, shared, how) = if launch {
                 // SAFETY: cuLaunchKernel's parameter struct.
                 let p = unsafe { &*(call.params as *const LaunchParams) };
                 let how = format!("cuLaunchKernel, shared {} B, extra {}", p.shared, !p.extra.is_null());
-                (p.f, p.kernel_params, (p.grid, p.block), p.stream, how)
+                (p.f, p.kernel_params, (p.grid, p.block), p.stream, p.shared, how)
             } else {
                 // SAFETY: cuLaunchKernelEx's parameter struct; its config is valid for the call.
                 let p = unsafe { &*(call.params as *const LaunchExParams) };
@@ -293,14 +293,16 @@ fn on_driver_call(call: &RawDriverCall) {
                     .map(|i| unsafe { *((c.attrs as *const u8).add(i * 72) as *const u32) })
                     .collect();
                 let how = format!("cuLaunchKernelEx, shared {} B, attributes {attrs:?}", c.shared);
-                (p.f, p.kernel_params, (c.grid, c.block), c.stream, how)
+                (p.f, p.kernel_params, (c.grid, c.block), c.stream, c.shared, how)
             };
             let Some(probed_fn) = prepare(api, config, state, f, args.is_null(), dims.1) else { return };
             let blocks = dims.0.iter().map(|&d| d as u64).product::<u64>();
             let threads = dims.1.iter().map(|&d| d as u64).product::<u64>();
             let kernel = state.kernels.get(&(f as usize)).map(|k| k.1.kernel.clone()).unwrap_or_default();
             let info = LaunchInfo { correlation_id: call.correlation_id, kernel, blocks, threads };
-            if let Err(why) = launchable(&probed_fn, dims.1) {
+            if let Err(why) =
+                launchable(&probed_fn, dims.1).and_then(|()| match_shared_memory(api, f, &probed_fn, shared))
+            {
                 // The driver would refuse the probed launch: the original runs instead.
                 state.launches.push(LaunchRecord { status: format!("not probed: {why}"), ..launch_record(&info) });
                 return;
@@ -392,6 +394,45 @@ fn launchable(p: &Probed, block: [u32; 3]) -> std::result::Result<(), String> {
         )),
         _ => Ok(()),
     }
+}
+
+/// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`.
+const MAX_DYNAMIC_SHARED_SIZE_BYTES: i32 = 8;
+/// `CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT`.
+const PREFERRED_SHARED_MEMORY_CARVEOUT: i32 = 9;
+
+/// Gives the probed function the original's opt-in to more dynamic shared memory than the
+/// default 48 KB, and its carveout preference, when a launch asks for more than the probed
+/// function allows. Programs set these on their function with `cuFuncSetAttribute` (Triton
+/// does for its large tiles) and the probed function is a new one: without this its launch
+/// would fail. An error leaves the launch to the original function.
+fn match_shared_memory(
+    api: &ModuleApi,
+    original: RawFunction,
+    p: &Probed,
+    shared: u32,
+) -> std::result::Result<(), String> {
+    if shared == 0 {
+        return Ok(());
+    }
+    let allowed = api.function_attribute(p.func, MAX_DYNAMIC_SHARED_SIZE_BYTES);
+    if allowed.is_some_and(|a| i64::from(a) >= i64::from(shared)) {
+        return Ok(());
+    }
+    let wanted = api
+        .function_attribute(original, MAX_DYNAMIC_SHARED_SIZE_BYTES)
+        .map_or(i64::from(shared), |o| i64::from(o).max(i64::from(shared)));
+    let wanted = i32::try_from(wanted).unwrap_or(i32::MAX);
+    quietly(|| api.set_function_attribute(p.func, MAX_DYNAMIC_SHARED_SIZE_BYTES, wanted)).map_err(|e| {
+        format!(
+            "the probed function could not be given {shared} B of dynamic shared memory (the original's opt-in): {e}"
+        )
+    })?;
+    if let Some(carveout) = api.function_attribute(original, PREFERRED_SHARED_MEMORY_CARVEOUT).filter(|c| *c >= 0) {
+        // A preference only: the launch runs either way.
+        let _ = quietly(|| api.set_function_attribute(p.func, PREFERRED_SHARED_MEMORY_CARVEOUT, carveout));
+    }
+    Ok(())
 }
 
 /// The probed function for `f`, probing and loading it on first use (its PTX chosen for a

@@ -31,6 +31,7 @@ type StreamSync = unsafe extern "C" fn(CUstream) -> CUresult;
 type GetGlobal = unsafe extern "C" fn(*mut u64, *mut usize, RawModule, *const c_char) -> CUresult;
 type CopyHtoDAsync = unsafe extern "C" fn(u64, *const c_void, usize, CUstream) -> CUresult;
 type FuncAttr = unsafe extern "C" fn(*mut i32, i32, RawFunction) -> CUresult;
+type FuncSetAttr = unsafe extern "C" fn(RawFunction, i32, i32) -> CUresult;
 
 /// The probe engine's driver functions.
 pub struct ModuleApi {
@@ -38,6 +39,7 @@ pub struct ModuleApi {
     func_get_name: GetName,
     kernel_get_name: Option<GetName>,
     func_get_attribute: Option<FuncAttr>,
+    func_set_attribute: Option<FuncSetAttr>,
     func_get_module: GetModule,
     library_get_module: Option<LibModule>,
     module_load_data_ex: LoadDataEx,
@@ -84,6 +86,7 @@ impl ModuleApi {
                 func_get_name: lookup(lib, "cuFuncGetName")?,
                 kernel_get_name: lookup(lib, "cuKernelGetName").ok(),
                 func_get_attribute: lookup(lib, "cuFuncGetAttribute").ok(),
+                func_set_attribute: lookup(lib, "cuFuncSetAttribute").ok(),
                 func_get_module: lookup(lib, "cuFuncGetModule")?,
                 library_get_module: lookup(lib, "cuLibraryGetModule").ok(),
                 module_load_data_ex: lookup(lib, "cuModuleLoadDataEx")?,
@@ -107,6 +110,16 @@ impl ModuleApi {
         let mut v = 0;
         // SAFETY: valid out-pointer and function handle.
         (unsafe { get(&mut v, attribute, f) } == CUresult::CUDA_SUCCESS).then_some(v)
+    }
+
+    /// Sets a function's attribute (`CUfunction_attribute`, e.g.
+    /// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`).
+    pub(crate) fn set_function_attribute(&self, f: RawFunction, attribute: i32, value: i32) -> Result<()> {
+        let set =
+            self.func_set_attribute.ok_or_else(|| Error::InvalidState("libcuda has no cuFuncSetAttribute".into()))?;
+        // SAFETY: a function handle the driver gave gmprof, a plain attribute and value.
+        let code = unsafe { set(f, attribute, value) };
+        self.driver.check(code, "cuFuncSetAttribute", "setting a probed function's attribute")
     }
 
     /// A function's mangled name; a runtime kernel's handle (a `CUkernel`) is named through
