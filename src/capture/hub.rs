@@ -66,6 +66,31 @@ fn route_callback(cb: &ApiCallback) {
     }
 }
 
+/// A route to a session with no CUPTI registration behind it, removed on drop: the launch-path
+/// benchmark's session hears callbacks through [`route_callback`] as a joined one does.
+#[cfg(feature = "bench-internals")]
+pub(crate) struct BenchRoute(Weak<dyn CaptureSession>);
+
+#[cfg(feature = "bench-internals")]
+impl BenchRoute {
+    pub(crate) fn add(context_id: u32, session: Weak<dyn CaptureSession>) -> BenchRoute {
+        ROUTES.write().push(Route { context_id, session: session.clone() });
+        BenchRoute(session)
+    }
+
+    /// Routes `cb` as CUPTI's callback would.
+    pub(crate) fn deliver(&self, cb: &ApiCallback) {
+        route_callback(cb);
+    }
+}
+
+#[cfg(feature = "bench-internals")]
+impl Drop for BenchRoute {
+    fn drop(&mut self) {
+        ROUTES.write().retain(|r| !r.session.ptr_eq(&self.0));
+    }
+}
+
 fn route_records(records: Vec<ActivityRecord>) {
     let mut records = records;
     while let Some(first) = records.first() {

@@ -243,6 +243,18 @@ impl Cupti {
         Ok(Cupti { raw })
     }
 
+    /// A libcupti stand-in whose every function is missing (each call fails with
+    /// `Error::MissingSymbol`), for host-side benchmarks of code that holds a [`Cupti`] on
+    /// paths that never call it. Not the process's libcupti.
+    #[cfg(feature = "bench-internals")]
+    pub fn stand_in() -> Result<Cupti> {
+        // SAFETY: a handle to the running program; looking up CUPTI's names in it finds
+        // nothing and runs no code.
+        let lib = unsafe { CuptiLibrary::from_library(libloading::os::unix::Library::this()) }
+            .map_err(|e| Error::InvalidState(format!("a libcupti stand-in: {e}")))?;
+        Ok(Cupti { raw: Box::leak(Box::new(lib)) })
+    }
+
     /// The name or path this libcupti was loaded by.
     pub fn path(&self) -> &'static str {
         CUPTI_PATH.get().map_or("libcupti", String::as_str)
@@ -394,6 +406,15 @@ pub fn cupti_result_name(code: CUptiResult) -> String {
 }
 
 impl Driver {
+    /// A libcuda stand-in whose every function is missing, as [`Cupti::stand_in`].
+    #[cfg(feature = "bench-internals")]
+    pub fn stand_in() -> Result<Driver> {
+        // SAFETY: as in Cupti::stand_in.
+        let lib = unsafe { DriverLibrary::from_library(libloading::os::unix::Library::this()) }
+            .map_err(|e| Error::InvalidState(format!("a libcuda stand-in: {e}")))?;
+        Ok(Driver { raw: Box::leak(Box::new(lib)) })
+    }
+
     /// Loads libcuda on first use; later calls return the same library.
     pub fn load() -> Result<Driver> {
         if let Some(raw) = DRIVER.get() {

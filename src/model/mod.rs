@@ -360,14 +360,6 @@ impl RunEnd {
     }
 }
 
-/// What the device can do at most, from its attributes: the roofs that measured bandwidth
-/// and FLOP rates are drawn against.
-///
-/// Both peaks are the usual theoretical ones, computed from driver attributes, never
-/// measured: `dram_peak_gbps` = 2 (double data rate) × memory clock × bus width / 8, and
-/// `fp32_peak_gflops` = 2 (an FMA is two FLOPs) × SMs × FP32 lanes per SM × SM clock, with
-/// the lanes per SM of the compute capability ([`fp32_lanes_per_sm`]). The clocks are the
-/// driver's maximum clocks, so a kernel at a lower clock stays under the roof.
 /// A time the profiler held a launching thread to cycle its counter image mid-run: CUPTI's
 /// range profiler stopped, decoded and started again (about 11 ms plus a few µs per range
 /// on an H100/H200, see BENCHMARKS.md). Times are on the CUPTI clock, like the rows'.
@@ -412,9 +404,17 @@ impl SelfTime {
     }
 }
 
+/// What the device can do at most, from its attributes: the roofs that measured bandwidth
+/// and FLOP rates are drawn against.
+///
+/// Both peaks are the usual theoretical ones, computed from driver attributes, never
+/// measured: `dram_peak_gbps` = 2 (double data rate) × memory clock × bus width / 8, and
+/// `fp32_peak_gflops` = 2 (an FMA is two FLOPs) × SMs × FP32 lanes per SM × SM clock, with
+/// the lanes per SM of the compute capability ([`fp32_lanes_per_sm`]). The clocks are the
+/// driver's maximum clocks, so a kernel at a lower clock stays under the roof.
 /// `warp_issue_peak_ginst` is the instruction roof: 4 schedulers per SM, each issuing one
 /// warp instruction per clock (compute capability 7.0 and newer).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DevicePeaks {
     /// Compute capability, e.g. `[9, 0]`.
     pub compute_capability: Option<[u32; 2]>,

@@ -45,6 +45,9 @@ mod builder;
 mod counters;
 mod evaluator;
 mod finish;
+#[cfg(feature = "bench-internals")]
+#[doc(hidden)]
+pub mod harness;
 mod launch;
 mod replay;
 
