@@ -11,13 +11,11 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::{Capture, ReplayState, SessionState, Shared};
-use crate::analysis::correlate::Correlator;
 use crate::capture::hub::{BenchRoute, CaptureSession};
 use crate::checked::callback::{ApiCallback, ApiDomain, CallbackSite, LaunchKind};
 use crate::checked::driver::Context;
 use crate::checked::{Cupti, Driver};
 use crate::error::Result;
-use crate::model::session::SessionTree;
 use crate::model::{ClockPair, DevicePeaks, MetricSet, ProfilingMode, ThreadId};
 
 /// Context id the harness routes under (no real context has it).
@@ -68,14 +66,7 @@ impl LaunchHarness {
                 _primary: None,
                 context: Context(std::ptr::null_mut()),
             })),
-            state: Mutex::new(SessionState {
-                tree: SessionTree::new(),
-                correlator: Correlator::new(),
-                warnings: Vec::new(),
-                aliases: Default::default(),
-                after_finish: Default::default(),
-                records_after_finish: 0,
-            }),
+            state: Mutex::new(SessionState::new()),
             incoming: Arc::new(Mutex::new(Vec::new())),
             launch_gate: Mutex::new(()),
             finished: std::sync::atomic::AtomicBool::new(false),

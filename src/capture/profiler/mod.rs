@@ -97,6 +97,19 @@ struct SessionState {
     records_after_finish: u64,
 }
 
+impl SessionState {
+    fn new() -> SessionState {
+        SessionState {
+            tree: SessionTree::new(),
+            correlator: Correlator::new(),
+            warnings: Vec::new(),
+            aliases: HashMap::new(),
+            after_finish: Default::default(),
+            records_after_finish: 0,
+        }
+    }
+}
+
 struct Shared {
     cupti: Cupti,
     driver: Driver,
@@ -237,14 +250,7 @@ impl Profiler {
             device_peaks,
             started_unix_ns: clock_start.unix_ns,
             capture: Mutex::new(None),
-            state: Mutex::new(SessionState {
-                tree: SessionTree::new(),
-                correlator: Correlator::new(),
-                warnings: Vec::new(),
-                aliases: HashMap::new(),
-                after_finish: Default::default(),
-                records_after_finish: 0,
-            }),
+            state: Mutex::new(SessionState::new()),
             incoming: Arc::new(Mutex::new(Vec::new())),
             launch_gate: Mutex::new(()),
             finished: AtomicBool::new(false),
