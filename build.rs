@@ -26,7 +26,10 @@ const OUTPUTS: [&str; 2] = ["cupti.rs", "driver.rs"];
 const DRIVER_FUNCTIONS: &str = "cuInit|cuDriverGetVersion|cuDeviceGet|cuDeviceGetCount|\
 cuDeviceGetName|cuDeviceGetAttribute|cuDevicePrimaryCtxRetain|cuDevicePrimaryCtxRelease(_v2)?|\
 cuCtxGetCurrent|cuCtxSetCurrent|cuCtxGetDevice|cuCtxSynchronize|cuCtxGetId|cuGetErrorName|\
-cuGetErrorString|cuMemAlloc_v2|cuMemFree_v2|cuMemsetD8_v2|cuMemcpyHtoD_v2|cuMemcpyDtoH_v2";
+cuGetErrorString|cuMemAlloc_v2|cuMemFree_v2|cuMemsetD8_v2|cuMemcpyHtoD_v2|cuMemcpyDtoH_v2|\
+cuFuncGetName|cuKernelGetName|cuFuncGetAttribute|cuFuncSetAttribute|cuFuncGetModule|cuLibraryGetModule|\
+cuModuleLoadDataEx|cuModuleGetFunction|cuModuleGetGlobal_v2|cuMemcpyHtoDAsync_v2|cuMemsetD8Async|\
+cuStreamSynchronize";
 
 fn main() {
     for var in
@@ -143,7 +146,10 @@ fn generate(manifest_dir: &Path, includes: &[PathBuf], out_dir: &Path) -> Result
     // CUPTI: every CUPTI function and the types they (and the driver calls below) need.
     let cupti = base()?
         .allowlist_function("cupti.*")
-        .allowlist_type("CUpti.*|CUresult|CUdevice|CUcontext|CUstream|CUdevice_attribute.*|CUuuid|CUdeviceptr(_v2)?")
+        .allowlist_type(
+            "CUpti.*|CUresult|CUdevice|CUcontext|CUstream|CUdevice_attribute.*|CUuuid|CUdeviceptr(_v2)?|\
+             CUfunction|CUmodule|CUlibrary|CUkernel|CUfunction_attribute.*|CUjit_option.*",
+        )
         .allowlist_var("CUPTI_.*")
         .dynamic_library_name("CuptiLibrary")
         .dynamic_link_require_all(false)

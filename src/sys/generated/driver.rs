@@ -85,6 +85,44 @@ pub struct DriverLibrary {
         unsafe extern "C" fn() -> CUresult,
         ::libloading::Error,
     >,
+    pub cuModuleLoadDataEx: Result<
+        unsafe extern "C" fn(
+            module: *mut CUmodule,
+            image: *const ::std::os::raw::c_void,
+            numOptions: ::std::os::raw::c_uint,
+            options: *mut CUjit_option,
+            optionValues: *mut *mut ::std::os::raw::c_void,
+        ) -> CUresult,
+        ::libloading::Error,
+    >,
+    pub cuModuleGetFunction: Result<
+        unsafe extern "C" fn(
+            hfunc: *mut CUfunction,
+            hmod: CUmodule,
+            name: *const ::std::os::raw::c_char,
+        ) -> CUresult,
+        ::libloading::Error,
+    >,
+    pub cuModuleGetGlobal_v2: Result<
+        unsafe extern "C" fn(
+            dptr: *mut CUdeviceptr,
+            bytes: *mut usize,
+            hmod: CUmodule,
+            name: *const ::std::os::raw::c_char,
+        ) -> CUresult,
+        ::libloading::Error,
+    >,
+    pub cuLibraryGetModule: Result<
+        unsafe extern "C" fn(pMod: *mut CUmodule, library: CUlibrary) -> CUresult,
+        ::libloading::Error,
+    >,
+    pub cuKernelGetName: Result<
+        unsafe extern "C" fn(
+            name: *mut *const ::std::os::raw::c_char,
+            hfunc: CUkernel,
+        ) -> CUresult,
+        ::libloading::Error,
+    >,
     pub cuMemAlloc_v2: Result<
         unsafe extern "C" fn(dptr: *mut CUdeviceptr, bytesize: usize) -> CUresult,
         ::libloading::Error,
@@ -109,11 +147,60 @@ pub struct DriverLibrary {
         ) -> CUresult,
         ::libloading::Error,
     >,
+    pub cuMemcpyHtoDAsync_v2: Result<
+        unsafe extern "C" fn(
+            dstDevice: CUdeviceptr,
+            srcHost: *const ::std::os::raw::c_void,
+            ByteCount: usize,
+            hStream: CUstream,
+        ) -> CUresult,
+        ::libloading::Error,
+    >,
     pub cuMemsetD8_v2: Result<
         unsafe extern "C" fn(
             dstDevice: CUdeviceptr,
             uc: ::std::os::raw::c_uchar,
             N: usize,
+        ) -> CUresult,
+        ::libloading::Error,
+    >,
+    pub cuMemsetD8Async: Result<
+        unsafe extern "C" fn(
+            dstDevice: CUdeviceptr,
+            uc: ::std::os::raw::c_uchar,
+            N: usize,
+            hStream: CUstream,
+        ) -> CUresult,
+        ::libloading::Error,
+    >,
+    pub cuStreamSynchronize: Result<
+        unsafe extern "C" fn(hStream: CUstream) -> CUresult,
+        ::libloading::Error,
+    >,
+    pub cuFuncGetAttribute: Result<
+        unsafe extern "C" fn(
+            pi: *mut ::std::os::raw::c_int,
+            attrib: CUfunction_attribute,
+            hfunc: CUfunction,
+        ) -> CUresult,
+        ::libloading::Error,
+    >,
+    pub cuFuncSetAttribute: Result<
+        unsafe extern "C" fn(
+            hfunc: CUfunction,
+            attrib: CUfunction_attribute,
+            value: ::std::os::raw::c_int,
+        ) -> CUresult,
+        ::libloading::Error,
+    >,
+    pub cuFuncGetModule: Result<
+        unsafe extern "C" fn(hmod: *mut CUmodule, hfunc: CUfunction) -> CUresult,
+        ::libloading::Error,
+    >,
+    pub cuFuncGetName: Result<
+        unsafe extern "C" fn(
+            name: *mut *const ::std::os::raw::c_char,
+            hfunc: CUfunction,
         ) -> CUresult,
         ::libloading::Error,
     >,
@@ -152,11 +239,31 @@ impl DriverLibrary {
         let cuCtxGetDevice = __library.get(b"cuCtxGetDevice\0").map(|sym| *sym);
         let cuCtxGetId = __library.get(b"cuCtxGetId\0").map(|sym| *sym);
         let cuCtxSynchronize = __library.get(b"cuCtxSynchronize\0").map(|sym| *sym);
+        let cuModuleLoadDataEx = __library.get(b"cuModuleLoadDataEx\0").map(|sym| *sym);
+        let cuModuleGetFunction = __library
+            .get(b"cuModuleGetFunction\0")
+            .map(|sym| *sym);
+        let cuModuleGetGlobal_v2 = __library
+            .get(b"cuModuleGetGlobal_v2\0")
+            .map(|sym| *sym);
+        let cuLibraryGetModule = __library.get(b"cuLibraryGetModule\0").map(|sym| *sym);
+        let cuKernelGetName = __library.get(b"cuKernelGetName\0").map(|sym| *sym);
         let cuMemAlloc_v2 = __library.get(b"cuMemAlloc_v2\0").map(|sym| *sym);
         let cuMemFree_v2 = __library.get(b"cuMemFree_v2\0").map(|sym| *sym);
         let cuMemcpyHtoD_v2 = __library.get(b"cuMemcpyHtoD_v2\0").map(|sym| *sym);
         let cuMemcpyDtoH_v2 = __library.get(b"cuMemcpyDtoH_v2\0").map(|sym| *sym);
+        let cuMemcpyHtoDAsync_v2 = __library
+            .get(b"cuMemcpyHtoDAsync_v2\0")
+            .map(|sym| *sym);
         let cuMemsetD8_v2 = __library.get(b"cuMemsetD8_v2\0").map(|sym| *sym);
+        let cuMemsetD8Async = __library.get(b"cuMemsetD8Async\0").map(|sym| *sym);
+        let cuStreamSynchronize = __library
+            .get(b"cuStreamSynchronize\0")
+            .map(|sym| *sym);
+        let cuFuncGetAttribute = __library.get(b"cuFuncGetAttribute\0").map(|sym| *sym);
+        let cuFuncSetAttribute = __library.get(b"cuFuncSetAttribute\0").map(|sym| *sym);
+        let cuFuncGetModule = __library.get(b"cuFuncGetModule\0").map(|sym| *sym);
+        let cuFuncGetName = __library.get(b"cuFuncGetName\0").map(|sym| *sym);
         Ok(DriverLibrary {
             __library,
             cuGetErrorString,
@@ -174,11 +281,23 @@ impl DriverLibrary {
             cuCtxGetDevice,
             cuCtxGetId,
             cuCtxSynchronize,
+            cuModuleLoadDataEx,
+            cuModuleGetFunction,
+            cuModuleGetGlobal_v2,
+            cuLibraryGetModule,
+            cuKernelGetName,
             cuMemAlloc_v2,
             cuMemFree_v2,
             cuMemcpyHtoD_v2,
             cuMemcpyDtoH_v2,
+            cuMemcpyHtoDAsync_v2,
             cuMemsetD8_v2,
+            cuMemsetD8Async,
+            cuStreamSynchronize,
+            cuFuncGetAttribute,
+            cuFuncSetAttribute,
+            cuFuncGetModule,
+            cuFuncGetName,
         })
     }
     pub unsafe fn cuGetErrorString(
@@ -286,6 +405,64 @@ impl DriverLibrary {
     pub unsafe fn cuCtxSynchronize(&self) -> CUresult {
         (self.cuCtxSynchronize.as_ref().expect("Expected function, got error."))()
     }
+    pub unsafe fn cuModuleLoadDataEx(
+        &self,
+        module: *mut CUmodule,
+        image: *const ::std::os::raw::c_void,
+        numOptions: ::std::os::raw::c_uint,
+        options: *mut CUjit_option,
+        optionValues: *mut *mut ::std::os::raw::c_void,
+    ) -> CUresult {
+        (self
+            .cuModuleLoadDataEx
+            .as_ref()
+            .expect(
+                "Expected function, got error.",
+            ))(module, image, numOptions, options, optionValues)
+    }
+    pub unsafe fn cuModuleGetFunction(
+        &self,
+        hfunc: *mut CUfunction,
+        hmod: CUmodule,
+        name: *const ::std::os::raw::c_char,
+    ) -> CUresult {
+        (self
+            .cuModuleGetFunction
+            .as_ref()
+            .expect("Expected function, got error."))(hfunc, hmod, name)
+    }
+    pub unsafe fn cuModuleGetGlobal_v2(
+        &self,
+        dptr: *mut CUdeviceptr,
+        bytes: *mut usize,
+        hmod: CUmodule,
+        name: *const ::std::os::raw::c_char,
+    ) -> CUresult {
+        (self
+            .cuModuleGetGlobal_v2
+            .as_ref()
+            .expect("Expected function, got error."))(dptr, bytes, hmod, name)
+    }
+    pub unsafe fn cuLibraryGetModule(
+        &self,
+        pMod: *mut CUmodule,
+        library: CUlibrary,
+    ) -> CUresult {
+        (self
+            .cuLibraryGetModule
+            .as_ref()
+            .expect("Expected function, got error."))(pMod, library)
+    }
+    pub unsafe fn cuKernelGetName(
+        &self,
+        name: *mut *const ::std::os::raw::c_char,
+        hfunc: CUkernel,
+    ) -> CUresult {
+        (self
+            .cuKernelGetName
+            .as_ref()
+            .expect("Expected function, got error."))(name, hfunc)
+    }
     pub unsafe fn cuMemAlloc_v2(
         &self,
         dptr: *mut CUdeviceptr,
@@ -321,6 +498,20 @@ impl DriverLibrary {
             .as_ref()
             .expect("Expected function, got error."))(dstHost, srcDevice, ByteCount)
     }
+    pub unsafe fn cuMemcpyHtoDAsync_v2(
+        &self,
+        dstDevice: CUdeviceptr,
+        srcHost: *const ::std::os::raw::c_void,
+        ByteCount: usize,
+        hStream: CUstream,
+    ) -> CUresult {
+        (self
+            .cuMemcpyHtoDAsync_v2
+            .as_ref()
+            .expect(
+                "Expected function, got error.",
+            ))(dstDevice, srcHost, ByteCount, hStream)
+    }
     pub unsafe fn cuMemsetD8_v2(
         &self,
         dstDevice: CUdeviceptr,
@@ -331,5 +522,65 @@ impl DriverLibrary {
             .cuMemsetD8_v2
             .as_ref()
             .expect("Expected function, got error."))(dstDevice, uc, N)
+    }
+    pub unsafe fn cuMemsetD8Async(
+        &self,
+        dstDevice: CUdeviceptr,
+        uc: ::std::os::raw::c_uchar,
+        N: usize,
+        hStream: CUstream,
+    ) -> CUresult {
+        (self
+            .cuMemsetD8Async
+            .as_ref()
+            .expect("Expected function, got error."))(dstDevice, uc, N, hStream)
+    }
+    pub unsafe fn cuStreamSynchronize(&self, hStream: CUstream) -> CUresult {
+        (self
+            .cuStreamSynchronize
+            .as_ref()
+            .expect("Expected function, got error."))(hStream)
+    }
+    pub unsafe fn cuFuncGetAttribute(
+        &self,
+        pi: *mut ::std::os::raw::c_int,
+        attrib: CUfunction_attribute,
+        hfunc: CUfunction,
+    ) -> CUresult {
+        (self
+            .cuFuncGetAttribute
+            .as_ref()
+            .expect("Expected function, got error."))(pi, attrib, hfunc)
+    }
+    pub unsafe fn cuFuncSetAttribute(
+        &self,
+        hfunc: CUfunction,
+        attrib: CUfunction_attribute,
+        value: ::std::os::raw::c_int,
+    ) -> CUresult {
+        (self
+            .cuFuncSetAttribute
+            .as_ref()
+            .expect("Expected function, got error."))(hfunc, attrib, value)
+    }
+    pub unsafe fn cuFuncGetModule(
+        &self,
+        hmod: *mut CUmodule,
+        hfunc: CUfunction,
+    ) -> CUresult {
+        (self
+            .cuFuncGetModule
+            .as_ref()
+            .expect("Expected function, got error."))(hmod, hfunc)
+    }
+    pub unsafe fn cuFuncGetName(
+        &self,
+        name: *mut *const ::std::os::raw::c_char,
+        hfunc: CUfunction,
+    ) -> CUresult {
+        (self
+            .cuFuncGetName
+            .as_ref()
+            .expect("Expected function, got error."))(name, hfunc)
     }
 }
