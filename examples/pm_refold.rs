@@ -12,10 +12,10 @@
 //!
 //! Prints one line per top-level range instance with the attributed and the overlap-weighted
 //! bytes against per_range's, then the worst of each.
-use std::collections::HashMap;
 use std::error::Error;
 
-use gmprof::analysis::pm_fold::{fold, fold_report, PmScope};
+use gmprof::analysis::pm_check::{compare_with_per_range, DRAM_BYTES};
+use gmprof::analysis::pm_fold::fold_report;
 use gmprof::report::Report;
 
 fn load(path: &str) -> Result<Report, Box<dyn Error>> {
@@ -45,55 +45,28 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
     }
     let folded = fold_report(&capture, &traced.ranges, &traced.kernels);
-    let idx = |name: &str| pm.metrics.iter().position(|m| m.name == name);
-    let (read, write) = (
-        idx("dram__bytes_read.sum.per_second").ok_or("no DRAM read metric")?,
-        idx("dram__bytes_write.sum.per_second").ok_or("no DRAM write metric")?,
-    );
-    let reference: HashMap<(String, u32), f64> = per_range
-        .ranges
-        .iter()
-        .filter(|r| r.depth == 0 && r.range_id.is_some())
-        .filter_map(|r| {
-            let m = |name: &str| {
-                per_range
-                    .meta
-                    .metrics
-                    .iter()
-                    .position(|x| x.metric.name == name)
-                    .and_then(|i| r.metrics.get(i).copied().flatten())
-            };
-            Some(((r.path.clone(), r.instance), m("dram__bytes_read.sum")? + m("dram__bytes_write.sum")?))
-        })
-        .collect();
+    let check = compare_with_per_range(&folded, &per_range, DRAM_BYTES, 1_000_000)?;
     println!("alignment: {:?} (recorded: {:?})", folded.alignment, pm.alignment);
-    let (mut worst, mut worst_plain) = (0.0f64, 0.0f64);
-    for row in folded.rows.iter().filter(|r| r.scope == PmScope::Range && r.depth == Some(0)) {
-        let Some(&reference) = reference.get(&(row.path.clone(), row.instance.unwrap_or(0))) else { continue };
-        if row.end_ns - row.start_ns < 1_000_000 {
-            continue;
-        }
-        let total = |m: usize| row.values[m].and_then(|v| v.total).unwrap_or(f64::NAN);
-        let bytes = total(read) + total(write);
-        let plain = |m: usize| {
-            fold(&folded.samples, m, true, row.start_ns, row.end_ns).and_then(|v| v.total).unwrap_or(f64::NAN)
-        };
-        let plain_bytes = plain(read) + plain(write);
-        let (err, err_plain) = (bytes / reference - 1.0, plain_bytes / reference - 1.0);
-        worst = worst.max(err.abs());
-        worst_plain = worst_plain.max(err_plain.abs());
+    let percent = |e: Option<f64>| e.map_or(f64::NAN, |e| e * 100.0);
+    for c in &check.ranges {
         println!(
             "{} #{} {:.0} us: attributed {:.4e} ({:+.2} %), overlap-weighted {:.4e} ({:+.2} %), per_range {:.4e}",
-            row.path,
-            row.instance.unwrap_or(0),
-            (row.end_ns - row.start_ns) as f64 / 1e3,
-            bytes,
-            err * 100.0,
-            plain_bytes,
-            err_plain * 100.0,
-            reference
+            c.path,
+            c.instance,
+            c.duration_ns() as f64 / 1e3,
+            c.attributed.unwrap_or(f64::NAN),
+            percent(c.error()),
+            c.overlap_weighted.unwrap_or(f64::NAN),
+            percent(c.overlap_error()),
+            c.reference
         );
     }
-    println!("worst: attributed {:.2} %, overlap-weighted {:.2} %", worst * 100.0, worst_plain * 100.0);
+    println!(
+        "worst: attributed {:.2} %, overlap-weighted {:.2} % ({} ranges; {} without a per_range value)",
+        percent(check.worst()),
+        percent(check.worst_overlap()),
+        check.ranges.len(),
+        check.unmatched
+    );
     Ok(())
 }

@@ -133,12 +133,16 @@ def overhead(base, *dirs):
     b = durations(base)
     for d in dirs:
         probed = {r["kernel"] for r in rows(Path(d) / "probe_kernels.csv") if r["status"] == "probed"}
-        loads = {r["kernel"]: r["load_ms"] for r in rows(Path(d) / "probe_kernels.csv") if r["status"] == "probed"}
+        # One row per variant of a kernel name: the name's load time is its probed variants'.
+        loads = defaultdict(float)
+        for r in rows(Path(d) / "probe_kernels.csv"):
+            if r["status"] == "probed":
+                loads[r["kernel"]] += float(r["load_ms"])
         for k, v in sorted(durations(d).items()):
             if k in probed and k in b:
                 ratio = statistics.median(v) / statistics.median(b[k])
                 print(f"     {Path(d).name}: {k[:40]:40} plain {statistics.median(b[k]) / 1e3:9.1f} us  probed "
-                      f"{statistics.median(v) / 1e3:9.1f} us  x{ratio:6.2f}  load {float(loads[k]):7.1f} ms")
+                      f"{statistics.median(v) / 1e3:9.1f} us  x{ratio:6.2f}  load {loads[k]:7.1f} ms")
 
 
 def kernels(d):

@@ -4,11 +4,11 @@
 //! range) are in tests/data/pm/, zstd-compressed, with the folded rows left out: the test folds
 //! the recorded samples again, with this build, and compares every top-level range of 1 ms or
 //! more (a memory-bound `add` of 1.2 ms and a 2 ms MLP `train_step`, 10 of each) with per_range.
-use std::collections::HashMap;
 use std::io::Read;
 use std::path::PathBuf;
 
-use gmprof::analysis::pm_fold::{fold, fold_report, PmScope};
+use gmprof::analysis::pm_check::{compare_with_per_range, DRAM_BYTES};
+use gmprof::analysis::pm_fold::fold_report;
 use gmprof::report::Report;
 
 fn load(name: &str) -> Report {
@@ -19,51 +19,29 @@ fn load(name: &str) -> Report {
     serde_json::from_str(&text).unwrap()
 }
 
-/// (path, instance) → DRAM bytes read + written, from per_range counters.
-fn reference() -> HashMap<(String, u32), f64> {
-    let per_range = load("h100_pm_validate_per_range.json.zst");
-    let metric = |name: &str| per_range.meta.metrics.iter().position(|m| m.metric.name == name).unwrap();
-    let (read, write) = (metric("dram__bytes_read.sum"), metric("dram__bytes_write.sum"));
-    per_range
-        .ranges
-        .iter()
-        .filter(|r| r.depth == 0 && r.range_id.is_some())
-        .map(|r| ((r.path.clone(), r.instance), r.metrics[read].unwrap() + r.metrics[write].unwrap()))
-        .collect()
-}
-
 /// Worst |error| of the folded and of the overlap-weighted DRAM bytes, over the ranges compared.
 fn worst_errors(interval: &str) -> (f64, f64, usize) {
     let traced = load(&format!("h100_pm_validate_trace_pm_{interval}.json.zst"));
-    let reference = reference();
+    let per_range = load("h100_pm_validate_per_range.json.zst");
     let pm = traced.pm.as_ref().unwrap();
     let folded = fold_report(&pm.to_capture(), &traced.ranges, &traced.kernels);
     assert_eq!(folded.alignment.method, "same_clock");
-    let idx = |name: &str| folded.metrics.iter().position(|m| m.name == name).unwrap();
-    let (read, write) = (idx("dram__bytes_read.sum.per_second"), idx("dram__bytes_write.sum.per_second"));
-    let (mut worst, mut worst_plain, mut compared) = (0.0f64, 0.0f64, 0);
-    for row in folded.rows.iter().filter(|r| r.scope == PmScope::Range && r.depth == Some(0)) {
-        if row.end_ns - row.start_ns < 1_000_000 {
-            continue;
-        }
-        let reference = reference[&(row.path.clone(), row.instance.unwrap())];
-        let bytes = row.values[read].unwrap().total.unwrap() + row.values[write].unwrap().total.unwrap();
-        let plain = |m: usize| fold(&folded.samples, m, true, row.start_ns, row.end_ns).unwrap().total.unwrap();
-        let plain_bytes = plain(read) + plain(write);
-        worst = worst.max((bytes / reference - 1.0).abs());
-        worst_plain = worst_plain.max((plain_bytes / reference - 1.0).abs());
-        compared += 1;
+    let check = compare_with_per_range(&folded, &per_range, DRAM_BYTES, 1_000_000).unwrap();
+    // Every top-level range of 1 ms or more has its per_range bytes.
+    assert_eq!(check.unmatched, 0, "{interval}");
+    for c in &check.ranges {
         // Mean throughput is bytes over the range's GPU time.
-        let duration = (row.end_ns - row.start_ns) as f64 * 1e-9;
-        let mean = row.values[read].unwrap().mean + row.values[write].unwrap().mean;
-        assert!((mean * duration / bytes - 1.0).abs() < 1e-9);
+        let (bytes, from_mean) = (c.attributed.unwrap(), c.attributed_from_mean.unwrap());
+        assert!((from_mean / bytes - 1.0).abs() < 1e-9, "{interval} {} #{}", c.path, c.instance);
     }
+    let (worst, worst_plain) = (check.worst().unwrap(), check.worst_overlap().unwrap());
     eprintln!(
-        "{interval}: {compared} ranges, worst {:.2} % (overlap weighting alone {:.2} %)",
+        "{interval}: {} ranges, worst {:.2} % (overlap weighting alone {:.2} %)",
+        check.ranges.len(),
         worst * 100.0,
         worst_plain * 100.0
     );
-    (worst, worst_plain, compared)
+    (worst, worst_plain, check.ranges.len())
 }
 
 #[test]

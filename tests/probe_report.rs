@@ -1,5 +1,6 @@
 //! Probe results in the report: probed launches joined to their kernel rows (kernels.csv's
-//! probe columns, golden), probe_launches.csv and probes.csv with ranges, the blocks placed
+//! probe columns with the kernel's variant, golden), probe_launches.csv and probes.csv with
+//! ranges and variants, the blocks placed
 //! on the CUPTI clock by the device timers' fit, and block_sched's blocks on the timeline
 //! inside their kernel's slice.
 //!
@@ -95,6 +96,7 @@ fn probed(id: u32, runs: &[BlockRun], bytes: u64) -> ProbedLaunch {
         last_block_end_ns: runs.iter().map(|r| r.end_ns).max(),
         readback_us: 12.5,
         totals: vec![total("block_sched", "entries", 4, 4), total("gmem_bytes", "ld_bytes", bytes, 16)],
+        variant: Some(1),
         ..ProbedLaunch::default()
     }
 }
@@ -110,6 +112,8 @@ fn with_probes() -> (Report, Vec<TimedLaunch>) {
         blocks: 4,
         threads: 128,
         status: "not probed: the kernel requires .reqntid 256x1x1 and the launch's block is 128x1x1".into(),
+        // The second variant of its name in probe_kernels.csv.
+        variant: Some(2),
         ..ProbedLaunch::default()
     };
     let mut orphan = probed(99, &one, 8);
@@ -176,12 +180,14 @@ fn probe_csvs_carry_ranges_and_placement() {
         lines.next().unwrap(),
         "correlation_id,kernel,range_path,blocks,threads,status,blocks_once,blocks_missing,blocks_repeated,\
          first_block_start_ns,last_block_end_ns,blocks_inside_kernel,clock_offset_ns,clock_slack_ns,\
-         clock_run_launches,readback_us"
+         clock_run_launches,readback_us,variant"
     );
     let first = lines.next().unwrap();
     assert!(first.starts_with("1,vector_add,step,4,128,probed,4,0,0,"), "{first}");
-    assert!(first.ends_with(",true,-5000221,800,1,12.5"), "{first}");
-    assert!(lines.next().unwrap().starts_with("2,triton_k,step,4,128,not probed: the kernel requires .reqntid"));
+    assert!(first.ends_with(",true,-5000221,800,1,12.5,1"), "{first}");
+    let second = lines.next().unwrap();
+    assert!(second.starts_with("2,triton_k,step,4,128,not probed: the kernel requires .reqntid"), "{second}");
+    assert!(second.ends_with(",2"), "{second}");
     let totals = std::fs::read_to_string(dir.path().join("probes.csv")).unwrap();
     assert_eq!(
         totals.lines().take(3).collect::<Vec<_>>(),

@@ -11,6 +11,7 @@
 
 pub mod aggregate;
 pub mod correlate;
+pub mod pm_check;
 pub mod pm_deconvolve;
 pub mod pm_fold;
 

@@ -11,8 +11,9 @@
 //!   `cuLibraryLoadData`, and from files `cuModuleLoad`, `cuLibraryLoadFromFile`, which is
 //!   how PyTorch's static Triton launcher loads Triton's cubins): on exit, the image the
 //!   program passed (or the file, read back) is classified (PTX text, fatbin, cubin) and kept
-//!   by its module (a library's module through `cuLibraryGetModule`); a cubin is kept as its
-//!   identity ([`ImageId`]), by which its PTX is found in `--probe-ptx-dir`.
+//!   by its module (a library's module through `cuLibraryGetModule`) with its identity
+//!   ([`ImageId`]: probe_kernels.csv's `module`, and how a cubin's PTX is found in
+//!   `--probe-ptx-dir`).
 //! - Kernel launches (`cuLaunchKernel`, `cuLaunchKernelEx` and their per-thread-stream
 //!   variants): on enter, a selected kernel (name pattern, open range) is looked up by
 //!   `cuFuncGetModule`; its module's PTX is pruned and probed (cached per function), loaded
@@ -24,7 +25,9 @@
 //!
 //! A kernel whose module gmprof did not see loaded (the runtime registers its fatbins
 //! through a path of its own) or whose image has no PTX (a cubin, SASS-only fatbin) runs
-//! untouched and is listed as not probed, with the reason. gmprof's own driver calls run
+//! untouched and is listed as not probed, with the reason. Every loaded function is one
+//! [`ProbeKernel`]; probe_kernels.csv has a row per variant of a kernel name (module image,
+//! thread limits: [`crate::report::probe_kernels`]). gmprof's own driver calls run
 //! [`quietly`], so neither the hook nor the profiler hears them.
 
 use std::collections::{BTreeMap, HashMap};
@@ -32,7 +35,6 @@ use std::ffi::c_void;
 use std::time::Instant;
 
 use parking_lot::Mutex;
-use serde::Serialize;
 
 use crate::checked::callback::{quietly, CallbackSite, RawDriverCall};
 use crate::checked::module::{ModuleApi, RawFunction, RawModule};
@@ -65,23 +67,22 @@ pub struct ProbeConfig {
     pub maps: MapVia,
 }
 
+pub use crate::report::probe_kernels::{KernelTable, ProbeKernel};
 pub use crate::report::probes::{ProbeTotal, ProbedLaunch as LaunchRecord};
 
-/// A kernel and whether it was probed, for probe_kernels.csv.
-#[derive(Clone, Debug, Serialize)]
-pub struct KernelStatus {
-    /// Kernel, demangled.
-    pub kernel: String,
-    /// Mangled name.
-    pub mangled: String,
-    /// `probed` or `not probed`.
-    pub status: String,
-    /// Why not, or how the name matched and what the probes cannot see.
-    pub detail: String,
-    /// Launches heard while selected.
-    pub launches: u64,
-    /// Parse + prune + inject + driver JIT, ms (probed kernels).
-    pub load_ms: Option<f64>,
+/// A kernel's detail when the kernel glob does not select it.
+const NOT_SELECTED: &str = "not selected";
+/// Added to a kernel's detail (once) when a launch passed its arguments through `extra`.
+const EXTRA_UNPROBED: &str = "; a launch passing its arguments through `extra` ran unprobed";
+
+/// A module gmprof saw loaded.
+struct Loaded {
+    source: Source,
+    /// Its image's kind and [`ImageId`] (`cubin 31240 B #9f1c2a3b4c5d6e7f`), when its bytes
+    /// could be read.
+    id: Option<String>,
+    /// The file it was loaded from.
+    file: Option<String>,
 }
 
 enum Source {
@@ -104,6 +105,12 @@ struct Probed {
     max_threads: Option<i32>,
 }
 
+/// How to refer to a launch: its kernel, its variant and its shape.
+struct Launch {
+    info: LaunchInfo,
+    variant: Option<u32>,
+}
+
 struct Pending {
     /// How the launch was made, for a failure's message.
     how: String,
@@ -111,13 +118,16 @@ struct Pending {
     _ptrs: Box<[u64]>,
     maps: Vec<(u64, usize)>,
     stream: CUstream,
-    launch: LaunchInfo,
+    launch: Launch,
 }
 
 #[derive(Default)]
 struct State {
-    modules: HashMap<usize, Source>,
-    kernels: HashMap<usize, (Option<Probed>, KernelStatus)>,
+    modules: HashMap<usize, Loaded>,
+    /// The probed function of each function handle heard launched (`None`: not probed).
+    probed: HashMap<usize, Option<Probed>>,
+    /// Every function handle heard launched, for probe_kernels.csv.
+    kernels: KernelTable,
     pending: HashMap<u32, Pending>,
     launches: Vec<LaunchRecord>,
     /// block_sched spans handed to the device timers (the timeline), and the launches
@@ -254,20 +264,25 @@ fn on_driver_call(call: &RawDriverCall) {
             // SAFETY: on a successful exit the out-handle holds the new module or library.
             let handle = unsafe { *p.handle };
             let module = if library { quietly(|| api.library_module(handle)).ok() } else { Some(handle) };
-            let source = if from_file {
+            let loaded = if from_file {
                 // SAFETY: the file loads pass a NUL-terminated path where the others pass
                 // the image.
                 let path = unsafe { std::ffi::CStr::from_ptr(p.image as *const std::ffi::c_char) };
+                let file = Some(path.to_string_lossy().into_owned());
                 match std::fs::read(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(path.to_bytes())) {
-                    Ok(bytes) => source_of(&bytes),
-                    Err(e) => Source::NoPtx(format!("the module file could not be read back: {e}"), None),
+                    Ok(bytes) => Loaded { file, ..loaded(&bytes) },
+                    Err(e) => Loaded {
+                        source: Source::NoPtx(format!("the module file could not be read back: {e}"), None),
+                        id: None,
+                        file,
+                    },
                 }
             } else {
                 // SAFETY: the image the program passed is valid for the duration of the call.
                 unsafe { read_image(p.image) }
             };
             if let Some(m) = module {
-                state.modules.insert(m as usize, source);
+                state.modules.insert(m as usize, loaded);
             }
         }
         (CallbackSite::Enter, true) => {
@@ -298,18 +313,22 @@ fn on_driver_call(call: &RawDriverCall) {
             let Some(probed_fn) = prepare(api, config, state, f, args.is_null(), dims.1) else { return };
             let blocks = dims.0.iter().map(|&d| d as u64).product::<u64>();
             let threads = dims.1.iter().map(|&d| d as u64).product::<u64>();
-            let kernel = state.kernels.get(&(f as usize)).map(|k| k.1.kernel.clone()).unwrap_or_default();
+            let row = state.kernels.get(f as usize);
+            let kernel = row.map(|k| k.kernel.clone()).unwrap_or_default();
+            let variant = row.map(|k| k.variant);
             let info = LaunchInfo { correlation_id: call.correlation_id, kernel, blocks, threads };
+            let heard = Launch { info, variant };
+            let info = &heard.info;
             if let Err(why) =
                 launchable(&probed_fn, dims.1).and_then(|()| match_shared_memory(api, f, &probed_fn, shared))
             {
                 // The driver would refuse the probed launch: the original runs instead.
-                state.launches.push(LaunchRecord { status: format!("not probed: {why}"), ..launch_record(&info) });
+                state.launches.push(LaunchRecord { status: format!("not probed: {why}"), ..launch_record(&heard) });
                 return;
             }
             let mut maps = Vec::new();
             for spec in &config.probes {
-                let bytes = decode::map_bytes(spec, &info);
+                let bytes = decode::map_bytes(spec, info);
                 match quietly(|| api.alloc_zeroed(bytes, stream)) {
                     Ok(ptr) => {
                         note_internal(TransferKind::Memset, bytes);
@@ -318,7 +337,7 @@ fn on_driver_call(call: &RawDriverCall) {
                     Err(e) => {
                         maps.iter().for_each(|(p, _)| quietly(|| api.free(*p)));
                         let status = format!("not probed: {e}");
-                        state.launches.push(LaunchRecord { status, ..launch_record(&info) });
+                        state.launches.push(LaunchRecord { status, ..launch_record(&heard) });
                         return;
                     }
                 }
@@ -329,7 +348,7 @@ fn on_driver_call(call: &RawDriverCall) {
                 if let Err(e) = quietly(|| api.write_u64(*var, *ptr, stream)) {
                     maps.iter().for_each(|(p, _)| quietly(|| api.free(*p)));
                     let status = format!("not probed: {e}");
-                    state.launches.push(LaunchRecord { status, ..launch_record(&info) });
+                    state.launches.push(LaunchRecord { status, ..launch_record(&heard) });
                     return;
                 }
             }
@@ -368,9 +387,10 @@ fn on_driver_call(call: &RawDriverCall) {
                 attr(0),
                 probed_fn.limits
             );
-            state
-                .pending
-                .insert(call.correlation_id, Pending { how, _args: new_args, _ptrs: ptrs, maps, stream, launch: info });
+            state.pending.insert(
+                call.correlation_id,
+                Pending { how, _args: new_args, _ptrs: ptrs, maps, stream, launch: heard },
+            );
         }
         (CallbackSite::Exit, true) => {
             if let Some(p) = state.pending.remove(&call.correlation_id) {
@@ -447,57 +467,69 @@ fn prepare(
     block: [u32; 3],
 ) -> Option<Probed> {
     let key = f as usize;
-    if !state.kernels.contains_key(&key) {
+    if !state.kernels.contains(key) {
         let mangled = quietly(|| api.function_name(f)).unwrap_or_default();
         let kernel = demangle(&mangled);
         let selected = config.kernels.as_ref().is_none_or(|p| p.matches(&mangled) || p.matches(&kernel));
-        let mut status = KernelStatus {
+        let module = quietly(|| api.function_module(f)).map_err(|e| e.to_string());
+        let seen = module.as_ref().ok().and_then(|m| state.modules.get(&(*m as usize)));
+        let mut row = ProbeKernel {
             kernel,
             mangled,
             status: "not probed".into(),
-            detail: String::new(),
-            launches: 0,
-            load_ms: None,
+            module: seen.and_then(|s| s.id.clone()),
+            module_file: seen.and_then(|s| s.file.clone()),
+            max_threads_per_block: quietly(|| api.function_attribute(f, 0)),
+            ..ProbeKernel::default()
         };
         let mut probed = None;
         if !selected {
-            status.detail = "not selected".into();
+            row.detail = NOT_SELECTED.into();
         } else {
             let started = Instant::now();
-            match load_probed(api, config, state, f, &status.mangled, block) {
+            let mut limits = None;
+            match load_probed(api, config, state, module, &row.mangled, block, &mut limits) {
                 Ok((p, detail)) => {
                     probed = Some(p);
-                    status.status = "probed".into();
-                    status.detail = detail;
-                    status.load_ms = Some(started.elapsed().as_secs_f64() * 1e3);
+                    row.status = "probed".into();
+                    row.detail = detail;
+                    row.load_ms = Some(started.elapsed().as_secs_f64() * 1e3);
                 }
-                Err(reason) => status.detail = reason,
+                Err(reason) => row.detail = reason,
             }
+            row.reqntid = limits.and_then(|l| l.reqntid).map(select::dims);
+            row.maxntid = limits.and_then(|l| l.maxntid).map(select::dims);
         }
-        state.kernels.insert(key, (probed, status));
+        state.probed.insert(key, probed);
+        state.kernels.insert(key, row);
     }
-    let (probed, status) = state.kernels.get_mut(&key)?;
-    if status.detail == "not selected" {
+    let row = state.kernels.get_mut(key)?;
+    if row.detail == NOT_SELECTED {
         return None;
     }
-    status.launches += 1;
-    let p = probed.as_ref()?;
+    row.launches += 1;
+    let p = state.probed.get(&key)?.as_ref()?;
     if no_args && config.maps == MapVia::Param {
-        status.detail.push_str("; a launch passing its arguments through `extra` ran unprobed");
+        if !row.detail.ends_with(EXTRA_UNPROBED) {
+            row.detail.push_str(EXTRA_UNPROBED);
+        }
         return None;
     }
     Some(p.clone())
 }
 
+/// Probes and loads `mangled` of `module`; `limits` gets the kernel's thread limits in the
+/// PTX it tried, if any.
 fn load_probed(
     api: &ModuleApi,
     config: &ProbeConfig,
     state: &State,
-    f: RawFunction,
+    module: std::result::Result<RawModule, String>,
     mangled: &str,
     block: [u32; 3],
+    limits: &mut Option<ThreadLimits>,
 ) -> std::result::Result<(Probed, String), String> {
-    let module: RawModule = quietly(|| api.function_module(f)).map_err(|e| {
+    let module = module.map_err(|e| {
         format!(
             "a runtime kernel (its handle has no module: the runtime registers its fatbins through a path \
              gmprof does not see): {e}"
@@ -505,7 +537,7 @@ fn load_probed(
     })?;
     let from_dir;
     let mut source = String::new();
-    let texts = match state.modules.get(&(module as usize)) {
+    let texts = match state.modules.get(&(module as usize)).map(|m| &m.source) {
         Some(Source::Ptx(t)) => t,
         other => {
             let (why, cubin) = match other {
@@ -524,6 +556,7 @@ fn load_probed(
             }
             let chosen = select::choose(&candidates, cubin, block).map_err(|e| format!("{why}; {e}"))?;
             source = format!("; {}", chosen.how);
+            *limits = Some(chosen.limits);
             from_dir = chosen.ptx;
             std::slice::from_ref(&from_dir)
         }
@@ -532,6 +565,7 @@ fn load_probed(
     for text in texts {
         match probe_ptx_with(text, mangled, &config.probes, config.maps) {
             Ok(k) => {
+                *limits = Some(k.limits);
                 let m = quietly(|| api.load_ptx(&k.ptx)).map_err(|e| e.to_string())?;
                 let func = quietly(|| api.function(m, &k.kernel)).map_err(|e| e.to_string())?;
                 let mut globals = Vec::new();
@@ -549,18 +583,25 @@ fn load_probed(
                 let probed = Probed { func, params: k.params, globals, limits: k.limits, max_threads };
                 return Ok((probed, detail));
             }
-            Err(e) => last = e.to_string(),
+            Err(e) => {
+                if limits.is_none() {
+                    *limits = select::limits_in(text, mangled);
+                }
+                last = e.to_string()
+            }
         }
     }
     Err(last)
 }
 
-fn launch_record(info: &LaunchInfo) -> LaunchRecord {
+fn launch_record(launch: &Launch) -> LaunchRecord {
+    let info = &launch.info;
     LaunchRecord {
         correlation_id: info.correlation_id,
         kernel: info.kernel.clone(),
         blocks: info.blocks,
         threads: info.threads,
+        variant: launch.variant,
         ..Default::default()
     }
 }
@@ -593,7 +634,7 @@ fn finish_launch(api: &ModuleApi, config: &ProbeConfig, state: &mut State, p: Pe
             }
         };
         any_written |= map.iter().any(|&b| b != 0);
-        let records = spec.layout.records(p.launch.blocks, p.launch.threads);
+        let records = spec.layout.records(p.launch.info.blocks, p.launch.info.threads);
         for f in &spec.fields {
             if let Some(total) = decode::field_total(spec, &map, &f.name) {
                 record.totals.push(ProbeTotal { probe: spec.name.clone(), field: f.name.clone(), total, records });
@@ -609,28 +650,28 @@ fn finish_launch(api: &ModuleApi, config: &ProbeConfig, state: &mut State, p: Pe
             record.last_block_end_ns = ran.map(|s| s.end_ns).max();
             if state.timeline_spans + spans.len() <= MAX_TIMELINE_SPANS {
                 state.timeline_spans += spans.len();
-                crate::device_timers::submit(timeline_launch(&p.launch, &spans));
+                crate::device_timers::submit(timeline_launch(&p.launch.info, &spans));
             } else {
                 state.timeline_left_off += 1;
             }
             if state.trace.len() < 200_000 {
                 let origin = record.first_block_start_ns.unwrap_or(0);
                 state.trace.extend(decode::block_trace_events(
-                    &p.launch.kernel,
-                    p.launch.correlation_id,
+                    &p.launch.info.kernel,
+                    p.launch.info.correlation_id,
                     &spans,
                     origin,
                 ));
             }
         }
-        let seen = state.recorded_per_kernel.get(&p.launch.kernel).copied().unwrap_or(0);
+        let seen = state.recorded_per_kernel.get(&p.launch.info.kernel).copied().unwrap_or(0);
         if seen < config.record_launches {
-            if let Ok(rows) = decode::rows(spec, &p.launch, &map) {
+            if let Ok(rows) = decode::rows(spec, &p.launch.info, &map) {
                 state.records.extend(rows);
             }
         }
     }
-    *state.recorded_per_kernel.entry(p.launch.kernel.clone()).or_default() += 1;
+    *state.recorded_per_kernel.entry(p.launch.info.kernel.clone()).or_default() += 1;
     if record.status == "probed" && !any_written {
         record.status = "failed: no probe wrote its map (the probed function did not run)".into();
     }
@@ -646,7 +687,7 @@ const MAX_CUBIN: usize = 1 << 30;
 /// # Safety
 /// `image` must point at a PTX string, a fatbin, a fatbin wrapper or a cubin, as the driver
 /// accepts them.
-unsafe fn read_image(image: *const c_void) -> Source {
+unsafe fn read_image(image: *const c_void) -> Loaded {
     // SAFETY: every accepted image is at least 4 bytes.
     let magic = unsafe { (image as *const u32).read_unaligned() };
     let image = if magic == fatbin::FATBIN_WRAPPER_MAGIC {
@@ -663,39 +704,46 @@ unsafe fn read_image(image: *const c_void) -> Source {
     } else if head.starts_with(b"\x7fELF") {
         // SAFETY: a cubin image is a whole ELF file: its 64-byte header, then its header
         // tables and sections, which `elf_extent` bounds from what it has read.
-        let id = unsafe {
+        let whole = unsafe {
             let elf = |len| std::slice::from_raw_parts(image as *const u8, len);
             fatbin::elf_extent(elf(64))
                 .filter(|&tables| tables <= MAX_CUBIN)
                 .and_then(|tables| fatbin::elf_extent(elf(tables)))
                 .filter(|&len| len <= MAX_CUBIN)
-                .map(|len| ImageId::of(elf(len)))
+                .map(elf)
         };
-        return Source::NoPtx(CUBIN.into(), id);
+        match whole {
+            Some(elf) => elf,
+            None => return Loaded { source: Source::NoPtx(CUBIN.into(), None), id: None, file: None },
+        }
     } else {
         // SAFETY: otherwise the driver takes the image as NUL-terminated PTX text.
         unsafe { std::ffi::CStr::from_ptr(image as *const std::ffi::c_char) }.to_bytes()
     };
-    source_of(bytes)
+    loaded(bytes)
 }
 
-/// What a whole image (read from memory or a file) holds; a cubin is identified by its bytes.
-fn source_of(bytes: &[u8]) -> Source {
-    match fatbin::classify(bytes) {
-        Ok(Image::Ptx(t)) => Source::Ptx(vec![t]),
+/// A whole image (read from memory or a file): what it holds, and its kind and identity
+/// (a cubin's is also how its PTX is found).
+fn loaded(bytes: &[u8]) -> Loaded {
+    let image = ImageId::of(bytes);
+    let (kind, source) = match fatbin::classify(bytes) {
+        Ok(Image::Ptx(t)) => ("PTX", Source::Ptx(vec![t])),
         Ok(Image::Fatbin(entries)) => {
             let (ptx, problems) = fatbin::ptx_of(&entries);
-            if ptx.is_empty() {
+            let source = if ptx.is_empty() {
                 let why = if problems.is_empty() { "no PTX entry".to_string() } else { problems.join("; ") };
                 Source::NoPtx(format!("SASS only: the fatbin has {why}"), None)
             } else {
                 Source::Ptx(ptx)
-            }
+            };
+            ("fatbin", source)
         }
-        Ok(Image::Elf) => Source::NoPtx(CUBIN.into(), Some(ImageId::of(bytes))),
-        Ok(Image::Unknown) => Source::NoPtx("the module image is of an unknown kind".into(), None),
-        Err(e) => Source::NoPtx(e.to_string(), None),
-    }
+        Ok(Image::Elf) => ("cubin", Source::NoPtx(CUBIN.into(), Some(image))),
+        Ok(Image::Unknown) => ("image", Source::NoPtx("the module image is of an unknown kind".into(), None)),
+        Err(e) => ("image", Source::NoPtx(e.to_string(), None)),
+    };
+    Loaded { source, id: Some(format!("{kind} {image}")), file: None }
 }
 
 /// Blocks of block_sched handed to the timeline, at most (about 100 MB of spans).
@@ -727,8 +775,8 @@ pub struct ProbeOutputs {
     pub timeline_left_off: u64,
     /// probe_records.csv.
     pub records: Vec<decode::ProbeRow>,
-    /// probe_kernels.csv, sorted by kernel.
-    pub kernels: Vec<KernelStatus>,
+    /// probe_kernels.csv: one row per variant, by kernel ([`KernelTable::rows`]).
+    pub kernels: Vec<ProbeKernel>,
     /// probe_trace.json events.
     pub trace: Vec<serde_json::Value>,
 }
@@ -737,15 +785,11 @@ pub struct ProbeOutputs {
 pub fn outputs() -> Option<ProbeOutputs> {
     let guard = STATE.lock();
     let (_, s) = guard.as_ref()?;
-    let mut kernels: BTreeMap<String, KernelStatus> = BTreeMap::new();
-    for (_, k) in s.kernels.values() {
-        kernels.entry(k.mangled.clone()).or_insert_with(|| k.clone());
-    }
     Some(ProbeOutputs {
         launches: s.launches.clone(),
         timeline_left_off: s.timeline_left_off,
         records: s.records.clone(),
-        kernels: kernels.into_values().collect(),
+        kernels: s.kernels.rows(),
         trace: s.trace.clone(),
     })
 }
@@ -759,16 +803,30 @@ mod tests {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ptx/triton_cache");
         let candidates = select::candidates(&dir, "triton_poi_fused_add_mul_relu_0");
         assert_eq!(candidates.len(), 2);
+        let mut ids = Vec::new();
         for c in &candidates {
             // What cuModuleLoad's hook keeps for the file it read back.
-            let Source::NoPtx(why, id) = source_of(&std::fs::read(c.path.with_extension("cubin")).unwrap()) else {
+            let bytes = std::fs::read(c.path.with_extension("cubin")).unwrap();
+            let Loaded { source: Source::NoPtx(why, id), id: shown, .. } = loaded(&bytes) else {
                 panic!("a cubin has no PTX")
             };
             assert_eq!((why.as_str(), id), (CUBIN, c.cubin));
+            // probe_kernels.csv's `module`: the kind, the length and the hash.
+            assert_eq!(shown, Some(format!("cubin {} B #{:016x}", bytes.len(), id.unwrap().hash)));
+            ids.push(shown);
             let chosen = select::choose(&candidates, id, [64, 1, 1]).unwrap();
             assert_eq!(chosen.path, c.path);
+            assert_eq!(chosen.limits, c.limits);
         }
-        let Source::Ptx(texts) = source_of(candidates[0].ptx.as_bytes()) else { panic!("PTX text is PTX") };
+        // The two autotuned variants of one name are two modules.
+        assert_ne!(ids[0], ids[1]);
+        let Loaded { source: Source::Ptx(texts), id, .. } = loaded(candidates[0].ptx.as_bytes()) else {
+            panic!("PTX text is PTX")
+        };
         assert_eq!(texts.len(), 1);
+        assert!(id.is_some_and(|id| id.starts_with(&format!("PTX {} B #", candidates[0].ptx.len()))));
+        let fatbin = std::fs::read(dir.join("../probe_kernels_default.fatbin")).unwrap();
+        let Loaded { source: Source::Ptx(_), id, .. } = loaded(&fatbin) else { panic!("the fatbin has PTX") };
+        assert!(id.is_some_and(|id| id.starts_with("fatbin ")));
     }
 }

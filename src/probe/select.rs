@@ -13,7 +13,6 @@
 //! block breaks them, so a probed function is never launched with such a block (the
 //! original runs instead and the launch is listed as not probed).
 
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
 use super::ptx::{Function, Module};
@@ -23,17 +22,24 @@ use super::ptx::{Function, Module};
 pub struct ImageId {
     /// Bytes.
     pub len: usize,
-    /// A 64-bit hash of the bytes (std's SipHash with fixed keys: stable within a process,
-    /// which is where ids are compared).
+    /// The bytes' XXH64 with seed 0 (what `xxhsum -H1` prints for the file): the same in
+    /// every run and build, so probe_kernels.csv's `module` can be compared across runs and
+    /// matched to a file.
     pub hash: u64,
 }
 
 impl ImageId {
     /// The id of `bytes`.
     pub fn of(bytes: &[u8]) -> ImageId {
-        let mut h = std::hash::DefaultHasher::new();
-        bytes.hash(&mut h);
-        ImageId { len: bytes.len(), hash: h.finish() }
+        ImageId { len: bytes.len(), hash: twox_hash::XxHash64::oneshot(0, bytes) }
+    }
+}
+
+/// `31240 B #9f1c2a3b4c5d6e7f`: the length and the hash, as probe_kernels.csv's `module`
+/// column shows them after the image's kind.
+impl std::fmt::Display for ImageId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} B #{:016x}", self.len, self.hash)
     }
 }
 
@@ -118,6 +124,16 @@ pub fn dims(d: [u32; 3]) -> String {
     format!("{}x{}x{}", d[0], d[1], d[2])
 }
 
+/// The thread limits of kernel `kernel` in PTX text `ptx`, the kernel found as the probe
+/// engine finds it ([`find_kernel`](super::find_kernel)); `None` when the text does not parse
+/// or has no such kernel.
+pub fn limits_in(ptx: &str, kernel: &str) -> Option<ThreadLimits> {
+    let module = Module::parse(ptx).ok()?;
+    let (name, _) = super::find_kernel(&module, kernel)?;
+    let limits = module.kernels().find(|f| f.name == name).map(ThreadLimits::of);
+    limits
+}
+
 /// A `.ptx` file that defines the kernel.
 #[derive(Clone, Debug)]
 pub struct Candidate {
@@ -174,6 +190,8 @@ pub struct Chosen {
     pub ptx: String,
     /// How it was chosen, for probe_kernels.csv.
     pub how: String,
+    /// The kernel's thread limits in it.
+    pub limits: ThreadLimits,
 }
 
 /// Chooses among `candidates` (from [`candidates`]) the PTX of a kernel loaded from the
@@ -182,7 +200,7 @@ pub struct Chosen {
 /// those whose thread limits admit the block (the reason reported); an error when none is
 /// fit.
 pub fn choose(candidates: &[Candidate], loaded: Option<ImageId>, block: [u32; 3]) -> Result<Chosen, String> {
-    let pick = |c: &Candidate, how: String| Chosen { path: c.path.clone(), ptx: c.ptx.clone(), how };
+    let pick = |c: &Candidate, how: String| Chosen { path: c.path.clone(), ptx: c.ptx.clone(), how, limits: c.limits };
     if candidates.is_empty() {
         return Err("no .ptx file in the PTX directory defines the kernel".into());
     }
@@ -249,5 +267,17 @@ mod tests {
         assert_eq!(ImageId::of(b"abc"), ImageId::of(b"abc"));
         assert_ne!(ImageId::of(b"abc"), ImageId::of(b"abd"));
         assert_eq!(ImageId::of(b"abcd").len, 4);
+        // XXH64, seed 0: the reference values of the xxHash specification's test vectors.
+        assert_eq!(ImageId::of(b"").hash, 0xef46_db37_51d8_e999);
+        assert_eq!(ImageId::of(b"abc").hash, 0x44bc_2cf5_ad77_0999);
+        assert_eq!(ImageId::of(b"abc").to_string(), "3 B #44bc2cf5ad770999");
+    }
+
+    #[test]
+    fn limits_are_read_from_ptx_text() {
+        let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry k()\n.reqntid 128\n{\n\tret;\n}\n";
+        assert_eq!(limits_in(ptx, "k").and_then(|l| l.reqntid), Some([128, 1, 1]));
+        assert_eq!(limits_in(ptx, "other"), None);
+        assert_eq!(limits_in("not ptx", "k"), None);
     }
 }

@@ -29,6 +29,7 @@ pub mod json;
 pub mod merge;
 pub mod merge_trace;
 pub mod pm_csv;
+pub mod probe_kernels;
 pub mod probes;
 pub mod stats;
 pub mod summary;

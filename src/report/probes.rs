@@ -8,8 +8,9 @@
 //! `blocks_inside_kernel` true. The report then carries:
 //!
 //! - kernels.csv: `probe_status`, one `probe.<probe>.<field>` column per probe field (the
-//!   launch's total) and `probe_blocks_inside_kernel`, after the metric columns, only when
-//!   the session probed (blank on rows of launches that were not probed);
+//!   launch's total), `probe_blocks_inside_kernel` and `probe_variant` (the kernel's variant
+//!   in probe_kernels.csv, [`super::probe_kernels`]), after the metric columns, only when the
+//!   session probed (blank on rows of launches that were not probed);
 //! - [`PROBE_LAUNCHES_CSV`] (one row per launch, with its range path and clock placement)
 //!   and [`PROBES_CSV`] (one row per launch, probe and field);
 //! - `report.json`'s `probes`.
@@ -92,6 +93,10 @@ pub struct ProbedLaunch {
     /// Field totals, in probe and field order.
     #[serde(default)]
     pub totals: Vec<ProbeTotal>,
+    /// The kernel's variant: its row in probe_kernels.csv is the one of this kernel and
+    /// variant ([`super::probe_kernels`]).
+    #[serde(default)]
+    pub variant: Option<u32>,
 }
 
 /// A probe_launches.csv row: a [`ProbedLaunch`] without its totals.
@@ -113,6 +118,7 @@ struct LaunchCsv<'a> {
     clock_slack_ns: Option<u64>,
     clock_run_launches: Option<u32>,
     readback_us: f64,
+    variant: Option<u32>,
 }
 
 /// A probes.csv row.
@@ -159,6 +165,7 @@ pub fn write_probe_csvs(dir: &Path, launches: &[ProbedLaunch]) -> Result<()> {
             clock_slack_ns: l.clock_slack_ns,
             clock_run_launches: l.clock_run_launches,
             readback_us: l.readback_us,
+            variant: l.variant,
         }),
     )?;
     csv_rows(
@@ -273,6 +280,10 @@ impl Report {
             (0..n)
                 .map(|i| launch(i).and_then(|l| l.blocks_inside_kernel).map(|b| b.to_string()).unwrap_or_default())
                 .collect(),
+        ));
+        columns.push((
+            "probe_variant".to_string(),
+            (0..n).map(|i| launch(i).and_then(|l| l.variant).map(|v| v.to_string()).unwrap_or_default()).collect(),
         ));
         columns
     }

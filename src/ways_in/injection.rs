@@ -442,7 +442,7 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
     if let Some(outputs) = state.outputs.get() {
         match crate::ways_in::probe_run::write_outputs(outputs.dir(), probes_joined && outputs_written) {
             Ok(Some((probed, not))) => {
-                eprintln!("gmprof: probes: {probed} kernel(s) probed, {not} not (probe_kernels.csv)")
+                eprintln!("gmprof: probes: {probed} kernel variant(s) probed, {not} not (probe_kernels.csv)")
             }
             Ok(None) => {}
             Err(e) => note_error(state, format!("could not write the probe outputs: {e}")),

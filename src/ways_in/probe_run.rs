@@ -4,7 +4,9 @@
 //! the others:
 //!
 //! - `probe_kernels.csv`: every kernel launched while probing was on, probed or not, with
-//!   the reason (SASS only, module not seen, not selected) and the load cost;
+//!   the reason (SASS only, module not seen, not selected) and the load cost, one row per
+//!   variant of a kernel name (its module image, thread limits;
+//!   [`crate::report::probe_kernels`]);
 //! - `probe_launches.csv`: every selected launch (correlation id and range path as in
 //!   kernels.csv; probed, or not probed with the reason), with block_sched's check (blocks
 //!   seen once, missing, repeated; first start, last end) and whether the blocks lie inside
@@ -129,11 +131,11 @@ pub fn attach(report: &mut Report) -> bool {
 
 /// Writes the probe outputs into `dir`; nothing when probing is off. probe_launches.csv and
 /// probes.csv are written here (without ranges) only when no report took them (`joined`
-/// false: profiling could not finish). Returns how many kernels were probed and how many
-/// were not.
+/// false: profiling could not finish). Returns how many kernel variants (probe_kernels.csv
+/// rows) were probed and how many were not.
 pub fn write_outputs(dir: &Path, joined: bool) -> Result<Option<(usize, usize)>> {
     let Some(out) = probe::outputs() else { return Ok(None) };
-    write_csv(dir, "probe_kernels.csv", &out.kernels)?;
+    crate::report::probe_kernels::write_probe_kernels_csv(dir, &out.kernels)?;
     if !joined || out.launches.is_empty() {
         crate::report::probes::write_probe_csvs(dir, &out.launches)?;
     }
