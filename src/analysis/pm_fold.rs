@@ -460,6 +460,22 @@ fn attribute(
         .collect()
 }
 
+/// The amount (value·ns) attributed to the kernel rows `inside` together. Where some of them
+/// got no value (no sample overlapped them), the others' amount is stretched over their time;
+/// `None` when none got one.
+fn members_amount(attributed: &[Option<f64>], kernels: &[KernelRow], inside: &[usize]) -> Option<f64> {
+    let (mut amount, mut valued, mut all) = (0.0f64, 0u64, 0u64);
+    for &k in inside {
+        let d = kernels[k].end_ns.unwrap_or(0).saturating_sub(kernels[k].start_ns.unwrap_or(0));
+        all += d;
+        if let Some(v) = attributed[k] {
+            amount += v * d as f64;
+            valued += d;
+        }
+    }
+    (valued > 0).then(|| amount * all as f64 / valued as f64)
+}
+
 /// Replaces a folded value's mean and total with the attributed amount `amount` (value·ns)
 /// over `duration_ns`.
 fn with_amount(mut v: PmValue, amount: f64, duration_ns: u64, is_rate: bool) -> PmValue {
@@ -473,8 +489,9 @@ fn with_amount(mut v: PmValue, amount: f64, duration_ns: u64, is_rate: bool) -> 
 ///
 /// Each value's samples, peak, coverage and edge share come from [`fold`] over the row's
 /// interval. Its mean and total come from the amounts [`pm_deconvolve`] attributes to the
-/// kernels: a kernel's own, and a range's summed over the kernels it launched (nested ranges
-/// included) and spread over its GPU interval. Where some of a range's kernels got no value
+/// kernels: a kernel's own, a whole-graph row's (per_kernel mode) summed over its nodes, and a
+/// range's summed over the kernels it launched (nested ranges included), each spread over the
+/// row's GPU interval. Where some of a range's kernels got no value
 /// (no sample overlapped them), the others' amount is stretched over their time.
 pub fn fold_report(capture: &PmCapture, ranges: &[RangeRow], kernels: &[KernelRow]) -> PmReport {
     let alignment = align(capture, kernels);
@@ -503,19 +520,10 @@ pub fn fold_report(capture: &PmCapture, ranges: &[RangeRow], kernels: &[KernelRo
             .enumerate()
             .map(|(m, &rate)| {
                 let folded = fold(&samples, m, rate, a, b)?;
-                let (mut amount, mut valued, mut all) = (0.0f64, 0u64, 0u64);
-                for &k in inside {
-                    let d = kernels[k].end_ns.unwrap_or(0) - kernels[k].start_ns.unwrap_or(0);
-                    all += d;
-                    if let Some(v) = attributed[m][k] {
-                        amount += v * d as f64;
-                        valued += d;
-                    }
-                }
-                if valued == 0 {
-                    return Some(folded);
-                }
-                Some(with_amount(folded, amount * all as f64 / valued as f64, b - a, rate))
+                Some(match members_amount(&attributed[m], kernels, inside) {
+                    Some(amount) => with_amount(folded, amount, b - a, rate),
+                    None => folded,
+                })
             })
             .collect();
         rows.push(PmRow {
@@ -531,18 +539,33 @@ pub fn fold_report(capture: &PmCapture, ranges: &[RangeRow], kernels: &[KernelRo
             values,
         });
     }
+    // A whole-graph row of per_kernel mode holds what its nodes (same launch) were given.
+    let mut graph_nodes: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (i, k) in kernels.iter().enumerate() {
+        if k.granularity == Granularity::GraphNode && is_element(k) {
+            graph_nodes.entry(k.correlation_id).or_default().push(i);
+        }
+    }
     for (i, k) in kernels.iter().enumerate() {
         let (Some(a), Some(b)) = (k.start_ns, k.end_ns) else { continue };
         if b <= a {
             continue;
         }
+        let nodes = match k.granularity {
+            Granularity::Graph => graph_nodes.get(&k.correlation_id).map(Vec::as_slice),
+            _ => None,
+        };
         let values = rates
             .iter()
             .enumerate()
             .map(|(m, &rate)| {
                 let folded = fold(&samples, m, rate, a, b)?;
-                Some(match attributed[m][i] {
-                    Some(v) => with_amount(folded, v * (b - a) as f64, b - a, rate),
+                let amount = match nodes {
+                    Some(nodes) => members_amount(&attributed[m], kernels, nodes),
+                    None => attributed[m][i].map(|v| v * (b - a) as f64),
+                };
+                Some(match amount {
+                    Some(amount) => with_amount(folded, amount, b - a, rate),
                     None => folded,
                 })
             })
