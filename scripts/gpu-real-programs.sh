@@ -57,8 +57,9 @@ if want ncu; then
 fi
 
 # nanoGPT: a 6-layer GPT (n_embd 384) on random tokens, torch.compile'd; "step" ranges come
-# from torch.optim's global step hook (scripts/real/torch_launch.py), nothing in train.py changes.
-NG=(python3 torch_launch.py --step-ranges)
+# from `gmprof run --torch-steps` (torch.optim's global step hook), nothing in train.py changes.
+# scripts/real/torch_launch.py only picks the torch.compile mode.
+NG=(python3 torch_launch.py)
 NGARGS=(train.py --dataset=synthetic --batch_size=8 --block_size=256 --n_layer=6 --n_head=6 --n_embd=384
   --eval_interval=1000 --eval_iters=1 --log_interval=1 --gradient_accumulation_steps=1 --dtype=bfloat16
   --always_save_checkpoint=False --out_dir=/tmp/nanogpt-out --compile=True)
@@ -68,20 +69,20 @@ if want nanogpt; then
   run "${NG[@]}" "${NGARGS[@]}" --max_iters=8 > "$out/nanogpt-native.txt" 2>&1; grep -E "^iter" "$out/nanogpt-native.txt" | tail -2
   run "${NG[@]}" --compile-mode reduce-overhead "${NGARGS[@]}" --max_iters=8 > "$out/nanogpt-graphs-native.txt" 2>&1
   grep -E "^iter" "$out/nanogpt-graphs-native.txt" | tail -2
-  run "$G" run --mode trace --skip-first 1 -o "$out/nanogpt-trace" -- "${NG[@]}" "${NGARGS[@]}" --max_iters=8 > "$out/nanogpt-trace.txt" 2>&1
+  run "$G" run --torch-steps --mode trace --skip-first 1 -o "$out/nanogpt-trace" -- "${NG[@]}" "${NGARGS[@]}" --max_iters=8 > "$out/nanogpt-trace.txt" 2>&1
   head_of "$out/nanogpt-trace.txt"
   for mode in trace per_range per_kernel; do
-    run "$G" run --mode "$mode" --skip-first 1 -o "$out/nanogpt-graphs-$mode" -- "${NG[@]}" --compile-mode reduce-overhead \
+    run "$G" run --torch-steps --mode "$mode" --skip-first 1 -o "$out/nanogpt-graphs-$mode" -- "${NG[@]}" --compile-mode reduce-overhead \
       "${NGARGS[@]}" --max_iters=8 > "$out/nanogpt-graphs-$mode.txt" 2>&1
     head_of "$out/nanogpt-graphs-$mode.txt"
   done
-  run "$G" run --mode kernel_replay -o "$out/nanogpt-graphs-kernel_replay" -- "${NG[@]}" --compile-mode reduce-overhead \
+  run "$G" run --torch-steps --mode kernel_replay -o "$out/nanogpt-graphs-kernel_replay" -- "${NG[@]}" --compile-mode reduce-overhead \
     "${NGARGS[@]}" --max_iters=3 > "$out/nanogpt-graphs-kernel_replay.txt" 2>&1
   head_of "$out/nanogpt-graphs-kernel_replay.txt"
-  run "$G" run --mode trace --pm-sampling default -o "$out/nanogpt-graphs-pm" -- "${NG[@]}" --compile-mode reduce-overhead \
+  run "$G" run --torch-steps --mode trace --pm-sampling default -o "$out/nanogpt-graphs-pm" -- "${NG[@]}" --compile-mode reduce-overhead \
     "${NGARGS[@]}" --max_iters=8 > "$out/nanogpt-graphs-pm.txt" 2>&1
   head_of "$out/nanogpt-graphs-pm.txt"
-  run "$G" run --mode trace --probe gmem_bytes --probe-ptx-dir "${TRITON_CACHE_DIR:-$HOME/.triton/cache}" \
+  run "$G" run --torch-steps --mode trace --probe gmem_bytes --probe-ptx-dir "${TRITON_CACHE_DIR:-$HOME/.triton/cache}" \
     -o "$out/nanogpt-probe" -- "${NG[@]}" "${NGARGS[@]}" --max_iters=4 > "$out/nanogpt-probe.txt" 2>&1
   head_of "$out/nanogpt-probe.txt"
   cut -d, -f1-4 "$out/nanogpt-probe/probe_kernels.csv" 2>/dev/null | head -8
@@ -95,7 +96,7 @@ fi
 # overwritten, both complete.
 if want multi; then
   cd "$R/nanogpt"
-  run "$G" run --mode trace -o "$out/nanogpt-two" -- bash -c \
+  run "$G" run --torch-steps --mode trace -o "$out/nanogpt-two" -- bash -c \
     "${NG[*]} ${NGARGS[*]} --max_iters=4 --out_dir=/tmp/ng-a & ${NG[*]} ${NGARGS[*]} --max_iters=4 --out_dir=/tmp/ng-b; wait" \
     > "$out/nanogpt-two.txt" 2>&1
   cd - > /dev/null

@@ -127,3 +127,49 @@ fn run_exits_with_the_programs_status_and_refuses_earlier_results() {
     assert!(stderr.contains("already holds the results of an earlier run") && stderr.contains("node7-0"), "{stderr}");
     assert!(!marker.exists(), "the program must not run");
 }
+
+/// `gmprof run --torch-steps`: the Python bootstrap is on the program's PYTHONPATH, first,
+/// with the step range's name, for the program's whole run; it is gone afterwards.
+#[test]
+fn torch_steps_put_the_python_bootstrap_first_on_the_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cupti = tmp.path().join("libcupti.so");
+    std::fs::write(&cupti, b"").unwrap();
+    let script = "dir=${PYTHONPATH%%:*}; echo \"rest=${PYTHONPATH#*:}\"; echo \"name=$GMPROF_TORCH_STEPS\"; \
+                  echo \"dir=$dir\"; grep -c register_optimizer_step_post_hook \"$dir/sitecustomize.py\"";
+    for (args, name) in [(vec!["--torch-steps"], "step"), (vec!["--torch-steps", "Train step"], "Train step")] {
+        let out = tmp.path().join(format!("out-{}", name.len()));
+        let output = Command::new(env!("CARGO_BIN_EXE_gmprof"))
+            .env("GMPROF_CUPTI_LIB", &cupti)
+            .env("PYTHONPATH", "/user/site")
+            .arg("run")
+            .arg("--lib")
+            .arg(common::cdylib())
+            .arg("-o")
+            .arg(&out)
+            .args(&args)
+            .args(["--", "sh", "-c", script])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+        let field = |key: &str| stdout.lines().find_map(|l| l.strip_prefix(key)).unwrap_or_default().to_owned();
+        assert_eq!(field("rest="), "/user/site", "{stdout}");
+        assert_eq!(field("name="), name, "{stdout}");
+        // The bootstrap file registers torch.optim's step hook, and is removed after the run.
+        assert!(stdout.lines().last().is_some_and(|l| l.trim().parse::<u32>().unwrap_or(0) >= 1), "{stdout}");
+        let dir = field("dir=");
+        assert!(dir.contains("gmprof-torch-steps-"), "{stdout}");
+        assert!(!Path::new(&dir).exists(), "{dir} left behind");
+    }
+    // An empty name is refused before the program starts.
+    let output = Command::new(env!("CARGO_BIN_EXE_gmprof"))
+        .env("GMPROF_CUPTI_LIB", &cupti)
+        .args(["run", "--lib"])
+        .arg(common::cdylib())
+        .args(["--torch-steps", " ", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--torch-steps needs a range name"));
+}

@@ -8,6 +8,7 @@
 --step-ranges        an NVTX range "step" from the end of each optimizer step to the end of
                      the next (torch.optim's global step post-hook), so every training
                      iteration after the first is one range; nothing in the script changes
+                     (`gmprof run --torch-steps` does the same for every Python process)
 --emit-nvtx          torch.autograd.profiler.emit_nvtx(): an NVTX range per aten op
 
 SCRIPT runs as __main__ (runpy) with sys.argv = [SCRIPT, ARGS...], in the current directory.

@@ -181,6 +181,11 @@ enum Command {
         /// ($TRITON_CACHE_DIR): the .ptx whose sibling .cubin is the loaded image is probed.
         #[arg(long, requires = "probe")]
         probe_ptx_dir: Option<PathBuf>,
+        /// PyTorch, no code change: an NVTX range NAME (default `step`) from the end of each
+        /// optimizer step to the end of the next, in every Python process of the run (a
+        /// start-up file first on PYTHONPATH registers torch.optim's global step hook).
+        #[arg(long = "torch-steps", value_name = "NAME", num_args = 0..=1, default_missing_value = "step")]
+        torch_steps: Option<String>,
         #[command(flatten)]
         view: ViewArgs,
         /// The program and its arguments (after `--`).
@@ -337,6 +342,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         probe_kernels,
         probe_range,
         probe_ptx_dir,
+        torch_steps,
         view,
         program,
     } = cli.command
@@ -360,6 +366,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
             iteration_replay,
             pm_sampling,
             pm_interval,
+            torch_steps,
             program,
         };
         let mut plan = LaunchPlan::new(&opts)?;

@@ -24,6 +24,14 @@ use crate::ways_in::processes::{self, ProcessOutputs};
 /// Environment variable naming libgmprof.so explicitly (also read by the Python module).
 pub const LIBRARY_ENV: &str = "GMPROF_LIBRARY";
 
+/// `gmprof run --torch-steps`: the step range's name, read by the Python bootstrap.
+pub const TORCH_STEPS_ENV: &str = "GMPROF_TORCH_STEPS";
+
+/// The Python start-up file of `--torch-steps` (python/gmprof/_bootstrap/sitecustomize.py):
+/// written into a directory put first on the program's `PYTHONPATH`, it opens an NVTX range
+/// per optimizer step interval in every Python process of the run.
+pub const TORCH_STEPS_BOOTSTRAP: &str = include_str!("../../python/gmprof/_bootstrap/sitecustomize.py");
+
 /// What `gmprof run` was asked for.
 #[derive(Clone, Debug, Default)]
 pub struct LaunchOptions {
@@ -48,6 +56,9 @@ pub struct LaunchOptions {
     pub pm_sampling: Option<String>,
     /// PM sampling interval, passed as `GMPROF_PM_INTERVAL`.
     pub pm_interval: Option<String>,
+    /// `--torch-steps`: the name of the NVTX range opened per optimizer step interval in the
+    /// program's Python processes ([`TORCH_STEPS_BOOTSTRAP`]).
+    pub torch_steps: Option<String>,
     /// The program and its arguments.
     pub program: Vec<OsString>,
 }
@@ -63,6 +74,9 @@ pub struct LaunchPlan {
     pub output_dir: PathBuf,
     /// Variables set for the child.
     pub env: Vec<(String, OsString)>,
+    /// `--torch-steps`: the directory [`LaunchPlan::run`] writes the Python bootstrap into
+    /// (first on the child's `PYTHONPATH`) and removes when the program has ended.
+    pub python_bootstrap: Option<PathBuf>,
     /// The program and its arguments.
     pub program: Vec<OsString>,
 }
@@ -187,7 +201,22 @@ impl LaunchPlan {
         if let Some(metrics) = &opts.pm_sampling {
             env.push((env::PM_SAMPLING.into(), metrics.into()));
         }
-        Ok(LaunchPlan { library, cupti, output_dir, env, program: opts.program.clone() })
+        let python_bootstrap = match opts.torch_steps.as_deref().map(str::trim) {
+            Some("") => return Err(Error::InvalidConfig("--torch-steps needs a range name (default: step)".into())),
+            Some(name) => {
+                let dir = std::env::temp_dir().join(format!("gmprof-torch-steps-{}", std::process::id()));
+                let mut path = OsString::from(&dir);
+                if let Some(old) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
+                    path.push(":");
+                    path.push(old);
+                }
+                env.push(("PYTHONPATH".into(), path));
+                env.push((TORCH_STEPS_ENV.into(), name.into()));
+                Some(dir)
+            }
+            None => None,
+        };
+        Ok(LaunchPlan { library, cupti, output_dir, env, python_bootstrap, program: opts.program.clone() })
     }
 
     /// Where the processes' directories are: the output directory, or the part of a
@@ -230,6 +259,10 @@ impl LaunchPlan {
                 Ok(())
             });
         }
+        let _bootstrap = match &self.python_bootstrap {
+            Some(dir) => Some(PythonBootstrap::write(dir)?),
+            None => None,
+        };
         let mut child = command
             .spawn()
             .map_err(|e| Error::InvalidConfig(format!("could not start {}: {e}", Path::new(program).display())))?;
@@ -239,6 +272,25 @@ impl LaunchPlan {
         restore_default_signals();
         let root = self.output_root();
         Ok(Outcome { exit, processes: processes::scan(&root), output_dir: root })
+    }
+}
+
+/// The `--torch-steps` bootstrap directory, removed when dropped (the program has ended).
+struct PythonBootstrap(PathBuf);
+
+impl PythonBootstrap {
+    fn write(dir: &Path) -> Result<PythonBootstrap> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let guard = PythonBootstrap(dir.to_owned());
+        let file = dir.join("sitecustomize.py");
+        std::fs::write(&file, TORCH_STEPS_BOOTSTRAP).map_err(|e| Error::io(&file, e))?;
+        Ok(guard)
+    }
+}
+
+impl Drop for PythonBootstrap {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -368,6 +420,7 @@ mod tests {
             iteration_replay: Some(("Train step *".into(), 50)),
             pm_sampling: Some("default".into()),
             pm_interval: Some("10us".into()),
+            torch_steps: None,
             program: vec!["python3".into(), "train.py".into()],
         }
     }
