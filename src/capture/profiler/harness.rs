@@ -121,7 +121,7 @@ impl LaunchHarness {
     /// Launches the session recorded, and the inner ids it mapped to their outer call.
     pub fn recorded(&self) -> (usize, usize) {
         let state = self.shared.state.lock();
-        (state.correlator.launch_count(), state.aliases.len())
+        (state.correlator.launch_count(), state.aliases.len() + state.alias_log.len())
     }
 
     /// The range the session attributes the calling thread's next launch to, by path.

@@ -97,6 +97,8 @@ impl Shared {
         // Lock order: replay, capture, state.
         let mut replay = self.replay.lock();
         let mut state = self.state.lock();
+        let heard = std::mem::take(&mut state.alias_log);
+        state.aliases.extend(heard);
         for record in records {
             match record {
                 ActivityRecord::Kernel(mut k) => {
@@ -143,7 +145,7 @@ impl Shared {
                     // inner id to the outer so either id finds the call.
                     let outer = OUTER_CORRELATION.with(Cell::get);
                     if outer != cb.correlation_id {
-                        self.state.lock().aliases.insert(cb.correlation_id, outer);
+                        self.state.lock().alias_log.push((cb.correlation_id, outer));
                     }
                     return;
                 }

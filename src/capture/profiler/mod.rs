@@ -89,8 +89,12 @@ struct SessionState {
     tree: SessionTree,
     correlator: Correlator,
     warnings: Vec<String>,
-    /// Nested driver correlation id → the outer runtime call's id.
+    /// Nested driver correlation id → the outer runtime call's id, for the activity records
+    /// drained so far.
     aliases: HashMap<u32, u32>,
+    /// (nested id, outer id) pairs heard since the last drain: a push on the launch path,
+    /// moved into `aliases` when activity is drained.
+    alias_log: Vec<(u32, u32)>,
     /// Correlation ids of launches made after finishing began: not part of the session.
     after_finish: std::collections::HashSet<u32>,
     /// Activity records of those launches, left out.
@@ -104,6 +108,7 @@ impl SessionState {
             correlator: Correlator::new(),
             warnings: Vec::new(),
             aliases: HashMap::new(),
+            alias_log: Vec::new(),
             after_finish: Default::default(),
             records_after_finish: 0,
         }
