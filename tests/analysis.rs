@@ -9,8 +9,8 @@ use std::time::Instant;
 use gmprof::aggregate::{aggregate, rule_for, AggregationRule, RangeRow};
 use gmprof::correlate::{Correlator, KernelStatus, TimeSource, TransferStatus};
 use gmprof::model::{
-    ClockPair, ClockSync, CounterRange, KernelActivity, LaunchApi, LaunchRecord, MetricKind, MetricSet, MetricSpec,
-    ProfilingMode, RangeId, ThreadId, TransferActivity, TransferCall, TransferKind, GPU_TIME_METRIC,
+    ClockPair, ClockSync, CounterRange, KernelActivity, LaunchApi, LaunchRecord, MetricKind, MetricSet, ProfilingMode,
+    RangeId, ThreadId, TransferActivity, TransferCall, TransferKind, GPU_TIME_METRIC,
 };
 use gmprof::report::{CaptureInfo, Report};
 use gmprof::session::{SessionTree, ROOT_PATH};
@@ -18,15 +18,14 @@ use gmprof::Error;
 
 #[path = "common/golden.rs"]
 mod golden;
+#[path = "common/metrics.rs"]
+mod metrics;
 use golden::check_golden;
+use metrics::spec;
 
 const READ: &str = "dram__bytes_read.sum";
 const WRITE: &str = "dram__bytes_write.sum";
 const SM_PCT: &str = "sm__throughput.avg.pct_of_peak_sustained_elapsed";
-
-fn spec(name: &str, kind: MetricKind, unit: &str) -> MetricSpec {
-    MetricSpec { name: name.into(), kind, unit: unit.into(), description: format!("{name} (synthetic)") }
-}
 
 /// time, read bytes, write bytes, SM throughput %.
 fn training_metrics() -> MetricSet {

@@ -10,24 +10,23 @@
 
 use gmprof::correlate::{range_counter_name, Correlator};
 use gmprof::model::{
-    CounterRange, DevicePeaks, KernelActivity, LaunchApi, LaunchRecord, MetricKind, MetricSet, MetricSpec,
-    ProfilingMode, GPU_TIME_METRIC,
+    CounterRange, DevicePeaks, KernelActivity, LaunchApi, LaunchRecord, MetricKind, MetricSet, ProfilingMode,
+    GPU_TIME_METRIC,
 };
 use gmprof::report::{CaptureInfo, GroupBy, Report, SummaryOptions};
 use gmprof::session::SessionTree;
 
 #[path = "common/golden.rs"]
 mod golden;
+#[path = "common/metrics.rs"]
+mod metrics;
 use golden::check_golden;
+use metrics::spec;
 
 const STEPS: u32 = 50;
 const LAYERS: u32 = 24;
 const MAIN: u64 = 1;
 const LOADER: u64 = 2;
-
-fn spec(name: &str, kind: MetricKind, unit: &str) -> MetricSpec {
-    MetricSpec { name: name.into(), kind, unit: unit.into(), description: String::new() }
-}
 
 fn metrics(mode: ProfilingMode) -> MetricSet {
     if mode == ProfilingMode::Trace {

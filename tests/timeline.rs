@@ -8,8 +8,8 @@ use std::collections::HashMap;
 
 use gmprof::correlate::Correlator;
 use gmprof::model::{
-    ClockPair, ClockSync, CounterRange, KernelActivity, LaunchApi, LaunchRecord, MetricKind, MetricSet, MetricSpec,
-    ProfilingMode, ThreadId, TransferActivity, TransferCall, TransferKind, GPU_TIME_METRIC,
+    ClockPair, ClockSync, CounterRange, KernelActivity, LaunchApi, LaunchRecord, MetricKind, MetricSet, ProfilingMode,
+    ThreadId, TransferActivity, TransferCall, TransferKind, GPU_TIME_METRIC,
 };
 use gmprof::report::{CaptureInfo, Report};
 use gmprof::session::SessionTree;
@@ -20,14 +20,13 @@ use serde_json::Value;
 
 #[path = "common/golden.rs"]
 mod golden;
+#[path = "common/metrics.rs"]
+mod metrics;
 use golden::check_golden;
+use metrics::spec;
 
 const READ: &str = "dram__bytes_read.sum";
 const SM_PCT: &str = "sm__throughput.avg.pct_of_peak_sustained_elapsed";
-
-fn spec(name: &str, kind: MetricKind, unit: &str) -> MetricSpec {
-    MetricSpec { name: name.into(), kind, unit: unit.into(), description: format!("{name} (synthetic)") }
-}
 
 fn metrics() -> MetricSet {
     MetricSet {
