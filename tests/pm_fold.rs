@@ -15,7 +15,7 @@ mod golden;
 #[path = "common/kernels.rs"]
 mod kernels;
 use golden::check_golden;
-use kernels::launch_kernel;
+use kernels::{kernel_activity, launch_kernel};
 
 const READ: &str = "dram__bytes_read.sum.per_second";
 const SM: &str = "sm__cycles_active.avg.pct_of_peak_sustained_elapsed";
@@ -498,17 +498,9 @@ fn a_whole_graph_row_holds_its_nodes_attributed_amounts() {
         context_id: 1,
     };
     let kernel = |id: u32, name: &str, node: u64, start: u64, end: u64| KernelActivity {
-        correlation_id: id,
-        name: name.into(),
-        grid: [1, 1, 1],
-        block: [1, 1, 1],
-        stream_id: 7,
-        context_id: 1,
         graph_id: if node > 0 { 3 } else { 0 },
         graph_node_id: node,
-        start_ns: start,
-        end_ns: end,
-        ..Default::default()
+        ..kernel_activity(id, name, start, end)
     };
     // (start, end, rate) of what ran: hot, the graph's nodes a, b, c, then cool.
     let signal = [

@@ -25,7 +25,12 @@ pub fn launch_kernel(
         api_name: "cudaLaunchKernel".into(),
         context_id: 1,
     });
-    correlator.add_activity(KernelActivity {
+    correlator.add_activity(kernel_activity(id, name, start_ns, end_ns));
+}
+
+/// The activity record of kernel `name` of launch `id` that ran from `start_ns` to `end_ns`.
+pub fn kernel_activity(id: u32, name: &str, start_ns: u64, end_ns: u64) -> KernelActivity {
+    KernelActivity {
         correlation_id: id,
         name: name.into(),
         grid: [1, 1, 1],
@@ -35,5 +40,5 @@ pub fn launch_kernel(
         start_ns,
         end_ns,
         ..Default::default()
-    });
+    }
 }
