@@ -30,6 +30,9 @@
 //! thread limits: [`crate::report::probe_kernels`]). gmprof's own driver calls run
 //! [`quietly`], so neither the hook nor the profiler hears them.
 
+mod images;
+mod probed;
+
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::c_void;
 use std::time::Instant;
@@ -46,6 +49,9 @@ use crate::probe::fatbin::{self, Image};
 use crate::probe::select;
 use crate::probe::{demangle, probe_ptx_with, ImageId, MapVia, ProbeSpec, ThreadLimits};
 use crate::sys::cupti::{CUpti_driver_api_trace_cbid_enum as Cbid, CUstream};
+
+use self::images::{loaded, read_image, Loaded, Source};
+use self::probed::{launchable, match_shared_memory, prepare, Probed};
 
 /// What to probe.
 #[derive(Clone, Debug)]
@@ -69,41 +75,6 @@ pub struct ProbeConfig {
 
 pub use crate::report::probe_kernels::{KernelTable, ProbeKernel};
 pub use crate::report::probes::{ProbeTotal, ProbedLaunch as LaunchRecord};
-
-/// A kernel's detail when the kernel glob does not select it.
-const NOT_SELECTED: &str = "not selected";
-/// Added to a kernel's detail (once) when a launch passed its arguments through `extra`.
-const EXTRA_UNPROBED: &str = "; a launch passing its arguments through `extra` ran unprobed";
-
-/// A module gmprof saw loaded.
-struct Loaded {
-    source: Source,
-    /// Its image's kind and [`ImageId`] (`cubin 31240 B #9f1c2a3b4c5d6e7f`), when its bytes
-    /// could be read.
-    id: Option<String>,
-    /// The file it was loaded from.
-    file: Option<String>,
-}
-
-enum Source {
-    Ptx(Vec<String>),
-    /// Why there is no PTX, and the identity of a cubin image (its PTX may lie in the PTX
-    /// directory beside an identical `.cubin`).
-    NoPtx(String, Option<ImageId>),
-}
-
-#[derive(Clone)]
-struct Probed {
-    func: RawFunction,
-    params: usize,
-    /// With [`MapVia::Global`], each probe's map variable.
-    globals: Vec<u64>,
-    /// The probed kernel's `.reqntid`/`.maxntid`.
-    limits: ThreadLimits,
-    /// The probed function's `CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK` (its registers may
-    /// allow fewer threads than the original's).
-    max_threads: Option<i32>,
-}
 
 /// How to refer to a launch: its kernel, its variant and its shape.
 struct Launch {
@@ -401,199 +372,6 @@ fn on_driver_call(call: &RawDriverCall) {
     }
 }
 
-/// Whether the probed function may be launched with `block`: its `.reqntid`/`.maxntid` and
-/// the threads per block its registers allow.
-fn launchable(p: &Probed, block: [u32; 3]) -> std::result::Result<(), String> {
-    p.limits.check(block).map_err(|e| format!("the probed function cannot take this launch: {e}"))?;
-    let threads: u64 = block.iter().map(|&d| u64::from(d)).product();
-    match p.max_threads {
-        Some(max) if threads > max as u64 => Err(format!(
-            "the probed function allows at most {max} threads per block (its registers) and the launch's block is {} \
-             ({threads} threads)",
-            select::dims(block)
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`.
-const MAX_DYNAMIC_SHARED_SIZE_BYTES: i32 = 8;
-/// `CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT`.
-const PREFERRED_SHARED_MEMORY_CARVEOUT: i32 = 9;
-
-/// Gives the probed function the original's opt-in to more dynamic shared memory than the
-/// default 48 KB, and its carveout preference, when a launch asks for more than the probed
-/// function allows. Programs set these on their function with `cuFuncSetAttribute` (Triton
-/// does for its large tiles) and the probed function is a new one: without this its launch
-/// would fail. An error leaves the launch to the original function.
-fn match_shared_memory(
-    api: &ModuleApi,
-    original: RawFunction,
-    p: &Probed,
-    shared: u32,
-) -> std::result::Result<(), String> {
-    if shared == 0 {
-        return Ok(());
-    }
-    let allowed = api.function_attribute(p.func, MAX_DYNAMIC_SHARED_SIZE_BYTES);
-    if allowed.is_some_and(|a| i64::from(a) >= i64::from(shared)) {
-        return Ok(());
-    }
-    let wanted = api
-        .function_attribute(original, MAX_DYNAMIC_SHARED_SIZE_BYTES)
-        .map_or(i64::from(shared), |o| i64::from(o).max(i64::from(shared)));
-    let wanted = i32::try_from(wanted).unwrap_or(i32::MAX);
-    quietly(|| api.set_function_attribute(p.func, MAX_DYNAMIC_SHARED_SIZE_BYTES, wanted)).map_err(|e| {
-        format!(
-            "the probed function could not be given {shared} B of dynamic shared memory (the original's opt-in): {e}"
-        )
-    })?;
-    if let Some(carveout) = api.function_attribute(original, PREFERRED_SHARED_MEMORY_CARVEOUT).filter(|c| *c >= 0) {
-        // A preference only: the launch runs either way.
-        let _ = quietly(|| api.set_function_attribute(p.func, PREFERRED_SHARED_MEMORY_CARVEOUT, carveout));
-    }
-    Ok(())
-}
-
-/// The probed function for `f`, probing and loading it on first use (its PTX chosen for a
-/// first launch with `block`); `None` when `f` is not selected or cannot be probed
-/// (recorded).
-fn prepare(
-    api: &ModuleApi,
-    config: &ProbeConfig,
-    state: &mut State,
-    f: RawFunction,
-    no_args: bool,
-    block: [u32; 3],
-) -> Option<Probed> {
-    let key = f as usize;
-    if !state.kernels.contains(key) {
-        let mangled = quietly(|| api.function_name(f)).unwrap_or_default();
-        let kernel = demangle(&mangled);
-        let selected = config.kernels.as_ref().is_none_or(|p| p.matches(&mangled) || p.matches(&kernel));
-        let module = quietly(|| api.function_module(f)).map_err(|e| e.to_string());
-        let seen = module.as_ref().ok().and_then(|m| state.modules.get(&(*m as usize)));
-        let mut row = ProbeKernel {
-            kernel,
-            mangled,
-            status: "not probed".into(),
-            module: seen.and_then(|s| s.id.clone()),
-            module_file: seen.and_then(|s| s.file.clone()),
-            max_threads_per_block: quietly(|| api.function_attribute(f, 0)),
-            ..ProbeKernel::default()
-        };
-        let mut probed = None;
-        if !selected {
-            row.detail = NOT_SELECTED.into();
-        } else {
-            let started = Instant::now();
-            let mut limits = None;
-            match load_probed(api, config, state, module, &row.mangled, block, &mut limits) {
-                Ok((p, detail)) => {
-                    probed = Some(p);
-                    row.status = "probed".into();
-                    row.detail = detail;
-                    row.load_ms = Some(started.elapsed().as_secs_f64() * 1e3);
-                }
-                Err(reason) => row.detail = reason,
-            }
-            row.reqntid = limits.and_then(|l| l.reqntid).map(select::dims);
-            row.maxntid = limits.and_then(|l| l.maxntid).map(select::dims);
-        }
-        state.probed.insert(key, probed);
-        state.kernels.insert(key, row);
-    }
-    let row = state.kernels.get_mut(key)?;
-    if row.detail == NOT_SELECTED {
-        return None;
-    }
-    row.launches += 1;
-    let p = state.probed.get(&key)?.as_ref()?;
-    if no_args && config.maps == MapVia::Param {
-        if !row.detail.ends_with(EXTRA_UNPROBED) {
-            row.detail.push_str(EXTRA_UNPROBED);
-        }
-        return None;
-    }
-    Some(p.clone())
-}
-
-/// Probes and loads `mangled` of `module`; `limits` gets the kernel's thread limits in the
-/// PTX it tried, if any.
-fn load_probed(
-    api: &ModuleApi,
-    config: &ProbeConfig,
-    state: &State,
-    module: std::result::Result<RawModule, String>,
-    mangled: &str,
-    block: [u32; 3],
-    limits: &mut Option<ThreadLimits>,
-) -> std::result::Result<(Probed, String), String> {
-    let module = module.map_err(|e| {
-        format!(
-            "a runtime kernel (its handle has no module: the runtime registers its fatbins through a path \
-             gmprof does not see): {e}"
-        )
-    })?;
-    let from_dir;
-    let mut source = String::new();
-    let texts = match state.modules.get(&(module as usize)).map(|m| &m.source) {
-        Some(Source::Ptx(t)) => t,
-        other => {
-            let (why, cubin) = match other {
-                Some(Source::NoPtx(why, cubin)) => (why.clone(), *cubin),
-                _ => (
-                    "module image not seen: loaded through the runtime's own registration, or before gmprof \
-                     attached"
-                        .to_string(),
-                    None,
-                ),
-            };
-            let Some(dir) = config.ptx_dir.as_deref() else { return Err(why) };
-            let candidates = select::candidates(dir, mangled);
-            if candidates.is_empty() {
-                return Err(format!("{why}; no .ptx file under {} defines the kernel", dir.display()));
-            }
-            let chosen = select::choose(&candidates, cubin, block).map_err(|e| format!("{why}; {e}"))?;
-            source = format!("; {}", chosen.how);
-            *limits = Some(chosen.limits);
-            from_dir = chosen.ptx;
-            std::slice::from_ref(&from_dir)
-        }
-    };
-    let mut last = String::new();
-    for text in texts {
-        match probe_ptx_with(text, mangled, &config.probes, config.maps) {
-            Ok(k) => {
-                *limits = Some(k.limits);
-                let m = quietly(|| api.load_ptx(&k.ptx)).map_err(|e| e.to_string())?;
-                let func = quietly(|| api.function(m, &k.kernel)).map_err(|e| e.to_string())?;
-                let mut globals = Vec::new();
-                if config.maps == MapVia::Global {
-                    for name in &k.report.map_params {
-                        globals.push(quietly(|| api.global(m, name)).map_err(|e| e.to_string())?);
-                    }
-                }
-                let unseen: Vec<String> = k.report.unprobed.iter().map(|(w, n)| format!("{n} {w}")).collect();
-                let mut detail = format!("name match: {}{source}", k.matched);
-                if !unseen.is_empty() {
-                    detail.push_str(&format!("; not seen by the probes: {}", unseen.join(", ")));
-                }
-                let max_threads = api.function_attribute(func, 0);
-                let probed = Probed { func, params: k.params, globals, limits: k.limits, max_threads };
-                return Ok((probed, detail));
-            }
-            Err(e) => {
-                if limits.is_none() {
-                    *limits = select::limits_in(text, mangled);
-                }
-                last = e.to_string()
-            }
-        }
-    }
-    Err(last)
-}
-
 fn launch_record(launch: &Launch) -> LaunchRecord {
     let info = &launch.info;
     LaunchRecord {
@@ -678,74 +456,6 @@ fn finish_launch(api: &ModuleApi, config: &ProbeConfig, state: &mut State, p: Pe
     state.launches.push(record);
 }
 
-const CUBIN: &str = "SASS only: the module was loaded from a cubin";
-/// A cubin whose headers claim more than this is not identified (a sanity bound).
-const MAX_CUBIN: usize = 1 << 30;
-
-/// Reads what an image pointer points at.
-///
-/// # Safety
-/// `image` must point at a PTX string, a fatbin, a fatbin wrapper or a cubin, as the driver
-/// accepts them.
-unsafe fn read_image(image: *const c_void) -> Loaded {
-    // SAFETY: every accepted image is at least 4 bytes.
-    let magic = unsafe { (image as *const u32).read_unaligned() };
-    let image = if magic == fatbin::FATBIN_WRAPPER_MAGIC {
-        // SAFETY: the wrapper is {int magic; int version; const void* data; ...}.
-        unsafe { *((image as *const u8).add(8) as *const *const c_void) }
-    } else {
-        image
-    };
-    // SAFETY: a fatbin has a 16-byte header, a cubin a 64-byte ELF header.
-    let head = unsafe { std::slice::from_raw_parts(image as *const u8, 16) };
-    let bytes: &[u8] = if let Some(len) = fatbin::fatbin_len(head) {
-        // SAFETY: the fatbin header gives its size.
-        unsafe { std::slice::from_raw_parts(image as *const u8, len) }
-    } else if head.starts_with(b"\x7fELF") {
-        // SAFETY: a cubin image is a whole ELF file: its 64-byte header, then its header
-        // tables and sections, which `elf_extent` bounds from what it has read.
-        let whole = unsafe {
-            let elf = |len| std::slice::from_raw_parts(image as *const u8, len);
-            fatbin::elf_extent(elf(64))
-                .filter(|&tables| tables <= MAX_CUBIN)
-                .and_then(|tables| fatbin::elf_extent(elf(tables)))
-                .filter(|&len| len <= MAX_CUBIN)
-                .map(elf)
-        };
-        match whole {
-            Some(elf) => elf,
-            None => return Loaded { source: Source::NoPtx(CUBIN.into(), None), id: None, file: None },
-        }
-    } else {
-        // SAFETY: otherwise the driver takes the image as NUL-terminated PTX text.
-        unsafe { std::ffi::CStr::from_ptr(image as *const std::ffi::c_char) }.to_bytes()
-    };
-    loaded(bytes)
-}
-
-/// A whole image (read from memory or a file): what it holds, and its kind and identity
-/// (a cubin's is also how its PTX is found).
-fn loaded(bytes: &[u8]) -> Loaded {
-    let image = ImageId::of(bytes);
-    let (kind, source) = match fatbin::classify(bytes) {
-        Ok(Image::Ptx(t)) => ("PTX", Source::Ptx(vec![t])),
-        Ok(Image::Fatbin(entries)) => {
-            let (ptx, problems) = fatbin::ptx_of(&entries);
-            let source = if ptx.is_empty() {
-                let why = if problems.is_empty() { "no PTX entry".to_string() } else { problems.join("; ") };
-                Source::NoPtx(format!("SASS only: the fatbin has {why}"), None)
-            } else {
-                Source::Ptx(ptx)
-            };
-            ("fatbin", source)
-        }
-        Ok(Image::Elf) => ("cubin", Source::NoPtx(CUBIN.into(), Some(image))),
-        Ok(Image::Unknown) => ("image", Source::NoPtx("the module image is of an unknown kind".into(), None)),
-        Err(e) => ("image", Source::NoPtx(e.to_string(), None)),
-    };
-    Loaded { source, id: Some(format!("{kind} {image}")), file: None }
-}
-
 /// Blocks of block_sched handed to the timeline, at most (about 100 MB of spans).
 pub const MAX_TIMELINE_SPANS: usize = 1_000_000;
 
@@ -792,41 +502,4 @@ pub fn outputs() -> Option<ProbeOutputs> {
         kernels: s.kernels.rows(),
         trace: s.trace.clone(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_cubin_file_is_identified_as_its_sibling_candidate_is() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ptx/triton_cache");
-        let candidates = select::candidates(&dir, "triton_poi_fused_add_mul_relu_0");
-        assert_eq!(candidates.len(), 2);
-        let mut ids = Vec::new();
-        for c in &candidates {
-            // What cuModuleLoad's hook keeps for the file it read back.
-            let bytes = std::fs::read(c.path.with_extension("cubin")).unwrap();
-            let Loaded { source: Source::NoPtx(why, id), id: shown, .. } = loaded(&bytes) else {
-                panic!("a cubin has no PTX")
-            };
-            assert_eq!((why.as_str(), id), (CUBIN, c.cubin));
-            // probe_kernels.csv's `module`: the kind, the length and the hash.
-            assert_eq!(shown, Some(format!("cubin {} B #{:016x}", bytes.len(), id.unwrap().hash)));
-            ids.push(shown);
-            let chosen = select::choose(&candidates, id, [64, 1, 1]).unwrap();
-            assert_eq!(chosen.path, c.path);
-            assert_eq!(chosen.limits, c.limits);
-        }
-        // The two autotuned variants of one name are two modules.
-        assert_ne!(ids[0], ids[1]);
-        let Loaded { source: Source::Ptx(texts), id, .. } = loaded(candidates[0].ptx.as_bytes()) else {
-            panic!("PTX text is PTX")
-        };
-        assert_eq!(texts.len(), 1);
-        assert!(id.is_some_and(|id| id.starts_with(&format!("PTX {} B #", candidates[0].ptx.len()))));
-        let fatbin = std::fs::read(dir.join("../probe_kernels_default.fatbin")).unwrap();
-        let Loaded { source: Source::Ptx(_), id, .. } = loaded(&fatbin) else { panic!("the fatbin has PTX") };
-        assert!(id.is_some_and(|id| id.starts_with("fatbin ")));
-    }
 }

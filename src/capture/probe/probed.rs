@@ -1,0 +1,220 @@
+//! The probed function of a launch: whether a kernel is selected, its PTX probed and loaded
+//! through the driver's JIT (once per function handle), and whether a launch may run it.
+//!
+//! Layer 3, part of [`super`]: a launch the probed function cannot take (its `.reqntid`,
+//! registers or shared memory) runs the original, and the reason is recorded.
+
+use std::time::Instant;
+
+use super::*;
+
+/// A kernel's detail when the kernel glob does not select it.
+pub(super) const NOT_SELECTED: &str = "not selected";
+/// Added to a kernel's detail (once) when a launch passed its arguments through `extra`.
+pub(super) const EXTRA_UNPROBED: &str = "; a launch passing its arguments through `extra` ran unprobed";
+
+#[derive(Clone)]
+pub(super) struct Probed {
+    pub(super) func: RawFunction,
+    pub(super) params: usize,
+    /// With [`MapVia::Global`], each probe's map variable.
+    pub(super) globals: Vec<u64>,
+    /// The probed kernel's `.reqntid`/`.maxntid`.
+    pub(super) limits: ThreadLimits,
+    /// The probed function's `CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK` (its registers may
+    /// allow fewer threads than the original's).
+    pub(super) max_threads: Option<i32>,
+}
+
+/// Whether the probed function may be launched with `block`: its `.reqntid`/`.maxntid` and
+/// the threads per block its registers allow.
+pub(super) fn launchable(p: &Probed, block: [u32; 3]) -> std::result::Result<(), String> {
+    p.limits.check(block).map_err(|e| format!("the probed function cannot take this launch: {e}"))?;
+    let threads: u64 = block.iter().map(|&d| u64::from(d)).product();
+    match p.max_threads {
+        Some(max) if threads > max as u64 => Err(format!(
+            "the probed function allows at most {max} threads per block (its registers) and the launch's block is {} \
+             ({threads} threads)",
+            select::dims(block)
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`.
+pub(super) const MAX_DYNAMIC_SHARED_SIZE_BYTES: i32 = 8;
+/// `CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT`.
+pub(super) const PREFERRED_SHARED_MEMORY_CARVEOUT: i32 = 9;
+
+/// Gives the probed function the original's opt-in to more dynamic shared memory than the
+/// default 48 KB, and its carveout preference, when a launch asks for more than the probed
+/// function allows. Programs set these on their function with `cuFuncSetAttribute` (Triton
+/// does for its large tiles) and the probed function is a new one: without this its launch
+/// would fail. An error leaves the launch to the original function.
+pub(super) fn match_shared_memory(
+    api: &ModuleApi,
+    original: RawFunction,
+    p: &Probed,
+    shared: u32,
+) -> std::result::Result<(), String> {
+    if shared == 0 {
+        return Ok(());
+    }
+    let allowed = api.function_attribute(p.func, MAX_DYNAMIC_SHARED_SIZE_BYTES);
+    if allowed.is_some_and(|a| i64::from(a) >= i64::from(shared)) {
+        return Ok(());
+    }
+    let wanted = api
+        .function_attribute(original, MAX_DYNAMIC_SHARED_SIZE_BYTES)
+        .map_or(i64::from(shared), |o| i64::from(o).max(i64::from(shared)));
+    let wanted = i32::try_from(wanted).unwrap_or(i32::MAX);
+    quietly(|| api.set_function_attribute(p.func, MAX_DYNAMIC_SHARED_SIZE_BYTES, wanted)).map_err(|e| {
+        format!(
+            "the probed function could not be given {shared} B of dynamic shared memory (the original's opt-in): {e}"
+        )
+    })?;
+    if let Some(carveout) = api.function_attribute(original, PREFERRED_SHARED_MEMORY_CARVEOUT).filter(|c| *c >= 0) {
+        // A preference only: the launch runs either way.
+        let _ = quietly(|| api.set_function_attribute(p.func, PREFERRED_SHARED_MEMORY_CARVEOUT, carveout));
+    }
+    Ok(())
+}
+
+/// The probed function for `f`, probing and loading it on first use (its PTX chosen for a
+/// first launch with `block`); `None` when `f` is not selected or cannot be probed
+/// (recorded).
+pub(super) fn prepare(
+    api: &ModuleApi,
+    config: &ProbeConfig,
+    state: &mut State,
+    f: RawFunction,
+    no_args: bool,
+    block: [u32; 3],
+) -> Option<Probed> {
+    let key = f as usize;
+    if !state.kernels.contains(key) {
+        let mangled = quietly(|| api.function_name(f)).unwrap_or_default();
+        let kernel = demangle(&mangled);
+        let selected = config.kernels.as_ref().is_none_or(|p| p.matches(&mangled) || p.matches(&kernel));
+        let module = quietly(|| api.function_module(f)).map_err(|e| e.to_string());
+        let seen = module.as_ref().ok().and_then(|m| state.modules.get(&(*m as usize)));
+        let mut row = ProbeKernel {
+            kernel,
+            mangled,
+            status: "not probed".into(),
+            module: seen.and_then(|s| s.id.clone()),
+            module_file: seen.and_then(|s| s.file.clone()),
+            max_threads_per_block: quietly(|| api.function_attribute(f, 0)),
+            ..ProbeKernel::default()
+        };
+        let mut probed = None;
+        if !selected {
+            row.detail = NOT_SELECTED.into();
+        } else {
+            let started = Instant::now();
+            let mut limits = None;
+            match load_probed(api, config, state, module, &row.mangled, block, &mut limits) {
+                Ok((p, detail)) => {
+                    probed = Some(p);
+                    row.status = "probed".into();
+                    row.detail = detail;
+                    row.load_ms = Some(started.elapsed().as_secs_f64() * 1e3);
+                }
+                Err(reason) => row.detail = reason,
+            }
+            row.reqntid = limits.and_then(|l| l.reqntid).map(select::dims);
+            row.maxntid = limits.and_then(|l| l.maxntid).map(select::dims);
+        }
+        state.probed.insert(key, probed);
+        state.kernels.insert(key, row);
+    }
+    let row = state.kernels.get_mut(key)?;
+    if row.detail == NOT_SELECTED {
+        return None;
+    }
+    row.launches += 1;
+    let p = state.probed.get(&key)?.as_ref()?;
+    if no_args && config.maps == MapVia::Param {
+        if !row.detail.ends_with(EXTRA_UNPROBED) {
+            row.detail.push_str(EXTRA_UNPROBED);
+        }
+        return None;
+    }
+    Some(p.clone())
+}
+
+/// Probes and loads `mangled` of `module`; `limits` gets the kernel's thread limits in the
+/// PTX it tried, if any.
+pub(super) fn load_probed(
+    api: &ModuleApi,
+    config: &ProbeConfig,
+    state: &State,
+    module: std::result::Result<RawModule, String>,
+    mangled: &str,
+    block: [u32; 3],
+    limits: &mut Option<ThreadLimits>,
+) -> std::result::Result<(Probed, String), String> {
+    let module = module.map_err(|e| {
+        format!(
+            "a runtime kernel (its handle has no module: the runtime registers its fatbins through a path \
+             gmprof does not see): {e}"
+        )
+    })?;
+    let from_dir;
+    let mut source = String::new();
+    let texts = match state.modules.get(&(module as usize)).map(|m| &m.source) {
+        Some(Source::Ptx(t)) => t,
+        other => {
+            let (why, cubin) = match other {
+                Some(Source::NoPtx(why, cubin)) => (why.clone(), *cubin),
+                _ => (
+                    "module image not seen: loaded through the runtime's own registration, or before gmprof \
+                     attached"
+                        .to_string(),
+                    None,
+                ),
+            };
+            let Some(dir) = config.ptx_dir.as_deref() else { return Err(why) };
+            let candidates = select::candidates(dir, mangled);
+            if candidates.is_empty() {
+                return Err(format!("{why}; no .ptx file under {} defines the kernel", dir.display()));
+            }
+            let chosen = select::choose(&candidates, cubin, block).map_err(|e| format!("{why}; {e}"))?;
+            source = format!("; {}", chosen.how);
+            *limits = Some(chosen.limits);
+            from_dir = chosen.ptx;
+            std::slice::from_ref(&from_dir)
+        }
+    };
+    let mut last = String::new();
+    for text in texts {
+        match probe_ptx_with(text, mangled, &config.probes, config.maps) {
+            Ok(k) => {
+                *limits = Some(k.limits);
+                let m = quietly(|| api.load_ptx(&k.ptx)).map_err(|e| e.to_string())?;
+                let func = quietly(|| api.function(m, &k.kernel)).map_err(|e| e.to_string())?;
+                let mut globals = Vec::new();
+                if config.maps == MapVia::Global {
+                    for name in &k.report.map_params {
+                        globals.push(quietly(|| api.global(m, name)).map_err(|e| e.to_string())?);
+                    }
+                }
+                let unseen: Vec<String> = k.report.unprobed.iter().map(|(w, n)| format!("{n} {w}")).collect();
+                let mut detail = format!("name match: {}{source}", k.matched);
+                if !unseen.is_empty() {
+                    detail.push_str(&format!("; not seen by the probes: {}", unseen.join(", ")));
+                }
+                let max_threads = api.function_attribute(func, 0);
+                let probed = Probed { func, params: k.params, globals, limits: k.limits, max_threads };
+                return Ok((probed, detail));
+            }
+            Err(e) => {
+                if limits.is_none() {
+                    *limits = select::limits_in(text, mangled);
+                }
+                last = e.to_string()
+            }
+        }
+    }
+    Err(last)
+}
