@@ -136,7 +136,8 @@ fn torch_steps_put_the_python_bootstrap_first_on_the_path() {
     let cupti = tmp.path().join("libcupti.so");
     std::fs::write(&cupti, b"").unwrap();
     let script = "dir=${PYTHONPATH%%:*}; echo \"rest=${PYTHONPATH#*:}\"; echo \"name=$GMPROF_TORCH_STEPS\"; \
-                  echo \"dir=$dir\"; grep -c register_optimizer_step_post_hook \"$dir/sitecustomize.py\"";
+                  echo \"dir=$dir\"; echo \"mode=$(stat -c %a \"$dir\")\"; \
+                  grep -c register_optimizer_step_post_hook \"$dir/sitecustomize.py\"";
     for (args, name) in [(vec!["--torch-steps"], "step"), (vec!["--torch-steps", "Train step"], "Train step")] {
         let out = tmp.path().join(format!("out-{}", name.len()));
         let output = Command::new(env!("CARGO_BIN_EXE_gmprof"))
@@ -158,6 +159,8 @@ fn torch_steps_put_the_python_bootstrap_first_on_the_path() {
         assert_eq!(field("name="), name, "{stdout}");
         // The bootstrap file registers torch.optim's step hook, and is removed after the run.
         assert!(stdout.lines().last().is_some_and(|l| l.trim().parse::<u32>().unwrap_or(0) >= 1), "{stdout}");
+        // A private directory of its own, made for this run.
+        assert_eq!(field("mode="), "700", "{stdout}");
         let dir = field("dir=");
         assert!(dir.contains("gmprof-torch-steps-"), "{stdout}");
         assert!(!Path::new(&dir).exists(), "{dir} left behind");

@@ -74,9 +74,10 @@ pub struct LaunchPlan {
     pub output_dir: PathBuf,
     /// Variables set for the child.
     pub env: Vec<(String, OsString)>,
-    /// `--torch-steps`: the directory [`LaunchPlan::run`] writes the Python bootstrap into
-    /// (first on the child's `PYTHONPATH`) and removes when the program has ended.
-    pub python_bootstrap: Option<PathBuf>,
+    /// `--torch-steps`: the step range's name. [`LaunchPlan::run`] writes the Python bootstrap
+    /// into a new private temporary directory, puts it first on the child's `PYTHONPATH` and
+    /// removes it when the program has ended.
+    pub torch_steps: Option<String>,
     /// The program and its arguments.
     pub program: Vec<OsString>,
 }
@@ -201,22 +202,15 @@ impl LaunchPlan {
         if let Some(metrics) = &opts.pm_sampling {
             env.push((env::PM_SAMPLING.into(), metrics.into()));
         }
-        let python_bootstrap = match opts.torch_steps.as_deref().map(str::trim) {
+        let torch_steps = match opts.torch_steps.as_deref().map(str::trim) {
             Some("") => return Err(Error::InvalidConfig("--torch-steps needs a range name (default: step)".into())),
             Some(name) => {
-                let dir = std::env::temp_dir().join(format!("gmprof-torch-steps-{}", std::process::id()));
-                let mut path = OsString::from(&dir);
-                if let Some(old) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
-                    path.push(":");
-                    path.push(old);
-                }
-                env.push(("PYTHONPATH".into(), path));
                 env.push((TORCH_STEPS_ENV.into(), name.into()));
-                Some(dir)
+                Some(name.to_owned())
             }
             None => None,
         };
-        Ok(LaunchPlan { library, cupti, output_dir, env, python_bootstrap, program: opts.program.clone() })
+        Ok(LaunchPlan { library, cupti, output_dir, env, torch_steps, program: opts.program.clone() })
     }
 
     /// Where the processes' directories are: the output directory, or the part of a
@@ -259,8 +253,17 @@ impl LaunchPlan {
                 Ok(())
             });
         }
-        let _bootstrap = match &self.python_bootstrap {
-            Some(dir) => Some(PythonBootstrap::write(dir)?),
+        let _bootstrap = match &self.torch_steps {
+            Some(_) => {
+                let bootstrap = PythonBootstrap::write()?;
+                let mut path = OsString::from(&bootstrap.0);
+                if let Some(old) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
+                    path.push(":");
+                    path.push(old);
+                }
+                command.env("PYTHONPATH", path);
+                Some(bootstrap)
+            }
             None => None,
         };
         let mut child = command
@@ -279,10 +282,23 @@ impl LaunchPlan {
 struct PythonBootstrap(PathBuf);
 
 impl PythonBootstrap {
-    fn write(dir: &Path) -> Result<PythonBootstrap> {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        let guard = PythonBootstrap(dir.to_owned());
-        let file = dir.join("sitecustomize.py");
+    /// A new directory under the temporary directory, readable by this user only (never one
+    /// that already exists: another user could have placed it), holding the bootstrap.
+    fn write() -> Result<PythonBootstrap> {
+        use std::os::unix::fs::DirBuilderExt;
+        let base = std::env::temp_dir();
+        let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let mut attempt = 0u32;
+        let dir = loop {
+            let dir = base.join(format!("gmprof-torch-steps-{}-{stamp:x}-{attempt}", std::process::id()));
+            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+                Ok(()) => break dir,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 100 => attempt += 1,
+                Err(e) => return Err(Error::io(&dir, e)),
+            }
+        };
+        let guard = PythonBootstrap(dir);
+        let file = guard.0.join("sitecustomize.py");
         std::fs::write(&file, TORCH_STEPS_BOOTSTRAP).map_err(|e| Error::io(&file, e))?;
         Ok(guard)
     }
