@@ -78,9 +78,9 @@ impl BenchRoute {
         BenchRoute(session)
     }
 
-    /// Routes `cb` as CUPTI's callback would.
-    pub(crate) fn deliver(&self, cb: &ApiCallback) {
-        route_callback(cb);
+    /// The handler the hub's subscriber gives CUPTI: routes a callback to its session.
+    pub(crate) fn handler() -> crate::checked::callback::ApiHandler {
+        Arc::new(route_callback)
     }
 }
 

@@ -497,6 +497,60 @@ unsafe fn api_callback(boxed: &HandlerBox, domain: ApiDomain, cbid: CUpti_Callba
     }
 }
 
+/// The callback trampoline of a subscriber CUPTI never saw, for the launch-path benchmark
+/// (feature `bench-internals`): callback data made up by the caller goes through the code
+/// CUPTI's calls go through, from [`trampoline`] to the handler.
+#[cfg(feature = "bench-internals")]
+pub(crate) struct BenchTrampoline(Box<HandlerBox>);
+
+#[cfg(feature = "bench-internals")]
+impl BenchTrampoline {
+    /// A trampoline calling `handler` for launches; it knows no transfer callbacks.
+    pub(crate) fn new(cupti: Cupti, handler: ApiHandler) -> BenchTrampoline {
+        BenchTrampoline(Box::new(HandlerBox {
+            cupti,
+            driver_hook: OnceLock::new(),
+            handler,
+            nvtx: OnceLock::new(),
+            contexts: OnceLock::new(),
+            graphs: OnceLock::new(),
+            panics: AtomicU64::new(0),
+            driver_transfers: Vec::new(),
+            runtime_transfers: Vec::new(),
+        }))
+    }
+
+    /// One API callback, as CUPTI would make it.
+    pub(crate) fn call(
+        &self,
+        domain: ApiDomain,
+        cbid: u32,
+        site: CallbackSite,
+        correlation_id: u32,
+        context_uid: u32,
+        function_name: &'static CStr,
+    ) {
+        let data = CUpti_CallbackData {
+            callbackSite: match site {
+                CallbackSite::Enter => CUpti_ApiCallbackSite::CUPTI_API_ENTER,
+                CallbackSite::Exit => CUpti_ApiCallbackSite::CUPTI_API_EXIT,
+            },
+            functionName: function_name.as_ptr(),
+            contextUid: context_uid,
+            correlationId: correlation_id,
+            ..Default::default()
+        };
+        let domain = match domain {
+            ApiDomain::Driver => CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API,
+            ApiDomain::Runtime => CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RUNTIME_API,
+        };
+        let userdata = &*self.0 as *const HandlerBox as *mut c_void;
+        // SAFETY: `userdata` is a live HandlerBox and `data` a CUpti_CallbackData of an API
+        // domain, both valid for the call, as CUPTI passes them.
+        unsafe { trampoline(userdata, domain, cbid, &data as *const CUpti_CallbackData as *const c_void) };
+    }
+}
+
 /// A CUPTI callback subscriber; unsubscribed on drop. Only one may exist per process
 /// (CUPTI refuses a second with CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED).
 #[must_use = "dropping it unsubscribes"]

@@ -1,10 +1,11 @@
 //! A trace-mode session with no GPU behind it, for the launch-path benchmark
 //! (`benches/launch_path.rs`, feature `bench-internals`; not part of the API).
 //!
-//! Layer 3. The hub's routing and the session's launch callbacks run exactly as they do inside
-//! a program's CUDA calls, on callbacks made up here: a driver launch is an enter and an exit
-//! of `cuLaunchKernel`, a runtime launch wraps those in `cudaLaunchKernel`'s. CUPTI and the
-//! driver are stand-ins whose functions are all missing; the launch path never calls them.
+//! Layer 3. CUPTI's callback trampoline, the hub's routing and the session's launch callbacks
+//! run exactly as they do inside a program's CUDA calls, on callback data made up here: a
+//! driver launch is an enter and an exit of `cuLaunchKernel`, a runtime launch wraps those in
+//! `cudaLaunchKernel`'s. CUPTI and the driver are stand-ins whose functions are all missing;
+//! the launch path never calls them.
 
 use std::sync::Arc;
 
@@ -12,7 +13,7 @@ use parking_lot::Mutex;
 
 use super::{Capture, ReplayState, SessionState, Shared};
 use crate::capture::hub::{BenchRoute, CaptureSession};
-use crate::checked::callback::{ApiCallback, ApiDomain, CallbackSite, LaunchKind};
+use crate::checked::callback::{ApiDomain, BenchTrampoline, CallbackSite};
 use crate::checked::driver::Context;
 use crate::checked::{Cupti, Driver};
 use crate::error::Result;
@@ -29,6 +30,7 @@ const CUDA_LAUNCH_KERNEL: u32 = 211;
 #[must_use = "the session is routed only while the harness lives"]
 pub struct LaunchHarness {
     shared: Arc<Shared>,
+    trampoline: BenchTrampoline,
     route: Option<BenchRoute>,
     next_correlation: u32,
     clock: u64,
@@ -77,7 +79,8 @@ impl LaunchHarness {
         });
         let session: Arc<dyn CaptureSession> = shared.clone();
         let route = BenchRoute::add(CONTEXT_ID, Arc::downgrade(&session));
-        Ok(LaunchHarness { shared, route: Some(route), next_correlation: 1, clock: 1 })
+        let trampoline = BenchTrampoline::new(shared.cupti, BenchRoute::handler());
+        Ok(LaunchHarness { shared, trampoline, route: Some(route), next_correlation: 1, clock: 1 })
     }
 
     /// Opens a range on the calling thread.
@@ -97,24 +100,17 @@ impl LaunchHarness {
     pub fn launch(&mut self, runtime: bool) {
         let outer = self.next_correlation;
         self.next_correlation += if runtime { 2 } else { 1 };
-        let route = self.route.as_ref().expect("routed until drop");
-        let cb = |domain, cbid, site, correlation_id, function_name| ApiCallback {
-            domain,
-            cbid,
-            site,
-            correlation_id,
-            function_name,
-            context_uid: CONTEXT_ID,
-            launch: LaunchKind::Kernel,
+        let call = |domain, cbid, site, correlation_id, name| {
+            self.trampoline.call(domain, cbid, site, correlation_id, CONTEXT_ID, name);
         };
         if runtime {
-            route.deliver(&cb(ApiDomain::Runtime, CUDA_LAUNCH_KERNEL, CallbackSite::Enter, outer, "cudaLaunchKernel"));
-            route.deliver(&cb(ApiDomain::Driver, CU_LAUNCH_KERNEL, CallbackSite::Enter, outer + 1, "cuLaunchKernel"));
-            route.deliver(&cb(ApiDomain::Driver, CU_LAUNCH_KERNEL, CallbackSite::Exit, outer + 1, "cuLaunchKernel"));
-            route.deliver(&cb(ApiDomain::Runtime, CUDA_LAUNCH_KERNEL, CallbackSite::Exit, outer, "cudaLaunchKernel"));
+            call(ApiDomain::Runtime, CUDA_LAUNCH_KERNEL, CallbackSite::Enter, outer, c"cudaLaunchKernel");
+            call(ApiDomain::Driver, CU_LAUNCH_KERNEL, CallbackSite::Enter, outer + 1, c"cuLaunchKernel");
+            call(ApiDomain::Driver, CU_LAUNCH_KERNEL, CallbackSite::Exit, outer + 1, c"cuLaunchKernel");
+            call(ApiDomain::Runtime, CUDA_LAUNCH_KERNEL, CallbackSite::Exit, outer, c"cudaLaunchKernel");
         } else {
-            route.deliver(&cb(ApiDomain::Driver, CU_LAUNCH_KERNEL, CallbackSite::Enter, outer, "cuLaunchKernel"));
-            route.deliver(&cb(ApiDomain::Driver, CU_LAUNCH_KERNEL, CallbackSite::Exit, outer, "cuLaunchKernel"));
+            call(ApiDomain::Driver, CU_LAUNCH_KERNEL, CallbackSite::Enter, outer, c"cuLaunchKernel");
+            call(ApiDomain::Driver, CU_LAUNCH_KERNEL, CallbackSite::Exit, outer, c"cuLaunchKernel");
         }
     }
 
