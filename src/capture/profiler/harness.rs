@@ -31,7 +31,8 @@ const CUDA_LAUNCH_KERNEL: u32 = 211;
 pub struct LaunchHarness {
     shared: Arc<Shared>,
     trampoline: BenchTrampoline,
-    route: Option<BenchRoute>,
+    /// The hub's route to the session, removed when the harness is dropped.
+    _route: BenchRoute,
     next_correlation: u32,
     clock: u64,
 }
@@ -80,7 +81,7 @@ impl LaunchHarness {
         let session: Arc<dyn CaptureSession> = shared.clone();
         let route = BenchRoute::add(CONTEXT_ID, Arc::downgrade(&session));
         let trampoline = BenchTrampoline::new(shared.cupti, BenchRoute::handler());
-        Ok(LaunchHarness { shared, trampoline, route: Some(route), next_correlation: 1, clock: 1 })
+        Ok(LaunchHarness { shared, trampoline, _route: route, next_correlation: 1, clock: 1 })
     }
 
     /// Opens a range on the calling thread.
@@ -125,12 +126,6 @@ impl LaunchHarness {
         let state = self.shared.state.lock();
         let id = self.shared.attribute(&state.tree, thread())?;
         state.tree.get(id).map(|n| n.path.clone())
-    }
-}
-
-impl Drop for LaunchHarness {
-    fn drop(&mut self) {
-        self.route.take();
     }
 }
 
