@@ -10,8 +10,7 @@ use gmprof::correlate::Correlator;
 use gmprof::device_timers::format::{encode, Kind, LaneMode, HEADER_WORDS, LANE_START};
 use gmprof::device_timers::{Scope, TimedLaunch, TrackLayout};
 use gmprof::model::{
-    ClockPair, ClockSync, KernelActivity, LaunchApi, LaunchRecord, MetricKind, MetricSet, MetricSpec, ProfilingMode,
-    GPU_TIME_METRIC,
+    ClockPair, ClockSync, KernelActivity, MetricKind, MetricSet, MetricSpec, ProfilingMode, GPU_TIME_METRIC,
 };
 use gmprof::report::{CaptureInfo, Report};
 use gmprof::session::SessionTree;
@@ -20,7 +19,10 @@ use serde_json::Value;
 
 #[path = "common/golden.rs"]
 mod golden;
+#[path = "common/kernels.rs"]
+mod kernels;
 use golden::check_golden;
+use kernels::{kernel_activity, launch_record};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -39,31 +41,12 @@ fn report() -> Report {
         [("_Z8pipelinePf", 10_000u64, 20_000u64), ("_Z4spinv", 40_000, 30_000)].iter().enumerate()
     {
         let id = id as u32 + 1;
-        correlator.add_launch(LaunchRecord {
-            correlation_id: id,
-            thread: 1,
-            range: tree.current(1),
-            cycle: 0,
-            ordinal: id - 1,
-            api: LaunchApi::Runtime,
-            api_name: "cudaLaunchKernel".into(),
-            context_id: 1,
-        });
+        correlator.add_launch(launch_record(&tree, 1, id, id - 1));
         correlator.add_activity(KernelActivity {
-            correlation_id: id,
-            name: (*name).into(),
             grid: [2, 1, 1],
             block: [128, 1, 1],
             registers_per_thread: 32,
-            static_shared_memory: 0,
-            dynamic_shared_memory: 0,
-            stream_id: 7,
-            context_id: 1,
-            device_id: 0,
-            graph_id: 0,
-            graph_node_id: 0,
-            start_ns: CLOCK_START + start,
-            end_ns: CLOCK_START + start + dur,
+            ..kernel_activity(id, name, CLOCK_START + start, CLOCK_START + start + dur)
         });
     }
     tree.pop(1, CLOCK_START + 80_000).unwrap();

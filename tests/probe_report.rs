@@ -17,7 +17,10 @@ use serde_json::Value;
 
 #[path = "common/golden.rs"]
 mod golden;
+#[path = "common/kernels.rs"]
+mod kernels;
 use golden::check_golden;
+use kernels::{kernel_activity, launch_record};
 
 const T0: u64 = 1_700_000_000_000;
 /// %globaltimer runs this far ahead of the CUPTI clock.
@@ -36,25 +39,14 @@ fn report() -> Report {
             tree.pop(1, T0 + 80_000).unwrap();
         }
         correlator.add_launch(LaunchRecord {
-            correlation_id: id,
-            thread: 1,
-            range: tree.current(1),
-            cycle: 0,
-            ordinal: id - 1,
             api: LaunchApi::Driver,
             api_name: "cuLaunchKernel".into(),
-            context_id: 1,
+            ..launch_record(&tree, 1, id, id - 1)
         });
         correlator.add_activity(KernelActivity {
-            correlation_id: id,
-            name: (*name).into(),
             grid: [4, 1, 1],
             block: [128, 1, 1],
-            start_ns: T0 + start,
-            end_ns: T0 + start + dur,
-            stream_id: 7,
-            context_id: 1,
-            ..KernelActivity::default()
+            ..kernel_activity(id, name, T0 + start, T0 + start + dur)
         });
     }
     let mut r = Report::analyze(CaptureInfo::new(ProfilingMode::Trace), &MetricSet::default(), &tree, correlator);

@@ -1,6 +1,9 @@
 //! Recorded-like launches for correlator tests: one runtime launch record and its kernel
 //! activity record (1×1×1 grid and block, stream 7, context 1), in the range open on the thread.
 
+// Each test crate uses the helpers it needs.
+#![allow(dead_code)]
+
 use gmprof::correlate::Correlator;
 use gmprof::model::{KernelActivity, LaunchApi, LaunchRecord, ThreadId};
 use gmprof::session::SessionTree;
@@ -15,17 +18,23 @@ pub fn launch_kernel(
     start_ns: u64,
     end_ns: u64,
 ) {
-    correlator.add_launch(LaunchRecord {
+    correlator.add_launch(launch_record(tree, thread, id, id));
+    correlator.add_activity(kernel_activity(id, name, start_ns, end_ns));
+}
+
+/// The runtime launch record of launch `id` by `thread` (cycle 0, position `ordinal`), in the
+/// range open on the thread.
+pub fn launch_record(tree: &SessionTree, thread: ThreadId, id: u32, ordinal: u32) -> LaunchRecord {
+    LaunchRecord {
         correlation_id: id,
         thread,
         range: tree.current(thread),
         cycle: 0,
-        ordinal: id,
+        ordinal,
         api: LaunchApi::Runtime,
         api_name: "cudaLaunchKernel".into(),
         context_id: 1,
-    });
-    correlator.add_activity(kernel_activity(id, name, start_ns, end_ns));
+    }
 }
 
 /// The activity record of kernel `name` of launch `id` that ran from `start_ns` to `end_ns`.
