@@ -417,21 +417,7 @@ fn every_probed_kernel_assembles_with_ptxas() {
         for k in module.kernels() {
             for via in [MapVia::Param, MapVia::Global] {
                 let probed = probe_ptx_with(&read(file), &k.name, &all_probes(), via).unwrap();
-                let path = dir.path().join(format!("{}.ptx", k.name));
-                std::fs::write(&path, &probed.ptx).unwrap();
-                let out = Command::new(&ptxas)
-                    .args(["-arch", arch, "-o"])
-                    .arg(dir.path().join("out.cubin"))
-                    .arg(&path)
-                    .output()
-                    .unwrap();
-                assert!(
-                    out.status.success(),
-                    "ptxas rejected the probed {}: {}\n{}",
-                    k.name,
-                    String::from_utf8_lossy(&out.stderr),
-                    probed.ptx
-                );
+                assemble(&ptxas, dir.path(), arch, &k.name, &probed.ptx);
                 assembled += 1;
             }
         }
@@ -441,19 +427,19 @@ fn every_probed_kernel_assembles_with_ptxas() {
     for arch in ["sm_80", "sm_75"] {
         let src = CALLS.replace("sm_80", arch);
         let probed = probe_ptx(&src, "k", &all_probes()).unwrap();
-        let path = dir.path().join(format!("calls_{arch}.ptx"));
-        std::fs::write(&path, &probed.ptx).unwrap();
-        let out = Command::new(&ptxas)
-            .args(["-arch", arch, "-o"])
-            .arg(dir.path().join("out.cubin"))
-            .arg(&path)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "ptxas rejected {arch}: {}\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            probed.ptx
-        );
+        assemble(&ptxas, dir.path(), arch, &format!("calls_{arch}"), &probed.ptx);
     }
+}
+
+/// Assembles `ptx` (written as `dir/NAME.ptx`) with `ptxas -arch ARCH`; fails the test with
+/// ptxas's message and the PTX if it is rejected.
+fn assemble(ptxas: &std::path::Path, dir: &std::path::Path, arch: &str, name: &str, ptx: &str) {
+    let path = dir.join(format!("{name}.ptx"));
+    std::fs::write(&path, ptx).unwrap();
+    let out = Command::new(ptxas).args(["-arch", arch, "-o"]).arg(dir.join("out.cubin")).arg(&path).output().unwrap();
+    assert!(
+        out.status.success(),
+        "ptxas ({arch}) rejected the probed {name}: {}\n{ptx}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
