@@ -634,34 +634,45 @@ impl Subscriber {
     /// Calls `handler` for every default-domain NVTX range push and pop. Set once per
     /// subscriber.
     pub fn watch_nvtx(&self, handler: NvtxHandler) -> Result<()> {
-        // SAFETY: `userdata` lives until `close`, which needs `&mut self`.
-        let boxed = unsafe { &*self.userdata };
-        boxed.nvtx.set(handler).map_err(|_| Error::InvalidState("NVTX callbacks are already watched".into()))?;
-        for cbid in NVTX_RANGE_CALLBACKS {
-            self.enable(CUpti_CallbackDomain::CUPTI_CB_DOMAIN_NVTX, cbid.0)?;
-        }
-        Ok(())
+        let cbids: Vec<u32> = NVTX_RANGE_CALLBACKS.iter().map(|c| c.0).collect();
+        self.watch(|b| &b.nvtx, handler, "NVTX callbacks", CUpti_CallbackDomain::CUPTI_CB_DOMAIN_NVTX, &cbids)
     }
 
     /// Calls `handler` when a context is created and when one starts being destroyed. Set
     /// once per subscriber.
     pub fn watch_contexts(&self, handler: ContextHandler) -> Result<()> {
-        // SAFETY: `userdata` lives until `close`, which needs `&mut self`.
-        let boxed = unsafe { &*self.userdata };
-        boxed.contexts.set(handler).map_err(|_| Error::InvalidState("context events are already watched".into()))?;
-        let resource = CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE;
-        self.enable(resource, CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_CREATED.0)?;
-        self.enable(resource, CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING.0)
+        let cbids = [
+            CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_CREATED.0,
+            CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING.0,
+        ];
+        self.watch(|b| &b.contexts, handler, "context events", CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE, &cbids)
     }
 
     /// Calls `handler` when a CUDA graph node is created or cloned. Set once per subscriber.
     pub fn watch_graphs(&self, handler: GraphHandler) -> Result<()> {
+        let cbids = [
+            CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED.0,
+            CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED.0,
+        ];
+        self.watch(|b| &b.graphs, handler, "graph events", CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE, &cbids)
+    }
+
+    /// Sets one of the subscriber's handlers (once) and enables its callbacks.
+    fn watch<T>(
+        &self,
+        slot: impl Fn(&HandlerBox) -> &OnceLock<T>,
+        handler: T,
+        what: &str,
+        domain: CUpti_CallbackDomain,
+        cbids: &[u32],
+    ) -> Result<()> {
         // SAFETY: `userdata` lives until `close`, which needs `&mut self`.
         let boxed = unsafe { &*self.userdata };
-        boxed.graphs.set(handler).map_err(|_| Error::InvalidState("graph events are already watched".into()))?;
-        let resource = CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE;
-        self.enable(resource, CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED.0)?;
-        self.enable(resource, CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED.0)
+        slot(boxed).set(handler).map_err(|_| Error::InvalidState(format!("{what} are already watched")))?;
+        for &cbid in cbids {
+            self.enable(domain, cbid)?;
+        }
+        Ok(())
     }
 
     /// Calls `hook` on enter and exit of the driver calls `cbids` (kernel launches and
