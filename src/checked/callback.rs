@@ -180,6 +180,24 @@ struct HandlerBox {
     runtime_transfers: Vec<u32>,
 }
 
+impl HandlerBox {
+    /// A box with `handler` for launches and the sorted transfer callback ids of each domain;
+    /// the other handlers are set later, once each.
+    fn new(cupti: Cupti, handler: ApiHandler, driver_transfers: Vec<u32>, runtime_transfers: Vec<u32>) -> HandlerBox {
+        HandlerBox {
+            cupti,
+            driver_hook: OnceLock::new(),
+            handler,
+            nvtx: OnceLock::new(),
+            contexts: OnceLock::new(),
+            graphs: OnceLock::new(),
+            panics: AtomicU64::new(0),
+            driver_transfers,
+            runtime_transfers,
+        }
+    }
+}
+
 /// The default-domain NVTX range callbacks gmprof listens to.
 pub const NVTX_RANGE_CALLBACKS: &[NvtxCbid] = &[
     NvtxCbid::CUPTI_CBID_NVTX_nvtxRangePushA,
@@ -507,17 +525,7 @@ pub(crate) struct BenchTrampoline(Box<HandlerBox>);
 impl BenchTrampoline {
     /// A trampoline calling `handler` for launches; it knows no transfer callbacks.
     pub(crate) fn new(cupti: Cupti, handler: ApiHandler) -> BenchTrampoline {
-        BenchTrampoline(Box::new(HandlerBox {
-            cupti,
-            driver_hook: OnceLock::new(),
-            handler,
-            nvtx: OnceLock::new(),
-            contexts: OnceLock::new(),
-            graphs: OnceLock::new(),
-            panics: AtomicU64::new(0),
-            driver_transfers: Vec::new(),
-            runtime_transfers: Vec::new(),
-        }))
+        BenchTrampoline(Box::new(HandlerBox::new(cupti, handler, Vec::new(), Vec::new())))
     }
 
     /// One API callback, as CUPTI would make it.
@@ -592,17 +600,12 @@ impl Subscriber {
         } else {
             (Vec::new(), Vec::new())
         };
-        let userdata = Box::into_raw(Box::new(HandlerBox {
-            cupti: *cupti,
-            driver_hook: OnceLock::new(),
+        let userdata = Box::into_raw(Box::new(HandlerBox::new(
+            *cupti,
             handler,
-            nvtx: OnceLock::new(),
-            contexts: OnceLock::new(),
-            graphs: OnceLock::new(),
-            panics: AtomicU64::new(0),
-            driver_transfers: driver_transfers.clone(),
-            runtime_transfers: runtime_transfers.clone(),
-        }));
+            driver_transfers.clone(),
+            runtime_transfers.clone(),
+        )));
         let mut handle: CUpti_SubscriberHandle = std::ptr::null_mut();
         let subscribed = call_cupti!(cupti, cuptiSubscribe, "subscribing to CUPTI callbacks", |f| {
             // SAFETY: the trampoline never unwinds; `userdata` stays valid until unsubscribe.
