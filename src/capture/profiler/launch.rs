@@ -215,6 +215,7 @@ impl Shared {
             thread,
             range,
             api_name: Cow::Borrowed(cb.function_name),
+            untimed: None,
         });
     }
 
