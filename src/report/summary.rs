@@ -335,7 +335,7 @@ impl Summary {
     /// `transfers: N | memcpy B | memset B | time | bandwidth`. Time and bandwidth are over
     /// the timed transfers; when some were not timed (memsets under kernel replay), the line
     /// says how many and that the time is over the others:
-    /// `memset 6313188644 B (2596 not timed) | 26.979 ms over 259 timed transfer(s) | 9.56 GB/s`.
+    /// `memset 2048 B (2 not timed) | 12 ns over 3 timed transfer(s) | 725.33 GB/s`.
     fn transfer_line(&self) -> String {
         let untimed = self.untimed_memcpys + self.untimed_memsets;
         let not_timed = |n: u64| if n > 0 { format!(" ({n} not timed)") } else { String::new() };
