@@ -1,35 +1,74 @@
-//! A trace-mode session with no GPU behind it, for the launch-path benchmark
-//! (`benches/launch_path.rs`, feature `bench-internals`; not part of the API).
+//! A session with no GPU behind it, for the launch-path benchmark (`benches/launch_path.rs`,
+//! feature `bench-internals`) and CPU tests of the capture path; not part of the API.
 //!
 //! Layer 3. CUPTI's callback trampoline, the hub's routing and the session's launch callbacks
 //! run exactly as they do inside a program's CUDA calls, on callback data made up here: a
 //! driver launch is an enter and an exit of `cuLaunchKernel`, a runtime launch wraps those in
-//! `cudaLaunchKernel`'s. CUPTI and the driver are stand-ins whose functions are all missing;
-//! the launch path never calls them.
+//! `cudaLaunchKernel`'s; a memcpy or memset is its API call's enter and exit with the
+//! parameter structure CUDA passes. CUPTI and the driver are stand-ins whose functions are
+//! all missing; the launch path never calls them. Without counters, so a kernel_replay
+//! harness is for transfers only.
 
+use std::ffi::CStr;
+use std::os::raw::c_void;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use super::{Capture, ReplayState, SessionState, Shared};
 use crate::capture::hub::{BenchRoute, CaptureSession};
-use crate::checked::callback::{ApiDomain, BenchTrampoline, CallbackSite};
+use crate::checked::activity::ActivityRecord;
+use crate::checked::callback::{ApiDomain, BenchCall, BenchTrampoline, CallbackSite};
 use crate::checked::driver::Context;
 use crate::checked::{Cupti, Driver};
 use crate::error::Result;
-use crate::model::{ClockPair, DevicePeaks, MetricSet, ProfilingMode, ThreadId};
+use crate::model::{
+    ClockPair, DevicePeaks, MetricKind, MetricSet, MetricSpec, ProfilingMode, ThreadId, TransferActivity,
+    GPU_TIME_METRIC,
+};
+use crate::report::{CaptureInfo, Report};
+use crate::sys::cupti::{
+    CUpti_driver_api_trace_cbid_enum as DriverCbid, CUpti_runtime_api_trace_cbid_enum as RuntimeCbid,
+};
 
-/// Context id the harness routes under (no real context has it).
-const CONTEXT_ID: u32 = u32::MAX - 7;
+/// Context ids harnesses route under (no real context has them), one per harness, so that
+/// harnesses on several threads (tests) do not hear each other.
+static NEXT_CONTEXT_ID: AtomicU32 = AtomicU32::new(u32::MAX - 7);
+/// The device ordinal a harness session reports for untimed transfers.
+pub const DEVICE_ID: u32 = 0;
 /// `CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel`.
 const CU_LAUNCH_KERNEL: u32 = 307;
 /// `CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000`.
 const CUDA_LAUNCH_KERNEL: u32 = 211;
 
-/// A trace-mode session fed with made-up launch callbacks.
+/// Memcpy callbacks the harness's trampoline knows as transfers (memsets: all of them).
+const MEMCPYS: [DriverCbid; 2] =
+    [DriverCbid::CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2, DriverCbid::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2];
+/// Runtime memcpy callbacks the trampoline knows as transfers.
+const RUNTIME_MEMCPYS: [RuntimeCbid; 2] = [
+    RuntimeCbid::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
+    RuntimeCbid::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+];
+
+/// One memcpy or memset API call as a program makes it: the function and its parameters.
+#[derive(Clone, Copy, Debug)]
+pub struct TransferApi {
+    /// Driver or runtime.
+    pub domain: ApiDomain,
+    /// The callback id.
+    pub cbid: u32,
+    /// CUPTI's name of the function.
+    pub name: &'static CStr,
+    /// The parameter structure CUDA passes for it (`cuMemsetD8_v2_params`, ...), or NULL.
+    pub params: *mut c_void,
+}
+
+/// A session fed with made-up launch and transfer callbacks.
 #[must_use = "the session is routed only while the harness lives"]
 pub struct LaunchHarness {
     shared: Arc<Shared>,
+    context_id: u32,
     trampoline: BenchTrampoline,
     /// The hub's route to the session, removed when the harness is dropped.
     _route: BenchRoute,
@@ -44,17 +83,24 @@ impl std::fmt::Debug for LaunchHarness {
 }
 
 impl LaunchHarness {
-    /// A trace-mode session, routed by the hub. One harness at a time per process.
+    /// A trace-mode session, routed by the hub.
     pub fn trace() -> Result<LaunchHarness> {
+        Self::new(ProfilingMode::Trace)
+    }
+
+    /// A session of `mode` (without counters), routed by the hub.
+    pub fn new(mode: ProfilingMode) -> Result<LaunchHarness> {
+        let context_id = NEXT_CONTEXT_ID.fetch_sub(1, Ordering::Relaxed);
         let shared = Arc::new(Shared {
             cupti: Cupti::stand_in()?,
             driver: Driver::stand_in()?,
             clock_start: ClockPair { cupti_ns: 0, unix_ns: 0 },
             launches: std::sync::atomic::AtomicU32::new(0),
-            memsets_untraced: std::sync::atomic::AtomicU64::new(0),
-            mode: ProfilingMode::Trace,
-            metric_set: MetricSet::default(),
-            metric_names: Vec::new(),
+            memsets_unread: std::sync::atomic::AtomicU64::new(0),
+            device_id: Some(DEVICE_ID),
+            mode,
+            metric_set: harness_metrics(mode),
+            metric_names: harness_metrics(mode).metrics.into_iter().map(|m| m.name).collect(),
             passes: 0,
             flush_on_range_boundaries: false,
             synchronize_on_pop: false,
@@ -79,9 +125,17 @@ impl LaunchHarness {
             self_time_at_start: None,
         });
         let session: Arc<dyn CaptureSession> = shared.clone();
-        let route = BenchRoute::add(CONTEXT_ID, Arc::downgrade(&session));
-        let trampoline = BenchTrampoline::new(shared.cupti, BenchRoute::handler());
-        Ok(LaunchHarness { shared, trampoline, _route: route, next_correlation: 1, clock: 1 })
+        let route = BenchRoute::add(context_id, Arc::downgrade(&session));
+        let driver_transfers = MEMCPYS.iter().map(|c| c.0).chain(crate::checked::memset::cbids(ApiDomain::Driver));
+        let runtime_transfers =
+            RUNTIME_MEMCPYS.iter().map(|c| c.0).chain(crate::checked::memset::cbids(ApiDomain::Runtime));
+        let trampoline = BenchTrampoline::with_transfers(
+            shared.cupti,
+            BenchRoute::handler(),
+            driver_transfers.collect(),
+            runtime_transfers.collect(),
+        );
+        Ok(LaunchHarness { shared, context_id, trampoline, _route: route, next_correlation: 1, clock: 1 })
     }
 
     /// Opens a range on the calling thread.
@@ -102,7 +156,7 @@ impl LaunchHarness {
         let outer = self.next_correlation;
         self.next_correlation += if runtime { 2 } else { 1 };
         let call = |domain, cbid, site, correlation_id, name| {
-            self.trampoline.call(domain, cbid, site, correlation_id, CONTEXT_ID, name);
+            self.trampoline.call(domain, cbid, site, correlation_id, self.context_id, name);
         };
         if runtime {
             call(ApiDomain::Runtime, CUDA_LAUNCH_KERNEL, CallbackSite::Enter, outer, c"cudaLaunchKernel");
@@ -113,6 +167,54 @@ impl LaunchHarness {
             call(ApiDomain::Driver, CU_LAUNCH_KERNEL, CallbackSite::Enter, outer, c"cuLaunchKernel");
             call(ApiDomain::Driver, CU_LAUNCH_KERNEL, CallbackSite::Exit, outer, c"cuLaunchKernel");
         }
+    }
+
+    /// One memcpy or memset: `outer`'s enter and exit, with `inner`'s (the driver call a
+    /// runtime call makes) between them; the outer call returns `result`. Returns the
+    /// correlation ids of the outer and the inner call.
+    pub fn transfer(&mut self, outer: TransferApi, inner: Option<TransferApi>, result: i32) -> (u32, Option<u32>) {
+        let outer_id = self.next_correlation;
+        let inner_id = inner.map(|_| outer_id + 1);
+        self.next_correlation += if inner.is_some() { 2 } else { 1 };
+        let call = |api: &TransferApi, site, correlation_id, result| {
+            self.trampoline.call_with(&BenchCall {
+                domain: api.domain,
+                cbid: api.cbid,
+                site,
+                correlation_id,
+                context_uid: self.context_id,
+                function_name: api.name,
+                params: api.params,
+                result,
+            });
+        };
+        call(&outer, CallbackSite::Enter, outer_id, None);
+        if let (Some(api), Some(id)) = (inner.as_ref(), inner_id) {
+            call(api, CallbackSite::Enter, id, None);
+            call(api, CallbackSite::Exit, id, Some(result));
+        }
+        call(&outer, CallbackSite::Exit, outer_id, Some(result));
+        (outer_id, inner_id)
+    }
+
+    /// Memcpy and memset activity records, delivered as CUPTI's buffer callback delivers
+    /// them, then drained into the session as a flush does.
+    pub fn transfer_activity(&mut self, records: Vec<TransferActivity>) {
+        let records = records.into_iter().map(ActivityRecord::Transfer).collect();
+        crate::capture::hub::CaptureSession::on_records(&*self.shared, records);
+        self.shared.drain_activity();
+    }
+
+    /// The report of what the session recorded, as finishing builds it (its capture
+    /// warnings included), without CUPTI.
+    pub fn report(self) -> Report {
+        self.shared.drain_activity();
+        let mut state = self.shared.state.lock();
+        let mut info = CaptureInfo::new(self.shared.mode);
+        info.warnings = std::mem::take(&mut state.warnings);
+        info.warnings.extend(self.shared.unread_memsets_warning());
+        let correlator = std::mem::take(&mut state.correlator);
+        Report::analyze(info, &self.shared.metric_set, &state.tree, correlator)
     }
 
     /// Launches the session recorded, and the inner ids it mapped to their outer call.
@@ -127,6 +229,17 @@ impl LaunchHarness {
         let id = self.shared.attribute(&state.tree, thread())?;
         state.tree.get(id).map(|n| n.path.clone())
     }
+}
+
+/// A counter mode's session always collects the GPU time; trace mode collects nothing.
+fn harness_metrics(mode: ProfilingMode) -> MetricSet {
+    let time = MetricSpec {
+        name: GPU_TIME_METRIC.into(),
+        kind: MetricKind::Counter,
+        unit: "nsecond".into(),
+        description: "GPU time".into(),
+    };
+    MetricSet { metrics: if mode == ProfilingMode::Trace { Vec::new() } else { vec![time] } }
 }
 
 fn thread() -> ThreadId {
