@@ -23,6 +23,12 @@
 //!   `"X"` events of category `"kernel"` (name: the demangled kernel name; args: correlation
 //!   id, `range_id` and `range_path` of the launching range, grid, block, status, metrics);
 //!   memcpy and memset are `"X"` events of category `"transfer"` at their measured times.
+//!   Slices of one stream can overlap on the GPU (programmatic dependent launch on Hopper
+//!   starts a kernel before the one before it ends), and a viewer draws only nested slices
+//!   on one track: a slice that starts before an earlier one of its stream has ended goes,
+//!   with its timestamps unchanged, to an extra lane of the stream, `stream 7 · overlapped`
+//!   (`· overlapped 2`, ... where more overlap at once), see [`lanes`](crate::report::lanes);
+//!   `otherData.overlap_lane_events` counts them.
 //! - In counter modes, each range's metrics are also counter (`"C"`) events on the CPU
 //!   process (tid [`COUNTER_TID`]), one per metric and range, at the range's push, with
 //!   `args.value`, so Perfetto draws a counter track per metric. A counter keeps its value
@@ -302,6 +308,10 @@ pub struct TraceInfo {
     pub dropped_activity_records: u64,
     /// Kernel rows whose status is not `ok`.
     pub flagged_kernel_rows: u64,
+    /// GPU slices drawn on an extra lane of their stream (`stream 7 · overlapped`) because
+    /// they start before an earlier slice of the stream has ended (see
+    /// [`lanes`](crate::report::lanes)).
+    pub overlap_lane_events: u64,
     /// Rows that have no event.
     pub skipped: SkippedRows,
     /// Every warning of the report.
@@ -538,6 +548,8 @@ impl Report {
         let mut devices: BTreeSet<u32> = BTreeSet::new();
         let mut streams: BTreeSet<(u32, u32)> = BTreeSet::new();
         let mut threads: BTreeSet<u64> = BTreeSet::new();
+        // (event index, start, end) of every GPU slice on a stream's track, for the lanes.
+        let mut gpu_spans: Vec<crate::report::lanes::GpuSpan> = Vec::new();
 
         let metric_names = self.metric_names();
         let counter_mode = self.meta.mode != ProfilingMode::Trace;
@@ -598,6 +610,7 @@ impl Report {
             streams.insert((device, stream));
             let name =
                 k.kernel_name.clone().or_else(|| k.mangled_name.clone()).unwrap_or_else(|| "<unknown kernel>".into());
+            gpu_spans.push((events.len(), start, start.saturating_add(dur)));
             events.push(TraceEvent {
                 name,
                 cat: Some("kernel"),
@@ -625,6 +638,7 @@ impl Report {
         for t in kept_transfers {
             devices.insert(t.device_id);
             streams.insert((t.device_id, t.stream_id));
+            gpu_spans.push((events.len(), t.start_ns, t.end_ns));
             events.push(TraceEvent {
                 name: t.name.to_owned(),
                 cat: Some("transfer"),
@@ -636,6 +650,9 @@ impl Report {
                 args: EventArgs::Transfer(t.args),
             });
         }
+
+        let (lane_names, overlap_lane_events) = crate::report::lanes::spread(&mut events, &gpu_spans);
+        events.extend(lane_names);
 
         if let Some(pm) = &self.pm {
             let device = devices.iter().next().copied().unwrap_or(0);
@@ -690,7 +707,7 @@ impl Report {
                 "thread_name",
                 GPU_PID_BASE + u64::from(device),
                 u64::from(stream),
-                format!("stream {stream}"),
+                crate::report::lanes::lane_name(stream, 0),
             ));
         }
 
@@ -730,6 +747,7 @@ impl Report {
                 dropped_counter_ranges: self.meta.dropped_counter_ranges,
                 dropped_activity_records: self.meta.dropped_activity_records,
                 flagged_kernel_rows: self.meta.flagged_kernel_rows,
+                overlap_lane_events,
                 skipped,
                 warnings: self.meta.warnings.clone(),
                 device_timers,
