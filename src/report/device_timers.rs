@@ -42,8 +42,9 @@ use crate::error::{Error, Result};
 pub const REGIONS_CSV: &str = "regions.csv";
 /// Category of region events.
 pub const REGION_CATEGORY: &str = "device_region";
-/// First tid of the per-SM tracks.
-pub const SM_TID_BASE: u64 = 1 << 32;
+/// First tid of the per-SM tracks (above the streams and [`PM_TID`](super::timeline::PM_TID),
+/// which share the GPU's process).
+pub const SM_TID_BASE: u64 = 1 << 33;
 /// First tid of the per-lane tracks.
 pub const LANE_TID_BASE: u64 = 1 << 40;
 

@@ -155,6 +155,24 @@ mod tests {
     }
 
     #[test]
+    fn the_tracks_of_a_gpu_process_never_share_a_tid() {
+        use crate::report::device_timers::{LANE_TID_BASE, SM_TID_BASE};
+        use crate::report::timeline::PM_TID;
+        // [first, last] tid of each kind of track on a GPU's process.
+        let streams = (0, u64::from(u32::MAX));
+        let pm = (PM_TID, PM_TID);
+        let sms = (SM_TID_BASE, SM_TID_BASE + 256 * u64::from(u16::MAX) + 255);
+        let lanes = (LANE_TID_BASE, LANE_TID_BASE + 8 * (65_536 * u64::from(u32::MAX) + 65_535) + 7);
+        let overlaps = (lane_tid(0, 1), lane_tid(u32::MAX, EXTRA_LANES_PER_STREAM));
+        let mut all = [streams, pm, sms, lanes, overlaps];
+        all.sort_unstable();
+        for pair in all.windows(2) {
+            assert!(pair[0].1 < pair[1].0, "{:?} and {:?} share tids", pair[0], pair[1]);
+        }
+        assert!(overlaps.1 < 1 << 53, "a JavaScript number holds every tid");
+    }
+
+    #[test]
     fn lane_tids_and_names_stay_apart() {
         assert_eq!(lane_tid(7, 0), 7);
         assert_eq!(lane_tid(7, 1), OVERLAP_TID_BASE + 7 * 65_536);
