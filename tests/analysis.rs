@@ -102,6 +102,7 @@ impl Capture {
             api: LaunchApi::Runtime,
             api_name: "cudaLaunchKernel".into(),
             context_id: 1,
+            launch_ns: Some(self.clock),
         });
         let end = self.tick();
         if std::mem::take(&mut self.drop_next_activity) {
@@ -343,6 +344,7 @@ fn mismatched_cycle(ranges: &[(u32, &str)]) -> Report {
             api: LaunchApi::Driver,
             api_name: "cuLaunchKernel".into(),
             context_id: 1,
+            launch_ns: None,
         });
         correlator.add_activity(activity(correlation_id, &format!("k{ordinal}")));
     }
@@ -356,6 +358,7 @@ fn mismatched_cycle(ranges: &[(u32, &str)]) -> Report {
         api: LaunchApi::Driver,
         api_name: "cuLaunchKernel".into(),
         context_id: 1,
+        launch_ns: None,
     });
     correlator.add_activity(activity(200, "k_next"));
     correlator.add_counter_ranges(1, vec![counter(1, 0, "0", 99.0)]);
@@ -454,6 +457,7 @@ fn dropped_activity_records_keep_their_counters() {
             api: LaunchApi::Runtime,
             api_name: "cudaLaunchKernel".into(),
             context_id: 1,
+            launch_ns: None,
         });
     }
     // CUPTI delivered the activity record of `kept` only.
@@ -532,6 +536,7 @@ fn aggregation_rules_match_hand_computed_values() {
             api: LaunchApi::Runtime,
             api_name: "cudaLaunchKernel".into(),
             context_id: 1,
+            launch_ns: None,
         });
         correlator.add_activity(activity(i + 1, "k"));
         let per_second = k.2 / k.0 * 1e9;
@@ -584,6 +589,7 @@ fn empty_derived_columns_without_their_inputs() {
         api: LaunchApi::Runtime,
         api_name: "cudaLaunchKernel".into(),
         context_id: 1,
+        launch_ns: None,
     });
     correlator.add_activity(activity(1, "k"));
     correlator.add_counter_ranges(0, vec![CounterRange { cycle: 0, index: 0, name: "0".into(), values: vec![50.0] }]);
@@ -687,6 +693,7 @@ fn launch_record(correlation_id: u32, range: Option<RangeId>, ordinal: u32) -> L
         api: LaunchApi::Runtime,
         api_name: "cudaLaunchKernel".into(),
         context_id: 1,
+        launch_ns: None,
     }
 }
 
@@ -910,6 +917,7 @@ fn a_million_kernels_correlate_and_aggregate_exactly() {
             api: LaunchApi::Runtime,
             api_name: "".into(),
             context_id: 1,
+            launch_ns: None,
         });
         correlator.add_activity(KernelActivity {
             correlation_id: i + 1,
@@ -973,6 +981,7 @@ fn trace_kernel(c: &mut Correlator, correlation_id: u32, range: Option<RangeId>,
         api: LaunchApi::Runtime,
         api_name: "cudaLaunchKernel".into(),
         context_id: 1,
+        launch_ns: None,
     });
     let mut a = activity(correlation_id, "k");
     a.stream_id = stream;
@@ -1089,6 +1098,7 @@ fn transfers_go_to_the_calling_threads_range() {
         api: LaunchApi::Graph,
         api_name: "cuGraphLaunch".into(),
         context_id: 1,
+        launch_ns: None,
     });
     c.add_transfer_activity(transfer_record(20, TransferKind::MemcpyPtoP, 800, 400, 410));
     tree.pop(1, 500).expect("pop c");

@@ -101,6 +101,7 @@ impl Capture {
             api: LaunchApi::Runtime,
             api_name: "cudaLaunchKernel".into(),
             context_id: 1,
+            launch_ns: Some(launched),
         });
         let free = self.stream_free.entry(stream).or_insert(0);
         let start = (launched + 3_000).max(*free);
