@@ -21,7 +21,8 @@
 //! - Each GPU is a process with pid [`GPU_PID_BASE`] + device ordinal ("GPU 0: NVIDIA
 //!   H100 ..."), with one thread per CUDA stream (tid = stream id, "stream 7"). Kernels are
 //!   `"X"` events of category `"kernel"` (name: the demangled kernel name; args: correlation
-//!   id, `range_id` and `range_path` of the launching range, grid, block, status, metrics);
+//!   id, `range_id` and `range_path` of the launching range, `launch_ts` (when the launch
+//!   call was recorded, where positions are measured), grid, block, status, metrics);
 //!   memcpy and memset are `"X"` events of category `"transfer"` at their measured times.
 //!   Slices of one stream can overlap on the GPU (programmatic dependent launch on Hopper
 //!   starts a kernel before the one before it ends), and a viewer draws only nested slices
@@ -223,6 +224,12 @@ pub struct KernelArgs {
     /// `"slot.generation"` of the launching range; absent outside any range.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub range_id: Option<String>,
+    /// When the launch call was recorded, µs on the trace's clock (like `ts`; below 0 when
+    /// the call came before the first event). Inside the launching range, and before the
+    /// kernel starts: `gmprof check-trace` checks both. Absent when capture took no
+    /// timestamp, and where kernel positions are synthetic.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub launch_ts: Option<f64>,
     /// Grid dimensions.
     pub grid: Option<[i32; 3]>,
     /// Block dimensions.
@@ -340,6 +347,15 @@ fn id_text(id: RangeId) -> String {
 /// ns on the CUPTI clock to µs from `origin`.
 fn micros(ns: u64, origin: u64) -> f64 {
     ns.saturating_sub(origin) as f64 / 1000.0
+}
+
+/// [`micros`], negative for `ns` before `origin`.
+fn signed_micros(ns: u64, origin: u64) -> f64 {
+    if ns >= origin {
+        micros(ns, origin)
+    } else {
+        -((origin - ns) as f64 / 1000.0)
+    }
 }
 
 /// One counter track per PM-sampled metric, named `PM <metric>`, on the GPU's process: an
@@ -623,6 +639,7 @@ impl Report {
                     correlation_id: k.correlation_id,
                     range_path: k.range_path.clone(),
                     range_id: k.range_id.map(id_text),
+                    launch_ts: k.launch_ns.filter(|_| measured).map(|ns| signed_micros(ns, origin)),
                     grid: k.grid,
                     block: k.block,
                     status: k.status,
