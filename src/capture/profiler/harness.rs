@@ -5,7 +5,9 @@
 //! run exactly as they do inside a program's CUDA calls, on callback data made up here: a
 //! driver launch is an enter and an exit of `cuLaunchKernel`, a runtime launch wraps those in
 //! `cudaLaunchKernel`'s. CUPTI and the driver are stand-ins whose functions are all missing;
-//! the launch path never calls them.
+//! the launch path never calls them. Each launch's stamp reads `CLOCK_MONOTONIC_RAW` in place
+//! of `cuptiGetTimestamp` ([`LaunchClock::monotonic_stand_in`]), so the stamp is part of the
+//! cost measured; CUPTI's own timestamp may cost more or less.
 
 use std::sync::Arc;
 
@@ -13,6 +15,7 @@ use parking_lot::Mutex;
 
 use super::{Capture, ReplayState, SessionState, Shared};
 use crate::capture::hub::{BenchRoute, CaptureSession};
+use crate::checked::activity::LaunchClock;
 use crate::checked::callback::{ApiDomain, BenchTrampoline, CallbackSite};
 use crate::checked::driver::Context;
 use crate::checked::{Cupti, Driver};
@@ -47,6 +50,7 @@ impl LaunchHarness {
     /// A trace-mode session, routed by the hub. One harness at a time per process.
     pub fn trace() -> Result<LaunchHarness> {
         let shared = Arc::new(Shared {
+            launch_clock: LaunchClock::monotonic_stand_in(),
             cupti: Cupti::stand_in()?,
             driver: Driver::stand_in()?,
             clock_start: ClockPair { cupti_ns: 0, unix_ns: 0 },

@@ -260,7 +260,7 @@ impl Shared {
         // ranges are pushed before the call and popped after it, and another thread's range
         // (process scope) is in the tree from its push to its pop, each stamped just before
         // taking this lock. `None` where CUPTI gives no timestamp.
-        let launch_ns = activity::timestamp(&self.cupti).ok();
+        let launch_ns = self.launch_clock.now();
         state.correlator.add_launch(LaunchRecord {
             correlation_id: cb.correlation_id,
             thread,
