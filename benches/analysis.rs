@@ -79,6 +79,7 @@ fn capture() -> Capture {
             api: LaunchApi::Runtime,
             api_name: "cudaLaunchKernel".into(),
             context_id: 1,
+            launch_ns: None,
         });
         activities.push(KernelActivity {
             correlation_id: i + 1,

@@ -84,6 +84,7 @@ fn main() {
             api: LaunchApi::Runtime,
             api_name: "cudaLaunchKernel".into(),
             context_id: 1,
+            launch_ns: None,
         });
         correlator.add_activity(KernelActivity {
             correlation_id: i + 1,

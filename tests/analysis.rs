@@ -4,10 +4,8 @@
 //! Golden files in `tests/golden/` pin the CSV, JSON and summary formats; rewrite them with
 //! `GMPROF_BLESS=1 cargo test --test analysis`.
 
-use std::time::Instant;
-
-use gmprof::aggregate::{aggregate, rule_for, AggregationRule, RangeRow};
-use gmprof::correlate::{Correlator, KernelStatus, TimeSource, TransferStatus};
+use gmprof::aggregate::RangeRow;
+use gmprof::correlate::{Correlator, KernelStatus, TimeSource};
 use gmprof::model::{
     ClockPair, ClockSync, CounterRange, KernelActivity, LaunchApi, LaunchRecord, MetricKind, MetricSet, ProfilingMode,
     RangeId, ThreadId, TransferActivity, TransferCall, TransferKind, UntimedTransfer, GPU_TIME_METRIC,
@@ -102,6 +100,7 @@ impl Capture {
             api: LaunchApi::Runtime,
             api_name: "cudaLaunchKernel".into(),
             context_id: 1,
+            launch_ns: Some(self.clock),
         });
         let end = self.tick();
         if std::mem::take(&mut self.drop_next_activity) {
@@ -350,6 +349,7 @@ fn mismatched_cycle(ranges: &[(u32, &str)]) -> Report {
             api: LaunchApi::Driver,
             api_name: "cuLaunchKernel".into(),
             context_id: 1,
+            launch_ns: None,
         });
         correlator.add_activity(activity(correlation_id, &format!("k{ordinal}")));
     }
@@ -363,6 +363,7 @@ fn mismatched_cycle(ranges: &[(u32, &str)]) -> Report {
         api: LaunchApi::Driver,
         api_name: "cuLaunchKernel".into(),
         context_id: 1,
+        launch_ns: None,
     });
     correlator.add_activity(activity(200, "k_next"));
     correlator.add_counter_ranges(1, vec![counter(1, 0, "0", 99.0)]);
@@ -461,6 +462,7 @@ fn dropped_activity_records_keep_their_counters() {
             api: LaunchApi::Runtime,
             api_name: "cudaLaunchKernel".into(),
             context_id: 1,
+            launch_ns: None,
         });
     }
     // CUPTI delivered the activity record of `kept` only.
@@ -489,118 +491,6 @@ fn dropped_activity_records_keep_their_counters() {
     let summary = report.summary().to_string();
     assert!(summary.contains("dropped activity records: 1"), "{summary}");
     assert!(summary.contains("flagged kernel rows: 1"), "{summary}");
-}
-
-#[test]
-fn aggregation_rules_match_hand_computed_values() {
-    let metrics = MetricSet {
-        metrics: vec![
-            spec(GPU_TIME_METRIC, MetricKind::Counter, "nsecond"),
-            spec(SM_PCT, MetricKind::Throughput, "%"),
-            spec("dram__sectors_read.sum", MetricKind::Counter, "sector"),
-            spec("dram__sectors_write.sum", MetricKind::Counter, "sector"),
-            spec("dram__sectors_read.sum.per_second", MetricKind::Throughput, "sector/second"),
-            spec("smsp__inst_executed.avg.per_cycle_active", MetricKind::Ratio, "inst/cycle"),
-            spec("sm__cycles_active.max", MetricKind::Counter, "cycle"),
-        ],
-    };
-    let rules: Vec<AggregationRule> = metrics.metrics.iter().map(|m| rule_for(m, &metrics)).collect();
-    assert_eq!(
-        rules,
-        [
-            AggregationRule::Sum,
-            AggregationRule::DurationWeighted,
-            AggregationRule::Sum,
-            AggregationRule::Sum,
-            AggregationRule::RatioOfSums,
-            AggregationRule::DurationWeighted,
-            AggregationRule::Sum,
-        ]
-    );
-
-    let mut tree = SessionTree::new();
-    let r = tree.push("region", 1, 0);
-    let mut correlator = Correlator::new();
-    // (time ns, SM %, sectors read, sectors written, IPC, max active cycles)
-    let kernels = [
-        (1000.0, 0.0, 100.0, 50.0, 1.0, 700.0),
-        (3000.0, 100.0, 300.0, f64::NAN, 3.0, 2100.0),
-        // No time measured: left out of every weighted sum, still counted.
-        (f64::NAN, 60.0, 40.0, 10.0, 9.0, 5.0),
-    ];
-    for (i, k) in kernels.iter().enumerate() {
-        let i = i as u32;
-        correlator.add_launch(LaunchRecord {
-            correlation_id: i + 1,
-            thread: 1,
-            range: Some(r),
-            cycle: 0,
-            ordinal: i,
-            api: LaunchApi::Runtime,
-            api_name: "cudaLaunchKernel".into(),
-            context_id: 1,
-        });
-        correlator.add_activity(activity(i + 1, "k"));
-        let per_second = k.2 / k.0 * 1e9;
-        correlator.add_counter_ranges(
-            0,
-            vec![CounterRange {
-                cycle: 0,
-                index: i,
-                name: i.to_string(),
-                values: vec![k.0, k.1, k.2, k.3, per_second, k.4, k.5],
-            }],
-        );
-    }
-    tree.pop(1, 1).expect("pop");
-    let correlation = correlator.finish(&tree, &metrics, ProfilingMode::KernelReplay);
-    let aggregation = aggregate(&tree, &correlation, &metrics, ProfilingMode::KernelReplay);
-    let row = &aggregation.ranges[0];
-    assert_eq!(row.kernel_count, 3);
-    assert_eq!(row.gpu_time_ns, Some(4000));
-    let v = |i: usize| row.metrics[i];
-    assert_close(v(0), 4000.0);
-    // 0% for 1 µs and 100% for 3 µs: 75%, not the plain mean 50% (nor 53.3% with kernel 3).
-    assert_close(v(1), 75.0);
-    assert_close(v(2), 440.0);
-    assert_close(v(3), 60.0);
-    // Σ sectors (of timed kernels) / Σ time: 400 sectors / 4000 ns = 1e8 sectors/s.
-    assert_close(v(4), 1e8);
-    // IPC weighted by time: (1·1000 + 3·3000) / 4000 = 2.5.
-    assert_close(v(5), 2.5);
-    assert_close(v(6), 2805.0);
-    // Bandwidths from sectors × 32 over the time of kernels with values.
-    assert_close(row.dram_read_bytes, 440.0 * 32.0);
-    assert_close(row.dram_read_gbps, 400.0 * 32.0 / 4000.0);
-    assert_close(row.dram_write_gbps, 50.0 * 32.0 / 1000.0);
-    assert_close(row.dram_total_gbps, 150.0 * 32.0 / 1000.0);
-}
-
-#[test]
-fn empty_derived_columns_without_their_inputs() {
-    let metrics = MetricSet { metrics: vec![spec(SM_PCT, MetricKind::Throughput, "%")] };
-    let mut tree = SessionTree::new();
-    let r = tree.push("r", 1, 0);
-    let mut correlator = Correlator::new();
-    correlator.add_launch(LaunchRecord {
-        correlation_id: 1,
-        thread: 1,
-        range: Some(r),
-        cycle: 0,
-        ordinal: 0,
-        api: LaunchApi::Runtime,
-        api_name: "cudaLaunchKernel".into(),
-        context_id: 1,
-    });
-    correlator.add_activity(activity(1, "k"));
-    correlator.add_counter_ranges(0, vec![CounterRange { cycle: 0, index: 0, name: "0".into(), values: vec![50.0] }]);
-    let report = Report::analyze(CaptureInfo::new(ProfilingMode::KernelReplay), &metrics, &tree, correlator);
-    let row = range(&report, "r", 0);
-    assert_eq!(row.metrics, vec![None], "no time: a weighted value is not guessed");
-    assert_eq!((row.dram_read_gbps, row.dram_total_gbps, row.gpu_time_ns), (None, None, None));
-    assert_eq!(report.kernels[0].metrics, vec![Some(50.0)]);
-    assert!(report.meta.derived_metrics.iter().all(|d| d.inputs.is_empty()));
-    assert!(report.meta.warnings.iter().any(|w| w.contains(GPU_TIME_METRIC)));
 }
 
 #[test]
@@ -694,6 +584,7 @@ fn launch_record(correlation_id: u32, range: Option<RangeId>, ordinal: u32) -> L
         api: LaunchApi::Runtime,
         api_name: "cudaLaunchKernel".into(),
         context_id: 1,
+        launch_ns: None,
     }
 }
 
@@ -878,294 +769,12 @@ fn csv_round_trips_nasty_names() {
 }
 
 #[test]
-fn a_million_kernels_correlate_and_aggregate_exactly() {
-    const KERNELS: u32 = 1_000_000;
-    const RANGES: u32 = 1000;
-    const CYCLE: u32 = 2000;
-    let metrics = MetricSet {
-        metrics: vec![
-            spec(GPU_TIME_METRIC, MetricKind::Counter, "nsecond"),
-            spec(READ, MetricKind::Counter, "byte"),
-            spec(SM_PCT, MetricKind::Throughput, "%"),
-        ],
-    };
-    let mut tree = SessionTree::new();
-    let mut correlator = Correlator::new();
-    let mut ranges = Vec::with_capacity(CYCLE as usize);
-    let mut expected_bytes: u64 = 0;
-    let mut expected_time: u64 = 0;
-    let per_range = KERNELS / RANGES;
-    let mut current = None;
-    for i in 0..KERNELS {
-        if i % per_range == 0 {
-            if current.is_some() {
-                tree.pop(1, u64::from(i)).expect("pop");
-            }
-            current = Some(tree.push("layer", 1, u64::from(i)));
-        }
-        let (cycle, ordinal) = (i / CYCLE, i % CYCLE);
-        let time = 1000 + u64::from(i % 97);
-        let bytes = u64::from(i % 4096) * 1024;
-        expected_bytes += bytes;
-        expected_time += time;
-        correlator.add_launch(LaunchRecord {
-            correlation_id: i + 1,
-            thread: 1,
-            range: current,
-            cycle,
-            ordinal,
-            api: LaunchApi::Runtime,
-            api_name: "".into(),
-            context_id: 1,
-        });
-        correlator.add_activity(KernelActivity {
-            correlation_id: i + 1,
-            name: "_Z4gemmILi128EEvPKfS1_Pfi".into(),
-            grid: [1, 1, 1],
-            block: [1, 1, 1],
-            registers_per_thread: 1,
-            static_shared_memory: 0,
-            dynamic_shared_memory: 0,
-            stream_id: 1,
-            context_id: 1,
-            device_id: 0,
-            graph_id: 0,
-            graph_node_id: 0,
-            start_ns: 0,
-            end_ns: 0,
-        });
-        ranges.push(CounterRange {
-            cycle,
-            index: ordinal,
-            name: ordinal.to_string(),
-            values: vec![time as f64, bytes as f64, 50.0],
-        });
-        if ordinal == CYCLE - 1 {
-            correlator.add_counter_ranges(cycle, std::mem::take(&mut ranges));
-        }
-    }
-    tree.pop(1, u64::from(KERNELS)).expect("pop");
-
-    let started = Instant::now();
-    let correlation = correlator.finish(&tree, &metrics, ProfilingMode::KernelReplay);
-    let correlated = started.elapsed();
-    let aggregation = aggregate(&tree, &correlation, &metrics, ProfilingMode::KernelReplay);
-    let total = started.elapsed();
-    eprintln!("1M kernels: correlate {correlated:?}, correlate+aggregate {total:?}");
-
-    assert_eq!(correlation.rows.len(), KERNELS as usize);
-    assert_eq!(correlation.counts.flagged_rows, 0);
-    assert_eq!(aggregation.ranges.len(), RANGES as usize);
-    assert_eq!(aggregation.total_gpu_time_ns, Some(expected_time));
-    let bytes: f64 = aggregation.ranges.iter().filter_map(|r| r.metrics[1]).sum();
-    assert_eq!(bytes, expected_bytes as f64, "integer sums below 2^53 are exact in f64");
-    let time: u64 = aggregation.ranges.iter().filter_map(|r| r.gpu_time_ns).sum();
-    assert_eq!(time, expected_time);
-    assert!(aggregation.ranges.iter().all(|r| r.kernel_count == u64::from(per_range)));
-    assert!(aggregation.ranges.iter().all(|r| r.metrics[2] == Some(50.0)));
-    assert_eq!(
-        correlation.rows[12_345].kernel_name.as_deref(),
-        Some("void gemm<128>(float const*, float const*, float*, int)")
-    );
-}
-
-/// A trace-mode kernel of `range` on `stream`, running `[start, end)`.
-fn trace_kernel(c: &mut Correlator, correlation_id: u32, range: Option<RangeId>, stream: u32, start: u64, end: u64) {
-    c.add_launch(LaunchRecord {
-        correlation_id,
-        thread: 1,
-        range,
-        cycle: 0,
-        ordinal: correlation_id,
-        api: LaunchApi::Runtime,
-        api_name: "cudaLaunchKernel".into(),
-        context_id: 1,
-    });
-    let mut a = activity(correlation_id, "k");
-    a.stream_id = stream;
-    a.start_ns = start;
-    a.end_ns = end;
-    c.add_activity(a);
-}
-
-#[test]
-fn busy_time_is_the_union_of_overlapping_kernels() {
-    let mut tree = SessionTree::new();
-    let step = tree.push("step", 1, 0);
-    let mut c = Correlator::new();
-    // Two streams overlap by 50 ns: sum 200, union [0, 150) = 150.
-    trace_kernel(&mut c, 0, Some(step), 1, 0, 100);
-    trace_kernel(&mut c, 1, Some(step), 2, 50, 150);
-    let inner = tree.push("inner", 1, 130);
-    // Overlaps the parent's second kernel by 10 ns, then a disjoint one and one inside it.
-    trace_kernel(&mut c, 2, Some(inner), 1, 140, 200);
-    trace_kernel(&mut c, 3, Some(inner), 1, 300, 310);
-    trace_kernel(&mut c, 4, Some(inner), 2, 302, 305);
-    tree.pop(1, 400).expect("pop inner");
-    tree.pop(1, 500).expect("pop step");
-    // Outside every range: the root row, [1000, 1010) and a touching [1010, 1020).
-    trace_kernel(&mut c, 5, None, 1, 1000, 1010);
-    trace_kernel(&mut c, 6, None, 2, 1010, 1020);
-    let report = Report::analyze(CaptureInfo::new(ProfilingMode::Trace), &MetricSet::default(), &tree, c);
-
-    let inner_row = range(&report, "step/inner", 0);
-    assert_eq!(inner_row.gpu_time_ns, Some(60 + 10 + 3));
-    assert_eq!(inner_row.gpu_busy_ns, Some(60 + 10), "[140,200) + [300,310) ⊇ [302,305)");
-    let step_row = range(&report, "step", 0);
-    assert_eq!(step_row.gpu_time_ns, Some(100 + 100 + 73), "kernel_time sum keeps overlaps");
-    // Inclusive: [0,150) ∪ [140,200) ∪ [300,310) = [0,200) + [300,310).
-    assert_eq!(step_row.gpu_busy_ns, Some(210));
-    assert!(step_row.gpu_busy_ns < step_row.gpu_time_ns);
-    let root = range(&report, ROOT_PATH, 0);
-    assert_eq!((root.gpu_time_ns, root.gpu_busy_ns), (Some(20), Some(20)));
-
-    // The column is in the CSV.
-    let mut out = Vec::new();
-    report.write_csv_to(&mut out).expect("csv");
-    let mut reader = csv::ReaderBuilder::new().comment(Some(b'#')).from_reader(out.as_slice());
-    let headers = reader.headers().expect("headers").clone();
-    let busy = headers.iter().position(|h| h == "gpu_busy_ns").expect("gpu_busy_ns");
-    let values: Vec<String> = reader.records().map(|r| r.expect("record")[busy].to_owned()).collect();
-    assert_eq!(values, ["20", "210", "70"]);
-}
-
-#[test]
 fn busy_time_is_left_empty_in_counter_modes() {
     let (report, _) = training_capture(ProfilingMode::KernelReplay).report();
     assert!(report.ranges.iter().all(|r| r.gpu_busy_ns.is_none()));
     let (report, _) = training_capture(ProfilingMode::Trace).report();
     // Trace-mode kernels of the synthetic capture run one after the other: busy == sum.
     assert!(report.ranges.iter().all(|r| r.gpu_busy_ns.is_some() && r.gpu_busy_ns == r.gpu_time_ns));
-}
-
-fn transfer_record(
-    correlation_id: u32,
-    kind: TransferKind,
-    bytes: u64,
-    start_ns: u64,
-    end_ns: u64,
-) -> TransferActivity {
-    TransferActivity {
-        correlation_id,
-        kind,
-        bytes,
-        start_ns,
-        end_ns,
-        stream_id: 3,
-        context_id: 1,
-        device_id: 0,
-        graph_id: 0,
-        graph_node_id: 0,
-    }
-}
-
-fn transfer_call(correlation_id: u32, thread: ThreadId, range: Option<RangeId>) -> TransferCall {
-    TransferCall { correlation_id, thread, range, api_name: "cuMemcpyAsync".into(), untimed: None }
-}
-
-#[test]
-fn transfers_go_to_the_calling_threads_range() {
-    let mut tree = SessionTree::new();
-    let a = tree.push("a", 1, 0);
-    let b = tree.push("b", 2, 1);
-    let ac = tree.push("c", 1, 2);
-    let mut c = Correlator::new();
-    // Records arrive before their calls and out of time order on purpose.
-    c.add_transfer_activity(transfer_record(12, TransferKind::MemcpyDtoH, 3000, 200, 300));
-    c.add_transfer_activity(transfer_record(10, TransferKind::MemcpyHtoD, 1000, 0, 100));
-    c.add_transfer_activity(transfer_record(11, TransferKind::Memset, 500, 10, 20));
-    c.add_transfer_call(transfer_call(10, 1, Some(a)));
-    c.add_transfer_call(TransferCall {
-        correlation_id: 11,
-        thread: 2,
-        range: Some(b),
-        api_name: "cuMemsetD32Async".into(),
-        untimed: None,
-    });
-    c.add_transfer_call(transfer_call(12, 1, Some(ac)));
-    // No call recorded: the root row.
-    c.add_transfer_activity(transfer_record(99, TransferKind::MemcpyDtoD, 64, 50, 50));
-    // A call whose record CUPTI dropped.
-    c.add_transfer_call(transfer_call(13, 1, Some(a)));
-    // A memcpy node of a graph launch: no call, the graph launch's correlation id.
-    c.add_launch(LaunchRecord {
-        correlation_id: 20,
-        thread: 2,
-        range: Some(b),
-        cycle: 0,
-        ordinal: 0,
-        api: LaunchApi::Graph,
-        api_name: "cuGraphLaunch".into(),
-        context_id: 1,
-    });
-    c.add_transfer_activity(transfer_record(20, TransferKind::MemcpyPtoP, 800, 400, 410));
-    tree.pop(1, 500).expect("pop c");
-    tree.pop(1, 600).expect("pop a");
-    tree.pop(2, 700).expect("pop b");
-    let mut info = CaptureInfo::new(ProfilingMode::Trace);
-    info.clock = Some(ClockSync {
-        start: ClockPair { cupti_ns: 0, unix_ns: 1_000_000 },
-        finish: ClockPair { cupti_ns: 1_000, unix_ns: 1_000_900 },
-    });
-    let report = Report::analyze(info, &MetricSet::default(), &tree, c);
-
-    let t = &report.transfers;
-    let ids: Vec<u32> = t.iter().map(|t| t.correlation_id).collect();
-    assert_eq!(ids, [10, 11, 99, 12, 20], "time order");
-    assert_eq!((t[0].range_path.as_str(), t[0].thread, t[0].status), ("a", Some(1), TransferStatus::Ok));
-    assert_eq!((t[1].range_path.as_str(), t[1].thread), ("b", Some(2)));
-    assert_eq!(t[1].api_name.as_deref(), Some("cuMemsetD32Async"));
-    assert_eq!((t[2].range_path.as_str(), t[2].range_id, t[2].thread), (ROOT_PATH, None, None));
-    assert_eq!(t[2].status, TransferStatus::Unlaunched);
-    assert_eq!((t[3].range_path.as_str(), t[3].duration_ns), ("a/c", Some(100)));
-    assert_eq!((t[4].range_path.as_str(), t[4].thread, t[4].status), ("b", Some(2), TransferStatus::GraphTransfer));
-    assert_eq!(t[0].gbps(), Some(10.0));
-    assert_eq!(t[2].gbps(), None, "zero duration");
-
-    let counts = &report.meta.counts;
-    assert_eq!((counts.transfer_calls, counts.transfer_records, counts.transfer_rows), (4, 5, 5));
-    assert_eq!((counts.unlaunched_transfers, counts.graph_transfers), (1, 1));
-    assert_eq!(counts.transfer_calls_without_activity, 1);
-    assert!(report.meta.warnings.iter().any(|w| w.contains("status unlaunched")), "{:?}", report.meta.warnings);
-    assert!(report.meta.warnings.iter().any(|w| w.contains("no activity record")));
-
-    // Per range, inclusive of nested ranges.
-    let row_a = range(&report, "a", 0);
-    assert_eq!(
-        (row_a.transfer_count, row_a.transfer_bytes, row_a.memcpy_bytes, row_a.memset_bytes),
-        (2, 4000, 4000, 0)
-    );
-    assert_eq!(row_a.transfer_time_ns, Some(200));
-    assert_eq!(row_a.transfer_gbps, Some(20.0));
-    assert_eq!(row_a.kernel_count, 0, "transfers are not kernels");
-    let row_c = range(&report, "a/c", 0);
-    assert_eq!((row_c.transfer_count, row_c.transfer_bytes, row_c.transfer_gbps), (1, 3000, Some(30.0)));
-    let row_b = range(&report, "b", 0);
-    assert_eq!((row_b.transfer_count, row_b.memcpy_bytes, row_b.memset_bytes), (2, 800, 500));
-    assert_eq!((row_b.transfer_bytes, row_b.transfer_time_ns), (1300, Some(20)));
-    // The root row exists for an unlaunched transfer alone.
-    let root = &report.ranges[0];
-    assert_eq!((root.range_id, root.kernel_count, root.transfer_count, root.transfer_bytes), (None, 0, 1, 64));
-    assert_eq!((root.transfer_time_ns, root.transfer_gbps), (Some(0), None));
-
-    // Clock drift: the wall clock gained 900 − 1000 = −100 ns.
-    assert_eq!(report.meta.clock_drift_ns, Some(-100));
-    assert!(report.summary().to_string().contains("clock drift -100 ns"), "{}", report.summary());
-    assert!(report.summary().to_string().contains("transfers: 5 | memcpy 4864 B | memset 500 B"));
-
-    // The transfer CSV reads back.
-    let mut out = Vec::new();
-    report.write_transfers_csv_to(&mut out).expect("csv");
-    let text = String::from_utf8(out).expect("utf8");
-    assert!(text.contains("# clock_drift_ns: -100\n"), "{text}");
-    let mut reader = csv::ReaderBuilder::new().comment(Some(b'#')).from_reader(text.as_bytes());
-    let headers = reader.headers().expect("headers").clone();
-    let col = |name: &str| headers.iter().position(|h| h == name).unwrap_or_else(|| panic!("{name}"));
-    let (kind, path, status, thread) = (col("kind"), col("range_path"), col("status"), col("thread"));
-    let records: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("record")).collect();
-    let kinds: Vec<&str> = records.iter().map(|r| &r[kind]).collect();
-    assert_eq!(kinds, ["memcpy_htod", "memset", "memcpy_dtod", "memcpy_dtoh", "memcpy_ptop"]);
-    assert_eq!((&records[2][path], &records[2][status], &records[2][thread]), (ROOT_PATH, "unlaunched", ""));
 }
 
 #[test]
@@ -1187,42 +796,4 @@ fn reports_without_the_new_fields_still_read() {
     assert!(back.transfers.is_empty());
     assert_eq!(back.meta.clock_drift_ns, None);
     assert_eq!(back.ranges[0].transfer_count, 0);
-}
-
-#[test]
-fn gmprofs_own_transfers_are_left_out_and_counted() {
-    // train_loop under `gmprof run --probe block_sched,gmem_bytes` on an H100: every probed
-    // launch zeroes and reads back two map buffers inside CUPTI's callbacks, where CUPTI
-    // reports no call; their 240 records were "unlaunched" rows with a warning.
-    let mut tree = SessionTree::new();
-    let step = tree.push("step", 1, 0);
-    let mut c = Correlator::new();
-    c.add_transfer_call(transfer_call(10, 1, Some(step)));
-    c.add_transfer_activity(transfer_record(10, TransferKind::MemcpyHtoD, 4096, 0, 10));
-    for (i, id) in [31u32, 35, 41, 45].iter().enumerate() {
-        let t = 100 + 100 * i as u64;
-        c.add_transfer_activity(transfer_record(*id, TransferKind::Memset, 65536, t, t + 2));
-        c.add_transfer_activity(transfer_record(id + 1, TransferKind::MemcpyDtoH, 65536, t + 50, t + 60));
-    }
-    // A genuinely unrecorded transfer of the same kind but another size stays.
-    c.add_transfer_activity(transfer_record(77, TransferKind::MemcpyDtoH, 1024, 900, 910));
-    c.add_internal_transfers(TransferKind::Memset, 65536, 4);
-    c.add_internal_transfers(TransferKind::MemcpyDtoH, 65536, 4);
-    tree.pop(1, 1000).expect("pop step");
-    let report = Report::analyze(CaptureInfo::new(ProfilingMode::Trace), &MetricSet::default(), &tree, c);
-    let ids: Vec<u32> = report.transfers.iter().map(|t| t.correlation_id).collect();
-    assert_eq!(ids, [10, 77]);
-    assert_eq!(report.transfers[1].status, TransferStatus::Unlaunched);
-    assert_eq!(report.meta.counts.profiler_internal_transfers, 8);
-    assert_eq!(report.meta.counts.unlaunched_transfers, 1);
-    let w = report.meta.warnings.join("\n");
-    assert!(w.contains("1 memcpy/memset record(s) have no recorded call"), "{w}");
-    // With more internal transfers noted than records (a record CUPTI dropped), nothing else goes.
-    let mut c = Correlator::new();
-    c.add_transfer_activity(transfer_record(5, TransferKind::Memset, 8, 0, 1));
-    c.add_internal_transfers(TransferKind::Memset, 8, 3);
-    let report = Report::analyze(CaptureInfo::new(ProfilingMode::Trace), &MetricSet::default(), &SessionTree::new(), c);
-    assert!(report.transfers.is_empty());
-    assert_eq!(report.meta.counts.profiler_internal_transfers, 1);
-    assert!(report.meta.warnings.is_empty(), "{:?}", report.meta.warnings);
 }

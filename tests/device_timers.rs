@@ -243,6 +243,30 @@ fn concurrent_blocks_on_one_sm_get_extra_tracks_not_partial_overlaps() {
 }
 
 #[test]
+fn regions_past_the_tracks_of_an_sm_are_left_out_and_counted_not_overlapped() {
+    let mut r = report();
+    // 300 blocks on SM 3, each region starting 10 ns after the previous one began and
+    // lasting 5 µs: 300 at once, one SM has 256 tracks.
+    let lanes: Vec<_> = (0..300u32)
+        .map(|b| {
+            let t0 = CLOCK_START + 10_000 + GT_AHEAD + 100 + 10 * u64::from(b);
+            vec![(Kind::Lane, LANE_START, b, 3, t0), (Kind::Begin, 1, 0, 3, t0 + 10), (Kind::End, 1, 0, 3, t0 + 5_000)]
+        })
+        .collect();
+    let launch = TimedLaunch::from_words(&encode(1_200, (300, 1, LaneMode::Block), (1, 1), &lanes), &[], Some(1));
+    r.attach_device_timers(vec![launch.unwrap()]);
+    let trace = r.to_chrome_trace();
+    let info = trace.other_data.device_timers.as_ref().expect("device timer info");
+    assert_eq!(info.regions_left_out, 300 - 256);
+    let regions: Vec<_> = trace.trace_events.iter().filter(|e| e.cat == Some("device_region")).collect();
+    assert_eq!(regions.len(), 256);
+    let tids: std::collections::BTreeSet<u64> = regions.iter().map(|e| e.tid).collect();
+    assert_eq!(tids.len(), 256);
+    let check = check_trace_json(&serde_json::to_string(&trace).unwrap(), &CheckOptions::default());
+    assert!(check.is_ok(), "{:#?}", check.violations);
+}
+
+#[test]
 fn a_buffer_full_of_stale_records_is_torn_not_trusted() {
     // A buffer reused without a reset: this launch rewrote lane 0's first record only.
     let old = encode(

@@ -103,6 +103,7 @@ impl Recorder {
             api: LaunchApi::Runtime,
             api_name: "cudaLaunchKernel".into(),
             context_id: 1,
+            launch_ns: None,
         });
         let start = self.clock + 10;
         self.clock = start + time;
@@ -361,6 +362,7 @@ fn sass_metrics_that_read_zero_everywhere_are_not_measured() {
             api: LaunchApi::Runtime,
             api_name: "cudaLaunchKernel".into(),
             context_id: 1,
+            launch_ns: None,
         });
     }
     tree.pop(1, 100).expect("pop");

@@ -132,6 +132,7 @@ fn report(run_end: RunEnd, kernels: u32) -> Report {
             api: LaunchApi::Runtime,
             api_name: "cudaLaunchKernel".into(),
             context_id: 1,
+            launch_ns: None,
         });
     }
     let mut info = CaptureInfo::new(ProfilingMode::Trace);

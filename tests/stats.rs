@@ -44,6 +44,7 @@ impl Session {
             api: LaunchApi::Runtime,
             api_name: "cudaLaunchKernel".into(),
             context_id: 1,
+            launch_ns: None,
         });
         let start = self.clock;
         self.clock += duration;

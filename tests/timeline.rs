@@ -101,6 +101,7 @@ impl Capture {
             api: LaunchApi::Runtime,
             api_name: "cudaLaunchKernel".into(),
             context_id: 1,
+            launch_ns: Some(launched),
         });
         let free = self.stream_free.entry(stream).or_insert(0);
         let start = (launched + 3_000).max(*free);
@@ -627,9 +628,8 @@ fn violations_serialize_with_snake_case_rules() {
     assert_eq!(report.violations[0].to_string(), "negative_duration: event 0: \"x\" has dur -1");
 }
 
-#[test]
-fn a_broken_export_is_caught() {
-    // A kernel moved before its range, in a real export.
+/// A real export with one backward kernel changed by `edit`.
+fn broken_export(edit: impl Fn(&mut Value)) -> Vec<Rule> {
     let report = training_report(ProfilingMode::Trace);
     let mut root: Value = serde_json::from_str(&export(&report)).expect("parse");
     let events = root["traceEvents"].as_array_mut().expect("events");
@@ -637,8 +637,24 @@ fn a_broken_export_is_caught() {
         .iter_mut()
         .find(|e| e["cat"] == "kernel" && e["args"]["range_path"] == "train_step/backward")
         .expect("a backward kernel");
-    kernel["ts"] = serde_json::json!(0.0);
-    let rules = violations(&root.to_string());
-    assert!(rules.contains(&Rule::KernelOutsideRange), "{rules:?}");
+    assert!(kernel["args"]["launch_ts"].as_f64().is_some_and(|l| l > 0.0), "{kernel}");
+    edit(kernel);
+    violations(&root.to_string())
+}
+
+#[test]
+fn a_broken_export_is_caught() {
+    // A kernel moved before its range: before its launch call too.
+    let rules = broken_export(|k| k["ts"] = serde_json::json!(0.0));
+    assert!(rules.contains(&Rule::KernelBeforeLaunch), "{rules:?}");
     assert!(rules.contains(&Rule::TimestampBackwards), "{rules:?}");
+    // The same without its launch call: the heuristic catches it.
+    let rules = broken_export(|k| {
+        k["ts"] = serde_json::json!(0.0);
+        k["args"].as_object_mut().unwrap().remove("launch_ts");
+    });
+    assert!(rules.contains(&Rule::KernelOutsideRange), "{rules:?}");
+    // A launch call outside the range the kernel names (a wrong attribution).
+    let rules = broken_export(|k| k["args"]["launch_ts"] = serde_json::json!(0.0));
+    assert_eq!(rules, [Rule::KernelOutsideRange]);
 }

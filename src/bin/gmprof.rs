@@ -203,7 +203,8 @@ enum Command {
     CheckTrace {
         /// The trace file.
         file: PathBuf,
-        /// How long after its range ended a kernel may start, in microseconds.
+        /// How long after its range ended a kernel may start, in microseconds (for kernels
+        /// without args.launch_ts; with it, the launch call must lie inside the range).
         #[arg(long, default_value_t = DEFAULT_LAUNCH_LATENCY_ALLOWANCE_US)]
         allowance_us: f64,
     },

@@ -397,6 +397,53 @@ pub fn context_id(cupti: &Cupti, ctx: crate::checked::driver::Context) -> Result
     Ok(id)
 }
 
+/// `cuptiGetTimestamp` resolved once, for the launch path: [`LaunchClock::now`] builds no
+/// error and allocates nothing, so a missing function or a failing call costs only its
+/// `None`.
+#[derive(Clone, Copy, Debug)]
+pub struct LaunchClock {
+    get: Option<unsafe extern "C" fn(*mut u64) -> CUptiResult>,
+}
+
+impl LaunchClock {
+    /// `cupti`'s clock; none where the library lacks `cuptiGetTimestamp` (a stand-in).
+    pub fn of(cupti: &Cupti) -> LaunchClock {
+        LaunchClock { get: cupti.raw().cuptiGetTimestamp.as_ref().ok().copied() }
+    }
+
+    /// A clock for GPU-less harnesses: `CLOCK_MONOTONIC_RAW` through the vDSO, a stand-in
+    /// for what a CUPTI timestamp costs (not CUPTI's clock).
+    pub fn monotonic_stand_in() -> LaunchClock {
+        LaunchClock { get: Some(monotonic_raw) }
+    }
+
+    /// The timestamp, ns; `None` without a clock or when the call fails.
+    pub fn now(&self) -> Option<u64> {
+        let get = self.get?;
+        let mut ts = 0u64;
+        // SAFETY: `get` is cuptiGetTimestamp or `monotonic_raw`; both write one u64 through
+        // the valid out-pointer they are given.
+        let code = unsafe { get(&mut ts) };
+        (code == CUptiResult::CUPTI_SUCCESS).then_some(ts)
+    }
+}
+
+/// [`LaunchClock::monotonic_stand_in`]'s function, shaped like `cuptiGetTimestamp`.
+///
+/// # Safety
+/// `ts` must be valid for one `u64` write.
+unsafe extern "C" fn monotonic_raw(ts: *mut u64) -> CUptiResult {
+    let mut spec = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `spec` is a valid out-pointer for clock_gettime.
+    if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_RAW, &mut spec) } != 0 {
+        return CUptiResult::CUPTI_ERROR_UNKNOWN;
+    }
+    let ns = (spec.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(spec.tv_nsec as u64);
+    // SAFETY: the caller passes a pointer valid for one u64 write (see # Safety).
+    unsafe { ts.write(ns) };
+    CUptiResult::CUPTI_SUCCESS
+}
+
 /// The CUPTI timestamp (ns), the clock activity records use.
 pub fn timestamp(cupti: &Cupti) -> Result<u64> {
     let mut ts = 0u64;
@@ -405,4 +452,18 @@ pub fn timestamp(cupti: &Cupti) -> Result<u64> {
         unsafe { f(&mut ts) }
     })?;
     Ok(ts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn launch_clocks_read_or_say_none_without_an_error() {
+        // A libcupti without cuptiGetTimestamp: no clock, no error built.
+        assert_eq!(LaunchClock { get: None }.now(), None);
+        let clock = LaunchClock::monotonic_stand_in();
+        let (a, b) = (clock.now().expect("a reading"), clock.now().expect("a reading"));
+        assert!(a > 0 && b >= a, "{a} then {b}");
+    }
 }

@@ -83,6 +83,12 @@ pub struct LaunchRecord {
     pub api_name: Cow<'static, str>,
     /// The CUDA context's id.
     pub context_id: u32,
+    /// When the launch callback recorded the call, ns on the CUPTI clock
+    /// (`cuptiGetTimestamp`, the clock of the activity records and of range push and pop):
+    /// inside the call, so inside the range it is attributed to, and before its kernels
+    /// start. `None` where it was not taken.
+    #[serde(default)]
+    pub launch_ns: Option<u64>,
 }
 
 /// The fields of a CUPTI kernel activity record that gmprof keeps. `Default` is an empty

@@ -14,7 +14,9 @@
 //! [`SM_TID_BASE`] + 256·SM + k) or, for launches collected with
 //! [`TrackLayout::Lane`], one per (block, lane) (tid [`LANE_TID_BASE`] + 8·(65536·block +
 //! lane) + k). `k` numbers extra tracks for regions that overlap without nesting (blocks
-//! sharing an SM), since a track can only draw nested slices.
+//! sharing an SM), since a track can only draw nested slices. A region that would need more
+//! than 256 tracks on one SM (8 on one lane) is left out of the trace and counted in
+//! `otherData.device_timers.regions_left_out`, not drawn partly overlapping another.
 //!
 //! Device stamps are `%globaltimer` ns; [`DeviceClock`] puts them on the CUPTI clock of the
 //! kernel slices. With measured kernel times the brackets of consecutive launches are
@@ -40,8 +42,9 @@ use crate::error::{Error, Result};
 pub const REGIONS_CSV: &str = "regions.csv";
 /// Category of region events.
 pub const REGION_CATEGORY: &str = "device_region";
-/// First tid of the per-SM tracks.
-pub const SM_TID_BASE: u64 = 1 << 32;
+/// First tid of the per-SM tracks (above the streams and [`PM_TID`](super::timeline::PM_TID),
+/// which share the GPU's process).
+pub const SM_TID_BASE: u64 = 1 << 33;
 /// First tid of the per-lane tracks.
 pub const LANE_TID_BASE: u64 = 1 << 40;
 
@@ -86,6 +89,9 @@ pub struct DeviceTimerTraceInfo {
     pub offset_ns: Option<i64>,
     /// The largest uncertainty of a placed launch's offset, ns.
     pub slack_ns: Option<u64>,
+    /// Regions and instants of placed launches left out of the trace: more overlapped at
+    /// once on one SM (or block and lane) than it has tracks (256 per SM, 8 per lane).
+    pub regions_left_out: u64,
 }
 
 /// An event and its (start, end) on the CUPTI clock.
@@ -317,13 +323,19 @@ pub(crate) fn trace_events(
     }
     let mut events = Vec::new();
     let mut named: BTreeSet<(u32, u64)> = BTreeSet::new();
+    let mut left_out = 0u64;
     for ((device, base), mut list) in tracks {
         list.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
         let spans: Vec<(u64, u64)> = list.iter().map(|(s, e, _)| (*s, *e)).collect();
         let ks = sub_tracks(&spans);
         let limit = if base >= LANE_TID_BASE { 7 } else { 255 };
         for ((_, _, mut event), k) in list.into_iter().zip(ks) {
-            event.tid = base + k.min(limit);
+            if k > limit {
+                // No track left for it: on the last one it would partly overlap.
+                left_out += 1;
+                continue;
+            }
+            event.tid = base + k;
             if named.insert((device, event.tid)) {
                 let label = names.get(&(device, base)).cloned().unwrap_or_default();
                 let label = if k == 0 { label } else { format!("{label} · {k}") };
@@ -353,6 +365,7 @@ pub(crate) fn trace_events(
         runs,
         offset_ns: shared.map(|c| c.offset_ns),
         slack_ns: clocks.iter().map(|c| c.slack_ns).max(),
+        regions_left_out: left_out,
     };
     (events, Some(info))
 }

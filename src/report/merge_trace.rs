@@ -11,8 +11,8 @@
 //!   origin; where every process has a CPU/GPU clock pair, each is shifted by its origin's
 //!   Unix time minus the earliest one's, so the processes line up on the wall clock. The
 //!   drift of one process's clocks over its session (`clock_drift_ns`) is not applied: a
-//!   constant shift keeps every track's nesting. When a process has no clock pair, nothing
-//!   is shifted and `otherData.aligned` is false.
+//!   constant shift keeps every track's nesting. A kernel's `args.launch_ts` moves with it.
+//!   When a process has no clock pair, nothing is shifted and `otherData.aligned` is false.
 //! - **Range ids stay unique.** `range_id`, `parent_id` and a kernel's `range_id` get the
 //!   process's index as a prefix (`1/3.0`), so `gmprof check-trace` matches children and
 //!   kernels to ranges of their own process.
@@ -96,7 +96,10 @@ pub fn merged_trace(processes: &[ProcessReport]) -> MergedTrace {
                     r.range_id = format!("{i}/{}", r.range_id);
                     r.parent_id = r.parent_id.take().map(|p| format!("{i}/{p}"));
                 }
-                EventArgs::Kernel(k) => k.range_id = k.range_id.take().map(|r| format!("{i}/{r}")),
+                EventArgs::Kernel(k) => {
+                    k.range_id = k.range_id.take().map(|r| format!("{i}/{r}"));
+                    k.launch_ts = k.launch_ts.map(|ts| ts + shift_us);
+                }
                 EventArgs::Transfer(_) | EventArgs::Counter { .. } | EventArgs::Region(_) | EventArgs::Pause { .. } => {
                 }
             }
@@ -170,6 +173,33 @@ mod tests {
         let check = check_trace_json(std::str::from_utf8(&text).unwrap(), &CheckOptions::default());
         assert!(check.is_ok(), "{:?}", check.violations);
         assert_eq!(check.events, merged.trace_events.len());
+    }
+
+    #[test]
+    fn launch_times_move_with_their_process() {
+        // Measured kernel positions (the golden's collapsed timestamps, read as activity
+        // times) carry launch_ts, which must move with the second rank's events.
+        let mut procs = [process("node7-0", Some(5_000_000_000)), process("node7-1", Some(5_000_250_000))];
+        for p in &mut procs {
+            p.report.meta.time_source = crate::analysis::correlate::TimeSource::Activity;
+        }
+        let merged = merged_trace(&procs);
+        let launches: Vec<(u64, f64, f64)> = merged
+            .trace_events
+            .iter()
+            .filter_map(|e| match &e.args {
+                EventArgs::Kernel(k) => Some((e.pid, e.ts?, k.launch_ts?)),
+                _ => None,
+            })
+            .collect();
+        let first = |pid: u64| launches.iter().find(|l| l.0 == pid).copied().expect("a launch");
+        let (a, b) = (first(1100), first(2100));
+        assert!(a.2 < a.1, "launched before it ran: {a:?}");
+        assert_eq!((b.1 - a.1, b.2 - a.2), (250.0, 250.0));
+        let mut text = Vec::new();
+        merged.write_to(&mut text).unwrap();
+        let check = check_trace_json(std::str::from_utf8(&text).unwrap(), &CheckOptions::default());
+        assert!(check.is_ok(), "{:?}", check.violations);
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub mod device_timers;
 pub mod group;
 pub mod html;
 pub mod json;
+pub mod lanes;
 pub mod merge;
 pub mod merge_trace;
 pub mod pm_csv;

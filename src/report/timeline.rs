@@ -21,10 +21,17 @@
 //! - Each GPU is a process with pid [`GPU_PID_BASE`] + device ordinal ("GPU 0: NVIDIA
 //!   H100 ..."), with one thread per CUDA stream (tid = stream id, "stream 7"). Kernels are
 //!   `"X"` events of category `"kernel"` (name: the demangled kernel name; args: correlation
-//!   id, `range_id` and `range_path` of the launching range, grid, block, status, metrics);
+//!   id, `range_id` and `range_path` of the launching range, `launch_ts` (when the launch
+//!   call was recorded, where positions are measured), grid, block, status, metrics);
 //!   memcpy and memset are `"X"` events of category `"transfer"` at their measured times.
 //!   Untimed transfers (memsets under kernel replay) have no event: they are counted in
 //!   `otherData.skipped.untimed_transfers`, never drawn at a made-up time.
+//!   Slices of one stream can overlap on the GPU (programmatic dependent launch on Hopper
+//!   starts a kernel before the one before it ends), and a viewer draws only nested slices
+//!   on one track: a slice that starts before an earlier one of its stream has ended goes,
+//!   with its timestamps unchanged, to an extra lane of the stream, `stream 7 · overlapped`
+//!   (`· overlapped 2`, ... where more overlap at once), see [`lanes`](crate::report::lanes);
+//!   `otherData.overlap_lane_events` counts them.
 //! - In counter modes, each range's metrics are also counter (`"C"`) events on the CPU
 //!   process (tid [`COUNTER_TID`]), one per metric and range, at the range's push, with
 //!   `args.value`, so Perfetto draws a counter track per metric. A counter keeps its value
@@ -219,6 +226,12 @@ pub struct KernelArgs {
     /// `"slot.generation"` of the launching range; absent outside any range.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub range_id: Option<String>,
+    /// When the launch call was recorded, µs on the trace's clock (like `ts`; below 0 when
+    /// the call came before the first event). Inside the launching range, and before the
+    /// kernel starts: `gmprof check-trace` checks both. Absent when capture took no
+    /// timestamp, and where kernel positions are synthetic.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub launch_ts: Option<f64>,
     /// Grid dimensions.
     pub grid: Option<[i32; 3]>,
     /// Block dimensions.
@@ -307,6 +320,10 @@ pub struct TraceInfo {
     pub dropped_activity_records: u64,
     /// Kernel rows whose status is not `ok`.
     pub flagged_kernel_rows: u64,
+    /// GPU slices drawn on an extra lane of their stream (`stream 7 · overlapped`) because
+    /// they start before an earlier slice of the stream has ended (see
+    /// [`lanes`](crate::report::lanes)).
+    pub overlap_lane_events: u64,
     /// Rows that have no event.
     pub skipped: SkippedRows,
     /// Every warning of the report.
@@ -335,6 +352,15 @@ fn id_text(id: RangeId) -> String {
 /// ns on the CUPTI clock to µs from `origin`.
 fn micros(ns: u64, origin: u64) -> f64 {
     ns.saturating_sub(origin) as f64 / 1000.0
+}
+
+/// [`micros`], negative for `ns` before `origin`.
+fn signed_micros(ns: u64, origin: u64) -> f64 {
+    if ns >= origin {
+        micros(ns, origin)
+    } else {
+        -((origin - ns) as f64 / 1000.0)
+    }
 }
 
 /// One counter track per PM-sampled metric, named `PM <metric>`, on the GPU's process: an
@@ -540,6 +566,8 @@ impl Report {
         let mut devices: BTreeSet<u32> = BTreeSet::new();
         let mut streams: BTreeSet<(u32, u32)> = BTreeSet::new();
         let mut threads: BTreeSet<u64> = BTreeSet::new();
+        // (event index, start, end) of every GPU slice on a stream's track, for the lanes.
+        let mut gpu_spans: Vec<crate::report::lanes::GpuSpan> = Vec::new();
 
         let metric_names = self.metric_names();
         let counter_mode = self.meta.mode != ProfilingMode::Trace;
@@ -600,6 +628,7 @@ impl Report {
             streams.insert((device, stream));
             let name =
                 k.kernel_name.clone().or_else(|| k.mangled_name.clone()).unwrap_or_else(|| "<unknown kernel>".into());
+            gpu_spans.push((events.len(), start, start.saturating_add(dur)));
             events.push(TraceEvent {
                 name,
                 cat: Some("kernel"),
@@ -612,6 +641,7 @@ impl Report {
                     correlation_id: k.correlation_id,
                     range_path: k.range_path.clone(),
                     range_id: k.range_id.map(id_text),
+                    launch_ts: k.launch_ns.filter(|_| measured).map(|ns| signed_micros(ns, origin)),
                     grid: k.grid,
                     block: k.block,
                     status: k.status,
@@ -627,6 +657,7 @@ impl Report {
         for t in kept_transfers {
             devices.insert(t.device_id);
             streams.insert((t.device_id, t.stream_id));
+            gpu_spans.push((events.len(), t.start_ns, t.end_ns));
             events.push(TraceEvent {
                 name: t.name.to_owned(),
                 cat: Some("transfer"),
@@ -638,6 +669,9 @@ impl Report {
                 args: EventArgs::Transfer(t.args),
             });
         }
+
+        let (lane_names, overlap_lane_events) = crate::report::lanes::spread(&mut events, &gpu_spans);
+        events.extend(lane_names);
 
         if let Some(pm) = &self.pm {
             let device = devices.iter().next().copied().unwrap_or(0);
@@ -692,7 +726,7 @@ impl Report {
                 "thread_name",
                 GPU_PID_BASE + u64::from(device),
                 u64::from(stream),
-                format!("stream {stream}"),
+                crate::report::lanes::lane_name(stream, 0),
             ));
         }
 
@@ -732,6 +766,7 @@ impl Report {
                 dropped_counter_ranges: self.meta.dropped_counter_ranges,
                 dropped_activity_records: self.meta.dropped_activity_records,
                 flagged_kernel_rows: self.meta.flagged_kernel_rows,
+                overlap_lane_events,
                 skipped,
                 warnings: self.meta.warnings.clone(),
                 device_timers,

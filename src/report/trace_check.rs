@@ -32,20 +32,34 @@
 //! 6. [`Rule::TimestampBackwards`]: on one track, in file order, an event (other than
 //!    metadata) starts before the event before it.
 //! 7. [`Rule::KernelOutsideRange`]: a complete event of category `"kernel"` whose
-//!    `args.range_id` names a range event starts outside that range, beyond the
-//!    tolerances. Ranges are pushed and popped on the CPU, and kernels run asynchronously
-//!    after their launch: a kernel may start well after its range was popped (the launch
-//!    queue can hold many kernels), so it may start up to
-//!    [`CheckOptions::launch_latency_allowance_us`] after the range's end, or later when its
-//!    stream was backed up: the kernel before it on the same track ended at most the
-//!    allowance before it started (a queue of tiny kernels under per_kernel's ranges ran
-//!    12 ms behind the CPU on an H100). It can never start before its range was pushed,
-//!    since it was launched inside the range; only [`CLOCK_GRANULARITY_US`] of clock
-//!    granularity is allowed there. The rule is
-//!    `range.ts - 1 µs <= kernel.ts <= range.ts + range.dur + allowance`, the upper bound
-//!    waived for a backed-up stream. Kernels with
-//!    synthetic placement (counter modes) are checked too: they are inside their range by
-//!    construction.
+//!    `args.range_id` names a range event was not launched inside that range.
+//!
+//!    - **Exact**, when the kernel carries `args.launch_ts` (a number, on the clock of `ts`:
+//!      when the launch call was recorded; gmprof writes it where kernel positions are
+//!      measured): the launch call lies inside the range,
+//!      `range.ts - 1 µs <= launch_ts <= range.ts + range.dur + 1 µs`
+//!      ([`CLOCK_GRANULARITY_US`]). How long the kernel then waited on the GPU does not
+//!      matter: under per_kernel the range profiler's own GPU work between kernels made an
+//!      llm.c kernel on an H100 start 2077 µs after the end of the range it was launched in,
+//!      with its stream idle for more than 2 ms before it.
+//!    - **Heuristic**, for traces without `launch_ts` (other tools', or gmprof's before it
+//!      wrote one). Ranges are pushed and popped on the CPU, and kernels run asynchronously
+//!      after their launch: a kernel may start well after its range was popped (the launch
+//!      queue can hold many kernels), so it may start up to
+//!      [`CheckOptions::launch_latency_allowance_us`] after the range's end, or later when
+//!      its stream was backed up: the kernel before it on the same track ended at most the
+//!      allowance before it started (a queue of tiny kernels under per_kernel's ranges ran
+//!      12 ms behind the CPU on an H100). It can never start before its range was pushed,
+//!      since it was launched inside the range; only [`CLOCK_GRANULARITY_US`] of clock
+//!      granularity is allowed there. The rule is
+//!      `range.ts - 1 µs <= kernel.ts <= range.ts + range.dur + allowance`, the upper bound
+//!      waived for a backed-up stream. A correct trace can break it (a GPU that lags the CPU
+//!      by more than the allowance while its stream's track shows gaps); that is what
+//!      `launch_ts` settles. Kernels with synthetic placement (counter modes) are checked
+//!      too: they are inside their range by construction.
+//! 8. [`Rule::KernelBeforeLaunch`]: a kernel with `args.launch_ts` starts before its launch
+//!    call was recorded, beyond [`CLOCK_GRANULARITY_US`]: `kernel.ts < launch_ts - 1 µs`. A
+//!    kernel runs after the call that launched it, in a range or not.
 //!
 //! Containment and overlap comparisons allow [`ROUNDING_US`] for the rounding of
 //! nanoseconds to floating-point microseconds.
@@ -71,8 +85,8 @@ pub const ROUNDING_US: f64 = 0.001;
 /// What the checker tolerates.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CheckOptions {
-    /// How long after its range's end a kernel may start, µs (see rule 7 in the
-    /// [module docs](crate::report::trace_check)).
+    /// How long after its range's end a kernel without `args.launch_ts` may start, µs (see
+    /// rule 7 in the [module docs](crate::report::trace_check)).
     pub launch_latency_allowance_us: f64,
 }
 
@@ -100,8 +114,10 @@ pub enum Rule {
     PartialOverlap,
     /// An event that starts before the previous event of its track.
     TimestampBackwards,
-    /// A kernel that starts outside the range that launched it.
+    /// A kernel that was not launched inside the range it names.
     KernelOutsideRange,
+    /// A kernel that starts before its launch call.
+    KernelBeforeLaunch,
 }
 
 impl Rule {
@@ -116,6 +132,7 @@ impl Rule {
             Rule::PartialOverlap => "partial_overlap",
             Rule::TimestampBackwards => "timestamp_backwards",
             Rule::KernelOutsideRange => "kernel_outside_range",
+            Rule::KernelBeforeLaunch => "kernel_before_launch",
         }
     }
 }
@@ -195,6 +212,10 @@ impl Event<'_> {
             Value::String(s) => Some(s.clone()),
             other => Some(other.to_string()),
         }
+    }
+
+    fn arg_number(&self, key: &str) -> Option<f64> {
+        self.args?.get(key)?.as_f64()
     }
 
     fn track_label(&self) -> String {
@@ -455,7 +476,7 @@ fn check_order(events: &[&Event], report: &mut CheckReport) {
     }
 }
 
-/// Rule 7.
+/// Rules 7 and 8.
 fn check_kernels(slices: &[&Event], opts: &CheckOptions, report: &mut CheckReport) {
     let ranges = ranges_by_id(slices);
     let allowance = opts.launch_latency_allowance_us;
@@ -473,13 +494,35 @@ fn check_kernels(slices: &[&Event], opts: &CheckOptions, report: &mut CheckRepor
         }
     }
     for k in slices.iter().filter(|e| e.cat == Some("kernel")) {
+        let launch = k.arg_number("launch_ts");
+        if let Some(launch) = launch.filter(|l| k.ts < l - CLOCK_GRANULARITY_US) {
+            report.push(
+                Rule::KernelBeforeLaunch,
+                Some(k.index),
+                format!(
+                    "kernel {:?} at ts {} starts {} µs before its launch call (launch_ts {launch})",
+                    k.label(),
+                    k.ts,
+                    launch - k.ts
+                ),
+            );
+        }
         let Some(range) = k.arg_id("range_id").and_then(|id| ranges.get(&id)) else { continue };
-        let problem = if k.ts < range.ts - CLOCK_GRANULARITY_US {
-            format!("starts {} µs before its range was pushed", range.ts - k.ts)
-        } else if k.ts > range.end() + allowance && !backlogged.get(&k.index).copied().unwrap_or(false) {
-            format!("starts {} µs after its range ended (allowance {allowance} µs)", k.ts - range.end())
-        } else {
-            continue;
+        let problem = match launch {
+            Some(l) if l < range.ts - CLOCK_GRANULARITY_US => {
+                format!("was launched at {l}, {} µs before its range was pushed", range.ts - l)
+            }
+            Some(l) if l > range.end() + CLOCK_GRANULARITY_US => {
+                format!("was launched at {l}, {} µs after its range ended", l - range.end())
+            }
+            Some(_) => continue,
+            None if k.ts < range.ts - CLOCK_GRANULARITY_US => {
+                format!("starts {} µs before its range was pushed", range.ts - k.ts)
+            }
+            None if k.ts > range.end() + allowance && !backlogged.get(&k.index).copied().unwrap_or(false) => {
+                format!("starts {} µs after its range ended (allowance {allowance} µs)", k.ts - range.end())
+            }
+            None => continue,
         };
         report.push(
             Rule::KernelOutsideRange,
@@ -512,6 +555,7 @@ mod tests {
             Rule::PartialOverlap,
             Rule::TimestampBackwards,
             Rule::KernelOutsideRange,
+            Rule::KernelBeforeLaunch,
         ] {
             assert_eq!(serde_json::to_value(rule).unwrap(), Value::String(rule.as_str().to_owned()));
         }

@@ -34,6 +34,7 @@ pub fn launch_record(tree: &SessionTree, thread: ThreadId, id: u32, ordinal: u32
         api: LaunchApi::Runtime,
         api_name: "cudaLaunchKernel".into(),
         context_id: 1,
+        launch_ns: None,
     }
 }
 

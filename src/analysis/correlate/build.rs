@@ -464,6 +464,7 @@ impl RowBuilder<'_> {
             shared_memory_bytes: None,
             stream_id: None,
             thread: launch.map(|l| l.thread),
+            launch_ns: launch.and_then(|l| l.launch_ns),
             device_id: None,
             start_ns: None,
             end_ns: None,

@@ -197,6 +197,11 @@ pub struct KernelRow {
     pub stream_id: Option<u32>,
     /// The launching thread; `None` for activity records without a launch.
     pub thread: Option<ThreadId>,
+    /// When the launch call was recorded, ns on the CUPTI clock (see
+    /// [`LaunchRecord::launch_ns`](crate::model::LaunchRecord::launch_ns)); `None` without a
+    /// launch record or where capture took no timestamp.
+    #[serde(default)]
+    pub launch_ns: Option<u64>,
     /// Device ordinal.
     pub device_id: Option<u32>,
     /// Activity start timestamp, ns (collapsed to `end_ns` in kernel_replay).

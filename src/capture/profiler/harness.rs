@@ -7,7 +7,9 @@
 //! `cudaLaunchKernel`'s; a memcpy or memset is its API call's enter and exit with the
 //! parameter structure CUDA passes. CUPTI and the driver are stand-ins whose functions are
 //! all missing; the launch path never calls them. Without counters, so a kernel_replay
-//! harness is for transfers only.
+//! harness is for transfers only. Each launch's stamp reads `CLOCK_MONOTONIC_RAW` in place
+//! of `cuptiGetTimestamp` ([`LaunchClock::monotonic_stand_in`]), so the stamp is part of the
+//! cost measured; CUPTI's own timestamp may cost more or less.
 
 use std::ffi::CStr;
 use std::os::raw::c_void;
@@ -18,7 +20,7 @@ use parking_lot::Mutex;
 
 use super::{Capture, ReplayState, SessionState, Shared};
 use crate::capture::hub::{BenchRoute, CaptureSession};
-use crate::checked::activity::ActivityRecord;
+use crate::checked::activity::{ActivityRecord, LaunchClock};
 use crate::checked::callback::{ApiDomain, BenchCall, BenchTrampoline, CallbackSite};
 use crate::checked::driver::Context;
 use crate::checked::{Cupti, Driver};
@@ -92,6 +94,7 @@ impl LaunchHarness {
     pub fn new(mode: ProfilingMode) -> Result<LaunchHarness> {
         let context_id = NEXT_CONTEXT_ID.fetch_sub(1, Ordering::Relaxed);
         let shared = Arc::new(Shared {
+            launch_clock: LaunchClock::monotonic_stand_in(),
             cupti: Cupti::stand_in()?,
             driver: Driver::stand_in()?,
             clock_start: ClockPair { cupti_ns: 0, unix_ns: 0 },

@@ -311,6 +311,12 @@ impl Shared {
         let thread = current_thread_id();
         let mut state = self.state.lock();
         let range = self.attribute(&state.tree, thread);
+        // Taken inside the call (its kernel starts after it) and under the lock that
+        // attributes the launch, so it lies inside the range it goes to: the thread's own
+        // ranges are pushed before the call and popped after it, and another thread's range
+        // (process scope) is in the tree from its push to its pop, each stamped just before
+        // taking this lock. `None` where CUPTI gives no timestamp.
+        let launch_ns = self.launch_clock.now();
         state.correlator.add_launch(LaunchRecord {
             correlation_id: cb.correlation_id,
             thread,
@@ -324,6 +330,7 @@ impl Shared {
             },
             api_name: Cow::Borrowed(cb.function_name),
             context_id: cb.context_uid,
+            launch_ns,
         });
         range
     }

@@ -119,6 +119,8 @@ impl SessionState {
 
 struct Shared {
     cupti: Cupti,
+    /// Stamps each launch ([`LaunchRecord::launch_ns`](crate::model::LaunchRecord::launch_ns)).
+    launch_clock: activity::LaunchClock,
     driver: Driver,
     clock_start: ClockPair,
     /// Launches seen (trace mode numbers them here; counter modes per cycle).
@@ -248,6 +250,7 @@ impl Profiler {
 
         let clock_start = ClockPair { cupti_ns: activity::timestamp(&cupti)?, unix_ns: unix_ns() };
         let shared = Arc::new(Shared {
+            launch_clock: activity::LaunchClock::of(&cupti),
             cupti,
             driver: drv,
             clock_start,

@@ -535,6 +535,7 @@ mod tests {
                 api: LaunchApi::Runtime,
                 api_name: "cudaLaunchKernel".into(),
                 context_id: 1,
+                launch_ns: None,
             });
             correlator.add_activity(KernelActivity {
                 correlation_id: id,
