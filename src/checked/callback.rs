@@ -3,7 +3,8 @@
 
 use std::borrow::Cow;
 use std::ffi::CStr;
-use std::os::raw::c_void;
+use std::marker::PhantomData;
+use std::os::raw::{c_char, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -48,9 +49,10 @@ pub enum LaunchKind {
     Transfer,
 }
 
-/// One API callback, decoded.
+/// One API callback, decoded. It borrows CUPTI's callback data (`'a`, the callback's own
+/// duration), from which [`ApiCallback::kernel_symbol`] reads.
 #[derive(Clone, Copy, Debug)]
-pub struct ApiCallback {
+pub struct ApiCallback<'a> {
     /// Driver or runtime.
     pub domain: ApiDomain,
     /// The callback id within the domain.
@@ -66,11 +68,28 @@ pub struct ApiCallback {
     pub context_uid: u32,
     /// Kernel launch, graph launch or transfer.
     pub launch: LaunchKind,
+    /// CUPTI's `symbolName`: for a kernel launch the kernel's name, else null. Valid for the
+    /// callback, read only on demand (a launch's name costs a `strlen`).
+    symbol: *const c_char,
+    _data: PhantomData<&'a CStr>,
+}
+
+impl<'a> ApiCallback<'a> {
+    /// The launched kernel's name as CUPTI gives it in a driver or runtime launch callback
+    /// (mangled for C++ kernels); `None` for other calls and for graph launches.
+    pub fn kernel_symbol(&self) -> Option<&'a CStr> {
+        if self.symbol.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null `symbolName` is a NUL-terminated string valid for the callback,
+        // which `'a` (the borrow of CUPTI's callback data) does not outlive.
+        Some(unsafe { CStr::from_ptr(self.symbol) })
+    }
 }
 
 /// The handler a [`Subscriber`] calls. It runs inside the launching thread's CUDA call and
 /// must be quick; it must not call back into the same CUDA API.
-pub type ApiHandler = Arc<dyn Fn(&ApiCallback) + Send + Sync>;
+pub type ApiHandler = Arc<dyn Fn(&ApiCallback<'_>) + Send + Sync>;
 
 /// A push or pop of an NVTX range in the default domain (`nvtxRangePushA/W/Ex`,
 /// `nvtxRangePop`). Heard only when the program's NVTX calls reach CUPTI, which needs
@@ -507,6 +526,8 @@ unsafe fn api_callback(boxed: &HandlerBox, domain: ApiDomain, cbid: CUpti_Callba
             function_name,
             context_uid: cb.contextUid,
             launch: launch_kind(boxed, domain, cbid),
+            symbol: cb.symbolName,
+            _data: PhantomData,
         };
         (boxed.handler)(&event);
     }));
@@ -519,26 +540,33 @@ unsafe fn api_callback(boxed: &HandlerBox, domain: ApiDomain, cbid: CUpti_Callba
 /// (feature `bench-internals`): callback data made up by the caller goes through the code
 /// CUPTI's calls go through, from [`trampoline`] to the handler.
 #[cfg(feature = "bench-internals")]
-pub(crate) struct BenchTrampoline(Box<HandlerBox>);
+pub(crate) struct BenchTrampoline {
+    boxed: Box<HandlerBox>,
+    /// The context every callback names.
+    context_uid: u32,
+}
 
 #[cfg(feature = "bench-internals")]
 impl BenchTrampoline {
-    /// A trampoline calling `handler` for launches; it knows no transfer callbacks.
-    pub(crate) fn new(cupti: Cupti, handler: ApiHandler) -> BenchTrampoline {
-        BenchTrampoline(Box::new(HandlerBox::new(cupti, handler, Vec::new(), Vec::new())))
+    /// A trampoline calling `handler` for launches in context `context_uid`; it knows no
+    /// transfer callbacks.
+    pub(crate) fn new(cupti: Cupti, handler: ApiHandler, context_uid: u32) -> BenchTrampoline {
+        BenchTrampoline { boxed: Box::new(HandlerBox::new(cupti, handler, Vec::new(), Vec::new())), context_uid }
     }
 
-    /// One API callback, as CUPTI would make it.
+    /// One API callback, as CUPTI would make it; `symbol_name` is the launched kernel's.
     pub(crate) fn call(
         &self,
         domain: ApiDomain,
         cbid: u32,
         site: CallbackSite,
         correlation_id: u32,
-        context_uid: u32,
         function_name: &'static CStr,
+        symbol_name: Option<&CStr>,
     ) {
+        let context_uid = self.context_uid;
         let data = CUpti_CallbackData {
+            symbolName: symbol_name.map_or(std::ptr::null(), CStr::as_ptr),
             callbackSite: match site {
                 CallbackSite::Enter => CUpti_ApiCallbackSite::CUPTI_API_ENTER,
                 CallbackSite::Exit => CUpti_ApiCallbackSite::CUPTI_API_EXIT,
@@ -552,7 +580,7 @@ impl BenchTrampoline {
             ApiDomain::Driver => CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API,
             ApiDomain::Runtime => CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RUNTIME_API,
         };
-        let userdata = &*self.0 as *const HandlerBox as *mut c_void;
+        let userdata = &*self.boxed as *const HandlerBox as *mut c_void;
         // SAFETY: `userdata` is a live HandlerBox and `data` a CUpti_CallbackData of an API
         // domain, both valid for the call, as CUPTI passes them.
         unsafe { trampoline(userdata, domain, cbid, &data as *const CUpti_CallbackData as *const c_void) };

@@ -25,6 +25,8 @@ const CONTEXT_ID: u32 = u32::MAX - 7;
 const CU_LAUNCH_KERNEL: u32 = 307;
 /// `CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000`.
 const CUDA_LAUNCH_KERNEL: u32 = 211;
+/// The kernel [`LaunchHarness::launch`] names: a typical mangled CUDA C++ name.
+const BENCH_KERNEL: &std::ffi::CStr = c"_Z21gemm_bias_relu_kernelPKfS0_S0_Pfiii";
 
 /// A trace-mode session fed with made-up launch callbacks.
 #[must_use = "the session is routed only while the harness lives"]
@@ -80,7 +82,7 @@ impl LaunchHarness {
         });
         let session: Arc<dyn CaptureSession> = shared.clone();
         let route = BenchRoute::add(CONTEXT_ID, Arc::downgrade(&session));
-        let trampoline = BenchTrampoline::new(shared.cupti, BenchRoute::handler());
+        let trampoline = BenchTrampoline::new(shared.cupti, BenchRoute::handler(), CONTEXT_ID);
         Ok(LaunchHarness { shared, trampoline, _route: route, next_correlation: 1, clock: 1 })
     }
 
@@ -97,12 +99,12 @@ impl LaunchHarness {
     }
 
     /// One kernel launch: `cuLaunchKernel`'s enter and exit, inside `cudaLaunchKernel`'s
-    /// when `runtime`.
+    /// when `runtime`, of a kernel with a typical mangled name.
     pub fn launch(&mut self, runtime: bool) {
         let outer = self.next_correlation;
         self.next_correlation += if runtime { 2 } else { 1 };
         let call = |domain, cbid, site, correlation_id, name| {
-            self.trampoline.call(domain, cbid, site, correlation_id, CONTEXT_ID, name);
+            self.trampoline.call(domain, cbid, site, correlation_id, name, Some(BENCH_KERNEL));
         };
         if runtime {
             call(ApiDomain::Runtime, CUDA_LAUNCH_KERNEL, CallbackSite::Enter, outer, c"cudaLaunchKernel");

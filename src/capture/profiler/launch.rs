@@ -133,7 +133,7 @@ impl Shared {
 
     /// Runs inside the launching thread's CUDA call. Never panics outward (the trampoline
     /// catches), never calls the CUDA API it interrupts.
-    pub(super) fn on_launch_callback(&self, cb: &ApiCallback) {
+    pub(super) fn on_launch_callback(&self, cb: &ApiCallback<'_>) {
         match cb.site {
             CallbackSite::Enter => {
                 let depth = LAUNCH_DEPTH.with(|d| {
@@ -199,7 +199,7 @@ impl Shared {
         }
     }
 
-    pub(super) fn record_transfer(&self, cb: &ApiCallback) {
+    pub(super) fn record_transfer(&self, cb: &ApiCallback<'_>) {
         if self.mode == ProfilingMode::KernelReplay && cb.function_name.contains("emset") {
             // No memset activity under kernel replay (see ActivityKinds::KernelsAndMemcpy):
             // counted and reported instead of left as calls without records.
@@ -220,7 +220,12 @@ impl Shared {
 
     /// Records a launch: its counter cycle and ordinal (cycling a full counter image first),
     /// and, with `kernel_range`, opens its per-kernel CUPTI range under the same lock.
-    pub(super) fn record_launch(&self, cb: &ApiCallback, replay_active: bool, kernel_range: bool) -> Option<RangeId> {
+    pub(super) fn record_launch(
+        &self,
+        cb: &ApiCallback<'_>,
+        replay_active: bool,
+        kernel_range: bool,
+    ) -> Option<RangeId> {
         let (cycle, ordinal) = {
             let mut guard = self.capture.lock();
             let capture = guard.as_mut()?;
@@ -255,6 +260,9 @@ impl Shared {
         let thread = current_thread_id();
         let mut state = self.state.lock();
         let range = self.attribute(&state.tree, thread);
+        if let Some(symbol) = cb.kernel_symbol() {
+            state.recent.note(cb.correlation_id, symbol.to_bytes());
+        }
         state.correlator.add_launch(LaunchRecord {
             correlation_id: cb.correlation_id,
             thread,
@@ -273,7 +281,7 @@ impl Shared {
     }
 
     /// A kernel or graph launch entered (outermost API level, the gate held if needed).
-    pub(super) fn on_kernel_launch(&self, cb: &ApiCallback) {
+    pub(super) fn on_kernel_launch(&self, cb: &ApiCallback<'_>) {
         if !self.user_replay() {
             // No replay state in kernel_replay and trace: keep the launch path lock-light.
             self.record_launch(cb, false, false);

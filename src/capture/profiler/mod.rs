@@ -49,6 +49,7 @@ mod finish;
 #[doc(hidden)]
 pub mod harness;
 mod launch;
+mod recent;
 mod replay;
 
 pub use self::builder::*;
@@ -99,6 +100,8 @@ struct SessionState {
     after_finish: std::collections::HashSet<u32>,
     /// Activity records of those launches, left out.
     records_after_finish: u64,
+    /// The names of the last kernel launches (named rows for kernels that never completed).
+    recent: recent::RecentLaunches,
 }
 
 impl SessionState {
@@ -111,6 +114,7 @@ impl SessionState {
             alias_log: Vec::new(),
             after_finish: Default::default(),
             records_after_finish: 0,
+            recent: Default::default(),
         }
     }
 }
@@ -388,7 +392,7 @@ impl Profiler {
 }
 
 impl CaptureSession for Shared {
-    fn on_api_callback(&self, cb: &ApiCallback) {
+    fn on_api_callback(&self, cb: &ApiCallback<'_>) {
         self.on_launch_callback(cb);
     }
 
