@@ -402,8 +402,13 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
     let mut probes_joined = false;
     let contexts = state.contexts_created.load(Ordering::Acquire);
     let ended = run_end.describe();
+    // How the run ended as the report records it: with the steps of finishing that failed.
+    let mut recorded_end = run_end.clone();
     if let Some((_, profiler)) = taken {
-        let result = profiler.finish_with(run_end.clone(), teardown, |report| {
+        let result = profiler.finish_with(run_end, teardown, |report| {
+            if let Some(end) = &report.meta.run_end {
+                recorded_end = end.clone();
+            }
             if contexts > 1 {
                 report
                     .meta
@@ -415,6 +420,10 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
                 report.meta.warnings.push(unbalanced_warning(unbalanced, *state.started_by.lock()));
             }
             probes_joined = crate::ways_in::probe_run::attach(report);
+            // The CUDA error that failed the context and the kernels in flight, said once.
+            if let Some(line) = crate::report::summary::ending_line(report) {
+                eprintln!("gmprof: {line}");
+            }
             let Some(outputs) = state.outputs.get() else { return };
             match outputs.write_final(report) {
                 Ok(()) => {
@@ -448,7 +457,7 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
             Err(e) => note_error(state, format!("could not write the probe outputs: {e}")),
         }
     }
-    write_status(state, Some(run_end), outputs_written);
+    write_status(state, Some(recorded_end), outputs_written);
 }
 
 /// Writes injection.json into the process's directory. A process that profiled nothing and
