@@ -238,6 +238,11 @@ pub struct InjectionStatus {
     /// The variable the rank came from (`RANK`, `SLURM_PROCID`, ...).
     #[serde(default)]
     pub rank_variable: Option<String>,
+    /// Where the process printed `error` as it happened: its stderr as `device:inode`
+    /// ([`crate::ways_in::processes::stderr_identity`]). `gmprof run` does not print the
+    /// error again when its own stderr is the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_printed_to: Option<String>,
 }
 
 impl InjectionStatus {
@@ -474,7 +479,10 @@ fn write_status(state: &Injected, run_end: Option<RunEnd>, outputs_written: bool
         },
         None => return,
     };
+    // Every error in the status was printed by `note_error` when it happened.
+    let error_printed_to = error.as_ref().and_then(|_| crate::ways_in::processes::stderr_identity());
     let status = InjectionStatus {
+        error_printed_to,
         pid: std::process::id(),
         command: std::env::args().collect(),
         mode: state.config.mode.map(|m| m.as_str().to_owned()),
@@ -686,6 +694,7 @@ pub(crate) fn report_failure(error: &Error) {
             pid: std::process::id(),
             command: std::env::args().collect(),
             error: Some(format!("injection failed: {error}")),
+            error_printed_to: crate::ways_in::processes::stderr_identity(),
             ..Default::default()
         };
         let lookup = |k: &str| std::env::var(k).ok();
