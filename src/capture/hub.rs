@@ -68,10 +68,10 @@ fn route_callback(cb: &ApiCallback<'_>) {
 
 /// A route to a session with no CUPTI registration behind it, removed on drop: the launch-path
 /// benchmark's session hears callbacks through [`route_callback`] as a joined one does.
-#[cfg(feature = "bench-internals")]
+#[cfg(any(test, feature = "bench-internals"))]
 pub(crate) struct BenchRoute(Weak<dyn CaptureSession>);
 
-#[cfg(feature = "bench-internals")]
+#[cfg(any(test, feature = "bench-internals"))]
 impl BenchRoute {
     pub(crate) fn add(context_id: u32, session: Weak<dyn CaptureSession>) -> BenchRoute {
         ROUTES.write().push(Route { context_id, session: session.clone() });
@@ -84,7 +84,7 @@ impl BenchRoute {
     }
 }
 
-#[cfg(feature = "bench-internals")]
+#[cfg(any(test, feature = "bench-internals"))]
 impl Drop for BenchRoute {
     fn drop(&mut self) {
         ROUTES.write().retain(|r| !r.session.ptr_eq(&self.0));

@@ -539,14 +539,14 @@ unsafe fn api_callback(boxed: &HandlerBox, domain: ApiDomain, cbid: CUpti_Callba
 /// The callback trampoline of a subscriber CUPTI never saw, for the launch-path benchmark
 /// (feature `bench-internals`): callback data made up by the caller goes through the code
 /// CUPTI's calls go through, from [`trampoline`] to the handler.
-#[cfg(feature = "bench-internals")]
+#[cfg(any(test, feature = "bench-internals"))]
 pub(crate) struct BenchTrampoline {
     boxed: Box<HandlerBox>,
     /// The context every callback names.
     context_uid: u32,
 }
 
-#[cfg(feature = "bench-internals")]
+#[cfg(any(test, feature = "bench-internals"))]
 impl BenchTrampoline {
     /// A trampoline calling `handler` for launches in context `context_uid`; it knows no
     /// transfer callbacks.

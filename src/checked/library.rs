@@ -246,7 +246,7 @@ impl Cupti {
     /// A libcupti stand-in whose every function is missing (each call fails with
     /// `Error::MissingSymbol`), for host-side benchmarks of code that holds a [`Cupti`] on
     /// paths that never call it. Not the process's libcupti.
-    #[cfg(feature = "bench-internals")]
+    #[cfg(any(test, feature = "bench-internals"))]
     pub fn stand_in() -> Result<Cupti> {
         // SAFETY: a handle to the running program; looking up CUPTI's names in it finds
         // nothing and runs no code.
@@ -407,7 +407,7 @@ pub fn cupti_result_name(code: CUptiResult) -> String {
 
 impl Driver {
     /// A libcuda stand-in whose every function is missing, as [`Cupti::stand_in`].
-    #[cfg(feature = "bench-internals")]
+    #[cfg(any(test, feature = "bench-internals"))]
     pub fn stand_in() -> Result<Driver> {
         // SAFETY: as in Cupti::stand_in.
         let lib = unsafe { DriverLibrary::from_library(libloading::os::unix::Library::this()) }

@@ -45,7 +45,9 @@ mod builder;
 mod counters;
 mod evaluator;
 mod finish;
-#[cfg(feature = "bench-internals")]
+#[cfg(test)]
+mod finish_tests;
+#[cfg(any(test, feature = "bench-internals"))]
 #[doc(hidden)]
 pub mod harness;
 mod launch;
