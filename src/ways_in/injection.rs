@@ -270,6 +270,9 @@ struct Injected {
     identity: ProcessIdentity,
     /// Where this process writes, claimed when the first context is profiled.
     target: Target,
+    /// Whether `gmprof run` started the program: it prints the end-of-run account (the
+    /// summary, one line per process) once the program ends, so this process does not.
+    under_launcher: bool,
     /// What started gmprof (set once the hub is pinned).
     started_by: Mutex<Option<Start>>,
     profiler: Mutex<Option<(Context, Profiler)>>,
@@ -425,8 +428,9 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
                 report.meta.warnings.push(unbalanced_warning(unbalanced, *state.started_by.lock()));
             }
             probes_joined = crate::ways_in::probe_run::attach(report);
-            // The CUDA error that failed the context and the kernels in flight, said once.
-            if let Some(line) = crate::report::summary::ending_line(report) {
+            // The CUDA error that failed the context and the kernels in flight, said once:
+            // here, or by `gmprof run` in the summary it prints.
+            if let Some(line) = crate::report::summary::ending_line(report).filter(|_| !state.under_launcher) {
                 eprintln!("gmprof: {line}");
             }
             let Some(outputs) = state.outputs.get() else { return };
@@ -644,6 +648,7 @@ pub(crate) fn initialize(start: Start) -> std::result::Result<(), StartFailure> 
         config,
         identity,
         target,
+        under_launcher: launcher.is_some(),
         started_by: Mutex::new(None),
         profiler: Mutex::new(None),
         contexts_created: AtomicU64::new(0),
