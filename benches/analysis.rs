@@ -169,7 +169,13 @@ fn trace_report_and_stats(c: &mut Criterion) {
             let correlation_id = KERNELS + 1 + i as u32;
             let start_ns = 20 * i as u64 + 1;
             (
-                TransferCall { correlation_id, thread: l.thread, range: l.range, api_name: "cuMemcpyAsync".into() },
+                TransferCall {
+                    correlation_id,
+                    thread: l.thread,
+                    range: l.range,
+                    api_name: "cuMemcpyAsync".into(),
+                    untimed: None,
+                },
                 TransferActivity {
                     correlation_id,
                     kind: TransferKind::MemcpyHtoD,

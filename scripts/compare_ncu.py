@@ -2,7 +2,7 @@
 """Compares gmprof's per-kernel metrics with ncu's on the same kernels.
 
     compare_ncu.py NCU_CSV GMPROF_KERNELS_CSV [--kernel SUBSTRING] [--skip-ncu N] [--bytes-tol 0.02] [--time-tol 0.10]
-    compare_ncu.py NCU_CSV GMPROF_KERNELS_CSV --stats [--tail] [--time-median-tol 0.03] [--time-p90-tol 0.08]
+    compare_ncu.py NCU_CSV GMPROF_KERNELS_CSV --stats [--tail | --head] [--time-median-tol 0.03] [--time-p90-tol 0.08]
 
 NCU_CSV comes from `ncu --csv --print-units base --metrics gpu__time_duration.sum,dram__bytes_read.sum PROGRAM`;
 GMPROF_KERNELS_CSV is gmprof's kernels.csv for the same program. Kernels are paired in launch
@@ -13,7 +13,8 @@ With --stats the check is statistical, for mixed workloads: the median and 90th 
 must be within --time-median-tol and --time-p90-tol; DRAM bytes read are summarized over the
 kernels that read at least 1 MB (smaller reads are mostly L2 hits and vary). --tail pairs
 gmprof's kernels with the last ones of ncu's list (ncu also profiles launches made before
-gmprof started), and counts pairs whose kernel names differ.
+gmprof started), and counts pairs whose kernel names differ. --head pairs ncu's kernels with
+gmprof's first ones (ncu ran with --launch-count N on the same program from its start).
 """
 import argparse
 import csv
@@ -58,6 +59,9 @@ def main():
     ap.add_argument("--time-tol", type=float, default=0.10)
     ap.add_argument("--stats", action="store_true")
     ap.add_argument("--tail", action="store_true")
+    ap.add_argument("--head", action="store_true",
+                    help="pair ncu's kernels with gmprof's first ones (ncu ran with --launch-count N "
+                         "on the same program from its start)")
     ap.add_argument("--time-median-tol", type=float, default=0.03)
     ap.add_argument("--time-p90-tol", type=float, default=0.08)
     ap.add_argument("--min-ns", type=float, default=0.0,
@@ -67,6 +71,8 @@ def main():
     gm = read_gmprof(a.gmprof_csv, a.kernel)
     if a.tail and len(ncu) >= len(gm):
         ncu = ncu[len(ncu) - len(gm):]
+    if a.head and len(gm) >= len(ncu):
+        gm = gm[:len(ncu)]
     if a.stats:
         return stats(ncu, gm, a)
     if not ncu or len(ncu) != len(gm):

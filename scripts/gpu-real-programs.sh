@@ -16,12 +16,13 @@ export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 export PATH=$CUDA_HOME/bin:$PATH
 export LD_LIBRARY_PATH=$CUDA_HOME/targets/x86_64-linux/lib:$CUDA_HOME/extras/CUPTI/lib64:$CUDA_HOME/lib64:${LD_LIBRARY_PATH:-}
 export GMPROF_LIBRARY=$PWD/.gpu/lib/libgmprof.so PYTHONPATH=$PWD/.gpu/python${PYTHONPATH:+:$PYTHONPATH}
+ROOT=$PWD
 R=$PWD/${REAL:-.real}
 G=$PWD/.gpu/bin/gmprof
 out=$(mkdir -p "${OUT:-out/real}" && cd "${OUT:-out/real}" && pwd)
 want() { case " ${SECTIONS:-llmc ncu nanogpt multi} " in *" $1 "*) return 0;; esac; return 1; }
 run() { echo; echo "\$ $*"; local t0=$SECONDS; timeout "${T:-240}" "$@"; local rc=$?; echo "[exit $rc, $((SECONDS - t0)) s]"; return $rc; }
-head_of() { sed -n '/^gmprof 0/,/^$/p' "$1" | head -8; }  # the summary's first lines
+head_of() { sed -n '/^gmprof 0/,/^$/p' "$1" | head -8; grep -q '^gmprof 0' "$1" || tail -15 "$1"; }  # the summary's first lines
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u
 
 # llm.c: GPT-2 124M (d12) from scratch, B=4, T=1024. Its ranges: "Train step N", and per
@@ -38,9 +39,17 @@ if want llmc; then
   head_of "$out/llmc-kernel_replay.txt"
   run "$G" run --mode trace --pm-sampling default -o "$out/llmc-pm" -- "${LLMC[@]}" -x 6 > "$out/llmc-pm.txt" 2>&1
   head_of "$out/llmc-pm.txt"
+  # Its own kernels are runtime-registered (<<<>>>): their PTX comes from the executable's
+  # .nv_fatbin. Same losses as the plain run, bit for bit.
   run "$G" run --mode trace --probe gmem_bytes,block_sched -o "$out/llmc-probe" -- "${LLMC[@]}" -x 3 > "$out/llmc-probe.txt" 2>&1
   head_of "$out/llmc-probe.txt"
-  cut -d, -f1-4 "$out/llmc-probe/probe_kernels.csv" 2>/dev/null | head -12
+  python3 "$ROOT"/scripts/check_probe.py kernels "$out/llmc-probe"
+  python3 "$ROOT"/scripts/check_probe.py sched "$out/llmc-probe" | grep -v "^PASS" | head -20
+  python3 "$ROOT"/scripts/check_probe.py sched "$out/llmc-probe" | grep -c "^PASS"
+  run "${LLMC[@]}" -x 3 > "$out/llmc-native3.txt" 2>&1
+  for f in native3 probe; do grep -E "^step +[0-9]+/" "$out/llmc-$f.txt" | sed -E 's/\| [0-9.]+ ms \|.*//' > "$out/llmc-$f.losses"; done
+  [ -s "$out/llmc-probe.losses" ] && diff "$out/llmc-native3.losses" "$out/llmc-probe.losses" && echo "PASS llm.c losses and norms of 3 steps: probed = plain" \
+    || echo "FAIL llm.c losses differ between the plain and the probed run"
   cd - > /dev/null
   python3 scripts/real/check_modes.py "Train step *" "$out"/llmc-{trace,per_range,per_kernel,kernel_replay,pm,probe}
   for m in trace per_kernel pm probe; do "$G" check-trace "$out/llmc-$m/trace.json" | tail -1; done
@@ -53,7 +62,7 @@ if want ncu; then
     --metrics gpu__time_duration.sum,dram__bytes_read.sum "${LLMC[@]}" -x 1 > "$out/llmc-ncu.csv" 2> "$out/llmc-ncu.err"
   cd - > /dev/null
   [ -f "$out/llmc-per_kernel/kernels.csv" ] && python3 scripts/compare_ncu.py "$out/llmc-ncu.csv" \
-    "$out/llmc-per_kernel/kernels.csv" --stats | tail -12
+    "$out/llmc-per_kernel/kernels.csv" --stats --head | tail -12
 fi
 
 # nanoGPT: a 6-layer GPT (n_embd 384) on random tokens, torch.compile'd; "step" ranges come

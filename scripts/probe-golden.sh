@@ -11,6 +11,8 @@ both=(-gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_
 nvcc -fatbin "${both[@]}" --no-compress probe_kernels.cu -o probe_kernels_nocompress.fatbin
 nvcc -fatbin "${both[@]}" probe_kernels.cu -o probe_kernels_default.fatbin
 nvcc -fatbin -gencode arch=compute_90,code=sm_90 probe_kernels.cu -o probe_kernels_sass_only.fatbin
+# A host object, as a program built with nvcc carries its fatbins (section .nv_fatbin).
+nvcc -c "${both[@]}" probe_kernels.cu -o probe_kernels_host.o
 python triton_fused.py
 # The .file line names the script by absolute path: keep the file name only.
 sed -i 's|^\(\s*\.file\s*1\s*\)".*/triton_fused.py"|\1"triton_fused.py"|' triton_fused_sm90.ptx

@@ -10,7 +10,7 @@ use gmprof::aggregate::{aggregate, rule_for, AggregationRule, RangeRow};
 use gmprof::correlate::{Correlator, KernelStatus, TimeSource, TransferStatus};
 use gmprof::model::{
     ClockPair, ClockSync, CounterRange, KernelActivity, LaunchApi, LaunchRecord, MetricKind, MetricSet, ProfilingMode,
-    RangeId, ThreadId, TransferActivity, TransferCall, TransferKind, GPU_TIME_METRIC,
+    RangeId, ThreadId, TransferActivity, TransferCall, TransferKind, UntimedTransfer, GPU_TIME_METRIC,
 };
 use gmprof::report::{CaptureInfo, Report};
 use gmprof::session::{SessionTree, ROOT_PATH};
@@ -141,10 +141,13 @@ impl Capture {
     }
 
     /// One memcpy or memset of `bytes`, 4 ns long; issued by `thread` (a recorded call), or
-    /// with no call recorded when `thread` is `None`.
+    /// with no call recorded when `thread` is `None`. Under kernel replay, which records no
+    /// memset activity, a memset is its call alone, with its size from its parameters.
     fn transfer(&mut self, thread: Option<ThreadId>, kind: TransferKind, bytes: u64) -> u32 {
         let correlation_id = self.next_correlation;
         self.next_correlation += 1;
+        let untimed = (self.mode == ProfilingMode::KernelReplay && kind == TransferKind::Memset)
+            .then_some(UntimedTransfer { kind, bytes, device_id: Some(0) });
         if let Some(thread) = thread {
             let api_name = if kind == TransferKind::Memset { "cuMemsetD8Async" } else { "cuMemcpyAsync" };
             self.correlator.add_transfer_call(TransferCall {
@@ -152,9 +155,13 @@ impl Capture {
                 thread,
                 range: self.tree.current(thread),
                 api_name: api_name.into(),
+                untimed,
             });
         }
         let end = self.tick();
+        if untimed.is_some() {
+            return correlation_id;
+        }
         self.correlator.add_transfer_activity(TransferActivity {
             correlation_id,
             kind,
@@ -1053,7 +1060,7 @@ fn transfer_record(
 }
 
 fn transfer_call(correlation_id: u32, thread: ThreadId, range: Option<RangeId>) -> TransferCall {
-    TransferCall { correlation_id, thread, range, api_name: "cuMemcpyAsync".into() }
+    TransferCall { correlation_id, thread, range, api_name: "cuMemcpyAsync".into(), untimed: None }
 }
 
 #[test]
@@ -1073,6 +1080,7 @@ fn transfers_go_to_the_calling_threads_range() {
         thread: 2,
         range: Some(b),
         api_name: "cuMemsetD32Async".into(),
+        untimed: None,
     });
     c.add_transfer_call(transfer_call(12, 1, Some(ac)));
     // No call recorded: the root row.
@@ -1109,7 +1117,7 @@ fn transfers_go_to_the_calling_threads_range() {
     assert_eq!(t[1].api_name.as_deref(), Some("cuMemsetD32Async"));
     assert_eq!((t[2].range_path.as_str(), t[2].range_id, t[2].thread), (ROOT_PATH, None, None));
     assert_eq!(t[2].status, TransferStatus::Unlaunched);
-    assert_eq!((t[3].range_path.as_str(), t[3].duration_ns), ("a/c", 100));
+    assert_eq!((t[3].range_path.as_str(), t[3].duration_ns), ("a/c", Some(100)));
     assert_eq!((t[4].range_path.as_str(), t[4].thread, t[4].status), ("b", Some(2), TransferStatus::GraphTransfer));
     assert_eq!(t[0].gbps(), Some(10.0));
     assert_eq!(t[2].gbps(), None, "zero duration");
@@ -1127,18 +1135,18 @@ fn transfers_go_to_the_calling_threads_range() {
         (row_a.transfer_count, row_a.transfer_bytes, row_a.memcpy_bytes, row_a.memset_bytes),
         (2, 4000, 4000, 0)
     );
-    assert_eq!(row_a.transfer_time_ns, 200);
+    assert_eq!(row_a.transfer_time_ns, Some(200));
     assert_eq!(row_a.transfer_gbps, Some(20.0));
     assert_eq!(row_a.kernel_count, 0, "transfers are not kernels");
     let row_c = range(&report, "a/c", 0);
     assert_eq!((row_c.transfer_count, row_c.transfer_bytes, row_c.transfer_gbps), (1, 3000, Some(30.0)));
     let row_b = range(&report, "b", 0);
     assert_eq!((row_b.transfer_count, row_b.memcpy_bytes, row_b.memset_bytes), (2, 800, 500));
-    assert_eq!((row_b.transfer_bytes, row_b.transfer_time_ns), (1300, 20));
+    assert_eq!((row_b.transfer_bytes, row_b.transfer_time_ns), (1300, Some(20)));
     // The root row exists for an unlaunched transfer alone.
     let root = &report.ranges[0];
     assert_eq!((root.range_id, root.kernel_count, root.transfer_count, root.transfer_bytes), (None, 0, 1, 64));
-    assert_eq!((root.transfer_time_ns, root.transfer_gbps), (0, None));
+    assert_eq!((root.transfer_time_ns, root.transfer_gbps), (Some(0), None));
 
     // Clock drift: the wall clock gained 900 − 1000 = −100 ns.
     assert_eq!(report.meta.clock_drift_ns, Some(-100));

@@ -148,6 +148,7 @@ impl Capture {
             thread,
             range: self.tree.current(thread),
             api_name: "cuMemcpyAsync".into(),
+            untimed: None,
         });
         let free = self.stream_free.entry(stream).or_insert(0);
         let start = (called + 2_000).max(*free);

@@ -57,7 +57,11 @@
 //! `transfer_count`, `transfer_bytes` (memcpy and memset together, also split into
 //! `memcpy_bytes` and `memset_bytes`), `transfer_time_ns` (Σ durations) and
 //! `transfer_gbps` = bytes / time (bytes per ns = GB/s, `None` when the time is 0). They do
-//! not count as kernels.
+//! not count as kernels. Untimed transfers (memsets under kernel replay, timing `api_call`)
+//! count in `transfer_count`, the byte sums and `untimed_transfer_count`, but not in
+//! `transfer_time_ns` and `transfer_gbps`, which are over timed transfers only:
+//! `transfer_time_ns` is `None` when the range has transfers and none was timed, and
+//! `transfer_gbps` divides the timed transfers' bytes by their time.
 
 use serde::{Deserialize, Serialize};
 
@@ -186,10 +190,15 @@ pub struct RangeRow {
     /// Σ bytes set by memset.
     #[serde(default)]
     pub memset_bytes: u64,
-    /// Σ transfer durations, ns.
+    /// Transfers among `transfer_count` that were not timed (timing `api_call`).
     #[serde(default)]
-    pub transfer_time_ns: u64,
-    /// `transfer_bytes / transfer_time_ns`, GB/s; `None` when the time is 0.
+    pub untimed_transfer_count: u64,
+    /// Σ durations of the timed transfers, ns; `None` when the range has transfers and
+    /// none of them was timed.
+    #[serde(default)]
+    pub transfer_time_ns: Option<u64>,
+    /// Bytes of the timed transfers / `transfer_time_ns`, GB/s; `None` when that time is
+    /// 0 or not measured.
     #[serde(default)]
     pub transfer_gbps: Option<f64>,
     /// One value per metric of the session's [`MetricSet`], by its rule.
@@ -444,6 +453,9 @@ struct TransferSums {
     count: u64,
     memcpy_bytes: u64,
     memset_bytes: u64,
+    /// Rows without times; their bytes are in the sums above, not in `timed_bytes`.
+    untimed: u64,
+    timed_bytes: u64,
     time_ns: u64,
 }
 
@@ -454,18 +466,36 @@ impl TransferSums {
             TransferKind::Memset => self.memset_bytes = self.memset_bytes.saturating_add(row.bytes),
             _ => self.memcpy_bytes = self.memcpy_bytes.saturating_add(row.bytes),
         }
-        self.time_ns = self.time_ns.saturating_add(row.duration_ns);
+        match row.duration_ns {
+            Some(d) => {
+                self.timed_bytes = self.timed_bytes.saturating_add(row.bytes);
+                self.time_ns = self.time_ns.saturating_add(d);
+            }
+            None => self.untimed += 1,
+        }
     }
 
     fn merge(&mut self, other: &TransferSums) {
         self.count += other.count;
         self.memcpy_bytes = self.memcpy_bytes.saturating_add(other.memcpy_bytes);
         self.memset_bytes = self.memset_bytes.saturating_add(other.memset_bytes);
+        self.untimed += other.untimed;
+        self.timed_bytes = self.timed_bytes.saturating_add(other.timed_bytes);
         self.time_ns = self.time_ns.saturating_add(other.time_ns);
     }
 
     fn bytes(&self) -> u64 {
         self.memcpy_bytes.saturating_add(self.memset_bytes)
+    }
+
+    /// Σ durations of the timed rows; `None` when there are rows and none was timed.
+    fn time_ns(&self) -> Option<u64> {
+        (self.count == 0 || self.untimed < self.count).then_some(self.time_ns)
+    }
+
+    /// Timed bytes per timed ns (GB/s).
+    fn gbps(&self) -> Option<f64> {
+        (self.time_ns > 0).then(|| self.timed_bytes as f64 / self.time_ns as f64)
     }
 }
 
@@ -730,9 +760,9 @@ fn build_row(range_id: Option<RangeId>, sums: &RangeSums, metrics: Vec<Option<f6
         transfer_bytes: sums.transfers.bytes(),
         memcpy_bytes: sums.transfers.memcpy_bytes,
         memset_bytes: sums.transfers.memset_bytes,
-        transfer_time_ns: sums.transfers.time_ns,
-        transfer_gbps: (sums.transfers.time_ns > 0)
-            .then(|| sums.transfers.bytes() as f64 / sums.transfers.time_ns as f64),
+        untimed_transfer_count: sums.transfers.untimed,
+        transfer_time_ns: sums.transfers.time_ns(),
+        transfer_gbps: sums.transfers.gbps(),
         metrics,
         dram_read_bytes: sums.dram[0].total(),
         dram_write_bytes: sums.dram[1].total(),

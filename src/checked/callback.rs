@@ -11,6 +11,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::driver::Context;
 use super::library::Cupti;
+use super::memset::MemsetCall;
 use crate::error::{Error, Result};
 use crate::sys::cupti::{
     CUpti_ApiCallbackSite, CUpti_CallbackData, CUpti_CallbackDomain, CUpti_CallbackId, CUpti_CallbackIdResource,
@@ -68,6 +69,12 @@ pub struct ApiCallback<'a> {
     pub context_uid: u32,
     /// Kernel launch, graph launch or transfer.
     pub launch: LaunchKind,
+    /// On enter of a memset gmprof can read (see [`super::memset`]): its size. `None` for
+    /// other calls and on exit.
+    pub memset: Option<MemsetCall>,
+    /// On exit of a transfer call: what it returned (`CUresult` or `cudaError_t`, 0 on
+    /// success). `None` on enter, for launches, and where CUPTI gave no return value.
+    pub result: Option<i32>,
     /// CUPTI's `symbolName`: for a kernel launch the kernel's name, else null. Valid for the
     /// callback, read only on demand (a launch's name costs a `strlen`).
     symbol: *const c_char,
@@ -514,18 +521,26 @@ unsafe fn api_callback(boxed: &HandlerBox, domain: ApiDomain, cbid: CUpti_Callba
             // string, valid for the life of the process, so it may be kept as `'static`.
             unsafe { CStr::from_ptr::<'static>(cb.functionName) }.to_str().unwrap_or("")
         };
+        let enter = cb.callbackSite == CUpti_ApiCallbackSite::CUPTI_API_ENTER;
+        let launch = launch_kind(boxed, domain, cbid);
+        let transfer = launch == LaunchKind::Transfer;
         let event = ApiCallback {
             domain,
             cbid,
-            site: if cb.callbackSite == CUpti_ApiCallbackSite::CUPTI_API_ENTER {
-                CallbackSite::Enter
-            } else {
-                CallbackSite::Exit
-            },
+            site: if enter { CallbackSite::Enter } else { CallbackSite::Exit },
             correlation_id: cb.correlationId,
             function_name,
             context_uid: cb.contextUid,
-            launch: launch_kind(boxed, domain, cbid),
+            launch,
+            // SAFETY: `functionParams` is this callback's parameter structure (or NULL),
+            // valid for the callback.
+            memset: (transfer && enter)
+                .then(|| unsafe { super::memset::read(domain, cbid, cb.functionParams) })
+                .flatten(),
+            result: (transfer && !enter && !cb.functionReturnValue.is_null())
+                // SAFETY: on exit a driver call's return value is its CUresult, a runtime
+                // call's its cudaError_t: both C enums, an int.
+                .then(|| unsafe { *(cb.functionReturnValue as *const i32) }),
             symbol: cb.symbolName,
             _data: PhantomData,
         };
@@ -537,53 +552,74 @@ unsafe fn api_callback(boxed: &HandlerBox, domain: ApiDomain, cbid: CUpti_Callba
 }
 
 /// The callback trampoline of a subscriber CUPTI never saw, for the launch-path benchmark
-/// (feature `bench-internals`): callback data made up by the caller goes through the code
-/// CUPTI's calls go through, from [`trampoline`] to the handler.
+/// (feature `bench-internals`) and CPU tests of the capture path: callback data made up by
+/// the caller goes through the code CUPTI's calls go through, from [`trampoline`] to the
+/// handler.
 #[cfg(any(test, feature = "bench-internals"))]
-pub(crate) struct BenchTrampoline {
-    boxed: Box<HandlerBox>,
-    /// The context every callback names.
-    context_uid: u32,
+pub(crate) struct BenchTrampoline(Box<HandlerBox>);
+
+/// One made-up API callback for [`BenchTrampoline::call_with`].
+#[cfg(any(test, feature = "bench-internals"))]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BenchCall {
+    pub(crate) domain: ApiDomain,
+    pub(crate) cbid: u32,
+    pub(crate) site: CallbackSite,
+    pub(crate) correlation_id: u32,
+    pub(crate) context_uid: u32,
+    pub(crate) function_name: &'static CStr,
+    /// The call's parameter structure (`functionParams`), or NULL.
+    pub(crate) params: *mut c_void,
+    /// On exit, the call's return value.
+    pub(crate) result: Option<i32>,
+    /// For a kernel launch, the kernel's name (`symbolName`).
+    pub(crate) symbol_name: Option<&'static CStr>,
 }
 
 #[cfg(any(test, feature = "bench-internals"))]
 impl BenchTrampoline {
-    /// A trampoline calling `handler` for launches in context `context_uid`; it knows no
-    /// transfer callbacks.
-    pub(crate) fn new(cupti: Cupti, handler: ApiHandler, context_uid: u32) -> BenchTrampoline {
-        BenchTrampoline { boxed: Box::new(HandlerBox::new(cupti, handler, Vec::new(), Vec::new())), context_uid }
+    /// A trampoline calling `handler` for launches, and for the transfers among these
+    /// driver and runtime callback ids (CUPTI's names tell a subscriber which they are).
+    pub(crate) fn with_transfers(
+        cupti: Cupti,
+        handler: ApiHandler,
+        mut driver_transfers: Vec<u32>,
+        mut runtime_transfers: Vec<u32>,
+    ) -> BenchTrampoline {
+        driver_transfers.sort_unstable();
+        runtime_transfers.sort_unstable();
+        BenchTrampoline(Box::new(HandlerBox::new(cupti, handler, driver_transfers, runtime_transfers)))
     }
 
-    /// One API callback, as CUPTI would make it; `symbol_name` is the launched kernel's.
-    pub(crate) fn call(
-        &self,
-        domain: ApiDomain,
-        cbid: u32,
-        site: CallbackSite,
-        correlation_id: u32,
-        function_name: &'static CStr,
-        symbol_name: Option<&CStr>,
-    ) {
-        let context_uid = self.context_uid;
+    /// One API callback, as CUPTI would make it.
+    pub(crate) fn call_with(&self, call: &BenchCall) {
+        let result = call.result.unwrap_or(0);
         let data = CUpti_CallbackData {
-            symbolName: symbol_name.map_or(std::ptr::null(), CStr::as_ptr),
-            callbackSite: match site {
+            symbolName: call.symbol_name.map_or(std::ptr::null(), CStr::as_ptr),
+            callbackSite: match call.site {
                 CallbackSite::Enter => CUpti_ApiCallbackSite::CUPTI_API_ENTER,
                 CallbackSite::Exit => CUpti_ApiCallbackSite::CUPTI_API_EXIT,
             },
-            functionName: function_name.as_ptr(),
-            contextUid: context_uid,
-            correlationId: correlation_id,
+            functionName: call.function_name.as_ptr(),
+            functionParams: call.params,
+            functionReturnValue: match call.result {
+                Some(_) => &result as *const i32 as *mut c_void,
+                None => std::ptr::null_mut(),
+            },
+            contextUid: call.context_uid,
+            correlationId: call.correlation_id,
             ..Default::default()
         };
-        let domain = match domain {
+        let domain = match call.domain {
             ApiDomain::Driver => CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API,
             ApiDomain::Runtime => CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RUNTIME_API,
         };
-        let userdata = &*self.boxed as *const HandlerBox as *mut c_void;
+        let userdata = &*self.0 as *const HandlerBox as *mut c_void;
         // SAFETY: `userdata` is a live HandlerBox and `data` a CUpti_CallbackData of an API
-        // domain, both valid for the call, as CUPTI passes them.
-        unsafe { trampoline(userdata, domain, cbid, &data as *const CUpti_CallbackData as *const c_void) };
+        // domain, both valid for the call, as CUPTI passes them; `functionParams` is the
+        // caller's structure of the layout `cbid` passes (or NULL), and
+        // `functionReturnValue` points at `result`, which outlives the call.
+        unsafe { trampoline(userdata, domain, call.cbid, &data as *const CUpti_CallbackData as *const c_void) };
     }
 }
 

@@ -59,6 +59,7 @@ pub mod device_memory;
 pub mod driver;
 pub mod host;
 pub mod library;
+pub mod memset;
 pub mod module;
 pub mod pm_sampling;
 pub mod range_profiler;

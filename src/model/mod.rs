@@ -244,6 +244,24 @@ pub struct TransferCall {
     pub range: Option<RangeId>,
     /// CUDA function name, e.g. `cuMemcpyHtoDAsync_v2`.
     pub api_name: Cow<'static, str>,
+    /// Set when no activity record will time this call: what its parameters say, which
+    /// makes its row (without times) unless an activity record with its correlation id
+    /// arrives after all, which then makes the row instead.
+    #[serde(default)]
+    pub untimed: Option<UntimedTransfer>,
+}
+
+/// A transfer described by its API call's parameters alone: a memset under kernel replay,
+/// where gmprof keeps CUPTI's memset activity off (with it, CUPTI 13.0 crashes in its
+/// activity flush). Its size, range and thread are known; when it ran is not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UntimedTransfer {
+    /// Copy direction, or memset.
+    pub kind: TransferKind,
+    /// Bytes the call sets or copies, from its parameters.
+    pub bytes: u64,
+    /// Device ordinal of the session's context, when capture knows it.
+    pub device_id: Option<u32>,
 }
 
 /// A memcpy or memset activity record.

@@ -32,6 +32,7 @@
 pub mod calls;
 pub mod decode;
 pub mod fatbin;
+pub mod host;
 pub mod inject;
 
 pub mod prune;

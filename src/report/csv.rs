@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 use crate::model::RangeId;
 
 /// Columns of the per-range table before the metric columns.
-pub const RANGE_COLUMNS: [&str; 21] = [
+pub const RANGE_COLUMNS: [&str; 22] = [
     "range_slot",
     "range_generation",
     "path",
@@ -44,6 +44,7 @@ pub const RANGE_COLUMNS: [&str; 21] = [
     "transfer_bytes",
     "memcpy_bytes",
     "memset_bytes",
+    "untimed_transfer_count",
     "transfer_time_ns",
     "transfer_gbps",
 ];
@@ -86,7 +87,7 @@ pub const KERNEL_COLUMNS: [&str; 29] = [
 ];
 
 /// Columns of the per-transfer table.
-pub const TRANSFER_COLUMNS: [&str; 17] = [
+pub const TRANSFER_COLUMNS: [&str; 18] = [
     "correlation_id",
     "kind",
     "bytes",
@@ -94,6 +95,7 @@ pub const TRANSFER_COLUMNS: [&str; 17] = [
     "end_ns",
     "duration_ns",
     "gbps",
+    "timing",
     "stream_id",
     "device_id",
     "range_slot",
@@ -225,6 +227,13 @@ impl Report {
         lines.push(format!("flagged_kernel_rows: {}", m.flagged_kernel_rows));
         lines.push(format!("orphan_counter_ranges: {}", m.orphan_counter_ranges));
         lines.push(format!("transfers: {}", self.transfers.len()));
+        let untimed = self.transfers.iter().filter(|t| !t.is_timed()).count();
+        if untimed > 0 {
+            lines.push(format!(
+                "untimed_transfers: {untimed} (timing api_call: kind, bytes and range from the API call; no activity \
+                 record, so no start, end, duration or stream)"
+            ));
+        }
         if let Some(clock) = &m.clock {
             lines.push(format!(
                 "clock: cupti_ns {} = unix_ns {} at start, cupti_ns {} = unix_ns {} at finish",
@@ -279,7 +288,8 @@ impl Report {
             w.display(row.transfer_bytes)?;
             w.display(row.memcpy_bytes)?;
             w.display(row.memset_bytes)?;
-            w.display(row.transfer_time_ns)?;
+            w.display(row.untimed_transfer_count)?;
+            w.optional(row.transfer_time_ns)?;
             w.optional(row.transfer_gbps)?;
             for i in 0..metric_names.len() {
                 w.optional(row.metrics.get(i).copied().flatten())?;
@@ -359,12 +369,13 @@ impl Report {
             w.display(t.correlation_id)?;
             w.text(t.kind.as_str())?;
             w.display(t.bytes)?;
-            w.display(t.start_ns)?;
-            w.display(t.end_ns)?;
-            w.display(t.duration_ns)?;
+            w.optional(t.start_ns)?;
+            w.optional(t.end_ns)?;
+            w.optional(t.duration_ns)?;
             w.optional(t.gbps())?;
-            w.display(t.stream_id)?;
-            w.display(t.device_id)?;
+            w.text(t.timing.as_str())?;
+            w.optional(t.stream_id)?;
+            w.optional(t.device_id)?;
             w.range_id(t.range_id)?;
             w.text(&t.range_path)?;
             w.optional(t.thread)?;

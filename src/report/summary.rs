@@ -130,9 +130,18 @@ pub struct Summary {
     /// Σ bytes set by memset.
     #[serde(default)]
     pub memset_bytes: u64,
-    /// Σ transfer durations, ns.
+    /// Σ durations of the timed transfers, ns.
     #[serde(default)]
     pub transfer_time_ns: u64,
+    /// Σ bytes of the timed transfers: the bandwidth's numerator.
+    #[serde(default)]
+    pub timed_transfer_bytes: u64,
+    /// Memcpy rows without times (timing `api_call`), in `transfer_count`.
+    #[serde(default)]
+    pub untimed_memcpys: u64,
+    /// Memset rows without times (memsets under kernel replay), in `transfer_count`.
+    #[serde(default)]
+    pub untimed_memsets: u64,
     /// CUDA graph launches.
     #[serde(default)]
     pub graph_launches: u64,
@@ -303,7 +312,20 @@ impl Summary {
                 .iter()
                 .filter(|t| t.kind == TransferKind::Memset)
                 .fold(0u64, |sum, t| sum.saturating_add(t.bytes)),
-            transfer_time_ns: report.transfers.iter().fold(0u64, |sum, t| sum.saturating_add(t.duration_ns)),
+            transfer_time_ns: report
+                .transfers
+                .iter()
+                .filter_map(|t| t.duration_ns)
+                .fold(0u64, |sum, d| sum.saturating_add(d)),
+            timed_transfer_bytes: report
+                .transfers
+                .iter()
+                .filter(|t| t.is_timed())
+                .fold(0u64, |sum, t| sum.saturating_add(t.bytes)),
+            untimed_memcpys: report.transfers.iter().filter(|t| !t.is_timed() && t.kind != TransferKind::Memset).count()
+                as u64,
+            untimed_memsets: report.transfers.iter().filter(|t| !t.is_timed() && t.kind == TransferKind::Memset).count()
+                as u64,
             group_by: options.group_by,
             skip_first: options.skip_first,
             range_rows: report.ranges.len() as u64,
@@ -312,6 +334,37 @@ impl Summary {
             folded,
             rows,
         }
+    }
+}
+
+impl Summary {
+    /// `transfers: N | memcpy B | memset B | time | bandwidth`. Time and bandwidth are over
+    /// the timed transfers; when some were not timed (memsets under kernel replay), the line
+    /// says how many and that the time is over the others:
+    /// `memset 2048 B (2 not timed) | 12 ns over 3 timed transfer(s) | 725.33 GB/s`.
+    fn transfer_line(&self) -> String {
+        let untimed = self.untimed_memcpys + self.untimed_memsets;
+        let not_timed = |n: u64| if n > 0 { format!(" ({n} not timed)") } else { String::new() };
+        let timed = self.transfer_count.saturating_sub(untimed);
+        let time = self.transfer_time_ns;
+        let gbps = if time > 0 {
+            format!("{:.2} GB/s", self.timed_transfer_bytes as f64 / time as f64)
+        } else {
+            format!("{BLANK} GB/s")
+        };
+        let time = match (untimed, timed) {
+            (0, _) => format_duration_ns(time as f64),
+            (_, 0) => format!("{BLANK} (none timed)"),
+            (_, n) => format!("{} over {n} timed transfer(s)", format_duration_ns(time as f64)),
+        };
+        format!(
+            "transfers: {} | memcpy {} B{} | memset {} B{} | {time} | {gbps}",
+            self.transfer_count,
+            self.memcpy_bytes,
+            not_timed(self.untimed_memcpys),
+            self.memset_bytes,
+            not_timed(self.untimed_memsets),
+        )
     }
 }
 
@@ -457,17 +510,7 @@ impl fmt::Display for Summary {
             self.warning_count
         )?;
         if self.transfer_count > 0 {
-            let time = self.transfer_time_ns;
-            let bytes = self.memcpy_bytes.saturating_add(self.memset_bytes);
-            writeln!(
-                f,
-                "transfers: {} | memcpy {} B | memset {} B | {} | {}",
-                self.transfer_count,
-                self.memcpy_bytes,
-                self.memset_bytes,
-                format_duration_ns(time as f64),
-                if time > 0 { format!("{:.2} GB/s", bytes as f64 / time as f64) } else { format!("{BLANK} GB/s") }
-            )?;
+            writeln!(f, "{}", self.transfer_line())?;
         }
         if self.graph_launches > 0 || self.captured_calls > 0 {
             writeln!(

@@ -23,6 +23,8 @@
 //!   `"X"` events of category `"kernel"` (name: the demangled kernel name; args: correlation
 //!   id, `range_id` and `range_path` of the launching range, grid, block, status, metrics);
 //!   memcpy and memset are `"X"` events of category `"transfer"` at their measured times.
+//!   Untimed transfers (memsets under kernel replay) have no event: they are counted in
+//!   `otherData.skipped.untimed_transfers`, never drawn at a made-up time.
 //! - In counter modes, each range's metrics are also counter (`"C"`) events on the CPU
 //!   process (tid [`COUNTER_TID`]), one per metric and range, at the range's push, with
 //!   `args.value`, so Perfetto draws a counter track per metric. A counter keeps its value
@@ -273,6 +275,9 @@ pub struct SkippedRows {
     pub kernels_without_times: u64,
     /// Transfers whose end precedes their start.
     pub transfers_without_times: u64,
+    /// Transfers that were not timed (timing `api_call`: memsets under kernel replay); they
+    /// are in transfers.csv and the range sums, but have no start to place them at.
+    pub untimed_transfers: u64,
 }
 
 /// The trace's `otherData`.
@@ -395,29 +400,26 @@ fn range_metrics(report: &Report, row: &RangeRow) -> BTreeMap<String, f64> {
     metrics
 }
 
-/// The report's transfers, as the timeline needs them.
-fn transfers(report: &Report) -> Vec<Transfer> {
-    report
-        .transfers
-        .iter()
-        .map(|t| Transfer {
-            name: t.kind.as_str(),
-            start_ns: t.start_ns,
-            end_ns: t.end_ns,
-            stream_id: t.stream_id,
-            device_id: t.device_id,
-            args: TransferArgs {
-                correlation_id: t.correlation_id,
-                bytes: t.bytes,
-                gbps: t.gbps(),
-                range_path: t.range_path.clone(),
-                range_id: t.range_id.map(id_text),
-                thread: t.thread,
-                api_name: t.api_name.clone(),
-                status: t.status,
-            },
-        })
-        .collect()
+/// A transfer row as the timeline needs it; `None` for a row without times, stream or
+/// device (an untimed transfer: it has no place on a track).
+fn transfer_event(t: &crate::analysis::correlate::TransferRow) -> Option<Transfer> {
+    Some(Transfer {
+        name: t.kind.as_str(),
+        start_ns: t.start_ns?,
+        end_ns: t.end_ns?,
+        stream_id: t.stream_id?,
+        device_id: t.device_id?,
+        args: TransferArgs {
+            correlation_id: t.correlation_id,
+            bytes: t.bytes,
+            gbps: t.gbps(),
+            range_path: t.range_path.clone(),
+            range_id: t.range_id.map(id_text),
+            thread: t.thread,
+            api_name: t.api_name.clone(),
+            status: t.status,
+        },
+    })
 }
 
 /// The Unix time of a CUPTI timestamp, when the report carries a clock pair.
@@ -488,11 +490,11 @@ impl Report {
         let measured = self.meta.time_source == TimeSource::Activity;
         let mut skipped = SkippedRows::default();
         let mut kept_transfers = Vec::new();
-        for t in transfers(self) {
-            if t.end_ns >= t.start_ns {
-                kept_transfers.push(t);
-            } else {
-                skipped.transfers_without_times += 1;
+        for row in &self.transfers {
+            match transfer_event(row) {
+                Some(t) if t.end_ns >= t.start_ns => kept_transfers.push(t),
+                Some(_) => skipped.transfers_without_times += 1,
+                None => skipped.untimed_transfers += 1,
             }
         }
 

@@ -8,8 +8,9 @@
 //!
 //! The bindings come from bindgen at build time when CUDA headers are present, or from the
 //! copy committed in `src/sys/generated/` (CUDA 13.0), which `scripts/regen-bindings.sh`
-//! regenerates and CI checks for drift. The one exception is [`nvtx`]: four NVTX ABI
-//! structures declared by hand, because their header is not in the pinned header set.
+//! regenerates and CI checks for drift. The exceptions are [`nvtx`] (four NVTX ABI structures)
+//! and [`memset`] (the memset callbacks' parameters), declared by hand because their headers
+//! are not in the pinned header set.
 
 #![allow(
     non_upper_case_globals,
@@ -34,4 +35,5 @@ pub mod driver {
     include!(concat!(env!("OUT_DIR"), "/driver.rs"));
 }
 
+pub mod memset;
 pub mod nvtx;

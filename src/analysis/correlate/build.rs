@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use crate::model::session::{SessionTree, ROOT_PATH};
 use crate::model::{
     CounterRange, KernelActivity, LaunchApi, LaunchRecord, ProfilingMode, RangeId, TransferActivity, TransferCall,
-    TransferKind,
+    TransferKind, UntimedTransfer,
 };
 
 use super::*;
@@ -597,7 +597,9 @@ impl RowBuilder<'_> {
     }
 
     /// Joins transfer records to their calls (or, failing that, to a graph launch with the
-    /// same correlation id); one row per record, in (start, correlation id) order.
+    /// same correlation id); one row per record, in (start, correlation id) order. Calls no
+    /// activity record times ([`TransferCall::untimed`]) and that none joined become rows of
+    /// their own, without times, at their call's place (see [`Correlation::transfers`]).
     pub(super) fn transfer_rows(
         &mut self,
         calls: Vec<TransferCall>,
@@ -667,11 +669,12 @@ impl RowBuilder<'_> {
                 correlation_id: record.correlation_id,
                 kind: record.kind,
                 bytes: record.bytes,
-                start_ns: record.start_ns,
-                end_ns: record.end_ns,
-                duration_ns: record.end_ns.saturating_sub(record.start_ns),
-                stream_id: record.stream_id,
-                device_id: record.device_id,
+                start_ns: Some(record.start_ns),
+                end_ns: Some(record.end_ns),
+                duration_ns: Some(record.end_ns.saturating_sub(record.start_ns)),
+                timing: TransferTiming::Activity,
+                stream_id: Some(record.stream_id),
+                device_id: Some(record.device_id),
                 range_id,
                 range_path,
                 thread,
@@ -682,11 +685,47 @@ impl RowBuilder<'_> {
             });
         }
 
+        // Untimed calls no record claimed, in call (correlation id) order.
+        let mut untimed: Vec<(&TransferCall, UntimedTransfer)> = by_correlation
+            .values()
+            .filter(|(_, claimed)| !claimed)
+            .filter_map(|(index, _)| Some((&calls[*index], calls[*index].untimed?)))
+            .collect();
+        untimed.sort_unstable_by_key(|(call, _)| call.correlation_id);
+        let untimed_rows: Vec<TransferRow> = untimed
+            .into_iter()
+            .map(|(call, what)| {
+                let (range_id, range_path) = self.resolve_range(call.range);
+                TransferRow {
+                    correlation_id: call.correlation_id,
+                    kind: what.kind,
+                    bytes: what.bytes,
+                    start_ns: None,
+                    end_ns: None,
+                    duration_ns: None,
+                    timing: TransferTiming::ApiCall,
+                    stream_id: None,
+                    device_id: what.device_id,
+                    range_id,
+                    range_path,
+                    thread: Some(call.thread),
+                    api_name: Some(call.api_name.to_string()),
+                    status: TransferStatus::Ok,
+                    graph_id: None,
+                    graph_node_id: None,
+                }
+            })
+            .collect();
+        let rows = merge_by_call(rows, untimed_rows);
+
         let counts = &mut self.counts;
         counts.transfer_rows = rows.len() as u64;
+        counts.untimed_transfers = rows.iter().filter(|r| r.timing == TransferTiming::ApiCall).count() as u64;
         counts.unlaunched_transfers = rows.iter().filter(|r| r.status == TransferStatus::Unlaunched).count() as u64;
         counts.graph_transfers = rows.iter().filter(|r| r.status == TransferStatus::GraphTransfer).count() as u64;
-        counts.transfer_calls_without_activity = by_correlation.values().filter(|(_, claimed)| !claimed).count() as u64;
+        counts.transfer_calls_without_activity =
+            by_correlation.values().filter(|(index, claimed)| !claimed && calls[*index].untimed.is_none()).count()
+                as u64;
         if counts.unlaunched_transfers > 0 {
             let text = format!(
                 "{} memcpy/memset record(s) have no recorded call (issued from a context or thread \
@@ -716,4 +755,22 @@ impl RowBuilder<'_> {
         self.demangled.insert(raw.to_owned(), name.clone());
         name
     }
+}
+
+/// Timed rows (in start order) with the untimed ones (in correlation id order) placed at
+/// their call's place: each before the first timed row of a later call.
+fn merge_by_call(timed: Vec<TransferRow>, untimed: Vec<TransferRow>) -> Vec<TransferRow> {
+    if untimed.is_empty() {
+        return timed;
+    }
+    let mut out = Vec::with_capacity(timed.len() + untimed.len());
+    let mut untimed = untimed.into_iter().peekable();
+    for row in timed {
+        while let Some(next) = untimed.next_if(|u| u.correlation_id < row.correlation_id) {
+            out.push(next);
+        }
+        out.push(row);
+    }
+    out.extend(untimed);
+    out
 }

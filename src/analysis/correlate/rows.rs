@@ -276,7 +276,37 @@ impl fmt::Display for TransferStatus {
     }
 }
 
-/// One memcpy or memset: its activity record joined with the API call that issued it.
+/// Where a transfer row's numbers come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransferTiming {
+    /// CUPTI's activity record: kind, bytes, stream, device, start and end as measured.
+    #[default]
+    Activity,
+    /// The API call alone (a memset under kernel replay, which records no memset
+    /// activity): kind and bytes from the call's parameters, range and thread from the
+    /// call; no start, end, duration or stream (not measured).
+    ApiCall,
+}
+
+impl TransferTiming {
+    /// The serialized name, e.g. `api_call`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransferTiming::Activity => "activity",
+            TransferTiming::ApiCall => "api_call",
+        }
+    }
+}
+
+impl fmt::Display for TransferTiming {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One memcpy or memset: its activity record joined with the API call that issued it, or,
+/// with [`TransferTiming::ApiCall`], the call alone.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TransferRow {
     /// CUPTI correlation id.
@@ -285,16 +315,19 @@ pub struct TransferRow {
     pub kind: TransferKind,
     /// Bytes copied or set.
     pub bytes: u64,
-    /// Start, ns (CUPTI clock).
-    pub start_ns: u64,
-    /// End, ns (CUPTI clock).
-    pub end_ns: u64,
-    /// End − start, ns (0 when the timestamps are not ordered).
-    pub duration_ns: u64,
-    /// CUDA stream id.
-    pub stream_id: u32,
-    /// Device ordinal.
-    pub device_id: u32,
+    /// Start, ns (CUPTI clock); `None` when not measured ([`TransferTiming::ApiCall`]).
+    pub start_ns: Option<u64>,
+    /// End, ns (CUPTI clock); `None` when not measured.
+    pub end_ns: Option<u64>,
+    /// End − start, ns (0 when the timestamps are not ordered); `None` when not measured.
+    pub duration_ns: Option<u64>,
+    /// Where the numbers come from.
+    #[serde(default)]
+    pub timing: TransferTiming,
+    /// CUDA stream id; `None` when not measured.
+    pub stream_id: Option<u32>,
+    /// Device ordinal; `None` when unknown.
+    pub device_id: Option<u32>,
     /// The innermost range open on the calling thread, `None` for the root row.
     pub range_id: Option<RangeId>,
     /// That range's path, or [`ROOT_PATH`](crate::model::session::ROOT_PATH).
@@ -315,9 +348,14 @@ pub struct TransferRow {
 }
 
 impl TransferRow {
-    /// Bytes / duration, GB/s (bytes per ns); `None` for a zero duration.
+    /// Bytes / duration, GB/s (bytes per ns); `None` for a zero or unmeasured duration.
     pub fn gbps(&self) -> Option<f64> {
-        (self.duration_ns > 0).then(|| self.bytes as f64 / self.duration_ns as f64)
+        self.duration_ns.filter(|d| *d > 0).map(|d| self.bytes as f64 / d as f64)
+    }
+
+    /// Whether start, end and duration were measured.
+    pub fn is_timed(&self) -> bool {
+        self.duration_ns.is_some()
     }
 }
 
@@ -389,7 +427,7 @@ pub struct CorrelationCounts {
     /// Memcpy/memset activity records received.
     #[serde(default)]
     pub transfer_records: u64,
-    /// Transfer rows produced (one per activity record).
+    /// Transfer rows produced (one per activity record, and one per untimed call).
     #[serde(default)]
     pub transfer_rows: u64,
     /// Transfer rows with status `unlaunched`.
@@ -398,9 +436,14 @@ pub struct CorrelationCounts {
     /// Transfer rows with status `graph_transfer`.
     #[serde(default)]
     pub graph_transfers: u64,
-    /// Transfer calls no activity record joined (CUPTI dropped records?).
+    /// Transfer calls no activity record joined (CUPTI dropped records?), among those
+    /// that expected one.
     #[serde(default)]
     pub transfer_calls_without_activity: u64,
+    /// Transfer rows of timing `api_call`: calls no activity record times (memsets under
+    /// kernel replay), reported with their bytes and without times.
+    #[serde(default)]
+    pub untimed_transfers: u64,
 }
 
 /// The joined result of a session.
@@ -413,7 +456,9 @@ pub struct Correlation {
     /// In [`ProfilingMode::PerRange`], the counter values CUPTI measured for each range
     /// (inclusive of nested ranges), by range; empty in the other modes.
     pub range_counters: HashMap<RangeId, Vec<Option<f64>>>,
-    /// One row per memcpy/memset activity record, in (start, correlation id) order.
+    /// One row per memcpy/memset activity record, in (start, correlation id) order, and one
+    /// per untimed call ([`TransferTiming::ApiCall`]) at its call's place: before the first
+    /// timed row of a later call.
     pub transfers: Vec<TransferRow>,
     /// What was seen and flagged.
     pub counts: CorrelationCounts,

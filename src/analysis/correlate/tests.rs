@@ -1,7 +1,7 @@
 //! Unit tests of the correlator on hand-built capture records.
 
 use super::*;
-use crate::model::{LaunchApi, MetricKind, MetricSpec, ThreadId, TransferKind};
+use crate::model::{LaunchApi, MetricKind, MetricSpec, ThreadId, TransferKind, UntimedTransfer};
 
 pub(super) fn metrics() -> MetricSet {
     MetricSet {
@@ -247,6 +247,7 @@ fn transfers_join_by_correlation_id() {
         thread,
         range,
         api_name: "cuMemcpyHtoD_v2".into(),
+        untimed: None,
     };
     c.add_transfer_call(call(1, 5, Some(r)));
     // A repeated id: the first call wins.
@@ -317,7 +318,13 @@ fn trace_checkpoint_leaves_out_launches_whose_activity_has_not_arrived() {
     c.add_launch(launch(2, 0, 1, None)); // still running: no activity yet
     c.add_activity(activity(1, "done"));
     c.add_activity(activity(99, "no launch")); // an activity without a launch stays a row
-    c.add_transfer_call(TransferCall { correlation_id: 5, thread: 1, range: None, api_name: "cudaMemcpy".into() });
+    c.add_transfer_call(TransferCall {
+        correlation_id: 5,
+        thread: 1,
+        range: None,
+        api_name: "cudaMemcpy".into(),
+        untimed: None,
+    });
 
     let (copy, pending) = c.checkpoint(ProfilingMode::Trace, None);
     assert_eq!(pending, CheckpointPending { kernels: 1, transfers: 1 });
@@ -337,4 +344,100 @@ fn per_kernel_checkpoint_drops_the_activity_of_left_out_launches() {
     assert_eq!(pending.kernels, 1);
     let out = copy.finish(&tree, &metrics(), ProfilingMode::PerKernel);
     assert!(out.rows.is_empty(), "its activity must not come back as a row without a launch: {:?}", out.rows);
+}
+
+/// Kernel replay: memsets are calls with their size and no activity record; memcpys have
+/// records. Calls arrive in correlation id order, records in any order.
+#[test]
+fn untimed_calls_are_rows_without_times_at_their_calls_place() {
+    let mut tree = SessionTree::new();
+    let step = tree.push("step", 1, 0);
+    let mut c = Correlator::new();
+    let copy = |correlation_id: u32, start_ns: u64| TransferActivity {
+        correlation_id,
+        kind: TransferKind::MemcpyHtoD,
+        bytes: 4 << 20,
+        start_ns,
+        end_ns: start_ns + 400_000,
+        stream_id: 7,
+        context_id: 1,
+        device_id: 0,
+        graph_id: 0,
+        graph_node_id: 0,
+    };
+    let call = |correlation_id: u32, untimed: Option<u64>| TransferCall {
+        correlation_id,
+        thread: 1,
+        range: Some(step),
+        api_name: if untimed.is_some() { "cudaMemsetAsync_v3020" } else { "cuMemcpyHtoDAsync_v2" }.into(),
+        untimed: untimed.map(|bytes| UntimedTransfer { kind: TransferKind::Memset, bytes, device_id: Some(0) }),
+    };
+    for (id, untimed) in [(10, None), (11, Some(100 << 20)), (12, None), (13, Some(2_457_600)), (14, None)] {
+        c.add_transfer_call(call(id, untimed));
+    }
+    // An untimed call whose record arrives after all: the record makes its one row.
+    c.add_transfer_call(call(15, Some(1 << 20)));
+    c.add_transfer_call(call(20, Some(6_291_456)));
+    for (id, start) in [(14, 3_000_000), (10, 1_000_000), (12, 2_000_000)] {
+        c.add_transfer_activity(copy(id, start));
+    }
+    let mut set = copy(15, 4_000_000);
+    set.kind = TransferKind::Memset;
+    set.bytes = 1 << 20;
+    c.add_transfer_activity(set);
+
+    let (_, pending) = c.checkpoint(ProfilingMode::KernelReplay, None);
+    assert_eq!(pending.transfers, 0, "an untimed call waits for no record");
+    let out = c.finish(&tree, &metrics(), ProfilingMode::KernelReplay);
+    let order: Vec<(u32, TransferTiming)> = out.transfers.iter().map(|t| (t.correlation_id, t.timing)).collect();
+    use TransferTiming::{Activity as A, ApiCall as U};
+    assert_eq!(order, [(10, A), (11, U), (12, A), (13, U), (14, A), (15, A), (20, U)]);
+    let zero_grads = &out.transfers[1];
+    assert_eq!(
+        (zero_grads.kind, zero_grads.bytes, zero_grads.range_path.as_str()),
+        (TransferKind::Memset, 100 << 20, "step")
+    );
+    assert_eq!(
+        (zero_grads.start_ns, zero_grads.end_ns, zero_grads.duration_ns, zero_grads.gbps()),
+        (None, None, None, None)
+    );
+    assert_eq!((zero_grads.stream_id, zero_grads.device_id, zero_grads.thread), (None, Some(0), Some(1)));
+    assert_eq!(
+        (zero_grads.status, zero_grads.api_name.as_deref()),
+        (TransferStatus::Ok, Some("cudaMemsetAsync_v3020"))
+    );
+    assert_eq!((out.transfers[5].bytes, out.transfers[5].duration_ns), (1 << 20, Some(400_000)));
+    assert_eq!((out.counts.transfer_rows, out.counts.untimed_transfers), (7, 3));
+    assert_eq!(out.counts.transfer_calls_without_activity, 0);
+    assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+    assert_eq!(serde_json::to_string(&TransferTiming::ApiCall).ok().as_deref(), Some("\"api_call\""));
+}
+
+#[test]
+fn a_timed_call_without_its_record_is_still_reported_missing() {
+    let tree = SessionTree::new();
+    let mut c = Correlator::new();
+    c.add_transfer_call(TransferCall {
+        correlation_id: 5,
+        thread: 1,
+        range: None,
+        api_name: "cudaMemcpy".into(),
+        untimed: None,
+    });
+    let untimed = UntimedTransfer { kind: TransferKind::Memset, bytes: 64, device_id: None };
+    c.add_transfer_call(TransferCall {
+        correlation_id: 6,
+        thread: 1,
+        range: None,
+        api_name: "cuMemsetD8_v2".into(),
+        untimed: Some(untimed),
+    });
+    let out = c.finish(&tree, &metrics(), ProfilingMode::KernelReplay);
+    assert_eq!(out.transfers.iter().map(|t| t.correlation_id).collect::<Vec<_>>(), [6]);
+    assert_eq!((out.transfers[0].device_id, out.counts.transfer_calls_without_activity), (None, 1));
+    assert!(
+        out.warnings.iter().any(|w| w.starts_with("1 memcpy/memset call(s) have no activity record")),
+        "{:?}",
+        out.warnings
+    );
 }

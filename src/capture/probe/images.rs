@@ -4,6 +4,7 @@
 //! Layer 3, part of [`super`].
 
 use super::*;
+use crate::probe::host;
 
 /// A module gmprof saw loaded.
 pub(super) struct Loaded {
@@ -90,6 +91,80 @@ pub(super) fn loaded(bytes: &[u8]) -> Loaded {
     Loaded { source, id: Some(format!("{kind} {image}")), file: None }
 }
 
+/// How much of an object's `.nv_fatbin` section gmprof reads to find a runtime kernel's
+/// PTX (the program's own executable holds a few MB; vendor libraries such as cuBLAS hold
+/// hundreds of MB of SASS).
+pub(super) const HOST_FATBIN_MAX: u64 = 256 << 20;
+
+/// The PTX of runtime-registered kernels, from the `.nv_fatbin` sections of the files the
+/// process mapped ([`crate::probe::host`]). Files are read on the first lookup that needs
+/// them, and files mapped later (`dlopen`) on the first lookup that misses.
+#[derive(Default)]
+pub(super) struct HostObjects {
+    scanned: std::collections::HashSet<String>,
+    /// The objects with device code, in the order the process mapped them.
+    objects: Vec<(String, host::ObjectPtx)>,
+    /// Objects not read, and why.
+    skipped: Vec<String>,
+}
+
+impl HostObjects {
+    /// The object whose fatbins define kernel `mangled`, and those PTX texts; or why none.
+    pub(super) fn find(&mut self, mangled: &str) -> std::result::Result<(String, Vec<String>), String> {
+        if let Some(found) = self.lookup(mangled) {
+            return Ok(found);
+        }
+        let maps = std::fs::read_to_string("/proc/self/maps").map_err(|e| format!("/proc/self/maps: {e}"))?;
+        for path in mapped_files(&maps) {
+            if !self.scanned.insert(path.clone()) {
+                continue;
+            }
+            match host::object_ptx(std::path::Path::new(&path), HOST_FATBIN_MAX) {
+                Ok(Some(ptx)) => self.objects.push((path, ptx)),
+                Ok(None) => {}
+                Err(e) => self.skipped.push(e),
+            }
+        }
+        self.lookup(mangled).ok_or_else(|| {
+            let mut why = format!(
+                "no PTX defines it in the {} section of the {} mapped file(s) with device code",
+                host::NV_FATBIN,
+                self.objects.len()
+            );
+            let problems: Vec<&String> = self.objects.iter().flat_map(|(_, o)| &o.problems).collect();
+            if !problems.is_empty() {
+                why.push_str(&format!(
+                    " (unreadable: {})",
+                    problems.iter().take(3).map(|p| p.as_str()).collect::<Vec<_>>().join("; ")
+                ));
+            }
+            if !self.skipped.is_empty() {
+                why.push_str(&format!("; not read: {}", self.skipped.join("; ")));
+            }
+            why
+        })
+    }
+
+    fn lookup(&self, mangled: &str) -> Option<(String, Vec<String>)> {
+        self.objects.iter().find_map(|(path, ptx)| {
+            let texts = ptx.defining(mangled);
+            (!texts.is_empty()).then(|| (path.clone(), texts.into_iter().map(str::to_string).collect()))
+        })
+    }
+}
+
+/// The files a `/proc/PID/maps` text maps, once each, in order (no anonymous mappings,
+/// pseudo-files or deleted files).
+pub(super) fn mapped_files(maps: &str) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    maps.lines()
+        .filter_map(|line| line.splitn(6, char::is_whitespace).nth(5).map(str::trim))
+        .filter(|p| p.starts_with('/') && !p.starts_with("/dev/") && !p.ends_with(" (deleted)"))
+        .filter(|p| seen.insert(p.to_string()))
+        .map(str::to_string)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,5 +199,41 @@ mod tests {
         let fatbin = std::fs::read(dir.join("../probe_kernels_default.fatbin")).unwrap();
         let Loaded { source: Source::Ptx(_), id, .. } = loaded(&fatbin) else { panic!("the fatbin has PTX") };
         assert!(id.is_some_and(|id| id.starts_with("fatbin ")));
+    }
+
+    #[test]
+    fn mapped_files_are_the_files_once_each_in_order() {
+        let maps = "\
+5592f3a1c000-5592f3a4e000 r--p 00000000 fd:01 1048602                    /work/llmc/train_gpt2cu
+5592f3a4e000-5592f3c10000 r-xp 00032000 fd:01 1048602                    /work/llmc/train_gpt2cu
+5592f4d1e000-5592f6a3f000 rw-p 00000000 00:00 0                          [heap]
+7f3b1c000000-7f3b1c021000 rw-p 00000000 00:00 0 
+7f3b2e400000-7f3b3a1d5000 r--p 00000000 fd:01 2097210                    /usr/local/cuda/lib64/libcublasLt.so.13.0.0.19
+7f3b40a00000-7f3b40a01000 rw-s 00000000 00:05 1034                       /dev/nvidiactl
+7f3b41000000-7f3b41001000 r--p 00000000 fd:01 3                          /tmp/old lib.so (deleted)
+7f3b42000000-7f3b42001000 r--p 00000000 fd:01 4                          /opt/my libs/libk.so
+7ffd5e1b6000-7ffd5e1d8000 rw-p 00000000 00:00 0                          [stack]
+";
+        assert_eq!(
+            mapped_files(maps),
+            ["/work/llmc/train_gpt2cu", "/usr/local/cuda/lib64/libcublasLt.so.13.0.0.19", "/opt/my libs/libk.so"]
+        );
+    }
+
+    #[test]
+    fn this_process_maps_its_own_executable_which_has_no_device_code() {
+        let mut host = HostObjects::default();
+        let why = host.find("_Z5saxpyIfEvPT_PKS0_S0_i").unwrap_err();
+        assert!(why.starts_with("no PTX defines it in the .nv_fatbin section of the 0 mapped file(s)"), "{why}");
+        let exe = std::env::current_exe().unwrap().to_string_lossy().into_owned();
+        assert!(host.scanned.contains(&exe), "{exe} not among {:?}", host.scanned);
+        // An object with device code that the process mapped is found by its kernels.
+        let object = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ptx/probe_kernels_host.o");
+        let ptx = host::object_ptx(&object, HOST_FATBIN_MAX).unwrap().unwrap();
+        host.objects.push((object.display().to_string(), ptx));
+        let (path, texts) = host.find("_Z9histogramPjPKhi").unwrap();
+        assert!(path.ends_with("probe_kernels_host.o"));
+        assert_eq!(texts.len(), 1);
+        assert!(texts[0].contains(".entry _Z9histogramPjPKhi("));
     }
 }

@@ -23,9 +23,14 @@
 //!   arguments followed by the map addresses. On exit, gmprof waits for the stream, reads
 //!   and frees the maps and decodes them.
 //!
-//! A kernel whose module gmprof did not see loaded (the runtime registers its fatbins
-//! through a path of its own) or whose image has no PTX (a cubin, SASS-only fatbin) runs
-//! untouched and is listed as not probed, with the reason. Every loaded function is one
+//! - Runtime-registered kernels (every `<<<>>>` launch of a program built with nvcc: the
+//!   runtime registers its fatbins through a path of its own, and the kernel's handle has
+//!   no module): the PTX comes from the `.nv_fatbin` section of the files the process
+//!   mapped, its executable first ([`crate::probe::host`]; files are read on first need,
+//!   at most [`images::HOST_FATBIN_MAX`] of section each).
+//!
+//! A kernel whose PTX cannot be found (a cubin, a SASS-only fatbin, a library whose
+//! fatbins hold no PTX for it) runs untouched and is listed as not probed, with the reason. Every loaded function is one
 //! [`ProbeKernel`]; probe_kernels.csv has a row per variant of a kernel name (module image,
 //! thread limits: [`crate::report::probe_kernels`]). gmprof's own driver calls run
 //! [`quietly`], so neither the hook nor the profiler hears them.
@@ -50,7 +55,7 @@ use crate::probe::select;
 use crate::probe::{demangle, probe_ptx_with, ImageId, MapVia, ProbeSpec, ThreadLimits};
 use crate::sys::cupti::{CUpti_driver_api_trace_cbid_enum as Cbid, CUstream};
 
-use self::images::{loaded, read_image, Loaded, Source};
+use self::images::{loaded, read_image, HostObjects, Loaded, Source};
 use self::probed::{launchable, match_shared_memory, prepare, Probed};
 
 /// What to probe.
@@ -109,6 +114,8 @@ struct State {
     recorded_per_kernel: HashMap<String, usize>,
     trace: Vec<serde_json::Value>,
     range_depth: i64,
+    /// Runtime-registered kernels' PTX, from the program's files.
+    host: HostObjects,
 }
 
 // SAFETY: the raw pointers in State are driver handles and argument arrays owned by State,

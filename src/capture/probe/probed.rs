@@ -7,6 +7,7 @@
 use std::time::Instant;
 
 use super::*;
+use crate::probe::host;
 
 /// A kernel's detail when the kernel glob does not select it.
 pub(super) const NOT_SELECTED: &str = "not selected";
@@ -113,7 +114,7 @@ pub(super) fn prepare(
         } else {
             let started = Instant::now();
             let mut limits = None;
-            match load_probed(api, config, state, module, &row.mangled, block, &mut limits) {
+            match load_probed(api, config, state, module, &row.mangled, block, &mut limits, &mut row.module_file) {
                 Ok((p, detail)) => {
                     probed = Some(p);
                     row.status = "probed".into();
@@ -144,24 +145,35 @@ pub(super) fn prepare(
 }
 
 /// Probes and loads `mangled` of `module`; `limits` gets the kernel's thread limits in the
-/// PTX it tried, if any.
+/// PTX it tried, if any, and `file` the file whose `.nv_fatbin` held a runtime kernel's PTX.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn load_probed(
     api: &ModuleApi,
     config: &ProbeConfig,
-    state: &State,
+    state: &mut State,
     module: std::result::Result<RawModule, String>,
     mangled: &str,
     block: [u32; 3],
     limits: &mut Option<ThreadLimits>,
+    file: &mut Option<String>,
 ) -> std::result::Result<(Probed, String), String> {
-    let module = module.map_err(|e| {
-        format!(
-            "a runtime kernel (its handle has no module: the runtime registers its fatbins through a path \
-             gmprof does not see): {e}"
-        )
-    })?;
     let from_dir;
+    let from_host;
     let mut source = String::new();
+    let module = match module {
+        Ok(module) => module,
+        // The runtime registered the kernel's fatbin: its PTX is in the file it came from.
+        Err(e) => {
+            let (path, texts) = state
+                .host
+                .find(mangled)
+                .map_err(|why| format!("a runtime kernel (its handle has no module: {e}); {why}"))?;
+            source = format!("; PTX from the {} section of {path} (a runtime-registered kernel)", host::NV_FATBIN);
+            *file = Some(path);
+            from_host = texts;
+            return probe_and_load(api, config, &from_host, mangled, &source, limits);
+        }
+    };
     let texts = match state.modules.get(&(module as usize)).map(|m| &m.source) {
         Some(Source::Ptx(t)) => t,
         other => {
@@ -186,6 +198,18 @@ pub(super) fn load_probed(
             std::slice::from_ref(&from_dir)
         }
     };
+    probe_and_load(api, config, texts, mangled, &source, limits)
+}
+
+/// Probes `mangled` in the first of `texts` that takes the probes, and loads the result.
+fn probe_and_load(
+    api: &ModuleApi,
+    config: &ProbeConfig,
+    texts: &[String],
+    mangled: &str,
+    source: &str,
+    limits: &mut Option<ThreadLimits>,
+) -> std::result::Result<(Probed, String), String> {
     let mut last = String::new();
     for text in texts {
         match probe_ptx_with(text, mangled, &config.probes, config.maps) {

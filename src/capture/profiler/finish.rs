@@ -239,6 +239,18 @@ impl Profiler {
 }
 
 impl Shared {
+    /// Memsets under kernel replay whose parameters gmprof could not read: the one case
+    /// where a memset is missing from transfers.csv.
+    pub(super) fn unread_memsets_warning(&self) -> Option<String> {
+        let memsets = self.memsets_unread.load(Ordering::Relaxed);
+        (memsets > 0).then(|| {
+            format!(
+                "{memsets} memset call(s) are not in transfers.csv: kernel_replay records no memset activity \
+                 (with it, CUPTI 13.0 crashes in its activity flush) and gmprof could not read their parameters"
+            )
+        })
+    }
+
     /// The common part of a report's capture info.
     fn capture_info(
         &self,
@@ -337,12 +349,8 @@ impl Shared {
                 run_end.describe()
             ));
         }
-        let memsets = self.memsets_untraced.load(Ordering::Relaxed);
-        if memsets > 0 {
-            state.warnings.push(format!(
-                "{memsets} memset call(s) are not in transfers.csv: kernel_replay records no memset activity \
-                 (with it, CUPTI 13.0 crashes in its activity flush); trace, per_kernel and per_range record them"
-            ));
+        if let Some(warning) = self.unread_memsets_warning() {
+            state.warnings.push(warning);
         }
         if unreplayed > 0 {
             state.warnings.push(format!(

@@ -59,7 +59,7 @@ fn completed(harness: &LaunchHarness, correlation_id: u32, name: &str, start_ns:
 /// hits the illegal instruction and one queued behind it; the program dies inside step 1,
 /// which stays open. Returns the harness and the three ids of step 1.
 fn training_run(mode: ProfilingMode) -> (LaunchHarness, [u32; 3]) {
-    let mut h = LaunchHarness::with_mode(mode).unwrap();
+    let mut h = LaunchHarness::new(mode).unwrap();
     h.push_range("step 0").unwrap();
     let a = h.launch_kernel(true, c"triton_poi_fused_add_0");
     let b = h.launch_kernel(true, c"triton_red_fused_sum_1");
@@ -233,7 +233,7 @@ fn a_failed_flush_alone_is_recorded_and_launches_without_a_record_keep_missing_a
 #[test]
 fn a_cuda_graph_in_flight_in_kernel_replay_is_a_not_completed_graph_row() {
     // nanoGPT under torch.compile's reduce-overhead mode: the step is one graph launch.
-    let mut h = LaunchHarness::with_mode(ProfilingMode::KernelReplay).unwrap();
+    let mut h = LaunchHarness::new(ProfilingMode::KernelReplay).unwrap();
     h.push_range("step 0").unwrap();
     let warmup = h.launch_kernel(true, c"triton_poi_fused_embedding_0");
     let graph = h.launch_graph();

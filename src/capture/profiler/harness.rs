@@ -1,17 +1,19 @@
 //! A session with no GPU behind it, for the launch-path benchmark (`benches/launch_path.rs`,
-//! feature `bench-internals`; not part of the API) and the CPU tests of the launch path and
-//! of finishing.
+//! feature `bench-internals`) and CPU tests of the capture path; not part of the API.
 //!
 //! Layer 3. CUPTI's callback trampoline, the hub's routing and the session's launch callbacks
 //! run exactly as they do inside a program's CUDA calls, on callback data made up here: a
 //! driver launch is an enter and an exit of `cuLaunchKernel`, a runtime launch wraps those in
-//! `cudaLaunchKernel`'s. CUPTI and the driver are stand-ins whose functions are all missing;
-//! the launch path never calls them. [`LaunchHarness::finish`] runs the session's finish
+//! `cudaLaunchKernel`'s; a memcpy or memset is its API call's enter and exit with the
+//! parameter structure CUDA passes. CUPTI and the driver are stand-ins whose functions are
+//! all missing; the launch path never calls them. Without counters, so a kernel_replay
+//! harness is for transfers only. [`LaunchHarness::finish`] runs the session's finish
 //! through calls scripted by [`Faults`] in place of the synchronize, the CUPTI clock and the
 //! activity flush, as a context failed by the program's own CUDA error answers them.
 
 use std::cell::RefCell;
 use std::ffi::CStr;
+use std::os::raw::c_void;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -21,16 +23,24 @@ use super::finish::FinishCalls;
 use super::{Capture, Profiler, ReplayState, SessionState, Shared, Teardown};
 use crate::capture::hub::{BenchRoute, CaptureSession, HubMembership};
 use crate::checked::activity::ActivityRecord;
-use crate::checked::callback::{ApiDomain, BenchTrampoline, CallbackSite};
+use crate::checked::callback::{ApiDomain, BenchCall, BenchTrampoline, CallbackSite};
 use crate::checked::driver::Context;
 use crate::checked::{Cupti, Driver};
 use crate::error::{Error, Result};
-use crate::model::{ClockPair, DevicePeaks, MetricSet, ProfilingMode, RunEnd, ThreadId};
-use crate::report::Report;
+use crate::model::{
+    ClockPair, DevicePeaks, MetricKind, MetricSet, MetricSpec, ProfilingMode, RunEnd, ThreadId, TransferActivity,
+    GPU_TIME_METRIC,
+};
+use crate::report::{CaptureInfo, Report};
+use crate::sys::cupti::{
+    CUpti_driver_api_trace_cbid_enum as DriverCbid, CUpti_runtime_api_trace_cbid_enum as RuntimeCbid,
+};
 
-/// Context ids the harnesses route under, one each (no real context has them), so that
-/// harnesses of tests running side by side never hear each other's launches.
+/// Context ids harnesses route under (no real context has them), one per harness, so that
+/// harnesses on several threads (tests) do not hear each other.
 static NEXT_CONTEXT_ID: AtomicU32 = AtomicU32::new(u32::MAX - 7);
+/// The device ordinal a harness session reports for untimed transfers.
+pub const DEVICE_ID: u32 = 0;
 /// `CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel`.
 const CU_LAUNCH_KERNEL: u32 = 307;
 /// `CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000`.
@@ -42,16 +52,26 @@ const CU_GRAPH_LAUNCH: u32 = 514;
 /// The kernel [`LaunchHarness::launch`] names: a typical mangled CUDA C++ name.
 const BENCH_KERNEL: &CStr = c"_Z21gemm_bias_relu_kernelPKfS0_S0_Pfiii";
 
-/// A session fed with made-up launch callbacks.
-#[must_use = "the session is routed only while the harness lives"]
-pub struct LaunchHarness {
-    shared: Arc<Shared>,
-    trampoline: BenchTrampoline,
-    /// The hub's route to the session, removed when the harness is dropped.
-    _route: BenchRoute,
-    context_id: u32,
-    next_correlation: u32,
-    clock: u64,
+/// Memcpy callbacks the harness's trampoline knows as transfers (memsets: all of them).
+const MEMCPYS: [DriverCbid; 2] =
+    [DriverCbid::CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2, DriverCbid::CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2];
+/// Runtime memcpy callbacks the trampoline knows as transfers.
+const RUNTIME_MEMCPYS: [RuntimeCbid; 2] = [
+    RuntimeCbid::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
+    RuntimeCbid::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+];
+
+/// One memcpy or memset API call as a program makes it: the function and its parameters.
+#[derive(Clone, Copy, Debug)]
+pub struct TransferApi {
+    /// Driver or runtime.
+    pub domain: ApiDomain,
+    /// The callback id.
+    pub cbid: u32,
+    /// CUPTI's name of the function.
+    pub name: &'static CStr,
+    /// The parameter structure CUDA passes for it (`cuMemsetD8_v2_params`, ...), or NULL.
+    pub params: *mut c_void,
 }
 
 /// The errors [`LaunchHarness::finish`]'s calls return; `None` succeeds.
@@ -96,6 +116,18 @@ impl FinishCalls for ScriptedCalls {
     }
 }
 
+/// A session fed with made-up launch and transfer callbacks.
+#[must_use = "the session is routed only while the harness lives"]
+pub struct LaunchHarness {
+    shared: Arc<Shared>,
+    context_id: u32,
+    trampoline: BenchTrampoline,
+    /// The hub's route to the session, removed when the harness is dropped.
+    _route: BenchRoute,
+    next_correlation: u32,
+    clock: u64,
+}
+
 impl std::fmt::Debug for LaunchHarness {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LaunchHarness").field("next_correlation", &self.next_correlation).finish_non_exhaustive()
@@ -105,22 +137,22 @@ impl std::fmt::Debug for LaunchHarness {
 impl LaunchHarness {
     /// A trace-mode session, routed by the hub.
     pub fn trace() -> Result<LaunchHarness> {
-        Self::with_mode(ProfilingMode::Trace)
+        Self::new(ProfilingMode::Trace)
     }
 
-    /// A session of `mode` without counters (no range profiler stands in): the launch path
-    /// of the mode, with kernel replay's launch gate; the kernels get no counter values.
-    pub fn with_mode(mode: ProfilingMode) -> Result<LaunchHarness> {
+    /// A session of `mode` (without counters), routed by the hub.
+    pub fn new(mode: ProfilingMode) -> Result<LaunchHarness> {
         let context_id = NEXT_CONTEXT_ID.fetch_sub(1, Ordering::Relaxed);
         let shared = Arc::new(Shared {
             cupti: Cupti::stand_in()?,
             driver: Driver::stand_in()?,
             clock_start: ClockPair { cupti_ns: 0, unix_ns: 0 },
             launches: std::sync::atomic::AtomicU32::new(0),
-            memsets_untraced: std::sync::atomic::AtomicU64::new(0),
+            memsets_unread: std::sync::atomic::AtomicU64::new(0),
+            device_id: Some(DEVICE_ID),
             mode,
-            metric_set: MetricSet::default(),
-            metric_names: Vec::new(),
+            metric_set: harness_metrics(mode),
+            metric_names: harness_metrics(mode).metrics.into_iter().map(|m| m.name).collect(),
             passes: 0,
             flush_on_range_boundaries: false,
             synchronize_on_pop: false,
@@ -146,13 +178,16 @@ impl LaunchHarness {
         });
         let session: Arc<dyn CaptureSession> = shared.clone();
         let route = BenchRoute::add(context_id, Arc::downgrade(&session));
-        let trampoline = BenchTrampoline::new(shared.cupti, BenchRoute::handler(), context_id);
-        Ok(LaunchHarness { shared, trampoline, _route: route, context_id, next_correlation: 1, clock: 1 })
-    }
-
-    /// The context id the session's records carry.
-    pub fn context_id(&self) -> u32 {
-        self.context_id
+        let driver_transfers = MEMCPYS.iter().map(|c| c.0).chain(crate::checked::memset::cbids(ApiDomain::Driver));
+        let runtime_transfers =
+            RUNTIME_MEMCPYS.iter().map(|c| c.0).chain(crate::checked::memset::cbids(ApiDomain::Runtime));
+        let trampoline = BenchTrampoline::with_transfers(
+            shared.cupti,
+            BenchRoute::handler(),
+            driver_transfers.collect(),
+            runtime_transfers.collect(),
+        );
+        Ok(LaunchHarness { shared, context_id, trampoline, _route: route, next_correlation: 1, clock: 1 })
     }
 
     /// Opens a range on the calling thread.
@@ -167,6 +202,11 @@ impl LaunchHarness {
         self.shared.close_user_range(None, thread(), self.clock)
     }
 
+    /// The context id the session's records carry.
+    pub fn context_id(&self) -> u32 {
+        self.context_id
+    }
+
     /// One kernel launch: `cuLaunchKernel`'s enter and exit, inside `cudaLaunchKernel`'s
     /// when `runtime`, of a kernel with a typical mangled name.
     pub fn launch(&mut self, runtime: bool) {
@@ -175,11 +215,11 @@ impl LaunchHarness {
 
     /// One launch of kernel `symbol` (CUPTI's `symbolName`), as [`LaunchHarness::launch`];
     /// returns its correlation id (the outer call's, which activity records carry).
-    pub fn launch_kernel(&mut self, runtime: bool, symbol: &CStr) -> u32 {
+    pub fn launch_kernel(&mut self, runtime: bool, symbol: &'static CStr) -> u32 {
         let outer = self.next_correlation;
         self.next_correlation += if runtime { 2 } else { 1 };
         let call = |domain, cbid, site, correlation_id, name| {
-            self.trampoline.call(domain, cbid, site, correlation_id, name, Some(symbol));
+            self.launch_callback(domain, cbid, site, correlation_id, name, Some(symbol));
         };
         if runtime {
             call(ApiDomain::Runtime, CUDA_LAUNCH_KERNEL, CallbackSite::Enter, outer, c"cudaLaunchKernel");
@@ -199,13 +239,36 @@ impl LaunchHarness {
         let outer = self.next_correlation;
         self.next_correlation += 2;
         let call = |domain, cbid, site, correlation_id, name| {
-            self.trampoline.call(domain, cbid, site, correlation_id, name, None);
+            self.launch_callback(domain, cbid, site, correlation_id, name, None);
         };
         call(ApiDomain::Runtime, CUDA_GRAPH_LAUNCH, CallbackSite::Enter, outer, c"cudaGraphLaunch");
         call(ApiDomain::Driver, CU_GRAPH_LAUNCH, CallbackSite::Enter, outer + 1, c"cuGraphLaunch");
         call(ApiDomain::Driver, CU_GRAPH_LAUNCH, CallbackSite::Exit, outer + 1, c"cuGraphLaunch");
         call(ApiDomain::Runtime, CUDA_GRAPH_LAUNCH, CallbackSite::Exit, outer, c"cudaGraphLaunch");
         outer
+    }
+
+    /// One launch API callback, naming `symbol` as CUPTI's `symbolName`.
+    fn launch_callback(
+        &self,
+        domain: ApiDomain,
+        cbid: u32,
+        site: CallbackSite,
+        correlation_id: u32,
+        function_name: &'static CStr,
+        symbol_name: Option<&'static CStr>,
+    ) {
+        self.trampoline.call_with(&BenchCall {
+            domain,
+            cbid,
+            site,
+            correlation_id,
+            context_uid: self.context_id,
+            function_name,
+            params: std::ptr::null_mut(),
+            result: None,
+            symbol_name,
+        });
     }
 
     /// Activity records arriving for the session, as CUPTI's buffer callback delivers them
@@ -223,6 +286,55 @@ impl LaunchHarness {
         profiler.finish_through(run_end, Teardown::Release, &calls, |_| {})
     }
 
+    /// One memcpy or memset: `outer`'s enter and exit, with `inner`'s (the driver call a
+    /// runtime call makes) between them; the outer call returns `result`. Returns the
+    /// correlation ids of the outer and the inner call.
+    pub fn transfer(&mut self, outer: TransferApi, inner: Option<TransferApi>, result: i32) -> (u32, Option<u32>) {
+        let outer_id = self.next_correlation;
+        let inner_id = inner.map(|_| outer_id + 1);
+        self.next_correlation += if inner.is_some() { 2 } else { 1 };
+        let call = |api: &TransferApi, site, correlation_id, result| {
+            self.trampoline.call_with(&BenchCall {
+                domain: api.domain,
+                cbid: api.cbid,
+                site,
+                correlation_id,
+                context_uid: self.context_id,
+                function_name: api.name,
+                params: api.params,
+                result,
+                symbol_name: None,
+            });
+        };
+        call(&outer, CallbackSite::Enter, outer_id, None);
+        if let (Some(api), Some(id)) = (inner.as_ref(), inner_id) {
+            call(api, CallbackSite::Enter, id, None);
+            call(api, CallbackSite::Exit, id, Some(result));
+        }
+        call(&outer, CallbackSite::Exit, outer_id, Some(result));
+        (outer_id, inner_id)
+    }
+
+    /// Memcpy and memset activity records, delivered as CUPTI's buffer callback delivers
+    /// them, then drained into the session as a flush does.
+    pub fn transfer_activity(&mut self, records: Vec<TransferActivity>) {
+        let records = records.into_iter().map(ActivityRecord::Transfer).collect();
+        crate::capture::hub::CaptureSession::on_records(&*self.shared, records);
+        self.shared.drain_activity();
+    }
+
+    /// The report of what the session recorded, as finishing builds it (its capture
+    /// warnings included), without CUPTI.
+    pub fn report(self) -> Report {
+        self.shared.drain_activity();
+        let mut state = self.shared.state.lock();
+        let mut info = CaptureInfo::new(self.shared.mode);
+        info.warnings = std::mem::take(&mut state.warnings);
+        info.warnings.extend(self.shared.unread_memsets_warning());
+        let correlator = std::mem::take(&mut state.correlator);
+        Report::analyze(info, &self.shared.metric_set, &state.tree, correlator)
+    }
+
     /// Launches the session recorded, and the inner ids it mapped to their outer call.
     pub fn recorded(&self) -> (usize, usize) {
         let state = self.shared.state.lock();
@@ -235,6 +347,17 @@ impl LaunchHarness {
         let id = self.shared.attribute(&state.tree, thread())?;
         state.tree.get(id).map(|n| n.path.clone())
     }
+}
+
+/// A counter mode's session always collects the GPU time; trace mode collects nothing.
+fn harness_metrics(mode: ProfilingMode) -> MetricSet {
+    let time = MetricSpec {
+        name: GPU_TIME_METRIC.into(),
+        kind: MetricKind::Counter,
+        unit: "nsecond".into(),
+        description: "GPU time".into(),
+    };
+    MetricSet { metrics: if mode == ProfilingMode::Trace { Vec::new() } else { vec![time] } }
 }
 
 fn thread() -> ThreadId {

@@ -9,7 +9,9 @@ use std::sync::atomic::Ordering;
 
 use crate::checked::activity::ActivityRecord;
 use crate::checked::callback::{ApiCallback, ApiDomain, CallbackSite, LaunchKind};
-use crate::model::{LaunchApi, LaunchRecord, ProfilingMode, RangeId, ThreadId, TransferCall};
+use crate::model::{
+    LaunchApi, LaunchRecord, ProfilingMode, RangeId, ThreadId, TransferCall, TransferKind, UntimedTransfer,
+};
 
 use super::*;
 
@@ -84,8 +86,22 @@ thread_local! {
     static HOLDS_GATE: Cell<bool> = const { Cell::new(false) };
     /// Whether this thread's launch in flight opened a per-kernel CUPTI range.
     static PUSHED_KERNEL_RANGE: Cell<bool> = const { Cell::new(false) };
-    /// Whether this thread's call in flight is a memset counted as untraced (kernel replay).
-    static UNTRACED_MEMSET: Cell<bool> = const { Cell::new(false) };
+    /// This thread's memset in flight under kernel replay, which no activity record will
+    /// time: recorded from its parameters at its exit, once its result is known.
+    static UNTIMED_MEMSET: Cell<Option<PendingMemset>> = const { Cell::new(None) };
+    /// Whether this thread's call in flight is a memset whose parameters could not be read
+    /// (kernel replay): counted, and reported in a warning.
+    static UNREAD_MEMSET: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A memset call between its enter and exit callbacks (kernel replay).
+#[derive(Clone, Copy)]
+struct PendingMemset {
+    correlation_id: u32,
+    thread: ThreadId,
+    range: Option<RangeId>,
+    api_name: &'static str,
+    bytes: u64,
 }
 
 impl Shared {
@@ -179,15 +195,21 @@ impl Shared {
                 }
                 if depth == 0 {
                     let created = crate::capture::hub::end_call();
-                    let untraced_memset = UNTRACED_MEMSET.with(|u| u.replace(false));
-                    if untraced_memset && !created.is_empty() {
-                        // A captured memset ran nothing: no activity was lost.
-                        self.memsets_untraced.fetch_sub(1, Ordering::Relaxed);
+                    if UNREAD_MEMSET.with(|u| u.replace(false)) && !created.is_empty() {
+                        // A captured memset ran nothing: nothing was lost.
+                        self.memsets_unread.fetch_sub(1, Ordering::Relaxed);
                     }
-                    if !created.is_empty() {
-                        // The call's stream was capturing: it built a graph, nothing ran.
-                        let correlation_id = OUTER_CORRELATION.with(Cell::get);
-                        self.state.lock().correlator.add_captured_call(correlation_id, created);
+                    let memset = UNTIMED_MEMSET.with(Cell::take);
+                    if memset.is_some() || !created.is_empty() {
+                        let mut state = self.state.lock();
+                        if let Some(m) = memset {
+                            self.record_untimed_memset(&mut state, m, cb.result, !created.is_empty());
+                        }
+                        if !created.is_empty() {
+                            // The call's stream was capturing: it built a graph, nothing ran.
+                            let correlation_id = OUTER_CORRELATION.with(Cell::get);
+                            state.correlator.add_captured_call(correlation_id, created);
+                        }
                     }
                 }
                 if depth == 0 && HOLDS_GATE.with(|h| h.replace(false)) {
@@ -199,15 +221,31 @@ impl Shared {
         }
     }
 
+    /// A memcpy or memset entered (outermost API level).
     pub(super) fn record_transfer(&self, cb: &ApiCallback<'_>) {
-        if self.mode == ProfilingMode::KernelReplay && cb.function_name.contains("emset") {
+        let thread = current_thread_id();
+        if self.mode == ProfilingMode::KernelReplay && crate::checked::memset::is_memset(cb.function_name) {
             // No memset activity under kernel replay (see ActivityKinds::KernelsAndMemcpy):
-            // counted and reported instead of left as calls without records.
-            self.memsets_untraced.fetch_add(1, Ordering::Relaxed);
-            UNTRACED_MEMSET.with(|u| u.set(true));
+            // the call's own parameters make its row, at its exit.
+            match cb.memset {
+                Some(call) => {
+                    let range = self.attribute(&self.state.lock().tree, thread);
+                    let pending = PendingMemset {
+                        correlation_id: cb.correlation_id,
+                        thread,
+                        range,
+                        api_name: cb.function_name,
+                        bytes: call.bytes,
+                    };
+                    UNTIMED_MEMSET.with(|u| u.set(Some(pending)));
+                }
+                None => {
+                    self.memsets_unread.fetch_add(1, Ordering::Relaxed);
+                    UNREAD_MEMSET.with(|u| u.set(true));
+                }
+            }
             return;
         }
-        let thread = current_thread_id();
         let mut state = self.state.lock();
         let range = self.attribute(&state.tree, thread);
         state.correlator.add_transfer_call(TransferCall {
@@ -215,6 +253,24 @@ impl Shared {
             thread,
             range,
             api_name: Cow::Borrowed(cb.function_name),
+            untimed: None,
+        });
+    }
+
+    /// A kernel-replay memset returned: a transfer call that carries its own size. One that
+    /// failed set nothing and is left out; one made while its stream was capturing is kept,
+    /// to be counted as captured (it built a graph node).
+    fn record_untimed_memset(&self, state: &mut SessionState, m: PendingMemset, result: Option<i32>, captured: bool) {
+        if !captured && result.is_some_and(|code| code != 0) {
+            tracing::debug!("gmprof: {} (correlation id {}) failed with {result:?}", m.api_name, m.correlation_id);
+            return;
+        }
+        state.correlator.add_transfer_call(TransferCall {
+            correlation_id: m.correlation_id,
+            thread: m.thread,
+            range: m.range,
+            api_name: Cow::Borrowed(m.api_name),
+            untimed: Some(UntimedTransfer { kind: TransferKind::Memset, bytes: m.bytes, device_id: self.device_id }),
         });
     }
 

@@ -50,6 +50,8 @@ mod finish_tests;
 #[cfg(any(test, feature = "bench-internals"))]
 #[doc(hidden)]
 pub mod harness;
+#[cfg(test)]
+mod harness_tests;
 mod launch;
 mod recent;
 mod replay;
@@ -127,8 +129,12 @@ struct Shared {
     clock_start: ClockPair,
     /// Launches seen (trace mode numbers them here; counter modes per cycle).
     launches: std::sync::atomic::AtomicU32,
-    /// Memset calls not traced (kernel replay records no memset activity).
-    memsets_untraced: std::sync::atomic::AtomicU64,
+    /// Memset calls under kernel replay whose parameters could not be read: no activity
+    /// times them and no row describes them.
+    memsets_unread: std::sync::atomic::AtomicU64,
+    /// Ordinal of the session's device (CUPTI's device id), for transfers no activity
+    /// record describes.
+    device_id: Option<u32>,
     mode: ProfilingMode,
     metric_set: MetricSet,
     metric_names: Vec<String>,
@@ -221,6 +227,10 @@ impl Profiler {
         };
         let device_name = driver::device_name(&drv, device)?;
         let context_id = activity::context_id(&cupti, context)?;
+        // CUPTI's device id of the context: the `deviceId` its activity records carry.
+        let device_id = target::device_ordinal(&cupti, context)
+            .inspect_err(|e| tracing::warn!("gmprof: could not read the context's device id: {e}"))
+            .ok();
 
         let device_peaks = driver::device_peaks(&drv, device);
         let (counters, metric_set, names, passes, chip, mode) = if cfg.mode == Some(ProfilingMode::Trace) {
@@ -248,7 +258,8 @@ impl Profiler {
             driver: drv,
             clock_start,
             launches: std::sync::atomic::AtomicU32::new(0),
-            memsets_untraced: std::sync::atomic::AtomicU64::new(0),
+            memsets_unread: std::sync::atomic::AtomicU64::new(0),
+            device_id,
             mode,
             metric_set,
             metric_names: names,
