@@ -9,6 +9,8 @@
 #                                             # killed with SIGKILL (its checkpoint is read back)
 #   bash scripts/gpu-endings-validate.sh odd  # there: exit() from another thread (C, two modes),
 #                                             # an uncaught Python exception (C ABI; gmprof run)
+#   bash scripts/gpu-endings-validate.sh sticky  # there: a kernel fails the context (illegal
+#                                             # address, trap, brkpt) in every mode
 # Logs go to $OUT (or out/endings). Each check prints ok/FAIL and check_run.py prints ALL OK.
 set -u
 cd "$(dirname "$0")/.."
@@ -105,5 +107,29 @@ odd)
   run python3 scripts/check_run.py "$out/uncaught-capi" --expect-end finished --counts /tmp/uncaught_counts.json
   run timeout 120 $G run --mode per_kernel --metrics $DRAM -o "$out/uncaught-run" -- python3 scripts/endings/uncaught.py unused nvtx
   run python3 scripts/check_run.py "$out/uncaught-run" --expect-end finished --counts /tmp/uncaught_counts.json
+  ;;
+sticky)
+  # A sticky CUDA error in step 3: every output is still written (small counter cycles, so
+  # steps 0-2 are decoded before the error). 90 s each: a finish that hangs on the failed
+  # context is a failure too (exit 124), and six runs fit in one 10-minute GPU call.
+  run nvcc -O2 -arch=sm_90 -o /tmp/sticky_error scripts/endings/sticky_error.cu
+  for mode in kernel_replay per_kernel per_range trace; do
+    metrics="--metrics $DRAM" counters=--counters cycle=4
+    [ $mode = trace ] && metrics="" counters=""
+    [ $mode = per_range ] && cycle=1
+    log="$out/sticky-$mode.log"
+    GMPROF_RANGES_PER_CYCLE=$cycle timeout 90 $G run --mode $mode $metrics -o "$out/sticky-$mode" -- /tmp/sticky_error address > "$log" 2>&1
+    echo "[exit $?]"; cat "$log"
+    run python3 scripts/endings/check_sticky.py "$out/sticky-$mode" "$log" --code 700 $counters
+  done
+  # The other kinds of failure, in nanoGPT's mode; the code is what the program printed.
+  for how in trap brkpt; do
+    log="$out/sticky-$how.log"
+    GMPROF_RANGES_PER_CYCLE=4 timeout 90 $G run --mode kernel_replay --metrics $DRAM -o "$out/sticky-$how" -- /tmp/sticky_error $how > "$log" 2>&1
+    echo "[exit $?]"; cat "$log"
+    code=$(sed -n 's/^sticky_error: .*(\([0-9]*\))$/\1/p' "$log")
+    run python3 scripts/endings/check_sticky.py "$out/sticky-$how" "$log" --code "${code:-0}" --counters
+  done
+  ls /tmp/core.* 2>/dev/null && echo "CORE FILES FOUND" || echo "no core files"
   ;;
 esac

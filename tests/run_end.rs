@@ -4,12 +4,18 @@
 use std::process::Command;
 use std::time::Duration;
 
-use gmprof::analysis::correlate::Correlator;
+use gmprof::analysis::correlate::{Correlator, KernelStatus};
 use gmprof::model::session::SessionTree;
-use gmprof::model::{LaunchApi, LaunchRecord, MetricSet, ProfilingMode, RunEnd};
+use gmprof::model::{
+    CounterRange, CudaError, FailedStep, FinishStep, KernelActivity, LaunchApi, LaunchRecord, MetricKind, MetricSet,
+    ProfilingMode, RunEnd, GPU_TIME_METRIC,
+};
 use gmprof::report::{CaptureInfo, Report};
 use gmprof::ways_in::outputs::Outputs;
 use gmprof::ways_in::signals::{self, Request};
+
+#[path = "common/metrics.rs"]
+mod metrics;
 
 const CHILD_ENV: &str = "GMPROF_RUN_END_TEST_CHILD";
 
@@ -206,4 +212,114 @@ fn end_settings_are_read_one_way_for_injection_and_the_c_abi() {
     // The injected library reads the same values.
     let config = gmprof::injection::InjectionConfig::from_lookup(env(&[("GMPROF_SIGNALS", "false")])).unwrap();
     assert!(!config.handle_signals);
+}
+
+/// Kernel replay, two counter cycles of two launches each; the program's illegal
+/// instruction failed the context in cycle 1, whose image could then not be decoded.
+#[test]
+fn counters_decoded_before_the_context_failed_keep_their_values_and_the_undecoded_cycle_is_dropped_and_blank() {
+    let mut tree = SessionTree::new();
+    let mut correlator = Correlator::new();
+    let launch = |tree: &SessionTree, id: u32, cycle: u32, ordinal: u32| LaunchRecord {
+        correlation_id: id,
+        thread: 1,
+        range: tree.current(1),
+        cycle,
+        ordinal,
+        api: LaunchApi::Runtime,
+        api_name: "cudaLaunchKernel".into(),
+        context_id: 1,
+        launch_ns: None,
+    };
+    // Kernel replay collapses activity timestamps (start == end).
+    let activity = |id: u32, name: &str, at: u64| KernelActivity {
+        correlation_id: id,
+        name: name.into(),
+        grid: [528, 1, 1],
+        block: [256, 1, 1],
+        stream_id: 7,
+        context_id: 1,
+        start_ns: at,
+        end_ns: at,
+        ..Default::default()
+    };
+    tree.push("step 0", 1, 0);
+    correlator.add_launch(launch(&tree, 1, 0, 0));
+    correlator.add_launch(launch(&tree, 2, 0, 1));
+    tree.pop(1, 100).unwrap();
+    tree.push("step 1", 1, 200);
+    correlator.add_launch(launch(&tree, 3, 1, 0));
+    correlator.add_launch(launch(&tree, 4, 1, 1));
+    correlator.add_activity(activity(1, "_Z13layernorm_fwdPfPKfi", 10));
+    correlator.add_activity(activity(2, "_Z11gemm_kernelPKfS0_Pf", 40));
+    correlator.add_activity(activity(3, "_Z13layernorm_fwdPfPKfi", 210));
+    // Cycle 0 was decoded while the program ran; cycle 1 never was.
+    let range = |index: u32, time: f64, bytes: f64| CounterRange {
+        cycle: 0,
+        index,
+        name: index.to_string(),
+        values: vec![time, bytes],
+    };
+    correlator.add_counter_ranges(0, vec![range(0, 12_000.0, 4_194_304.0), range(1, 8_000.0, 1_048_576.0)]);
+    let cuda = CudaError {
+        code: 715,
+        name: "CUDA_ERROR_ILLEGAL_INSTRUCTION".into(),
+        message: "an illegal instruction was encountered".into(),
+    };
+    correlator.context_failed(cuda.describe(), vec![(4, "_Z18attention_fwd_bf16PKvS0_Pvi".into())]);
+    let metrics = MetricSet {
+        metrics: vec![
+            metrics::spec(GPU_TIME_METRIC, MetricKind::Counter, "nsecond"),
+            metrics::spec("dram__bytes_read.sum", MetricKind::Counter, "byte"),
+        ],
+    };
+    let mut info = CaptureInfo::new(ProfilingMode::KernelReplay);
+    info.dropped_counter_ranges = 2;
+    info.run_end = Some(RunEnd::Finished { by: "process exit".into() }.with_failures(
+        Some(cuda),
+        vec![FailedStep {
+            step: FinishStep::CounterDecode,
+            error: "cuptiRangeProfilerDecodeData failed with CUPTI_ERROR_UNKNOWN (999): An unknown internal error \
+                    has occurred. (while decoding the counter data image)"
+                .into(),
+        }],
+    ));
+    let report = Report::analyze(info, &metrics, &tree, correlator);
+
+    let rows: Vec<(u32, KernelStatus, Option<u64>, Option<f64>)> =
+        report.kernels.iter().map(|k| (k.correlation_id, k.status, k.duration_ns, k.metrics[1])).collect();
+    assert_eq!(
+        rows,
+        [
+            (1, KernelStatus::Ok, Some(12_000), Some(4_194_304.0)),
+            (2, KernelStatus::Ok, Some(8_000), Some(1_048_576.0)),
+            // Completed (its record came) but its counters were in the undecoded image.
+            (3, KernelStatus::MissingCounters, None, None),
+            // Neither a record nor counters: in flight when the context failed.
+            (4, KernelStatus::NotCompleted, None, None),
+        ]
+    );
+    assert_eq!(
+        report.kernels[3].kernel_name.as_deref(),
+        Some("attention_fwd_bf16(void const*, void const*, void*, int)")
+    );
+    let step = |path: &str| report.ranges.iter().find(|r| r.path == path).unwrap();
+    assert_eq!(step("step 0").gpu_time_ns, Some(20_000));
+    assert_eq!(step("step 1").gpu_time_ns, None, "no kernel of step 1 has a measured time");
+    assert_eq!(report.meta.dropped_counter_ranges, 2);
+
+    let dir = tempfile::tempdir().unwrap();
+    Outputs::new(dir.path().to_owned()).write_final(&report).unwrap();
+    let back = Report::read_json(dir.path().join("report.json")).unwrap();
+    assert_eq!(back.meta.run_end, report.meta.run_end);
+    let summary = back.summary().to_string();
+    assert!(summary.contains("dropped counter ranges: 2 |"), "{summary}");
+    assert!(
+        summary.contains(
+            "run ended with errors: finished (process exit), after CUDA_ERROR_ILLEGAL_INSTRUCTION (715): an illegal \
+             instruction was encountered; failed while finishing: counter decode"
+        ),
+        "{summary}"
+    );
+    assert!(summary.contains("1 launch(es) never completed"), "{summary}");
 }

@@ -30,7 +30,7 @@ const PREALLOCATED_ACTIVITY_BUFFERS: usize = 8;
 pub(crate) trait CaptureSession: Send + Sync {
     /// Handles a launch or transfer callback of this session's context. Runs inside the
     /// application's CUDA call.
-    fn on_api_callback(&self, cb: &ApiCallback);
+    fn on_api_callback(&self, cb: &ApiCallback<'_>);
     /// Receives activity records of this session's context. Runs on CUPTI's thread or on a
     /// flushing thread; must only queue.
     fn on_records(&self, records: Vec<ActivityRecord>);
@@ -60,7 +60,7 @@ fn session_for(context_id: u32) -> Option<Arc<dyn CaptureSession>> {
     ROUTES.read().iter().find(|r| r.context_id == context_id).and_then(|r| r.session.upgrade())
 }
 
-fn route_callback(cb: &ApiCallback) {
+fn route_callback(cb: &ApiCallback<'_>) {
     if let Some(session) = session_for(cb.context_uid) {
         session.on_api_callback(cb);
     }

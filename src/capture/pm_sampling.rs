@@ -239,7 +239,9 @@ impl PmLeftovers {
     }
 }
 
-type DecodeResult = (PmCapture, Option<PmLeftovers>);
+/// The decode thread's result: the samples, the CUPTI objects to release, and the error of
+/// the final stop or drain, when it failed.
+type DecodeResult = (PmCapture, Option<PmLeftovers>, Option<String>);
 
 /// The error of a sampler that could not start: beside a counter mode, CUPTI's "hardware
 /// busy" becomes a message that says what to do.
@@ -499,6 +501,7 @@ impl PmSession {
             .name("gmprof-pm-decode".into())
             .spawn(move || {
                 let mut failed = false;
+                let mut final_error = None;
                 loop {
                     let last = !matches!(stopped.recv_timeout(period), Err(RecvTimeoutError::Timeout));
                     if last {
@@ -506,12 +509,16 @@ impl PmSession {
                         decoder.stopped_at = crate::checked::activity::timestamp(&decoder.cupti).ok();
                         if let Err(e) = decoder.sampler.stop() {
                             decoder.capture.lock().errors.push(e.to_string());
+                            final_error = Some(e.to_string());
                         }
                     }
                     if !failed {
                         if let Err(e) = decoder.drain() {
                             decoder.capture.lock().errors.push(format!("decoding stopped: {e}"));
                             failed = true;
+                            if last {
+                                final_error.get_or_insert(format!("decoding the last samples: {e}"));
+                            }
                         }
                     }
                     if last {
@@ -522,7 +529,7 @@ impl PmSession {
                 decoder.account_for_the_end();
                 let Decoder { sampler, host, capture, .. } = decoder;
                 let capture = std::mem::take(&mut *capture.lock());
-                (capture, Some(PmLeftovers { sampler, host, api }))
+                (capture, Some(PmLeftovers { sampler, host, api }), final_error)
             })
             .map_err(|e| Error::InvalidState(format!("could not start the PM sampling decode thread: {e}")))?;
         Ok(PmSession { stop, thread, kept })
@@ -535,15 +542,16 @@ impl PmSession {
     }
 
     /// Stops sampling, decodes the rest and returns the samples with the CUPTI objects to
-    /// release.
-    pub fn finish(self) -> (PmCapture, Option<PmLeftovers>) {
+    /// release, and the error of the stop or the last decode when one failed (the samples
+    /// decoded before it are kept).
+    pub fn finish(self) -> (PmCapture, Option<PmLeftovers>, Option<String>) {
         let _ = self.stop.send(());
         match self.thread.join() {
             Ok(result) => result,
-            Err(_) => (
-                PmCapture { errors: vec!["the PM sampling decode thread panicked".into()], ..Default::default() },
-                None,
-            ),
+            Err(_) => {
+                let error = "the PM sampling decode thread panicked".to_owned();
+                (PmCapture { errors: vec![error.clone()], ..Default::default() }, None, Some(error))
+            }
         }
     }
 }

@@ -3,7 +3,8 @@
 
 use std::borrow::Cow;
 use std::ffi::CStr;
-use std::os::raw::c_void;
+use std::marker::PhantomData;
+use std::os::raw::{c_char, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -49,9 +50,10 @@ pub enum LaunchKind {
     Transfer,
 }
 
-/// One API callback, decoded.
+/// One API callback, decoded. It borrows CUPTI's callback data (`'a`, the callback's own
+/// duration), from which [`ApiCallback::kernel_symbol`] reads.
 #[derive(Clone, Copy, Debug)]
-pub struct ApiCallback {
+pub struct ApiCallback<'a> {
     /// Driver or runtime.
     pub domain: ApiDomain,
     /// The callback id within the domain.
@@ -73,11 +75,28 @@ pub struct ApiCallback {
     /// On exit of a transfer call: what it returned (`CUresult` or `cudaError_t`, 0 on
     /// success). `None` on enter, for launches, and where CUPTI gave no return value.
     pub result: Option<i32>,
+    /// CUPTI's `symbolName`: for a kernel launch the kernel's name, else null. Valid for the
+    /// callback, read only on demand (a launch's name costs a `strlen`).
+    symbol: *const c_char,
+    _data: PhantomData<&'a CStr>,
+}
+
+impl<'a> ApiCallback<'a> {
+    /// The launched kernel's name as CUPTI gives it in a driver or runtime launch callback
+    /// (mangled for C++ kernels); `None` for other calls and for graph launches.
+    pub fn kernel_symbol(&self) -> Option<&'a CStr> {
+        if self.symbol.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null `symbolName` is a NUL-terminated string valid for the callback,
+        // which `'a` (the borrow of CUPTI's callback data) does not outlive.
+        Some(unsafe { CStr::from_ptr(self.symbol) })
+    }
 }
 
 /// The handler a [`Subscriber`] calls. It runs inside the launching thread's CUDA call and
 /// must be quick; it must not call back into the same CUDA API.
-pub type ApiHandler = Arc<dyn Fn(&ApiCallback) + Send + Sync>;
+pub type ApiHandler = Arc<dyn Fn(&ApiCallback<'_>) + Send + Sync>;
 
 /// A push or pop of an NVTX range in the default domain (`nvtxRangePushA/W/Ex`,
 /// `nvtxRangePop`). Heard only when the program's NVTX calls reach CUPTI, which needs
@@ -522,6 +541,8 @@ unsafe fn api_callback(boxed: &HandlerBox, domain: ApiDomain, cbid: CUpti_Callba
                 // SAFETY: on exit a driver call's return value is its CUresult, a runtime
                 // call's its cudaError_t: both C enums, an int.
                 .then(|| unsafe { *(cb.functionReturnValue as *const i32) }),
+            symbol: cb.symbolName,
+            _data: PhantomData,
         };
         (boxed.handler)(&event);
     }));
@@ -551,6 +572,8 @@ pub(crate) struct BenchCall {
     pub(crate) params: *mut c_void,
     /// On exit, the call's return value.
     pub(crate) result: Option<i32>,
+    /// For a kernel launch, the kernel's name (`symbolName`).
+    pub(crate) symbol_name: Option<&'static CStr>,
 }
 
 #[cfg(any(test, feature = "bench-internals"))]
@@ -568,25 +591,11 @@ impl BenchTrampoline {
         BenchTrampoline(Box::new(HandlerBox::new(cupti, handler, driver_transfers, runtime_transfers)))
     }
 
-    /// One API callback without parameters, as CUPTI would make it.
-    pub(crate) fn call(
-        &self,
-        domain: ApiDomain,
-        cbid: u32,
-        site: CallbackSite,
-        correlation_id: u32,
-        context_uid: u32,
-        function_name: &'static CStr,
-    ) {
-        let params = std::ptr::null_mut();
-        let call = BenchCall { domain, cbid, site, correlation_id, context_uid, function_name, params, result: None };
-        self.call_with(&call);
-    }
-
     /// One API callback, as CUPTI would make it.
     pub(crate) fn call_with(&self, call: &BenchCall) {
         let result = call.result.unwrap_or(0);
         let data = CUpti_CallbackData {
+            symbolName: call.symbol_name.map_or(std::ptr::null(), CStr::as_ptr),
             callbackSite: match call.site {
                 CallbackSite::Enter => CUpti_ApiCallbackSite::CUPTI_API_ENTER,
                 CallbackSite::Exit => CUpti_ApiCallbackSite::CUPTI_API_EXIT,

@@ -5,12 +5,15 @@
 //! [`crate::analysis::correlate`], [`crate::analysis::aggregate`], [`crate::report`]) consumes them and never
 //! touches CUPTI. This is the seam CPU tests drive with recorded or synthetic data.
 
+mod ending;
 pub mod pm;
 pub mod session;
 
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
+
+pub use self::ending::{CudaError, FailedStep, FinishStep, RunEnd};
 
 /// The OS thread id (Linux `gettid`) of the thread that pushed a range or launched a kernel.
 pub type ThreadId = u64;
@@ -331,56 +334,6 @@ impl ClockSync {
         let cupti = self.finish.cupti_ns as i64 - self.start.cupti_ns as i64;
         let unix = self.finish.unix_ns as i64 - self.start.unix_ns as i64;
         unix - cupti
-    }
-}
-
-/// How a run ended, as its outputs record it: a reader of a partial directory must be told
-/// that it is partial and what may be missing.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-pub enum RunEnd {
-    /// The profiler finished normally (`finish`, the program's exit, or its context's end).
-    Finished {
-        /// What ended it: `finish`, `process exit`, `context destroyed`.
-        by: String,
-    },
-    /// A signal ended the process; the outputs were written before it took effect.
-    Signal {
-        /// The signal number (15 for SIGTERM).
-        signal: i32,
-        /// Its name (`SIGTERM`).
-        name: String,
-    },
-    /// A periodic or on-demand checkpoint of a run still going: what was complete then.
-    /// A run whose last outputs say this was killed (SIGKILL, OOM) or crashed after it.
-    Checkpoint {
-        /// Why it was written: `periodic`, or the signal whose handler the program kept.
-        reason: String,
-        /// Kernels launched but left out because their counters or activity were not in yet.
-        pending_kernels: u64,
-    },
-}
-
-impl RunEnd {
-    /// A one-line account for summaries and `gmprof run`.
-    pub fn describe(&self) -> String {
-        match self {
-            RunEnd::Finished { by } => format!("finished ({by})"),
-            RunEnd::Signal { signal, name } => format!("ended by signal {signal} ({name}); outputs written first"),
-            RunEnd::Checkpoint { reason, pending_kernels } => format!(
-                "partial: last checkpoint ({reason}); the run did not finish after it{}",
-                if *pending_kernels > 0 {
-                    format!(", and {pending_kernels} kernel(s) launched before it were still pending")
-                } else {
-                    String::new()
-                }
-            ),
-        }
-    }
-
-    /// True when the outputs are complete.
-    pub fn is_complete(&self) -> bool {
-        !matches!(self, RunEnd::Checkpoint { .. })
     }
 }
 

@@ -10,7 +10,7 @@
 //! by reading those sections back: [`object_ptx`] reads one object's section (only that
 //! section: the file is read through [`object::ReadCache`], so a 1 GB library costs its
 //! section headers and its fatbins, not its size) and [`fatbins_in`] splits a section into
-//! its fatbins, which [`fatbin`](super::fatbin) unpacks.
+//! its fatbins, which [`super::fatbin`] unpacks.
 //!
 //! Pure Rust over files: which files the process mapped is the driver side's business
 //! (`capture::probe`).

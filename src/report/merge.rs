@@ -153,6 +153,9 @@ impl Merged {
         for p in processes {
             if let Some(end) = p.report.meta.run_end.as_ref().filter(|e| !e.is_complete()) {
                 warnings.push(format!("{}: {}", p.label, end.describe()));
+            } else if let Some(line) = crate::report::summary::ending_line(&p.report) {
+                // Finished with errors: the CUDA error and the kernels in flight.
+                warnings.push(format!("{}: {line}", p.label));
             }
         }
         Merged {
@@ -369,6 +372,30 @@ mod tests {
         assert_eq!(m.rows.iter().find(|r| r.path == "<root>").unwrap().slowest.as_deref(), Some("r1"));
         let m = Merged::of(&[procs[0].clone(), procs[0].clone()]);
         assert!(m.rows.iter().all(|r| r.slowest.is_none()));
+    }
+
+    #[test]
+    fn a_rank_whose_context_failed_is_named_with_its_error() {
+        use crate::model::{CudaError, FailedStep, FinishStep, RunEnd};
+        let mut failed = rank_report(1.0, "x");
+        failed.meta.run_end = Some(RunEnd::Finished { by: "process exit".into() }.with_failures(
+            Some(CudaError {
+                code: 700,
+                name: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+                message: "an illegal memory access was encountered".into(),
+            }),
+            vec![FailedStep { step: FinishStep::Synchronize, error: "cuCtxSynchronize failed".into() }],
+        ));
+        let procs = [
+            ProcessReport { label: "r0".into(), dir: "r0".into(), report: rank_report(1.0, "x") },
+            ProcessReport { label: "r1".into(), dir: "r1".into(), report: failed },
+        ];
+        let m = Merged::of(&procs);
+        assert_eq!(
+            m.warnings,
+            ["r1: run ended with errors: finished (process exit), after CUDA_ERROR_ILLEGAL_ADDRESS (700): an illegal \
+              memory access was encountered; failed while finishing: synchronize; the outputs hold what was collected"]
+        );
     }
 
     #[test]

@@ -30,7 +30,8 @@ use serde::{Deserialize, Serialize};
 use super::group::{group_rows, warmup_rows, GroupBy};
 use super::stats::nearest_rank;
 use super::Report;
-use crate::model::TransferKind;
+use crate::analysis::correlate::{Granularity, KernelRow, KernelStatus};
+use crate::model::{RunEnd, TransferKind};
 
 /// Groups shown by default: with the header and footer, one screen.
 pub const DEFAULT_TOP: usize = 20;
@@ -159,6 +160,10 @@ pub struct Summary {
     /// gmprof's own callback time, when measured (`GMPROF_SELF_TIME=1`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub self_time_line: Option<String>,
+    /// How the run ended, when finishing met errors (the CUDA error that failed the
+    /// context, the steps that failed, the launches that never completed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ending_line: Option<String>,
     /// What rows were grouped by.
     pub group_by: GroupBy,
     /// Warm-up instances per repeated range.
@@ -296,6 +301,7 @@ impl Summary {
             pm_line: report.pm.as_ref().map(pm_line),
             pause_line: pause_line(&report.meta.profiler_pauses),
             self_time_line: report.meta.self_time.map(self_time_line),
+            ending_line: ending_line(report),
             memcpy_bytes: report
                 .transfers
                 .iter()
@@ -420,6 +426,39 @@ fn pause_line(pauses: &[crate::model::ProfilerPause]) -> Option<String> {
     ))
 }
 
+/// How many of the launches that never completed the ending line names.
+const NOT_COMPLETED_NAMED: usize = 3;
+
+/// "run ended with errors: finished (process exit), after CUDA_ERROR_ILLEGAL_INSTRUCTION
+/// (715): ...; 2 launch(es) never completed (status not_completed), the last: ...", when
+/// finishing met errors. The summary shows it; an injected run prints it when it finishes.
+pub fn ending_line(report: &Report) -> Option<String> {
+    let end = report.meta.run_end.as_ref().filter(|e| matches!(e, RunEnd::FinishedWithErrors { .. }))?;
+    let mut line = format!("run ended with errors: {}", end.describe());
+    let not_completed: Vec<&KernelRow> =
+        report.kernels.iter().filter(|k| k.status == KernelStatus::NotCompleted).collect();
+    if !not_completed.is_empty() {
+        let from = not_completed.len().saturating_sub(NOT_COMPLETED_NAMED);
+        let named: Vec<String> = not_completed[from..]
+            .iter()
+            .map(|k| {
+                let what = match (&k.kernel_name, k.granularity) {
+                    (Some(name), _) => cell(name),
+                    (None, Granularity::Graph) => "a CUDA graph".to_owned(),
+                    (None, _) => "a kernel, name not kept".to_owned(),
+                };
+                format!("{what} (correlation id {})", k.correlation_id)
+            })
+            .collect();
+        line.push_str(&format!(
+            " | {} launch(es) never completed (kernels.csv status not_completed); the last: {}",
+            not_completed.len(),
+            named.join(", ")
+        ));
+    }
+    Some(line)
+}
+
 fn self_time_line(t: crate::model::SelfTime) -> String {
     let each = |ns: u64, n: u64| if n == 0 { 0.0 } else { ns as f64 / n as f64 };
     format!(
@@ -479,6 +518,9 @@ impl fmt::Display for Summary {
                 "CUDA graphs: {} launch(es) ran {} kernel(s) | {} call(s) captured into graphs (graph building, not run)",
                 self.graph_launches, self.graph_node_kernels, self.captured_calls
             )?;
+        }
+        if let Some(line) = &self.ending_line {
+            writeln!(f, "{line}")?;
         }
         if let Some(line) = &self.pm_line {
             writeln!(f, "{line}")?;

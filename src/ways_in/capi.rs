@@ -324,7 +324,13 @@ fn finish_session(session: Session, run_end: RunEnd, teardown: Teardown) -> Resu
     let mut written = Ok(());
     session
         .profiler
-        .finish_with(run_end, teardown, |report| written = session.outputs.write_final(report))
+        .finish_with(run_end, teardown, |report| {
+            // The CUDA error that failed the context and the kernels in flight.
+            if let Some(line) = crate::report::summary::ending_line(report) {
+                eprintln!("gmprof: {line}");
+            }
+            written = session.outputs.write_final(report);
+        })
         .map_err(fail)?;
     written.map_err(fail)
 }

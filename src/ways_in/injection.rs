@@ -238,6 +238,11 @@ pub struct InjectionStatus {
     /// The variable the rank came from (`RANK`, `SLURM_PROCID`, ...).
     #[serde(default)]
     pub rank_variable: Option<String>,
+    /// Where the process printed `error` as it happened: its stderr as `device:inode`
+    /// ([`crate::ways_in::processes::stderr_identity`]). `gmprof run` does not print the
+    /// error again when its own stderr is the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_printed_to: Option<String>,
 }
 
 impl InjectionStatus {
@@ -265,6 +270,9 @@ struct Injected {
     identity: ProcessIdentity,
     /// Where this process writes, claimed when the first context is profiled.
     target: Target,
+    /// Whether `gmprof run` started the program: it prints the end-of-run account (the
+    /// summary, one line per process) once the program ends, so this process does not.
+    under_launcher: bool,
     /// What started gmprof (set once the hub is pinned).
     started_by: Mutex<Option<Start>>,
     profiler: Mutex<Option<(Context, Profiler)>>,
@@ -402,8 +410,13 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
     let mut probes_joined = false;
     let contexts = state.contexts_created.load(Ordering::Acquire);
     let ended = run_end.describe();
+    // How the run ended as the report records it: with the steps of finishing that failed.
+    let mut recorded_end = run_end.clone();
     if let Some((_, profiler)) = taken {
-        let result = profiler.finish_with(run_end.clone(), teardown, |report| {
+        let result = profiler.finish_with(run_end, teardown, |report| {
+            if let Some(end) = &report.meta.run_end {
+                recorded_end = end.clone();
+            }
             if contexts > 1 {
                 report
                     .meta
@@ -415,6 +428,11 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
                 report.meta.warnings.push(unbalanced_warning(unbalanced, *state.started_by.lock()));
             }
             probes_joined = crate::ways_in::probe_run::attach(report);
+            // The CUDA error that failed the context and the kernels in flight, said once:
+            // here, or by `gmprof run` in the summary it prints.
+            if let Some(line) = crate::report::summary::ending_line(report).filter(|_| !state.under_launcher) {
+                eprintln!("gmprof: {line}");
+            }
             let Some(outputs) = state.outputs.get() else { return };
             match outputs.write_final(report) {
                 Ok(()) => {
@@ -448,7 +466,7 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
             Err(e) => note_error(state, format!("could not write the probe outputs: {e}")),
         }
     }
-    write_status(state, Some(run_end), outputs_written);
+    write_status(state, Some(recorded_end), outputs_written);
 }
 
 /// Writes injection.json into the process's directory. A process that profiled nothing and
@@ -465,7 +483,10 @@ fn write_status(state: &Injected, run_end: Option<RunEnd>, outputs_written: bool
         },
         None => return,
     };
+    // Every error in the status was printed by `note_error` when it happened.
+    let error_printed_to = error.as_ref().and_then(|_| crate::ways_in::processes::stderr_identity());
     let status = InjectionStatus {
+        error_printed_to,
         pid: std::process::id(),
         command: std::env::args().collect(),
         mode: state.config.mode.map(|m| m.as_str().to_owned()),
@@ -627,6 +648,7 @@ pub(crate) fn initialize(start: Start) -> std::result::Result<(), StartFailure> 
         config,
         identity,
         target,
+        under_launcher: launcher.is_some(),
         started_by: Mutex::new(None),
         profiler: Mutex::new(None),
         contexts_created: AtomicU64::new(0),
@@ -677,6 +699,7 @@ pub(crate) fn report_failure(error: &Error) {
             pid: std::process::id(),
             command: std::env::args().collect(),
             error: Some(format!("injection failed: {error}")),
+            error_printed_to: crate::ways_in::processes::stderr_identity(),
             ..Default::default()
         };
         let lookup = |k: &str| std::env::var(k).ok();

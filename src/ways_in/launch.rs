@@ -371,6 +371,7 @@ impl Outcome {
             ));
         }
         let several = self.processes.len() > 1;
+        let own_stderr = processes::stderr_identity();
         for p in &self.processes {
             let who = if several { format!("{}: ", p.who()) } else { String::new() };
             if p.has_outputs() || several {
@@ -380,7 +381,10 @@ impl Outcome {
                 if s.contexts_created == 0 && s.error.is_none() {
                     out.push(format!("{who}the program never created a CUDA context, so there was nothing to profile"));
                 }
-                if let Some(e) = &s.error {
+                // The process printed its error on this same stderr already: once is enough
+                // (with several processes, the per-process line says whose it was).
+                let shown = s.error_printed_to.is_some() && s.error_printed_to == own_stderr && !several;
+                if let Some(e) = s.error.as_ref().filter(|_| !shown) {
                     out.push(format!("{who}{e}"));
                 }
                 if p.has_outputs() {
@@ -584,8 +588,16 @@ mod tests {
             error: Some("could not start profiling the first CUDA context: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES".into()),
             ..Default::default()
         };
-        let m = outcome(0, Some(failed)).messages();
+        let m = outcome(0, Some(failed.clone())).messages();
         assert_eq!(m, ["could not start profiling the first CUDA context: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"]);
+        // Printed by the process on the stderr gmprof run shares: not again.
+        let shown = processes::stderr_identity().expect("the test's stderr");
+        let printed = InjectionStatus { error_printed_to: Some(shown), ..failed.clone() };
+        assert_eq!(outcome(1, Some(printed)).messages(), ["the program exited with status 1"]);
+        // Printed to another file (the program redirected its stderr): gmprof run says it.
+        let elsewhere = InjectionStatus { error_printed_to: Some("0:1".into()), ..failed };
+        let m = outcome(1, Some(elsewhere)).messages();
+        assert_eq!(m[0], "could not start profiling the first CUDA context: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES");
 
         let killed = Outcome { exit: ExitStatus::from_raw(9), processes: Vec::new(), output_dir: PathBuf::from("/o") };
         assert_eq!(killed.messages().last().unwrap(), "the program was ended by SIGKILL");

@@ -89,6 +89,18 @@ impl ProcessOutputs {
     }
 }
 
+/// This process's stderr as `device:inode`: a process that printed an error there records
+/// it in `injection.json`, and `gmprof run` does not print the error again when its own
+/// stderr is the same file (a terminal or a pipe the two share). `None` when it cannot be
+/// read.
+pub fn stderr_identity() -> Option<String> {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    let fd = std::io::stderr().as_fd().try_clone_to_owned().ok()?;
+    let meta = std::fs::File::from(fd).metadata().ok()?;
+    Some(format!("{}:{}", meta.dev(), meta.ino()))
+}
+
 /// The processes that left outputs under `root` (itself and its subdirectories), by rank,
 /// then pid.
 pub fn scan(root: &Path) -> Vec<ProcessOutputs> {

@@ -24,6 +24,35 @@ pub(super) struct RowBuilder<'a> {
     pub(super) warnings: WarningLog,
     /// Rows whose activity record has end ≤ start where the time source is activity.
     pub(super) untimed_activity: u64,
+    /// Set when the CUDA context failed ([`Correlator::context_failed`]).
+    pub(super) context_failure: Option<ContextFailure>,
+    /// The launches that never completed, for the warning.
+    pub(super) not_completed: NotCompletedLog,
+}
+
+/// How many launches that never completed the warning names after the first.
+const NOT_COMPLETED_NAMED: usize = 3;
+
+/// The launches that never completed: their count, the first and the last few, described.
+#[derive(Debug, Default)]
+pub(super) struct NotCompletedLog {
+    count: u64,
+    first: Option<String>,
+    last: std::collections::VecDeque<String>,
+}
+
+impl NotCompletedLog {
+    fn note(&mut self, described: String) {
+        self.count += 1;
+        if self.first.is_none() {
+            self.first = Some(described);
+            return;
+        }
+        if self.last.len() == NOT_COMPLETED_NAMED {
+            self.last.pop_front();
+        }
+        self.last.push_back(described);
+    }
 }
 
 /// What the counter join gave one launch.
@@ -37,6 +66,16 @@ pub(super) enum CounterMatch {
     Missing(KernelStatus),
     /// The mode has no per-kernel counters.
     NotExpected,
+}
+
+impl CounterMatch {
+    /// Whether any counter value was measured: the kernel ran.
+    fn has_values(&self) -> bool {
+        match self {
+            CounterMatch::Values(values) | CounterMatch::FlaggedValues(values, _) => values.iter().any(Option::is_some),
+            CounterMatch::Missing(_) | CounterMatch::NotExpected => false,
+        }
+    }
 }
 
 impl RowBuilder<'_> {
@@ -270,11 +309,24 @@ impl RowBuilder<'_> {
                 Some(ActivitySlots::Many(list)) => list,
             };
             let kernels: Vec<KernelActivity> = list.iter().filter_map(|&i| activities.take(i)).collect();
+            let ran = counters.iter().any(CounterMatch::has_values);
+            if kernels.is_empty() && !ran && self.context_failure.is_some() {
+                // No kernel of the graph completed before the context failed.
+                let counter = counters.into_iter().next().unwrap_or(CounterMatch::NotExpected);
+                let mut row = self.not_completed_row(launch, counter);
+                row.granularity = Granularity::Graph;
+                rows.push(row);
+                return;
+            }
             self.graph_rows(launch, kernels, counters, rows);
             return;
         }
         let counter = counters.into_iter().next().unwrap_or(CounterMatch::NotExpected);
         match by_correlation.remove(&launch.correlation_id) {
+            None if self.context_failure.is_some() && !counter.has_values() => {
+                let row = self.not_completed_row(launch, counter);
+                rows.push(row);
+            }
             None => {
                 rows.push(self.row(Some(launch), None, counter, KernelStatus::MissingActivity));
             }
@@ -391,6 +443,46 @@ impl RowBuilder<'_> {
             kernels.iter().map(|k| (k.end_ns > k.start_ns).then(|| k.end_ns - k.start_ns)).collect();
         row.duration_ns = durations.map(|d| d.iter().sum()).filter(|_| !kernels.is_empty());
         row
+    }
+
+    /// The row of a launch whose kernel never completed (the context failed first): no
+    /// times, no metrics, the kernel's name where the launch callback kept it.
+    fn not_completed_row(&mut self, launch: &LaunchRecord, counter: CounterMatch) -> KernelRow {
+        let mut row = self.row(Some(launch), None, counter, KernelStatus::NotCompleted);
+        let kept = self.context_failure.as_ref().and_then(|f| f.names.get(&launch.correlation_id)).cloned();
+        if let Some(mangled) = kept {
+            row.kernel_name = Some(self.demangle(&mangled));
+            row.mangled_name = Some(mangled);
+        }
+        let what = match (&row.kernel_name, launch.api) {
+            (Some(name), _) => name.clone(),
+            (None, LaunchApi::Graph) => format!("a CUDA graph ({})", launch.api_name),
+            (None, _) => format!("a kernel ({}; its name was not kept)", launch.api_name),
+        };
+        self.not_completed.note(format!("{what} (correlation id {}, in {})", launch.correlation_id, row.range_path));
+        row
+    }
+
+    /// The warning naming the launches that never completed, when there were any.
+    pub(super) fn not_completed_warning(&self) -> Option<String> {
+        let log = &self.not_completed;
+        let first = log.first.as_ref()?;
+        let error = self.context_failure.as_ref().map_or("", |f| f.error.as_str());
+        let named = if log.count == 1 {
+            format!("it was {first}")
+        } else {
+            let between = log.count - 1 - log.last.len() as u64;
+            let between = if between > 0 { format!(" ({between} more between)") } else { String::new() };
+            format!(
+                "the first was {first}; the last{between}: {}",
+                log.last.iter().map(String::as_str).collect::<Vec<_>>().join("; ")
+            )
+        };
+        Some(format!(
+            "{} launch(es) never completed: the CUDA context failed ({error}) before an activity record or counters \
+             came for them; their rows have status not_completed and no times or metrics; {named}",
+            log.count
+        ))
     }
 
     /// The row of a launch with one activity record (at `index`).

@@ -75,6 +75,8 @@ impl Correlator {
             replay_mismatched_ranges: self.replay_mismatched_ranges.clone(),
             captured: self.captured.clone(),
             internal_transfers: self.internal_transfers.clone(),
+            // A checkpoint is taken while the context runs.
+            context_failure: None,
         };
         (copy, pending)
     }

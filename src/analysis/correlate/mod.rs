@@ -39,7 +39,7 @@ mod store;
 mod tests;
 mod warnings;
 
-use self::build::{CounterMatch, RowBuilder};
+use self::build::{CounterMatch, NotCompletedLog, RowBuilder};
 pub use self::checkpoint::CheckpointPending;
 use self::names::parse_decimal_u32;
 pub use self::names::{
@@ -77,6 +77,17 @@ pub struct Correlator {
     /// gmprof's own transfers by (kind, bytes): as many record-less transfer records of
     /// each are left out of the transfer table.
     pub(super) internal_transfers: BTreeMap<(TransferKind, u64), u64>,
+    /// Set when the CUDA context failed before the session finished.
+    pub(super) context_failure: Option<ContextFailure>,
+}
+
+/// The CUDA context failed before the session finished ([`Correlator::context_failed`]).
+#[derive(Clone, Debug, Default)]
+pub(super) struct ContextFailure {
+    /// The CUDA error, as the warning names it.
+    pub(super) error: String,
+    /// Kernel names the launch callback kept, by correlation id.
+    pub(super) names: HashMap<u32, String>,
 }
 
 impl Correlator {
@@ -153,6 +164,20 @@ impl Correlator {
         *self.internal_transfers.entry((kind, bytes)).or_insert(0) += count;
     }
 
+    /// The CUDA context failed with `error` (the program's own CUDA error, seen when the
+    /// session finished): a launch with neither an activity record nor counters never
+    /// completed, and its row gets status `not_completed` instead of `missing_activity`.
+    /// `names` are kernel names (as CUPTI gives them, mangled) of the last launches, by
+    /// correlation id; the rows of those launches carry them.
+    pub fn context_failed(&mut self, error: String, names: Vec<(u32, String)>) {
+        self.context_failure = Some(ContextFailure { error, names: names.into_iter().collect() });
+    }
+
+    /// Launch records of counter cycle `cycle`.
+    pub fn launches_in_cycle(&self, cycle: u32) -> u64 {
+        self.launches.iter().filter(|l| l.cycle == cycle).count() as u64
+    }
+
     /// Number of launch records added so far.
     pub fn launch_count(&self) -> usize {
         self.launches.len()
@@ -180,6 +205,7 @@ impl Correlator {
             replay_mismatched_ranges,
             captured,
             internal_transfers,
+            context_failure,
         } = self;
 
         // Under user ranges the range profiler launches a one-thread `WaitNs` kernel of its
@@ -223,6 +249,8 @@ impl Correlator {
             },
             warnings,
             untimed_activity: 0,
+            context_failure,
+            not_completed: NotCompletedLog::default(),
         };
         if mode != ProfilingMode::Trace && builder.time_index.is_none() {
             let empty = if builder.time_source == TimeSource::GpuTimeDuration {
@@ -394,6 +422,9 @@ impl Correlator {
                 as u64;
         let transfers = builder.transfer_rows(transfer_calls, transfer_activities, &launches, internal_transfers);
 
+        if let Some(text) = builder.not_completed_warning() {
+            builder.warnings.push(text);
+        }
         let counts = &mut builder.counts;
         counts.kernel_rows = rows.len() as u64;
         for row in &rows {
@@ -405,6 +436,7 @@ impl Correlator {
                 KernelStatus::NameMismatch => counts.name_mismatch += 1,
                 KernelStatus::UnlaunchedActivity => counts.unlaunched_activity += 1,
                 KernelStatus::ReplayMismatch => counts.replay_mismatch += 1,
+                KernelStatus::NotCompleted => counts.not_completed += 1,
             }
         }
         counts.flagged_rows = rows.iter().filter(|r| r.status.is_flagged()).count() as u64;

@@ -15,8 +15,9 @@ pub const MAX_WARNINGS: usize = 64;
 /// What the correlator could establish about one kernel row.
 ///
 /// A row has one status. When several problems apply, the one that says most about the
-/// trustworthiness of its values wins, in this order: `unlaunched_activity`, `count_mismatch`, `replay_mismatch`, `name_mismatch`,
-/// `missing_counters`, `missing_activity`.
+/// trustworthiness of its values wins, in this order: `not_completed`, `unlaunched_activity`,
+/// `count_mismatch`, `replay_mismatch`, `name_mismatch`, `missing_counters`,
+/// `missing_activity`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum KernelStatus {
@@ -39,6 +40,11 @@ pub enum KernelStatus {
     /// User replay: another pass ran a different kernel (name, grid or block) at this
     /// kernel's position, so CUPTI merged counters of different kernels; metrics are empty.
     ReplayMismatch,
+    /// The CUDA context failed (the program's own error, e.g. an illegal instruction) and
+    /// neither an activity record nor counters came for this launch: its kernel was running
+    /// or queued when the context failed and never completed. Times and metrics are empty;
+    /// the name is the one the launch callback kept, for the last launches.
+    NotCompleted,
 }
 
 impl KernelStatus {
@@ -52,6 +58,7 @@ impl KernelStatus {
             KernelStatus::NameMismatch => "name_mismatch",
             KernelStatus::UnlaunchedActivity => "unlaunched_activity",
             KernelStatus::ReplayMismatch => "replay_mismatch",
+            KernelStatus::NotCompleted => "not_completed",
         }
     }
 
@@ -70,6 +77,7 @@ impl KernelStatus {
             KernelStatus::ReplayMismatch => 4,
             KernelStatus::CountMismatch => 5,
             KernelStatus::UnlaunchedActivity => 6,
+            KernelStatus::NotCompleted => 7,
         }
     }
 
@@ -379,6 +387,10 @@ pub struct CorrelationCounts {
     pub name_mismatch: u64,
     /// Rows with status `unlaunched_activity`.
     pub unlaunched_activity: u64,
+    /// Rows with status `not_completed`: launches whose kernels never completed because the
+    /// CUDA context failed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub not_completed: u64,
     /// Kernel rows of granularity `graph_node`: kernels that CUDA graph launches ran.
     #[serde(default)]
     pub graph_node_rows: u64,

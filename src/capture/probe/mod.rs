@@ -27,7 +27,7 @@
 //!   runtime registers its fatbins through a path of its own, and the kernel's handle has
 //!   no module): the PTX comes from the `.nv_fatbin` section of the files the process
 //!   mapped, its executable first ([`crate::probe::host`]; files are read on first need,
-//!   at most [`images::HOST_FATBIN_MAX`] of section each).
+//!   at most `images::HOST_FATBIN_MAX` (256 MB) of section each).
 //!
 //! A kernel whose PTX cannot be found (a cubin, a SASS-only fatbin, a library whose
 //! fatbins hold no PTX for it) runs untouched and is listed as not probed, with the reason. Every loaded function is one

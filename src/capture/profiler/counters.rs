@@ -189,6 +189,12 @@ impl Shared {
 
     /// Stops and decodes the current cycle and hands it to the evaluator.
     pub(super) fn finish_cycle(&self, counters: &mut Counters) -> Result<()> {
+        self.stop_cycle(counters)?;
+        self.collect_cycle(counters)
+    }
+
+    /// Stops the range profiler at the end of a cycle.
+    pub(super) fn stop_cycle(&self, counters: &mut Counters) -> Result<()> {
         let Some(rp) = counters.range_profiler.as_ref() else { return Ok(()) };
         let t0 = Instant::now();
         let stop = rp.stop()?;
@@ -200,7 +206,7 @@ impl Shared {
                 counters.cycle, stop.pass_index
             ));
         }
-        self.collect_cycle(counters)
+        Ok(())
     }
 
     /// Decodes the stopped cycle and hands the image to the evaluator, which turns it into

@@ -3,6 +3,14 @@
 //! report to the caller to write, and only then tear CUPTI down. A teardown step that fails,
 //! or one skipped because the process is exiting, can no longer cost the data.
 //!
+//! A collection step that fails does not stop the others either. When the program's own
+//! CUDA error (an illegal address or instruction: a "sticky" error) has failed the context,
+//! the synchronize returns it and later CUDA and CUPTI calls fail fast; each step is still
+//! tried, what arrived is correlated and written, and the report's
+//! [`RunEnd::FinishedWithErrors`] names the error and the steps that failed. Launches whose
+//! kernels never completed become rows with status `not_completed`, named where the launch
+//! callback kept the kernel's name ([`super::recent`]).
+//!
 //! [`Profiler::checkpoint`] is the same collection without the stop: a report of what is
 //! complete so far, for outputs written while the program still runs.
 
@@ -14,7 +22,7 @@ use crate::checked::activity;
 use crate::checked::driver;
 use crate::error::{Error, Result};
 use crate::model::pm::PmCapture;
-use crate::model::{ClockPair, ClockSync, RunEnd};
+use crate::model::{ClockPair, ClockSync, CudaError, FailedStep, FinishStep, RunEnd};
 use crate::report::{CaptureInfo, Report};
 
 use super::evaluator::EvaluatorOutput;
@@ -31,6 +39,80 @@ pub enum Teardown {
     /// it crashed there (cuptiActivityFlushAll after the range profiler was disabled, CUDA
     /// 13.0, kernel replay).
     Skip,
+}
+
+/// The calls into CUDA and CUPTI that collecting makes at the end: a seam, through which
+/// the CPU tests (the GPU-less harness) fail them as a failed context does.
+pub(super) trait FinishCalls {
+    /// Makes `context` current on the calling thread.
+    fn make_current(&self, context: Context) -> Result<()>;
+    /// Waits for the current context's work.
+    fn synchronize(&self) -> Result<()>;
+    /// The CUPTI clock now.
+    fn timestamp(&self) -> Result<u64>;
+    /// Flushes CUPTI's activity buffers; the hub routes their records to the session.
+    fn flush_activity(&self, membership: Option<&HubMembership>) -> Result<()>;
+}
+
+/// The real calls.
+struct LiveCalls<'a> {
+    cupti: &'a Cupti,
+    driver: &'a Driver,
+}
+
+impl FinishCalls for LiveCalls<'_> {
+    fn make_current(&self, context: Context) -> Result<()> {
+        driver::set_current(self.driver, context)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        driver::synchronize(self.driver)
+    }
+
+    fn timestamp(&self) -> Result<u64> {
+        activity::timestamp(self.cupti)
+    }
+
+    fn flush_activity(&self, membership: Option<&HubMembership>) -> Result<()> {
+        membership.map_or(Ok(()), HubMembership::flush)
+    }
+}
+
+/// The steps of collecting that failed, and the CUDA error among their errors.
+#[derive(Debug, Default)]
+struct Failures {
+    cuda_error: Option<CudaError>,
+    steps: Vec<FailedStep>,
+}
+
+impl Failures {
+    /// Records `result`'s error under `step`; true when the step succeeded.
+    fn check(&mut self, step: FinishStep, result: Result<()>) -> bool {
+        match result {
+            Ok(()) => true,
+            Err(e) => {
+                self.push(step, &e);
+                false
+            }
+        }
+    }
+
+    fn push(&mut self, step: FinishStep, error: &Error) {
+        if self.cuda_error.is_none() {
+            self.cuda_error = CudaError::from_error(error);
+        }
+        self.push_text(step, error.to_string());
+    }
+
+    fn push_text(&mut self, step: FinishStep, error: String) {
+        tracing::warn!("gmprof: finishing: {} failed: {error}", step.as_str());
+        self.steps.push(FailedStep { step, error });
+    }
+
+    /// One warning line per failed step, for the report.
+    fn warnings(&self) -> impl Iterator<Item = String> + '_ {
+        self.steps.iter().map(|s| format!("finishing: {} failed: {}", s.step.as_str(), s.error))
+    }
 }
 
 /// What a capture holds until teardown.
@@ -60,12 +142,25 @@ impl Profiler {
         teardown: Teardown,
         before_teardown: impl FnOnce(&mut Report),
     ) -> Result<Report> {
+        let shared = Arc::clone(&self.shared);
+        let calls = LiveCalls { cupti: &shared.cupti, driver: &shared.driver };
+        self.finish_through(run_end, teardown, &calls, before_teardown)
+    }
+
+    /// [`Profiler::finish_with`] through `calls`.
+    pub(super) fn finish_through(
+        self,
+        run_end: RunEnd,
+        teardown: Teardown,
+        calls: &dyn FinishCalls,
+        before_teardown: impl FnOnce(&mut Report),
+    ) -> Result<Report> {
         let shared = &self.shared;
         if shared.finished.swap(true, Ordering::AcqRel) {
             return Err(Error::InvalidState("finish was already called".into()));
         }
         let t0 = Instant::now();
-        let (info, leftovers, pm) = shared.collect(run_end)?;
+        let (info, leftovers, pm) = shared.collect(run_end, calls)?;
         tracing::debug!("gmprof: finish: analyzing");
         let mut report = {
             let mut state = shared.state.lock();
@@ -180,18 +275,35 @@ impl Shared {
     }
 
     /// Stops collection and brings every record in: synchronize, decode the last cycle,
-    /// flush activity. CUPTI objects stay alive (see [`Teardown`]).
-    fn collect(&self, run_end: RunEnd) -> Result<(CaptureInfo, Leftovers, Option<PmCapture>)> {
+    /// flush activity. CUPTI objects stay alive (see [`Teardown`]). A step that fails is
+    /// recorded in the run end and the others are still tried; only a session with no live
+    /// capture is an error.
+    fn collect(&self, run_end: RunEnd, calls: &dyn FinishCalls) -> Result<(CaptureInfo, Leftovers, Option<PmCapture>)> {
         let mut capture =
             self.capture.lock().take().ok_or_else(|| Error::InvalidState("the profiler has no live capture".into()))?;
+        let mut failures = Failures::default();
         tracing::debug!("gmprof: finish: synchronizing the context");
-        driver::set_current(&self.driver, capture.context)?;
-        driver::synchronize(&self.driver)?;
-        let clock_finish = ClockPair { cupti_ns: activity::timestamp(&self.cupti)?, unix_ns: unix_ns() };
+        // Synchronizing whatever other context is current would wait for the wrong work.
+        if failures.check(FinishStep::MakeCurrent, calls.make_current(capture.context)) {
+            failures.check(FinishStep::Synchronize, calls.synchronize());
+        }
+        let now_unix = unix_ns();
+        let cupti_ns = match calls.timestamp() {
+            Ok(t) => t,
+            Err(e) => {
+                failures.push(FinishStep::Timestamp, &e);
+                // The CUPTI clock advanced like the wall clock since the start pair.
+                self.clock_start.cupti_ns.saturating_add(now_unix.saturating_sub(self.clock_start.unix_ns))
+            }
+        };
+        let clock_finish = ClockPair { cupti_ns, unix_ns: now_unix };
         let (pm, pm_leftovers) = match self.pm.lock().take() {
             Some(session) => {
                 tracing::debug!("gmprof: finish: stopping PM sampling");
-                let (capture, leftovers) = session.finish();
+                let (capture, leftovers, error) = session.finish();
+                if let Some(error) = error {
+                    failures.push_text(FinishStep::PmSamplingStop, error);
+                }
                 (Some(capture), leftovers)
             }
             None => (None, None),
@@ -201,14 +313,14 @@ impl Shared {
         let mut evaluated = None;
         if let Some(counters) = counters.as_mut() {
             tracing::debug!("gmprof: finish: decoding the last counter cycle");
-            evaluated = Some(self.stop_counters(counters)?);
+            evaluated = Some(self.stop_counters(counters, &mut failures));
             dropped_ranges = counters.dropped_ranges;
         }
         // The last activity records, while every CUPTI object is still alive.
+        tracing::debug!("gmprof: finish: flushing activity");
+        failures.check(FinishStep::ActivityFlush, calls.flush_activity(capture.membership.as_ref()));
         let mut dropped_records = 0;
         if let Some(membership) = capture.membership.as_ref() {
-            tracing::debug!("gmprof: finish: flushing activity");
-            membership.flush()?;
             let stats = membership.stats();
             dropped_records = stats.records_dropped;
             let mut state = self.state.lock();
@@ -247,12 +359,27 @@ impl Shared {
                 self.passes
             ));
         }
+        if let Some(cuda) = &failures.cuda_error {
+            // The context failed: a launch with no record of completing never completed.
+            let mut error = cuda.describe();
+            if failures.steps.iter().any(|s| s.step == FinishStep::ActivityFlush) {
+                error.push_str(
+                    "; the activity flush failed too, so some of them may have completed and lost their record",
+                );
+            }
+            let names = state.recent.names();
+            state.correlator.context_failed(error, names);
+        }
         let open = state.tree.close_all_open(clock_finish.cupti_ns);
         let mut warnings = std::mem::take(&mut state.warnings);
+        warnings.extend(failures.warnings());
+        if failures.steps.iter().any(|s| s.step == FinishStep::Timestamp) {
+            warnings.push("the session's end time is the wall clock's: the CUPTI clock could not be read".into());
+        }
         warnings.extend(open);
         drop(state);
         let mut info = self.capture_info(clock_finish, warnings, dropped_ranges, dropped_records);
-        info.run_end = Some(run_end);
+        info.run_end = Some(run_end.with_failures(failures.cuda_error, failures.steps));
         if let Some(counters) = counters.as_mut() {
             info.profiler_pauses = std::mem::take(&mut counters.pauses);
         }
@@ -267,8 +394,10 @@ impl Shared {
     }
 
     /// Ends the counter side: closes what is open, stops and decodes the last cycle (an
-    /// unfinished iteration-replay round is dropped, with a warning).
-    fn stop_counters(&self, counters: &mut Counters) -> Result<EvaluatorOutput> {
+    /// unfinished iteration-replay round is dropped, with a warning), and collects what the
+    /// evaluator decoded. A last cycle that cannot be stopped or decoded (a failed context)
+    /// is counted in the dropped counter ranges; the cycles before it keep their values.
+    fn stop_counters(&self, counters: &mut Counters, failures: &mut Failures) -> EvaluatorOutput {
         let unfinished_round = {
             let replay = self.replay.lock();
             replay.active.then_some(replay.pass + 1)
@@ -290,15 +419,7 @@ impl Shared {
             ));
         }
         if counters.running {
-            // CUPTI stops only with its user ranges closed (ranges left open are closed in
-            // the report too, with a warning).
-            if let Some(rp) = counters.range_profiler.as_ref() {
-                while counters.user_depth > 0 {
-                    rp.pop()?;
-                    counters.user_depth -= 1;
-                }
-            }
-            self.finish_cycle(counters)?;
+            self.end_last_cycle(counters, failures);
         }
         // Every decoded image's counter ranges, from the evaluator thread.
         tracing::debug!("gmprof: finish: waiting for the counter evaluator");
@@ -318,7 +439,37 @@ impl Shared {
                 stats.waited.as_secs_f64() * 1e3
             ));
         }
-        Ok(evaluated)
+        evaluated
+    }
+
+    /// Closes the last cycle's open CUPTI ranges (CUPTI stops only with its user ranges
+    /// closed; they are closed in the report too, with a warning), stops the range profiler
+    /// and decodes the cycle. Each step is tried after a failed one where it can run: the
+    /// stop after a failed pop; the decode needs the stop.
+    fn end_last_cycle(&self, counters: &mut Counters, failures: &mut Failures) {
+        let cycle = counters.cycle;
+        if let Some(rp) = counters.range_profiler.as_ref() {
+            while counters.user_depth > 0 {
+                if let Err(e) = rp.pop() {
+                    failures.push(FinishStep::RangeProfilerStop, &e);
+                    break;
+                }
+                counters.user_depth -= 1;
+            }
+        }
+        let decoded = match self.stop_cycle(counters) {
+            Ok(()) => self.collect_cycle(counters).map_err(|e| (FinishStep::CounterDecode, e)),
+            Err(e) => Err((FinishStep::RangeProfilerStop, e)),
+        };
+        let Err((step, error)) = decoded else { return };
+        failures.push(step, &error);
+        counters.running = false;
+        let (lost, what) = match self.mode {
+            ProfilingMode::PerRange => (u64::from(counters.ordinal_in_cycle), "range(s)"),
+            _ => (self.state.lock().correlator.launches_in_cycle(cycle), "launch(es)"),
+        };
+        counters.dropped_ranges += lost;
+        self.state.lock().warnings.push(undecoded_cycle_warning(cycle, lost, what, step));
     }
 
     /// Releases CUPTI's objects, after the report exists.
@@ -347,4 +498,16 @@ impl Shared {
         drop(primary);
         Ok(())
     }
+}
+
+/// The warning for a last counter cycle that could not be stopped or decoded.
+pub(super) fn undecoded_cycle_warning(cycle: u32, lost: u64, what: &str, step: FinishStep) -> String {
+    let failed = match step {
+        FinishStep::CounterDecode => "could not be decoded",
+        _ => "could not be stopped, so it was not decoded",
+    };
+    format!(
+        "counter cycle {cycle} {failed}: the counters of its {lost} {what} are dropped (counted in the dropped \
+         counter ranges) and left blank; the cycles before it keep theirs"
+    )
 }

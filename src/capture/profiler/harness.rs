@@ -10,7 +10,11 @@
 //! harness is for transfers only. Each launch's stamp reads `CLOCK_MONOTONIC_RAW` in place
 //! of `cuptiGetTimestamp` ([`LaunchClock::monotonic_stand_in`]), so the stamp is part of the
 //! cost measured; CUPTI's own timestamp may cost more or less.
+//! [`LaunchHarness::finish`] runs the session's finish
+//! through calls scripted by [`Faults`] in place of the synchronize, the CUPTI clock and the
+//! activity flush, as a context failed by the program's own CUDA error answers them.
 
+use std::cell::RefCell;
 use std::ffi::CStr;
 use std::os::raw::c_void;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -18,15 +22,16 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::{Capture, ReplayState, SessionState, Shared};
-use crate::capture::hub::{BenchRoute, CaptureSession};
+use super::finish::FinishCalls;
+use super::{Capture, Profiler, ReplayState, SessionState, Shared, Teardown};
+use crate::capture::hub::{BenchRoute, CaptureSession, HubMembership};
 use crate::checked::activity::{ActivityRecord, LaunchClock};
 use crate::checked::callback::{ApiDomain, BenchCall, BenchTrampoline, CallbackSite};
 use crate::checked::driver::Context;
 use crate::checked::{Cupti, Driver};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::{
-    ClockPair, DevicePeaks, MetricKind, MetricSet, MetricSpec, ProfilingMode, ThreadId, TransferActivity,
+    ClockPair, DevicePeaks, MetricKind, MetricSet, MetricSpec, ProfilingMode, RunEnd, ThreadId, TransferActivity,
     GPU_TIME_METRIC,
 };
 use crate::report::{CaptureInfo, Report};
@@ -43,6 +48,12 @@ pub const DEVICE_ID: u32 = 0;
 const CU_LAUNCH_KERNEL: u32 = 307;
 /// `CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000`.
 const CUDA_LAUNCH_KERNEL: u32 = 211;
+/// `CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000`.
+const CUDA_GRAPH_LAUNCH: u32 = 311;
+/// `CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch`.
+const CU_GRAPH_LAUNCH: u32 = 514;
+/// The kernel [`LaunchHarness::launch`] names: a typical mangled CUDA C++ name.
+const BENCH_KERNEL: &CStr = c"_Z21gemm_bias_relu_kernelPKfS0_S0_Pfiii";
 
 /// Memcpy callbacks the harness's trampoline knows as transfers (memsets: all of them).
 const MEMCPYS: [DriverCbid; 2] =
@@ -64,6 +75,48 @@ pub struct TransferApi {
     pub name: &'static CStr,
     /// The parameter structure CUDA passes for it (`cuMemsetD8_v2_params`, ...), or NULL.
     pub params: *mut c_void,
+}
+
+/// The errors [`LaunchHarness::finish`]'s calls return; `None` succeeds.
+#[derive(Debug, Default)]
+pub struct Faults {
+    /// What `cuCtxSynchronize` returns.
+    pub synchronize: Option<Error>,
+    /// What `cuptiGetTimestamp` returns.
+    pub timestamp: Option<Error>,
+    /// What `cuptiActivityFlushAll` returns.
+    pub activity_flush: Option<Error>,
+    /// Records the flush delivers before it returns (those CUPTI still held).
+    pub flushed_records: Vec<ActivityRecord>,
+}
+
+/// [`Faults`] as the finish's calls.
+struct ScriptedCalls {
+    faults: RefCell<Faults>,
+    session: Arc<Shared>,
+    clock: u64,
+}
+
+impl FinishCalls for ScriptedCalls {
+    fn make_current(&self, _context: Context) -> Result<()> {
+        Ok(())
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.faults.borrow_mut().synchronize.take().map_or(Ok(()), Err)
+    }
+
+    fn timestamp(&self) -> Result<u64> {
+        self.faults.borrow_mut().timestamp.take().map_or(Ok(self.clock), Err)
+    }
+
+    fn flush_activity(&self, _membership: Option<&HubMembership>) -> Result<()> {
+        let records = std::mem::take(&mut self.faults.borrow_mut().flushed_records);
+        if !records.is_empty() {
+            self.session.on_records(records);
+        }
+        self.faults.borrow_mut().activity_flush.take().map_or(Ok(()), Err)
+    }
 }
 
 /// A session fed with made-up launch and transfer callbacks.
@@ -153,13 +206,24 @@ impl LaunchHarness {
         self.shared.close_user_range(None, thread(), self.clock)
     }
 
+    /// The context id the session's records carry.
+    pub fn context_id(&self) -> u32 {
+        self.context_id
+    }
+
     /// One kernel launch: `cuLaunchKernel`'s enter and exit, inside `cudaLaunchKernel`'s
-    /// when `runtime`.
+    /// when `runtime`, of a kernel with a typical mangled name.
     pub fn launch(&mut self, runtime: bool) {
+        self.launch_kernel(runtime, BENCH_KERNEL);
+    }
+
+    /// One launch of kernel `symbol` (CUPTI's `symbolName`), as [`LaunchHarness::launch`];
+    /// returns its correlation id (the outer call's, which activity records carry).
+    pub fn launch_kernel(&mut self, runtime: bool, symbol: &'static CStr) -> u32 {
         let outer = self.next_correlation;
         self.next_correlation += if runtime { 2 } else { 1 };
         let call = |domain, cbid, site, correlation_id, name| {
-            self.trampoline.call(domain, cbid, site, correlation_id, self.context_id, name);
+            self.launch_callback(domain, cbid, site, correlation_id, name, Some(symbol));
         };
         if runtime {
             call(ApiDomain::Runtime, CUDA_LAUNCH_KERNEL, CallbackSite::Enter, outer, c"cudaLaunchKernel");
@@ -170,6 +234,60 @@ impl LaunchHarness {
             call(ApiDomain::Driver, CU_LAUNCH_KERNEL, CallbackSite::Enter, outer, c"cuLaunchKernel");
             call(ApiDomain::Driver, CU_LAUNCH_KERNEL, CallbackSite::Exit, outer, c"cuLaunchKernel");
         }
+        outer
+    }
+
+    /// One CUDA graph launch through the runtime (`cudaGraphLaunch` around `cuGraphLaunch`,
+    /// which CUPTI gives no kernel name); returns its correlation id.
+    pub fn launch_graph(&mut self) -> u32 {
+        let outer = self.next_correlation;
+        self.next_correlation += 2;
+        let call = |domain, cbid, site, correlation_id, name| {
+            self.launch_callback(domain, cbid, site, correlation_id, name, None);
+        };
+        call(ApiDomain::Runtime, CUDA_GRAPH_LAUNCH, CallbackSite::Enter, outer, c"cudaGraphLaunch");
+        call(ApiDomain::Driver, CU_GRAPH_LAUNCH, CallbackSite::Enter, outer + 1, c"cuGraphLaunch");
+        call(ApiDomain::Driver, CU_GRAPH_LAUNCH, CallbackSite::Exit, outer + 1, c"cuGraphLaunch");
+        call(ApiDomain::Runtime, CUDA_GRAPH_LAUNCH, CallbackSite::Exit, outer, c"cudaGraphLaunch");
+        outer
+    }
+
+    /// One launch API callback, naming `symbol` as CUPTI's `symbolName`.
+    fn launch_callback(
+        &self,
+        domain: ApiDomain,
+        cbid: u32,
+        site: CallbackSite,
+        correlation_id: u32,
+        function_name: &'static CStr,
+        symbol_name: Option<&'static CStr>,
+    ) {
+        self.trampoline.call_with(&BenchCall {
+            domain,
+            cbid,
+            site,
+            correlation_id,
+            context_uid: self.context_id,
+            function_name,
+            params: std::ptr::null_mut(),
+            result: None,
+            symbol_name,
+        });
+    }
+
+    /// Activity records arriving for the session, as CUPTI's buffer callback delivers them
+    /// (they carry the inner driver call's correlation id for a runtime launch).
+    pub fn deliver(&self, records: Vec<ActivityRecord>) {
+        self.shared.on_records(records);
+    }
+
+    /// Finishes the session as [`Profiler::finish_with`] does, with the synchronize, the
+    /// CUPTI clock and the activity flush answered by `faults`.
+    pub fn finish(self, run_end: RunEnd, faults: Faults) -> Result<Report> {
+        let calls =
+            ScriptedCalls { faults: RefCell::new(faults), session: Arc::clone(&self.shared), clock: self.clock + 1 };
+        let profiler = Profiler { shared: Arc::clone(&self.shared) };
+        profiler.finish_through(run_end, Teardown::Release, &calls, |_| {})
     }
 
     /// One memcpy or memset: `outer`'s enter and exit, with `inner`'s (the driver call a
@@ -189,6 +307,7 @@ impl LaunchHarness {
                 function_name: api.name,
                 params: api.params,
                 result,
+                symbol_name: None,
             });
         };
         call(&outer, CallbackSite::Enter, outer_id, None);

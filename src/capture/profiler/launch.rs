@@ -149,7 +149,7 @@ impl Shared {
 
     /// Runs inside the launching thread's CUDA call. Never panics outward (the trampoline
     /// catches), never calls the CUDA API it interrupts.
-    pub(super) fn on_launch_callback(&self, cb: &ApiCallback) {
+    pub(super) fn on_launch_callback(&self, cb: &ApiCallback<'_>) {
         match cb.site {
             CallbackSite::Enter => {
                 let depth = LAUNCH_DEPTH.with(|d| {
@@ -222,7 +222,7 @@ impl Shared {
     }
 
     /// A memcpy or memset entered (outermost API level).
-    pub(super) fn record_transfer(&self, cb: &ApiCallback) {
+    pub(super) fn record_transfer(&self, cb: &ApiCallback<'_>) {
         let thread = current_thread_id();
         if self.mode == ProfilingMode::KernelReplay && crate::checked::memset::is_memset(cb.function_name) {
             // No memset activity under kernel replay (see ActivityKinds::KernelsAndMemcpy):
@@ -276,7 +276,12 @@ impl Shared {
 
     /// Records a launch: its counter cycle and ordinal (cycling a full counter image first),
     /// and, with `kernel_range`, opens its per-kernel CUPTI range under the same lock.
-    pub(super) fn record_launch(&self, cb: &ApiCallback, replay_active: bool, kernel_range: bool) -> Option<RangeId> {
+    pub(super) fn record_launch(
+        &self,
+        cb: &ApiCallback<'_>,
+        replay_active: bool,
+        kernel_range: bool,
+    ) -> Option<RangeId> {
         let (cycle, ordinal) = {
             let mut guard = self.capture.lock();
             let capture = guard.as_mut()?;
@@ -311,6 +316,9 @@ impl Shared {
         let thread = current_thread_id();
         let mut state = self.state.lock();
         let range = self.attribute(&state.tree, thread);
+        if let Some(symbol) = cb.kernel_symbol() {
+            state.recent.note(cb.correlation_id, symbol.to_bytes());
+        }
         // Taken inside the call (its kernel starts after it) and under the lock that
         // attributes the launch, so it lies inside the range it goes to: the thread's own
         // ranges are pushed before the call and popped after it, and another thread's range
@@ -336,7 +344,7 @@ impl Shared {
     }
 
     /// A kernel or graph launch entered (outermost API level, the gate held if needed).
-    pub(super) fn on_kernel_launch(&self, cb: &ApiCallback) {
+    pub(super) fn on_kernel_launch(&self, cb: &ApiCallback<'_>) {
         if !self.user_replay() {
             // No replay state in kernel_replay and trace: keep the launch path lock-light.
             self.record_launch(cb, false, false);

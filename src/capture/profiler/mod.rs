@@ -45,12 +45,15 @@ mod builder;
 mod counters;
 mod evaluator;
 mod finish;
+#[cfg(test)]
+mod finish_tests;
 #[cfg(any(test, feature = "bench-internals"))]
 #[doc(hidden)]
 pub mod harness;
 #[cfg(test)]
 mod harness_tests;
 mod launch;
+mod recent;
 mod replay;
 
 pub use self::builder::*;
@@ -101,6 +104,8 @@ struct SessionState {
     after_finish: std::collections::HashSet<u32>,
     /// Activity records of those launches, left out.
     records_after_finish: u64,
+    /// The names of the last kernel launches (named rows for kernels that never completed).
+    recent: recent::RecentLaunches,
 }
 
 impl SessionState {
@@ -113,6 +118,7 @@ impl SessionState {
             alias_log: Vec::new(),
             after_finish: Default::default(),
             records_after_finish: 0,
+            recent: Default::default(),
         }
     }
 }
@@ -402,7 +408,7 @@ impl Profiler {
 }
 
 impl CaptureSession for Shared {
-    fn on_api_callback(&self, cb: &ApiCallback) {
+    fn on_api_callback(&self, cb: &ApiCallback<'_>) {
         self.on_launch_callback(cb);
     }
 
