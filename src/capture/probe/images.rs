@@ -97,8 +97,9 @@ pub(super) fn loaded(bytes: &[u8]) -> Loaded {
 pub(super) const HOST_FATBIN_MAX: u64 = 256 << 20;
 
 /// The PTX of runtime-registered kernels, from the `.nv_fatbin` sections of the files the
-/// process mapped ([`crate::probe::host`]). Files are read on the first lookup that needs
-/// them, and files mapped later (`dlopen`) on the first lookup that misses.
+/// process mapped ([`crate::probe::host`]). A lookup that misses reads files not read yet, in
+/// mapping order, until one defines the kernel; files mapped later (`dlopen`) are read by a
+/// later miss.
 #[derive(Default)]
 pub(super) struct HostObjects {
     scanned: std::collections::HashSet<String>,
@@ -115,12 +116,21 @@ impl HostObjects {
             return Ok(found);
         }
         let maps = std::fs::read_to_string("/proc/self/maps").map_err(|e| format!("/proc/self/maps: {e}"))?;
+        // In mapping order, the executable first, and only until a file defines the kernel:
+        // a program's own kernels never cost a read of its libraries (cuBLAS alone holds
+        // hundreds of MB of fatbins).
         for path in mapped_files(&maps) {
             if !self.scanned.insert(path.clone()) {
                 continue;
             }
             match host::object_ptx(std::path::Path::new(&path), HOST_FATBIN_MAX) {
-                Ok(Some(ptx)) => self.objects.push((path, ptx)),
+                Ok(Some(ptx)) => {
+                    let defines = !ptx.defining(mangled).is_empty();
+                    self.objects.push((path, ptx));
+                    if defines {
+                        break;
+                    }
+                }
                 Ok(None) => {}
                 Err(e) => self.skipped.push(e),
             }
