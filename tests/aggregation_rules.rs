@@ -10,28 +10,21 @@ use gmprof::model::{
 use gmprof::report::{CaptureInfo, Report};
 use gmprof::session::SessionTree;
 
+#[path = "common/kernels.rs"]
+mod kernels;
 #[path = "common/metrics.rs"]
 mod metrics;
 use metrics::spec;
 
 const SM_PCT: &str = "sm__throughput.avg.pct_of_peak_sustained_elapsed";
 
+/// A kernel-replay activity record (start == end) of a 32-thread kernel on stream 1.
 fn activity(correlation_id: u32, name: &str) -> KernelActivity {
     KernelActivity {
-        correlation_id,
-        name: name.into(),
-        grid: [1, 1, 1],
         block: [32, 1, 1],
         registers_per_thread: 16,
-        static_shared_memory: 0,
-        dynamic_shared_memory: 0,
         stream_id: 1,
-        context_id: 1,
-        device_id: 0,
-        graph_id: 0,
-        graph_node_id: 0,
-        start_ns: 5,
-        end_ns: 5,
+        ..kernels::kernel_activity(correlation_id, name, 5, 5)
     }
 }
 
