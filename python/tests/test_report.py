@@ -105,7 +105,8 @@ class LoadPandasTest(unittest.TestCase):
         import pandas as pd
         r = gmprof.load(GOLDEN)
         self.assertIsInstance(r.ranges, pd.DataFrame)
-        self.assertEqual(r.ranges.shape, (14, 30))
+        self.assertEqual(r.ranges.shape, (14, 31))
+        self.assertIn("untimed_transfer_count", r.ranges.columns)
         self.assertEqual(r.kernels.shape[0], 16)
         self.assertEqual(int(r.ranges.loc[r.ranges.path == "train_step", "gpu_time_ns"].sum()), 18400)
         self.assertTrue(pd.isna(r.ranges.loc[0, "wall_time_ns"]))
