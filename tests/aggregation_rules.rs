@@ -2,44 +2,22 @@
 //! ratio, per-second rate, max) folds its kernels into a range, the DRAM bandwidths derived
 //! from them, and what stays empty when an input is missing. Split from `analysis.rs`.
 
-use gmprof::aggregate::{aggregate, rule_for, AggregationRule, RangeRow};
+use gmprof::aggregate::{aggregate, rule_for, AggregationRule};
 use gmprof::correlate::Correlator;
-use gmprof::model::{
-    CounterRange, KernelActivity, LaunchApi, LaunchRecord, MetricKind, MetricSet, ProfilingMode, GPU_TIME_METRIC,
-};
+use gmprof::model::{CounterRange, LaunchApi, LaunchRecord, MetricKind, MetricSet, ProfilingMode, GPU_TIME_METRIC};
 use gmprof::report::{CaptureInfo, Report};
 use gmprof::session::SessionTree;
 
+#[path = "common/analysis.rs"]
+mod analysis_helpers;
 #[path = "common/kernels.rs"]
 mod kernels;
 #[path = "common/metrics.rs"]
 mod metrics;
+use analysis_helpers::{activity, assert_close, range};
 use metrics::spec;
 
 const SM_PCT: &str = "sm__throughput.avg.pct_of_peak_sustained_elapsed";
-
-/// A kernel-replay activity record (start == end) of a 32-thread kernel on stream 1.
-fn activity(correlation_id: u32, name: &str) -> KernelActivity {
-    KernelActivity {
-        block: [32, 1, 1],
-        registers_per_thread: 16,
-        stream_id: 1,
-        ..kernels::kernel_activity(correlation_id, name, 5, 5)
-    }
-}
-
-fn range<'a>(report: &'a Report, path: &str, instance: u32) -> &'a RangeRow {
-    report
-        .ranges
-        .iter()
-        .find(|r| r.path == path && r.instance == instance)
-        .unwrap_or_else(|| panic!("no range {path}#{instance}"))
-}
-
-fn assert_close(actual: Option<f64>, expected: f64) {
-    let a = actual.unwrap_or_else(|| panic!("expected {expected}, got None"));
-    assert!((a - expected).abs() <= 1e-9 * expected.abs().max(1.0), "{a} != {expected}");
-}
 
 #[test]
 fn aggregation_rules_match_hand_computed_values() {

@@ -14,12 +14,15 @@ use gmprof::report::{CaptureInfo, Report};
 use gmprof::session::{SessionTree, ROOT_PATH};
 use gmprof::Error;
 
+#[path = "common/analysis.rs"]
+mod analysis_helpers;
 #[path = "common/golden.rs"]
 mod golden;
 #[path = "common/kernels.rs"]
 mod kernels;
 #[path = "common/metrics.rs"]
 mod metrics;
+use analysis_helpers::{activity, assert_close, range};
 use golden::check_golden;
 use metrics::spec;
 
@@ -248,22 +251,9 @@ fn training_capture(mode: ProfilingMode) -> Capture {
     c
 }
 
-fn range<'a>(report: &'a Report, path: &str, instance: u32) -> &'a RangeRow {
-    report
-        .ranges
-        .iter()
-        .find(|r| r.path == path && r.instance == instance)
-        .unwrap_or_else(|| panic!("no range {path}#{instance}"))
-}
-
 fn metric(report: &Report, row: &RangeRow, name: &str) -> Option<f64> {
     let index = report.metric_names().iter().position(|m| *m == name)?;
     row.metrics.get(index).copied().flatten()
-}
-
-fn assert_close(actual: Option<f64>, expected: f64) {
-    let a = actual.unwrap_or_else(|| panic!("expected {expected}, got None"));
-    assert!((a - expected).abs() <= 1e-9 * expected.abs().max(1.0), "{a} != {expected}");
 }
 
 #[test]
@@ -380,16 +370,6 @@ fn mismatched_cycle(ranges: &[(u32, &str)]) -> Report {
     correlator.add_counter_ranges(0, delivered);
     tree.pop(1, 10).expect("pop");
     Report::analyze(CaptureInfo::new(ProfilingMode::KernelReplay), &training_metrics(), &tree, correlator)
-}
-
-/// A kernel-replay activity record (start == end) of a 32-thread kernel on stream 1.
-fn activity(correlation_id: u32, name: &str) -> KernelActivity {
-    KernelActivity {
-        block: [32, 1, 1],
-        registers_per_thread: 16,
-        stream_id: 1,
-        ..kernels::kernel_activity(correlation_id, name, 5, 5)
-    }
 }
 
 fn counter(cycle: u32, index: u32, name: &str, time: f64) -> CounterRange {

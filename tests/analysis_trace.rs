@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use gmprof::aggregate::{aggregate, RangeRow};
+use gmprof::aggregate::aggregate;
 use gmprof::correlate::{Correlator, TransferStatus};
 use gmprof::model::{
     ClockPair, ClockSync, CounterRange, KernelActivity, LaunchApi, LaunchRecord, MetricKind, MetricSet, ProfilingMode,
@@ -14,32 +14,17 @@ use gmprof::model::{
 use gmprof::report::{CaptureInfo, Report};
 use gmprof::session::{SessionTree, ROOT_PATH};
 
+#[path = "common/analysis.rs"]
+mod analysis_helpers;
 #[path = "common/kernels.rs"]
 mod kernels;
 #[path = "common/metrics.rs"]
 mod metrics;
+use analysis_helpers::{activity, range};
 use metrics::spec;
 
 const READ: &str = "dram__bytes_read.sum";
 const SM_PCT: &str = "sm__throughput.avg.pct_of_peak_sustained_elapsed";
-
-/// A kernel-replay activity record (start == end) of a 32-thread kernel on stream 1.
-fn activity(correlation_id: u32, name: &str) -> KernelActivity {
-    KernelActivity {
-        block: [32, 1, 1],
-        registers_per_thread: 16,
-        stream_id: 1,
-        ..kernels::kernel_activity(correlation_id, name, 5, 5)
-    }
-}
-
-fn range<'a>(report: &'a Report, path: &str, instance: u32) -> &'a RangeRow {
-    report
-        .ranges
-        .iter()
-        .find(|r| r.path == path && r.instance == instance)
-        .unwrap_or_else(|| panic!("no range {path}#{instance}"))
-}
 
 #[test]
 fn a_million_kernels_correlate_and_aggregate_exactly() {
