@@ -185,20 +185,23 @@ pub struct FailedStep {
     pub error: String,
 }
 
+/// The error a context failed by an illegal instruction returns at the final synchronize (as
+/// nanoGPT's did on an H100), for tests.
+#[cfg(test)]
+pub(crate) fn illegal_instruction() -> Error {
+    Error::Cuda {
+        api: "cuCtxSynchronize",
+        code: 715,
+        code_name: "CUDA_ERROR_ILLEGAL_INSTRUCTION".into(),
+        description: "an illegal instruction was encountered".into(),
+        context: "synchronizing the CUDA context".into(),
+        hint: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn illegal_instruction() -> Error {
-        Error::Cuda {
-            api: "cuCtxSynchronize",
-            code: 715,
-            code_name: "CUDA_ERROR_ILLEGAL_INSTRUCTION".into(),
-            description: "an illegal instruction was encountered".into(),
-            context: "synchronizing the CUDA context".into(),
-            hint: None,
-        }
-    }
 
     #[test]
     fn a_failed_finish_says_how_the_run_ended_what_failed_and_why() {

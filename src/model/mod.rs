@@ -6,6 +6,8 @@
 //! touches CUPTI. This is the seam CPU tests drive with recorded or synthetic data.
 
 mod ending;
+#[cfg(test)]
+pub(crate) use ending::illegal_instruction;
 pub mod pm;
 pub mod session;
 

@@ -7,22 +7,12 @@ use super::harness::{Faults, LaunchHarness};
 use crate::analysis::correlate::{Granularity, KernelStatus};
 use crate::checked::activity::ActivityRecord;
 use crate::error::Error;
+use crate::model::illegal_instruction;
 use crate::model::{CudaError, FailedStep, FinishStep, KernelActivity, ProfilingMode, RunEnd};
 use crate::report::Report;
 
 const SYNC_ERROR: &str = "cuCtxSynchronize failed with CUDA_ERROR_ILLEGAL_INSTRUCTION (715): an illegal instruction \
                           was encountered (while synchronizing the CUDA context)";
-
-fn illegal_instruction() -> Error {
-    Error::Cuda {
-        api: "cuCtxSynchronize",
-        code: 715,
-        code_name: "CUDA_ERROR_ILLEGAL_INSTRUCTION".into(),
-        description: "an illegal instruction was encountered".into(),
-        context: "synchronizing the CUDA context".into(),
-        hint: None,
-    }
-}
 
 fn flush_failed() -> Error {
     Error::Cupti {
