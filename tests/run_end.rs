@@ -14,6 +14,8 @@ use gmprof::report::{CaptureInfo, Report};
 use gmprof::ways_in::outputs::Outputs;
 use gmprof::ways_in::signals::{self, Request};
 
+#[path = "common/kernels.rs"]
+mod kernels;
 #[path = "common/metrics.rs"]
 mod metrics;
 
@@ -221,27 +223,14 @@ fn counters_decoded_before_the_context_failed_keep_their_values_and_the_undecode
     let mut tree = SessionTree::new();
     let mut correlator = Correlator::new();
     let launch = |tree: &SessionTree, id: u32, cycle: u32, ordinal: u32| LaunchRecord {
-        correlation_id: id,
-        thread: 1,
-        range: tree.current(1),
         cycle,
-        ordinal,
-        api: LaunchApi::Runtime,
-        api_name: "cudaLaunchKernel".into(),
-        context_id: 1,
-        launch_ns: None,
+        ..kernels::launch_record(tree, 1, id, ordinal)
     };
     // Kernel replay collapses activity timestamps (start == end).
     let activity = |id: u32, name: &str, at: u64| KernelActivity {
-        correlation_id: id,
-        name: name.into(),
         grid: [528, 1, 1],
         block: [256, 1, 1],
-        stream_id: 7,
-        context_id: 1,
-        start_ns: at,
-        end_ns: at,
-        ..Default::default()
+        ..kernels::kernel_activity(id, name, at, at)
     };
     tree.push("step 0", 1, 0);
     correlator.add_launch(launch(&tree, 1, 0, 0));
