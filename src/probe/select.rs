@@ -168,13 +168,12 @@ impl Candidate {
 
 /// Every `.ptx` file under `dir` (recursively) that defines kernel `kernel`, sorted by path.
 pub fn candidates(dir: &Path, kernel: &str) -> Vec<Candidate> {
-    let needle = format!(".entry {kernel}(");
     let Some(pattern) = dir.join("**").join("*.ptx").to_str().map(str::to_string) else { return Vec::new() };
     let Ok(paths) = glob::glob(&pattern) else { return Vec::new() };
     let mut found: Vec<Candidate> = paths
         .flatten()
         .filter_map(|p| std::fs::read_to_string(&p).ok().map(|t| (p, t)))
-        .filter(|(_, t)| t.contains(&needle))
+        .filter(|(_, t)| super::host::defines(t, kernel))
         .map(|(p, t)| Candidate::new(p, t, kernel))
         .collect();
     found.sort_by(|a, b| a.path.cmp(&b.path));
