@@ -34,7 +34,7 @@ use crate::model::{
     ClockPair, DevicePeaks, MetricKind, MetricSet, MetricSpec, ProfilingMode, RunEnd, ThreadId, TransferActivity,
     GPU_TIME_METRIC,
 };
-use crate::report::{CaptureInfo, Report};
+use crate::report::Report;
 use crate::sys::cupti::{
     CUpti_driver_api_trace_cbid_enum as DriverCbid, CUpti_runtime_api_trace_cbid_enum as RuntimeCbid,
 };
@@ -327,16 +327,11 @@ impl LaunchHarness {
         self.shared.drain_activity();
     }
 
-    /// The report of what the session recorded, as finishing builds it (its capture
-    /// warnings included), without CUPTI.
+    /// The report of what the session recorded, through the session's own finish with
+    /// nothing failing (a program that exited normally).
     pub fn report(self) -> Report {
-        self.shared.drain_activity();
-        let mut state = self.shared.state.lock();
-        let mut info = CaptureInfo::new(self.shared.mode);
-        info.warnings = std::mem::take(&mut state.warnings);
-        info.warnings.extend(self.shared.unread_memsets_warning());
-        let correlator = std::mem::take(&mut state.correlator);
-        Report::analyze(info, &self.shared.metric_set, &state.tree, correlator)
+        self.finish(RunEnd::Finished { by: "process exit".into() }, Faults::default())
+            .expect("a harness session with no faults finishes")
     }
 
     /// Launches the session recorded, and the inner ids it mapped to their outer call.
