@@ -12,12 +12,15 @@
 //! Then only the activity registration comes and goes with the sessions.
 
 use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::{Mutex, RwLock};
 
 use crate::checked::activity::{self, ActivityKinds, ActivityRecord, ActivityStats, ActivityTracing};
-use crate::checked::callback::{ApiCallback, ContextHandler, DriverHook, GraphEvent, NvtxHandler, Subscriber};
+use crate::checked::callback::{
+    ApiCallback, CallbackSite, ContextHandler, DriverHook, GraphEvent, NvtxHandler, Subscriber,
+};
 use crate::checked::Cupti;
 use crate::error::{Error, Result};
 use crate::model::CapturedNode;
@@ -28,9 +31,14 @@ const PREALLOCATED_ACTIVITY_BUFFERS: usize = 8;
 
 /// A live profiling session, as the hub sees it.
 pub(crate) trait CaptureSession: Send + Sync {
-    /// Handles a launch or transfer callback of this session's context. Runs inside the
-    /// application's CUDA call.
-    fn on_api_callback(&self, cb: &ApiCallback<'_>);
+    /// Handles the enter callback of a launch or transfer call of this session's context.
+    /// Runs inside the application's CUDA call. `nested` is set for a call made inside
+    /// another one on the same thread (the runtime calls the driver inside).
+    fn on_call_enter(&self, cb: &ApiCallback<'_>, nested: bool);
+    /// Handles the exit callback of an outermost call whose enter asked for it
+    /// ([`want_exit`]) or that created graph nodes (`created`, made while its stream was
+    /// capturing). Every other exit stays in the hub: a plain launch reaches the session once.
+    fn on_call_exit(&self, cb: &ApiCallback<'_>, created: Vec<CapturedNode>);
     /// Receives activity records of this session's context. Runs on CUPTI's thread or on a
     /// flushing thread; must only queue.
     fn on_records(&self, records: Vec<ActivityRecord>);
@@ -54,15 +62,86 @@ static ROUTES: RwLock<Vec<Route>> = RwLock::new(Vec::new());
 /// The CUPTI registration, present while any session is live.
 static REGISTRATION: Mutex<Option<Registration>> = Mutex::new(None);
 
+/// Bumped by every change of [`ROUTES`], under its write lock.
+static ROUTES_GENERATION: AtomicU64 = AtomicU64::new(1);
+
+/// A thread's last route lookup, valid while [`ROUTES_GENERATION`] has not moved.
+struct CachedRoute {
+    generation: u64,
+    context_id: u32,
+    session: Option<Weak<dyn CaptureSession>>,
+}
+
+thread_local! {
+    static ROUTE_CACHE: RefCell<CachedRoute> =
+        const { RefCell::new(CachedRoute { generation: 0, context_id: 0, session: None }) };
+}
+
+/// Changes the route table: the only way to write it, so every change moves the generation
+/// that the threads' cached lookups are checked against.
+fn change_routes<R>(change: impl FnOnce(&mut Vec<Route>) -> R) -> R {
+    let mut routes = ROUTES.write();
+    let result = change(&mut routes);
+    ROUTES_GENERATION.fetch_add(1, Ordering::Release);
+    result
+}
+
 fn session_for(context_id: u32) -> Option<Arc<dyn CaptureSession>> {
     // The lock is released before the session runs: a session may block (the kernel-replay
     // launch gate), and join/leave must never wait on it while holding the table.
-    ROUTES.read().iter().find(|r| r.context_id == context_id).and_then(|r| r.session.upgrade())
+    let lookup = || ROUTES.read().iter().find(|r| r.context_id == context_id).map(|r| r.session.clone());
+    // Each thread keeps its last lookup while the table is unchanged: a launch then pays an
+    // atomic load instead of the table's read lock. The session itself is still upgraded
+    // from a weak reference, so one that left and was dropped is never called.
+    let generation = ROUTES_GENERATION.load(Ordering::Acquire);
+    let cached = ROUTE_CACHE.try_with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if cache.generation != generation || cache.context_id != context_id {
+            *cache = CachedRoute { generation, context_id, session: lookup() };
+        }
+        cache.session.as_ref().and_then(Weak::upgrade)
+    });
+    // During the thread's teardown its cache is gone: look the session up directly.
+    cached.unwrap_or_else(|_| lookup().and_then(|w| w.upgrade()))
 }
 
+/// Routes a launch or transfer callback. The hub keeps each thread's call depth and the
+/// graph nodes its outermost call creates, so an exit reaches the session only when the
+/// session asked for it at the enter or the call built a graph: finding the session costs
+/// four atomic operations, which a plain launch's exit then does not pay.
 fn route_callback(cb: &ApiCallback<'_>) {
-    if let Some(session) = session_for(cb.context_uid) {
-        session.on_api_callback(cb);
+    match cb.site {
+        CallbackSite::Enter => {
+            let depth = CALL_DEPTH.with(|d| {
+                d.set(d.get() + 1);
+                d.get()
+            });
+            if depth == 1 {
+                IN_CALL.with(|c| c.set(true));
+                EXIT_WANTED.with(|w| w.set(false));
+                CREATED_NODES.with(|n| n.borrow_mut().clear());
+            }
+            if let Some(session) = session_for(cb.context_uid) {
+                session.on_call_enter(cb, depth > 1);
+            }
+        }
+        CallbackSite::Exit => {
+            let depth = CALL_DEPTH.with(|d| {
+                d.set(d.get().saturating_sub(1));
+                d.get()
+            });
+            if depth > 0 {
+                return;
+            }
+            IN_CALL.with(|c| c.set(false));
+            let created = CREATED_NODES.with(|n| std::mem::take(&mut *n.borrow_mut()));
+            if !EXIT_WANTED.with(|w| w.replace(false)) && created.is_empty() {
+                return;
+            }
+            if let Some(session) = session_for(cb.context_uid) {
+                session.on_call_exit(cb, created);
+            }
+        }
     }
 }
 
@@ -74,7 +153,7 @@ pub(crate) struct BenchRoute(Weak<dyn CaptureSession>);
 #[cfg(any(test, feature = "bench-internals"))]
 impl BenchRoute {
     pub(crate) fn add(context_id: u32, session: Weak<dyn CaptureSession>) -> BenchRoute {
-        ROUTES.write().push(Route { context_id, session: session.clone() });
+        change_routes(|routes| routes.push(Route { context_id, session: session.clone() }));
         BenchRoute(session)
     }
 
@@ -87,7 +166,7 @@ impl BenchRoute {
 #[cfg(any(test, feature = "bench-internals"))]
 impl Drop for BenchRoute {
     fn drop(&mut self) {
-        ROUTES.write().retain(|r| !r.session.ptr_eq(&self.0));
+        change_routes(|routes| routes.retain(|r| !r.session.ptr_eq(&self.0)));
     }
 }
 
@@ -104,25 +183,23 @@ fn route_records(records: Vec<ActivityRecord>) {
 }
 
 thread_local! {
+    /// Depth of launch, memcpy and memset calls on this thread (the runtime calls the
+    /// driver inside).
+    static CALL_DEPTH: Cell<u32> = const { Cell::new(0) };
     /// Whether this thread is inside a launch, memcpy or memset call gmprof heard.
     static IN_CALL: Cell<bool> = const { Cell::new(false) };
+    /// Whether the session asked for the exit callback of this thread's outermost call.
+    static EXIT_WANTED: Cell<bool> = const { Cell::new(false) };
     /// Graph nodes created inside this thread's call in flight: nodes made while the call's
     /// stream was capturing.
     static CREATED_NODES: RefCell<Vec<CapturedNode>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Marks the start of this thread's outermost launch, memcpy or memset call: graph nodes
-/// created from now until [`end_call`] belong to it.
-pub(crate) fn begin_call() {
-    IN_CALL.with(|c| c.set(true));
-    CREATED_NODES.with(|n| n.borrow_mut().clear());
-}
-
-/// Ends the call [`begin_call`] started; returns the graph nodes it created (empty unless
-/// its stream was capturing).
-pub(crate) fn end_call() -> Vec<CapturedNode> {
-    IN_CALL.with(|c| c.set(false));
-    CREATED_NODES.with(|n| std::mem::take(&mut *n.borrow_mut()))
+/// Asks for the exit callback of this thread's outermost call in flight
+/// ([`CaptureSession::on_call_exit`]). Called from a session's enter handler, before it
+/// takes anything its exit must give back.
+pub(crate) fn want_exit() {
+    EXIT_WANTED.with(|w| w.set(true));
 }
 
 /// Graph node events. A node created inside a launch, memcpy or memset call was captured
@@ -134,6 +211,13 @@ fn route_graph_event(event: GraphEvent) {
             CREATED_NODES.with(|n| n.borrow_mut().push(CapturedNode { graph_id, node_id, node_type }));
         }
     }
+}
+
+/// A graph node created on this thread, as CUPTI's resource callback reports one: for the
+/// launch-path harness, whose calls then build graphs as a capturing stream's calls do.
+#[cfg(any(test, feature = "bench-internals"))]
+pub(crate) fn node_created(graph_id: u32, node_id: u64, node_type: u32) {
+    route_graph_event(GraphEvent::NodeCreated { graph_id, node_id, node_type });
 }
 
 /// The subscriber gmprof needs: launch and transfer callbacks routed to sessions, graph
@@ -215,8 +299,7 @@ pub(crate) fn join(
     kinds: ActivityKinds,
 ) -> Result<HubMembership> {
     let mut registration = REGISTRATION.lock();
-    {
-        let mut routes = ROUTES.write();
+    change_routes(|routes| {
         routes.retain(|r| r.session.strong_count() > 0);
         if routes.iter().any(|r| r.context_id == context_id) {
             return Err(Error::InvalidState(format!(
@@ -224,7 +307,8 @@ pub(crate) fn join(
             )));
         }
         routes.push(Route { context_id, session });
-    }
+        Ok(())
+    })?;
     let started = (|| {
         if registration.is_none() {
             let subscriber = subscribe(cupti)?;
@@ -243,7 +327,7 @@ pub(crate) fn join(
         Ok::<_, Error>(())
     })();
     if let Err(e) = started {
-        ROUTES.write().retain(|r| r.context_id != context_id);
+        change_routes(|routes| routes.retain(|r| r.context_id != context_id));
         if registration.as_ref().is_some_and(|r| !r.pinned && r.activity.is_none()) {
             if let Some(reg) = registration.take() {
                 let _ = reg.subscriber.shutdown();
@@ -288,11 +372,10 @@ impl HubMembership {
         }
         let flushed = self.flush();
         let mut registration = REGISTRATION.lock();
-        let empty = {
-            let mut routes = ROUTES.write();
+        let empty = change_routes(|routes| {
             routes.retain(|r| r.context_id != self.context_id && r.session.strong_count() > 0);
             routes.is_empty()
-        };
+        });
         let mut result = flushed;
         if empty {
             if registration.as_ref().is_some_and(|r| r.pinned) {

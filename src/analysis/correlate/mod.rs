@@ -178,6 +178,11 @@ impl Correlator {
         self.launches.iter().filter(|l| l.cycle == cycle).count() as u64
     }
 
+    /// The launch records added so far, in the order they were added.
+    pub fn launches(&self) -> &[LaunchRecord] {
+        &self.launches
+    }
+
     /// Number of launch records added so far.
     pub fn launch_count(&self) -> usize {
         self.launches.len()

@@ -151,7 +151,6 @@ impl LaunchHarness {
             cupti: Cupti::stand_in()?,
             driver: Driver::stand_in()?,
             clock_start: ClockPair { cupti_ns: 0, unix_ns: 0 },
-            launches: std::sync::atomic::AtomicU32::new(0),
             memsets_unread: std::sync::atomic::AtomicU64::new(0),
             device_id: Some(DEVICE_ID),
             mode,
@@ -233,6 +232,29 @@ impl LaunchHarness {
         } else {
             call(ApiDomain::Driver, CU_LAUNCH_KERNEL, CallbackSite::Enter, outer, c"cuLaunchKernel");
             call(ApiDomain::Driver, CU_LAUNCH_KERNEL, CallbackSite::Exit, outer, c"cuLaunchKernel");
+        }
+        outer
+    }
+
+    /// One launch into a capturing stream: as [`LaunchHarness::launch_kernel`], but the driver
+    /// call creates a kernel node of graph `graph_id` (CUPTI's resource callback, between the
+    /// call's enter and exit), so the launch built a graph and ran nothing. Returns its
+    /// correlation id.
+    pub fn launch_captured(&mut self, runtime: bool, graph_id: u32) -> u32 {
+        let outer = self.next_correlation;
+        self.next_correlation += if runtime { 2 } else { 1 };
+        let inner = if runtime { outer + 1 } else { outer };
+        let call = |domain, cbid, site, correlation_id, name| {
+            self.launch_callback(domain, cbid, site, correlation_id, name, Some(BENCH_KERNEL));
+        };
+        if runtime {
+            call(ApiDomain::Runtime, CUDA_LAUNCH_KERNEL, CallbackSite::Enter, outer, c"cudaLaunchKernel");
+        }
+        call(ApiDomain::Driver, CU_LAUNCH_KERNEL, CallbackSite::Enter, inner, c"cuLaunchKernel");
+        crate::capture::hub::node_created(graph_id, u64::from(inner), 0);
+        call(ApiDomain::Driver, CU_LAUNCH_KERNEL, CallbackSite::Exit, inner, c"cuLaunchKernel");
+        if runtime {
+            call(ApiDomain::Runtime, CUDA_LAUNCH_KERNEL, CallbackSite::Exit, outer, c"cudaLaunchKernel");
         }
         outer
     }
@@ -338,6 +360,17 @@ impl LaunchHarness {
     pub fn recorded(&self) -> (usize, usize) {
         let state = self.shared.state.lock();
         (state.correlator.launch_count(), state.aliases.len() + state.alias_log.len())
+    }
+
+    /// Whether no launch holds the kernel-replay launch gate.
+    pub fn gate_is_free(&self) -> bool {
+        self.shared.launch_gate.try_lock().is_some()
+    }
+
+    /// Each recorded launch's correlation id and ordinal, in launch order.
+    pub fn launch_ordinals(&self) -> Vec<(u32, u32)> {
+        let state = self.shared.state.lock();
+        state.correlator.launches().iter().map(|l| (l.correlation_id, l.ordinal)).collect()
     }
 
     /// The range the session attributes the calling thread's next launch to, by path.

@@ -8,9 +8,10 @@ use std::ffi::{CStr, CString};
 use std::sync::atomic::Ordering;
 
 use crate::checked::activity::ActivityRecord;
-use crate::checked::callback::{ApiCallback, ApiDomain, CallbackSite, LaunchKind};
+use crate::checked::callback::{ApiCallback, ApiDomain, LaunchKind};
 use crate::model::{
-    LaunchApi, LaunchRecord, ProfilingMode, RangeId, ThreadId, TransferCall, TransferKind, UntimedTransfer,
+    CapturedNode, LaunchApi, LaunchRecord, ProfilingMode, RangeId, ThreadId, TransferCall, TransferKind,
+    UntimedTransfer,
 };
 
 use super::*;
@@ -78,8 +79,6 @@ impl std::ops::Deref for IdName {
 }
 
 thread_local! {
-    /// Depth of launch API calls on this thread (the runtime calls the driver inside).
-    static LAUNCH_DEPTH: Cell<u32> = const { Cell::new(0) };
     /// Correlation id of this thread's outermost launch call in flight.
     static OUTER_CORRELATION: Cell<u32> = const { Cell::new(0) };
     /// Whether this thread holds the kernel-replay launch gate.
@@ -147,77 +146,68 @@ impl Shared {
         }
     }
 
-    /// Runs inside the launching thread's CUDA call. Never panics outward (the trampoline
-    /// catches), never calls the CUDA API it interrupts.
-    pub(super) fn on_launch_callback(&self, cb: &ApiCallback<'_>) {
-        match cb.site {
-            CallbackSite::Enter => {
-                let depth = LAUNCH_DEPTH.with(|d| {
-                    d.set(d.get() + 1);
-                    d.get()
-                });
-                if depth > 1 {
-                    // The runtime calls the driver inside: the same kernel or copy. Map the
-                    // inner id to the outer so either id finds the call.
-                    let outer = OUTER_CORRELATION.with(Cell::get);
-                    if outer != cb.correlation_id {
-                        self.state.lock().alias_log.push((cb.correlation_id, outer));
-                    }
-                    return;
-                }
-                OUTER_CORRELATION.with(|c| c.set(cb.correlation_id));
-                crate::capture::hub::begin_call();
-                if self.finished.load(Ordering::Acquire) {
-                    // Launched while the session finishes (another thread, after a signal):
-                    // its records are left out and counted, not reported as unlaunched.
-                    self.state.lock().after_finish.insert(cb.correlation_id);
-                    return;
-                }
-                if cb.launch == LaunchKind::Transfer {
-                    self.record_transfer(cb);
-                    return;
-                }
-                crate::capture::last_launch::note(cb.correlation_id);
-                if matches!(self.mode, ProfilingMode::KernelReplay | ProfilingMode::PerKernel) {
-                    // Held until this launch's exit callback; see the module docs.
-                    std::mem::forget(self.launch_gate.lock());
-                    HOLDS_GATE.with(|h| h.set(true));
-                }
-                self.on_kernel_launch(cb);
+    /// The enter callback of a launch or transfer call. Runs inside the launching thread's
+    /// CUDA call. Never panics outward (the trampoline catches), never calls the CUDA API it
+    /// interrupts. Whatever its exit must undo (the launch gate, a per-kernel range, a
+    /// memset to record) is taken only after [`hub::want_exit`](crate::capture::hub::want_exit).
+    pub(super) fn on_call_enter(&self, cb: &ApiCallback<'_>, nested: bool) {
+        if nested {
+            // The runtime calls the driver inside: the same kernel or copy. Map the inner id
+            // to the outer so either id finds the call.
+            let outer = OUTER_CORRELATION.with(Cell::get);
+            if outer != cb.correlation_id {
+                self.state.lock().alias_log.push((cb.correlation_id, outer));
             }
-            CallbackSite::Exit => {
-                let depth = LAUNCH_DEPTH.with(|d| {
-                    d.set(d.get().saturating_sub(1));
-                    d.get()
-                });
-                if depth == 0 && PUSHED_KERNEL_RANGE.with(|p| p.replace(false)) {
-                    self.pop_kernel_range();
-                }
-                if depth == 0 {
-                    let created = crate::capture::hub::end_call();
-                    if UNREAD_MEMSET.with(|u| u.replace(false)) && !created.is_empty() {
-                        // A captured memset ran nothing: nothing was lost.
-                        self.memsets_unread.fetch_sub(1, Ordering::Relaxed);
-                    }
-                    let memset = UNTIMED_MEMSET.with(Cell::take);
-                    if memset.is_some() || !created.is_empty() {
-                        let mut state = self.state.lock();
-                        if let Some(m) = memset {
-                            self.record_untimed_memset(&mut state, m, cb.result, !created.is_empty());
-                        }
-                        if !created.is_empty() {
-                            // The call's stream was capturing: it built a graph, nothing ran.
-                            let correlation_id = OUTER_CORRELATION.with(Cell::get);
-                            state.correlator.add_captured_call(correlation_id, created);
-                        }
-                    }
-                }
-                if depth == 0 && HOLDS_GATE.with(|h| h.replace(false)) {
-                    // SAFETY: this thread locked the gate in the matching enter callback and
-                    // forgot the guard; CUPTI calls enter and exit on the same thread.
-                    unsafe { self.launch_gate.force_unlock() };
-                }
+            return;
+        }
+        OUTER_CORRELATION.with(|c| c.set(cb.correlation_id));
+        if self.finished.load(Ordering::Acquire) {
+            // Launched while the session finishes (another thread, after a signal): its
+            // records are left out and counted, not reported as unlaunched.
+            self.state.lock().after_finish.insert(cb.correlation_id);
+            return;
+        }
+        if cb.launch == LaunchKind::Transfer {
+            self.record_transfer(cb);
+            return;
+        }
+        crate::capture::last_launch::note(cb.correlation_id);
+        if matches!(self.mode, ProfilingMode::KernelReplay | ProfilingMode::PerKernel) {
+            crate::capture::hub::want_exit();
+            // Held until this launch's exit callback; see the module docs.
+            std::mem::forget(self.launch_gate.lock());
+            HOLDS_GATE.with(|h| h.set(true));
+        }
+        self.on_kernel_launch(cb);
+    }
+
+    /// The exit callback of an outermost call that asked for it at its enter, or that
+    /// created graph nodes (`created`: its stream was capturing, so it built a graph and ran
+    /// nothing).
+    pub(super) fn on_call_exit(&self, cb: &ApiCallback<'_>, created: Vec<CapturedNode>) {
+        if PUSHED_KERNEL_RANGE.with(|p| p.replace(false)) {
+            self.pop_kernel_range();
+        }
+        if UNREAD_MEMSET.with(|u| u.replace(false)) && !created.is_empty() {
+            // A captured memset ran nothing: nothing was lost.
+            self.memsets_unread.fetch_sub(1, Ordering::Relaxed);
+        }
+        let memset = UNTIMED_MEMSET.with(Cell::take);
+        if memset.is_some() || !created.is_empty() {
+            let mut state = self.state.lock();
+            if let Some(m) = memset {
+                self.record_untimed_memset(&mut state, m, cb.result, !created.is_empty());
             }
+            if !created.is_empty() {
+                // The call's stream was capturing: it built a graph, nothing ran.
+                let correlation_id = OUTER_CORRELATION.with(Cell::get);
+                state.correlator.add_captured_call(correlation_id, created);
+            }
+        }
+        if HOLDS_GATE.with(|h| h.replace(false)) {
+            // SAFETY: this thread locked the gate in the matching enter callback and forgot
+            // the guard; CUPTI calls enter and exit on the same thread.
+            unsafe { self.launch_gate.force_unlock() };
         }
     }
 
@@ -229,6 +219,7 @@ impl Shared {
             // the call's own parameters make its row, at its exit.
             match cb.memset {
                 Some(call) => {
+                    crate::capture::hub::want_exit();
                     let range = self.attribute(&self.state.lock().tree, thread);
                     let pending = PendingMemset {
                         correlation_id: cb.correlation_id,
@@ -240,6 +231,7 @@ impl Shared {
                     UNTIMED_MEMSET.with(|u| u.set(Some(pending)));
                 }
                 None => {
+                    crate::capture::hub::want_exit();
                     self.memsets_unread.fetch_add(1, Ordering::Relaxed);
                     UNREAD_MEMSET.with(|u| u.set(true));
                 }
@@ -282,10 +274,15 @@ impl Shared {
         replay_active: bool,
         kernel_range: bool,
     ) -> Option<RangeId> {
-        let (cycle, ordinal) = {
+        // Trace and per_range number launches under the state lock below: their launch path
+        // takes no other lock.
+        let counted = !matches!(self.mode, ProfilingMode::Trace | ProfilingMode::PerRange);
+        let (cycle, ordinal) = if !counted {
+            (0, 0)
+        } else {
             let mut guard = self.capture.lock();
             let capture = guard.as_mut()?;
-            match capture.counters.as_mut().filter(|_| self.mode != ProfilingMode::PerRange) {
+            match capture.counters.as_mut() {
                 Some(counters) => {
                     let cycling_allowed = counters.running && !replay_active;
                     // In kernel replay a graph launch makes one auto range per kernel node, a
@@ -310,11 +307,15 @@ impl Shared {
                     }
                     at
                 }
-                None => (0, self.launches.fetch_add(1, Ordering::Relaxed)),
+                None => {
+                    drop(guard);
+                    (0, self.state.lock().next_launch_ordinal())
+                }
             }
         };
         let thread = current_thread_id();
         let mut state = self.state.lock();
+        let ordinal = if counted { ordinal } else { state.next_launch_ordinal() };
         let range = self.attribute(&state.tree, thread);
         if let Some(symbol) = cb.kernel_symbol() {
             state.recent.note(cb.correlation_id, symbol.to_bytes());
@@ -404,6 +405,7 @@ impl Shared {
         match rp.push_cstr(name) {
             Ok(()) => {
                 counters.user_depth += 1;
+                crate::capture::hub::want_exit();
                 PUSHED_KERNEL_RANGE.with(|p| p.set(true));
             }
             Err(e) => {

@@ -53,6 +53,8 @@ pub mod harness;
 #[cfg(test)]
 mod harness_tests;
 mod launch;
+#[cfg(test)]
+mod launch_tests;
 mod recent;
 mod replay;
 
@@ -106,6 +108,8 @@ struct SessionState {
     records_after_finish: u64,
     /// The names of the last kernel launches (named rows for kernels that never completed).
     recent: recent::RecentLaunches,
+    /// Launches numbered so far where no counter image numbers them (trace, per_range).
+    launches_numbered: u32,
 }
 
 impl SessionState {
@@ -119,7 +123,14 @@ impl SessionState {
             after_finish: Default::default(),
             records_after_finish: 0,
             recent: Default::default(),
+            launches_numbered: 0,
         }
+    }
+
+    /// The next launch's ordinal where no counter image numbers launches.
+    fn next_launch_ordinal(&mut self) -> u32 {
+        self.launches_numbered += 1;
+        self.launches_numbered - 1
     }
 }
 
@@ -129,8 +140,6 @@ struct Shared {
     launch_clock: activity::LaunchClock,
     driver: Driver,
     clock_start: ClockPair,
-    /// Launches seen (trace mode numbers them here; counter modes per cycle).
-    launches: std::sync::atomic::AtomicU32,
     /// Memset calls under kernel replay whose parameters could not be read: no activity
     /// times them and no row describes them.
     memsets_unread: std::sync::atomic::AtomicU64,
@@ -260,7 +269,6 @@ impl Profiler {
             cupti,
             driver: drv,
             clock_start,
-            launches: std::sync::atomic::AtomicU32::new(0),
             memsets_unread: std::sync::atomic::AtomicU64::new(0),
             device_id,
             mode,
@@ -408,8 +416,12 @@ impl Profiler {
 }
 
 impl CaptureSession for Shared {
-    fn on_api_callback(&self, cb: &ApiCallback<'_>) {
-        self.on_launch_callback(cb);
+    fn on_call_enter(&self, cb: &ApiCallback<'_>, nested: bool) {
+        Shared::on_call_enter(self, cb, nested);
+    }
+
+    fn on_call_exit(&self, cb: &ApiCallback<'_>, created: Vec<crate::model::CapturedNode>) {
+        Shared::on_call_exit(self, cb, created);
     }
 
     fn on_records(&self, mut records: Vec<ActivityRecord>) {
