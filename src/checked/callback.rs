@@ -2,6 +2,7 @@
 //! injected into a program, its NVTX ranges and the creation and destruction of contexts.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::ffi::CStr;
 use std::marker::PhantomData;
 use std::os::raw::{c_char, c_void};
@@ -202,14 +203,13 @@ struct HandlerBox {
     contexts: OnceLock<ContextHandler>,
     graphs: OnceLock<GraphHandler>,
     panics: AtomicU64,
-    driver_transfers: Vec<u32>,
-    runtime_transfers: Vec<u32>,
+    kinds: LaunchKinds,
 }
 
 impl HandlerBox {
-    /// A box with `handler` for launches and the sorted transfer callback ids of each domain;
-    /// the other handlers are set later, once each.
-    fn new(cupti: Cupti, handler: ApiHandler, driver_transfers: Vec<u32>, runtime_transfers: Vec<u32>) -> HandlerBox {
+    /// A box with `handler` for launches and the transfer callback ids of each domain; the
+    /// other handlers are set later, once each.
+    fn new(cupti: Cupti, handler: ApiHandler, driver_transfers: &[u32], runtime_transfers: &[u32]) -> HandlerBox {
         HandlerBox {
             cupti,
             driver_hook: OnceLock::new(),
@@ -218,8 +218,7 @@ impl HandlerBox {
             contexts: OnceLock::new(),
             graphs: OnceLock::new(),
             panics: AtomicU64::new(0),
-            driver_transfers,
-            runtime_transfers,
+            kinds: LaunchKinds::new(driver_transfers, runtime_transfers),
         }
     }
 }
@@ -340,22 +339,40 @@ pub const RUNTIME_GRAPH_LAUNCHES: &[RuntimeCbid] = &[
     RuntimeCbid::CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
 ];
 
-fn launch_kind(boxed: &HandlerBox, domain: ApiDomain, cbid: u32) -> LaunchKind {
-    let transfer = match domain {
-        ApiDomain::Driver => boxed.driver_transfers.binary_search(&cbid).is_ok(),
-        ApiDomain::Runtime => boxed.runtime_transfers.binary_search(&cbid).is_ok(),
-    };
-    if transfer {
-        return LaunchKind::Transfer;
+/// What each callback id of the two API domains launches, indexed by id: one load per
+/// callback (a binary search over the few hundred transfer ids took half the trampoline's
+/// time in the launch-path benchmark). Ids past the end are kernel launches.
+struct LaunchKinds {
+    driver: Vec<LaunchKind>,
+    runtime: Vec<LaunchKind>,
+}
+
+impl LaunchKinds {
+    fn new(driver_transfers: &[u32], runtime_transfers: &[u32]) -> LaunchKinds {
+        fn table(transfers: &[u32], graphs: impl Iterator<Item = u32>) -> Vec<LaunchKind> {
+            let graphs: Vec<u32> = graphs.collect();
+            let len = transfers.iter().chain(&graphs).map(|&c| c as usize + 1).max().unwrap_or(0);
+            let mut kinds = vec![LaunchKind::Kernel; len];
+            for &c in &graphs {
+                kinds[c as usize] = LaunchKind::Graph;
+            }
+            for &c in transfers {
+                kinds[c as usize] = LaunchKind::Transfer;
+            }
+            kinds
+        }
+        LaunchKinds {
+            driver: table(driver_transfers, DRIVER_GRAPH_LAUNCHES.iter().map(|c| c.0)),
+            runtime: table(runtime_transfers, RUNTIME_GRAPH_LAUNCHES.iter().map(|c| c.0)),
+        }
     }
-    let graph = match domain {
-        ApiDomain::Driver => DRIVER_GRAPH_LAUNCHES.iter().any(|c| c.0 == cbid),
-        ApiDomain::Runtime => RUNTIME_GRAPH_LAUNCHES.iter().any(|c| c.0 == cbid),
-    };
-    if graph {
-        LaunchKind::Graph
-    } else {
-        LaunchKind::Kernel
+
+    fn of(&self, domain: ApiDomain, cbid: u32) -> LaunchKind {
+        let kinds = match domain {
+            ApiDomain::Driver => &self.driver,
+            ApiDomain::Runtime => &self.runtime,
+        };
+        kinds.get(cbid as usize).copied().unwrap_or(LaunchKind::Kernel)
     }
 }
 
@@ -481,6 +498,41 @@ unsafe extern "C" fn trampoline(
     super::self_time::api_done(timer);
 }
 
+/// The names of the API functions this thread's callbacks came from lately, by CUPTI's
+/// pointer: a launch loop's callbacks name the same few functions, whose text is then not
+/// measured and checked again at every callback.
+const NAME_SLOTS: usize = 4;
+thread_local! {
+    static NAMES: Cell<[(*const c_char, &'static str); NAME_SLOTS]> =
+        const { Cell::new([(std::ptr::null(), ""); NAME_SLOTS]) };
+    static NEXT_NAME_SLOT: Cell<usize> = const { Cell::new(0) };
+}
+
+/// A callback's API function name.
+///
+/// # Safety
+/// `ptr` must be NULL or a NUL-terminated string that lives as long as the process: CUPTI
+/// documents `functionName` as a global constant, so equal pointers are the same text.
+unsafe fn function_name(ptr: *const c_char) -> &'static str {
+    if ptr.is_null() {
+        return "";
+    }
+    let mut names = NAMES.with(Cell::get);
+    if let Some((_, name)) = names.iter().find(|(p, _)| *p == ptr) {
+        return name;
+    }
+    // SAFETY: the caller's guarantee: a NUL-terminated string valid for the process.
+    let name = unsafe { CStr::from_ptr::<'static>(ptr) }.to_str().unwrap_or("");
+    let slot = NEXT_NAME_SLOT.with(|n| {
+        let slot = n.get();
+        n.set((slot + 1) % NAME_SLOTS);
+        slot
+    });
+    names[slot] = (ptr, name);
+    NAMES.with(|c| c.set(names));
+    name
+}
+
 /// The body of [`trampoline`] for the driver and runtime API domains.
 ///
 /// # Safety
@@ -514,15 +566,10 @@ unsafe fn api_callback(boxed: &HandlerBox, domain: ApiDomain, cbid: CUpti_Callba
     let result = catch_unwind(AssertUnwindSafe(|| {
         // SAFETY: for the API domains CUPTI passes a CUpti_CallbackData valid for this call.
         let cb = unsafe { &*(data as *const CUpti_CallbackData) };
-        let function_name = if cb.functionName.is_null() {
-            ""
-        } else {
-            // SAFETY: CUPTI documents `functionName` as a global constant NUL-terminated
-            // string, valid for the life of the process, so it may be kept as `'static`.
-            unsafe { CStr::from_ptr::<'static>(cb.functionName) }.to_str().unwrap_or("")
-        };
+        // SAFETY: CUPTI's `functionName` (NULL or a global constant string).
+        let function_name = unsafe { function_name(cb.functionName) };
         let enter = cb.callbackSite == CUpti_ApiCallbackSite::CUPTI_API_ENTER;
-        let launch = launch_kind(boxed, domain, cbid);
+        let launch = boxed.kinds.of(domain, cbid);
         let transfer = launch == LaunchKind::Transfer;
         let event = ApiCallback {
             domain,
@@ -583,12 +630,10 @@ impl BenchTrampoline {
     pub(crate) fn with_transfers(
         cupti: Cupti,
         handler: ApiHandler,
-        mut driver_transfers: Vec<u32>,
-        mut runtime_transfers: Vec<u32>,
+        driver_transfers: Vec<u32>,
+        runtime_transfers: Vec<u32>,
     ) -> BenchTrampoline {
-        driver_transfers.sort_unstable();
-        runtime_transfers.sort_unstable();
-        BenchTrampoline(Box::new(HandlerBox::new(cupti, handler, driver_transfers, runtime_transfers)))
+        BenchTrampoline(Box::new(HandlerBox::new(cupti, handler, &driver_transfers, &runtime_transfers)))
     }
 
     /// One API callback, as CUPTI would make it.
@@ -664,12 +709,7 @@ impl Subscriber {
         } else {
             (Vec::new(), Vec::new())
         };
-        let userdata = Box::into_raw(Box::new(HandlerBox::new(
-            *cupti,
-            handler,
-            driver_transfers.clone(),
-            runtime_transfers.clone(),
-        )));
+        let userdata = Box::into_raw(Box::new(HandlerBox::new(*cupti, handler, &driver_transfers, &runtime_transfers)));
         let mut handle: CUpti_SubscriberHandle = std::ptr::null_mut();
         let subscribed = call_cupti!(cupti, cuptiSubscribe, "subscribing to CUPTI callbacks", |f| {
             // SAFETY: the trampoline never unwinds; `userdata` stays valid until unsubscribe.
