@@ -18,7 +18,7 @@
 //! Kernels launched outside any range are not lost: analysis attributes them to a root row
 //! named [`ROOT_PATH`], which has no node in the tree (its range id is `None`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use slab::Slab;
 
@@ -82,7 +82,7 @@ pub struct SessionTree {
     /// Generation per slot ever used. Survives [`SessionTree::reset`], which bumps it.
     generations: Vec<u32>,
     /// Open ranges per thread, innermost last.
-    stacks: HashMap<ThreadId, Vec<RangeId>>,
+    stacks: BTreeMap<ThreadId, Vec<RangeId>>,
     /// Number of nodes created so far per path, for [`RangeNode::instance`].
     instances: HashMap<String, u32>,
 }
@@ -250,7 +250,7 @@ impl SessionTree {
     /// Called when a session finishes: an unbalanced push would otherwise leave a node
     /// without a pop time. Its kernels are kept; only its wall time is cut at `timestamp_ns`.
     pub fn close_all_open(&mut self, timestamp_ns: u64) -> Vec<String> {
-        let mut open: Vec<RangeId> = self.stacks.drain().flat_map(|(_, stack)| stack).collect();
+        let mut open: Vec<RangeId> = std::mem::take(&mut self.stacks).into_values().flatten().collect();
         open.sort_unstable();
         let mut warnings = Vec::with_capacity(open.len());
         for id in open {
