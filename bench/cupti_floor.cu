@@ -4,6 +4,12 @@
 //   nvcc -O2 -o cupti_floor bench/cupti_floor.cu -I$CUDA_HOME/extras/CUPTI/include \
 //        -L$CUDA_HOME/extras/CUPTI/lib64 -lcupti -lcuda
 //   ./cupti_floor KERNELS ELEMENTS [runtime|driver]   (one line per configuration and repeat)
+//   ./cupti_floor clock                                (what one timestamp costs: see clock_costs)
+//   ./cupti_floor KERNELS ELEMENTS driver|runtime gmprof
+//       gmprof's trace mode itself, in this program and on this launch path: libgmprof.so
+//       (its path in $GMPROF_LIBRARY) is opened with dlopen, and gmprof_init (mode "trace")
+//       and gmprof_finish bracket each profiled run (finish, which writes the outputs into
+//       $GMPROF_FLOOR_OUT/rep-N, is not timed). The floor and gmprof are then timed alike.
 //
 // Configurations, each timed in the same process against an unprofiled run of the same
 // launches: kernel activity records only (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), launch
@@ -22,6 +28,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
+#include <time.h>
+#include <dlfcn.h>
+#include <x86intrin.h>
 
 #define CHECK_CUDA(x) do { cudaError_t e = (x); if (e != cudaSuccess) { std::printf("%s: %s\n", #x, cudaGetErrorString(e)); std::exit(1); } } while (0)
 #define CHECK_CUPTI(x) do { CUptiResult r = (x); if (r != CUPTI_SUCCESS) { const char* s; cuptiGetResultString(r, &s); std::printf("%s: %s\n", #x, s); std::exit(1); } } while (0)
@@ -96,7 +105,61 @@ static double run(int kernels, int n, float* a, float* b, float* c) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The cost of one read of each clock a launch callback could stamp a launch with: CUPTI's
+// own timestamp (the activity records' clock), clock_gettime and the TSC. On a virtual
+// machine clock_gettime may leave the vDSO for a system call, which a per-launch stamp pays.
+static void clock_costs() {
+    const int reps = 1000000;
+    uint64_t sink = 0;
+    auto time_it = [&](const char* name, auto read) {
+        for (int i = 0; i < 1000; ++i) sink += read();
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < reps; ++i) sink += read();
+        double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / reps;
+        std::printf("cupti_floor clock=%s ns_per_read=%.1f\n", name, ns);
+    };
+    time_it("cuptiGetTimestamp", [] { uint64_t t = 0; cuptiGetTimestamp(&t); return t; });
+    time_it("CLOCK_MONOTONIC", [] { timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return (uint64_t)ts.tv_nsec; });
+    time_it("CLOCK_MONOTONIC_RAW", [] { timespec ts; clock_gettime(CLOCK_MONOTONIC_RAW, &ts); return (uint64_t)ts.tv_nsec; });
+    time_it("rdtsc", [] { return (uint64_t)__rdtsc(); });
+    std::printf("cupti_floor clock sink=%llu\n", (unsigned long long)(sink & 1));
+}
+
+// gmprof's C ABI (include/gmprof.h), looked up at run time so that this file builds alone.
+struct GmprofOptions { const char* mode; const char* metrics; const char* output_dir; int device; int synchronize_on_pop; };
+using GmprofInit = int (*)(const GmprofOptions*);
+using GmprofFinish = int (*)();
+using GmprofLastError = const char* (*)();
+
+static int gmprof_config(int kernels, int n, float* a, float* b, float* c) {
+    const char* path = std::getenv("GMPROF_LIBRARY");
+    void* lib = path ? dlopen(path, RTLD_NOW) : nullptr;
+    if (!lib) { std::printf("gmprof: set GMPROF_LIBRARY to libgmprof.so (%s)\n", path ? dlerror() : "unset"); return 1; }
+    auto init = (GmprofInit)dlsym(lib, "gmprof_init");
+    auto finish = (GmprofFinish)dlsym(lib, "gmprof_finish");
+    auto last_error = (GmprofLastError)dlsym(lib, "gmprof_last_error");
+    if (!init || !finish || !last_error) { std::printf("gmprof: symbols missing in %s\n", path); return 1; }
+    const char* out = std::getenv("GMPROF_FLOOR_OUT") ? std::getenv("GMPROF_FLOOR_OUT") : "/tmp/cupti_floor_gmprof";
+    for (int rep = 0; rep < 3; ++rep) {
+        double base = run(kernels, n, a, b, c);
+        char dir[4096];
+        std::snprintf(dir, sizeof dir, "%s/rep-%d", out, rep);
+        GmprofOptions opts = {"trace", nullptr, dir, -1, 0};
+        if (init(&opts) != 0) { std::printf("gmprof_init: %s\n", last_error()); return 1; }
+        double profiled = run(kernels, n, a, b, c);
+        if (finish() != 0) { std::printf("gmprof_finish: %s\n", last_error()); return 1; }
+        std::printf("cupti_floor config=gmprof launch=%s kernels=%d elements=%d unprofiled_ms=%.3f profiled_ms=%.3f ratio=%.3f\n",
+                    driver_launch ? "driver" : "runtime", kernels, n, base, profiled, profiled / base);
+    }
+    return 0;
+}
+
 int main(int argc, char** argv) {
+    if (argc > 1 && std::strcmp(argv[1], "clock") == 0) {
+        clock_costs();
+        return 0;
+    }
+    bool with_gmprof = argc > 4 && std::strcmp(argv[4], "gmprof") == 0;
     int kernels = argc > 1 ? std::atoi(argv[1]) : 2000;
     int n = argc > 2 ? std::atoi(argv[2]) : (1 << 20);
     driver_launch = argc > 3 && std::strcmp(argv[3], "driver") == 0;
@@ -113,6 +176,7 @@ int main(int argc, char** argv) {
         driver_function = (CUfunction)f;
     }
     run(10, n, a, b, c);  // warm-up: module load
+    if (with_gmprof) return gmprof_config(kernels, n, a, b, c);
     const char* names[] = {"activity", "callbacks", "activity+callbacks", "gmprof-setup"};
     const CUpti_ActivityKind gmprof_kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                                CUPTI_ACTIVITY_KIND_MEMSET};
