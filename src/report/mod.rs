@@ -29,6 +29,7 @@ pub mod json;
 pub mod lanes;
 pub mod merge;
 pub mod merge_trace;
+mod placement;
 pub mod pm_csv;
 pub mod probe_kernels;
 pub mod probes;
