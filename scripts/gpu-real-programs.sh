@@ -53,6 +53,7 @@ if want llmc; then
   cd - > /dev/null
   python3 scripts/real/check_modes.py "Train step *" "$out"/llmc-{trace,per_range,per_kernel,kernel_replay,pm,probe}
   for m in trace per_kernel pm probe; do "$G" check-trace "$out/llmc-$m/trace.json" | tail -1; done
+  "$G" check-trace "$out/llmc-probe/probe_trace.json" | tail -1
 fi
 
 # llm.c per_kernel against ncu on the same launches (kernel time and DRAM bytes).

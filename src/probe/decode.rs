@@ -163,28 +163,3 @@ pub fn write_csv<W: std::io::Write>(rows: &[ProbeRow], out: W) -> csv::Result<()
     w.flush()?;
     Ok(())
 }
-
-/// Chrome trace events (Perfetto opens them): one track per SM, one slice per block, times
-/// relative to `origin_ns`.
-pub fn block_trace_events(
-    kernel: &str,
-    correlation_id: u32,
-    spans: &[BlockSpan],
-    origin_ns: u64,
-) -> Vec<serde_json::Value> {
-    spans
-        .iter()
-        .filter(|s| s.entries > 0)
-        .map(|s| {
-            serde_json::json!({
-                "name": format!("{kernel} block {}", s.block),
-                "ph": "X",
-                "pid": "gmprof probes: blocks per SM",
-                "tid": format!("SM {:03}", s.smid),
-                "ts": s.start_ns.saturating_sub(origin_ns) as f64 / 1000.0,
-                "dur": s.end_ns.saturating_sub(s.start_ns) as f64 / 1000.0,
-                "args": { "correlation_id": correlation_id, "block": s.block },
-            })
-        })
-        .collect()
-}

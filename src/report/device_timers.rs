@@ -215,17 +215,20 @@ fn sub_tracks(intervals: &[(u64, u64)]) -> Vec<u64> {
         .collect()
 }
 
-/// The region events of `report` and what the trace says about them. `slices` maps a
-/// correlation id to its kernel's slice; `measured` says whether slices are real times.
-pub(crate) fn trace_events(
-    report: &Report,
+/// A launch with a kernel slice, its slice and the clock that puts its stamps on the CUPTI
+/// clock.
+pub(crate) type PlacedLaunch<'a> = (&'a TimedLaunch, Slice, DeviceClock);
+
+/// The launches of `report` whose correlation id has a kernel slice in `slices`, each with
+/// the clock that places it: with `measured` slices, offsets fitted per run of consecutive
+/// launches on each GPU ([`DeviceClock::fit_runs`]), else each launch inside its own slice.
+/// Also returns how many runs were fitted. `trace.json`'s region tracks and
+/// `probe_trace.json` ([`super::probe_trace`]) both place launches by it.
+pub(crate) fn launch_clocks<'a>(
+    report: &'a Report,
     slices: &HashMap<u32, Slice>,
     measured: bool,
-    origin: u64,
-) -> (Vec<TraceEvent>, Option<DeviceTimerTraceInfo>) {
-    if report.device_timers.is_empty() {
-        return (Vec::new(), None);
-    }
+) -> (Vec<PlacedLaunch<'a>>, u64) {
     let placed: Vec<(&TimedLaunch, Slice, Bracket)> = report
         .device_timers
         .iter()
@@ -255,13 +258,29 @@ pub(crate) fn trace_events(
             }
         }
     }
+    (placed.into_iter().zip(clocks).map(|((launch, slice, _), clock)| (launch, slice, clock)).collect(), runs)
+}
+
+/// The region events of `report` and what the trace says about them. `slices` maps a
+/// correlation id to its kernel's slice; `measured` says whether slices are real times.
+pub(crate) fn trace_events(
+    report: &Report,
+    slices: &HashMap<u32, Slice>,
+    measured: bool,
+    origin: u64,
+) -> (Vec<TraceEvent>, Option<DeviceTimerTraceInfo>) {
+    if report.device_timers.is_empty() {
+        return (Vec::new(), None);
+    }
+    let (placed, runs) = launch_clocks(report, slices, measured);
+    let clocks: Vec<DeviceClock> = placed.iter().map(|p| p.2).collect();
     let shared = (measured && runs == 1).then(|| clocks[0]);
     let micros = |ns: u64| ns.saturating_sub(origin) as f64 / 1000.0;
 
     // (device, layout base tid) → [(start, end, event)], sub-tracks assigned per base.
     let mut tracks: BTreeMap<(u32, u64), Vec<Placed>> = BTreeMap::new();
     let mut names: BTreeMap<(u32, u64), String> = BTreeMap::new();
-    for ((launch, slice, _), clock) in placed.iter().zip(&clocks) {
+    for (launch, slice, clock) in &placed {
         let device = slice.2;
         let base = |block: u32, lane: u32, sm: u16| match launch.tracks {
             TrackLayout::Sm => (SM_TID_BASE + 256 * u64::from(sm), format!("SM {sm} (device timers)")),

@@ -43,10 +43,17 @@ pub fn lane_tid(stream: u32, lane: u32) -> u64 {
 
 /// The track name of lane `lane` of stream `stream`.
 pub fn lane_name(stream: u32, lane: u32) -> String {
+    lane_label(&format!("stream {stream}"), lane)
+}
+
+/// The name of lane `lane` of the track named `track`: the track's own name for lane 0,
+/// then `track · overlapped`, `track · overlapped 2`, ... (probe_trace.json's SM tracks
+/// take their lanes by this name too).
+pub fn lane_label(track: &str, lane: u32) -> String {
     match lane {
-        0 => format!("stream {stream}"),
-        1 => format!("stream {stream} · overlapped"),
-        k => format!("stream {stream} · overlapped {k}"),
+        0 => track.to_owned(),
+        1 => format!("{track} · overlapped"),
+        k => format!("{track} · overlapped {k}"),
     }
 }
 
@@ -183,5 +190,7 @@ mod tests {
         assert_eq!(lane_name(7, 0), "stream 7");
         assert_eq!(lane_name(7, 1), "stream 7 · overlapped");
         assert_eq!(lane_name(7, 3), "stream 7 · overlapped 3");
+        assert_eq!(lane_label("SM 003", 0), "SM 003");
+        assert_eq!(lane_label("SM 003", 2), "SM 003 · overlapped 2");
     }
 }

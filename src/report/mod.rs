@@ -17,6 +17,8 @@
 //! - [`Report::write_html`], see [`html`]: one self-contained HTML page with plots.
 //! - [`Report::write_regions_csv`] and [`Report::attach_device_timers`], see
 //!   [`device_timers`]: in-kernel region timers (`regions.csv`, region tracks in the trace).
+//! - [`Report::write_probe_trace`], see [`probe_trace`]: `probe_trace.json`, block_sched's
+//!   blocks per SM on the trace's clock (with [`probes`]' CSVs when the session probed).
 //!
 //! Dropped and flagged counts are part of every output's header, never only of the JSON:
 //! a table that looks complete but is missing kernels is worse than no table.
@@ -29,8 +31,10 @@ pub mod json;
 pub mod lanes;
 pub mod merge;
 pub mod merge_trace;
+mod placement;
 pub mod pm_csv;
 pub mod probe_kernels;
+pub mod probe_trace;
 pub mod probes;
 pub mod stats;
 pub mod summary;
@@ -220,6 +224,7 @@ impl Report {
         }
         if !self.probes.is_empty() {
             probes::write_probe_csvs(dir, &self.probes)?;
+            self.write_probe_trace(dir.join(probe_trace::PROBE_TRACE_JSON))?;
         }
         self.write_chrome_trace(dir.join("trace.json"))
     }

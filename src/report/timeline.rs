@@ -66,12 +66,13 @@
 //! never overlaps kernels, but the gaps and positions are invented: every such kernel
 //! carries `args.placement` = [`SYNTHETIC_PLACEMENT`] and `otherData.note` says so.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::Path;
 
 use serde::Serialize;
 
+use super::placement::Placement;
 use crate::analysis::aggregate::RangeRow;
 use crate::analysis::correlate::{KernelStatus, TimeSource, TransferStatus};
 use crate::analysis::pm_fold::PmReport;
@@ -335,13 +336,13 @@ pub struct TraceInfo {
 
 /// One memcpy or memset, as the timeline needs it.
 #[derive(Clone, Debug)]
-struct Transfer {
-    name: &'static str,
-    start_ns: u64,
-    end_ns: u64,
-    stream_id: u32,
-    device_id: u32,
-    args: TransferArgs,
+pub(super) struct Transfer {
+    pub(super) name: &'static str,
+    pub(super) start_ns: u64,
+    pub(super) end_ns: u64,
+    pub(super) stream_id: u32,
+    pub(super) device_id: u32,
+    pub(super) args: TransferArgs,
 }
 
 /// A `RangeId` as `"slot.generation"`.
@@ -428,7 +429,7 @@ fn range_metrics(report: &Report, row: &RangeRow) -> BTreeMap<String, f64> {
 
 /// A transfer row as the timeline needs it; `None` for a row without times, stream or
 /// device (an untimed transfer: it has no place on a track).
-fn transfer_event(t: &crate::analysis::correlate::TransferRow) -> Option<Transfer> {
+pub(super) fn transfer_event(t: &crate::analysis::correlate::TransferRow) -> Option<Transfer> {
     Some(Transfer {
         name: t.kind.as_str(),
         start_ns: t.start_ns?,
@@ -466,100 +467,10 @@ fn metadata(name: &'static str, pid: u64, tid: u64, value: String) -> TraceEvent
     }
 }
 
-/// Places the kernels of a counter mode (see the module docs); `None` for kernels without
-/// a device and stream. Positions are absolute CUPTI ns.
-fn synthetic_positions(
-    report: &Report,
-    range_starts: &HashMap<RangeId, u64>,
-    transfers: &[Transfer],
-) -> Vec<Option<(u64, u64)>> {
-    // Measured transfers per device in start order: synthetic kernels go around them.
-    let mut busy: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
-    for t in transfers {
-        busy.entry(t.device_id).or_default().push((t.start_ns, t.end_ns));
-    }
-    for list in busy.values_mut() {
-        list.sort_unstable();
-    }
-    let mut cursor: HashMap<u32, (u64, usize)> = HashMap::new();
-    report
-        .kernels
-        .iter()
-        .map(|k| {
-            let (device, _stream) = (k.device_id?, k.stream_id?);
-            let anchor = k.range_id.and_then(|id| range_starts.get(&id).copied()).or(k.start_ns)?;
-            let dur = k.duration_ns.unwrap_or(0);
-            let (free_at, next) = cursor.entry(device).or_insert((0, 0));
-            let mut start = anchor.max(*free_at);
-            if let Some(list) = busy.get(&device) {
-                while let Some(&(t_start, t_end)) = list.get(*next) {
-                    if t_end <= start {
-                        *next += 1;
-                    } else if t_start < start.saturating_add(dur.max(1)) {
-                        // Overlaps (or a zero-length kernel sits inside) a measured transfer.
-                        start = t_end;
-                        *next += 1;
-                    } else {
-                        break;
-                    }
-                }
-            }
-            *free_at = start.saturating_add(dur);
-            Some((start, dur))
-        })
-        .collect()
-}
-
 impl Report {
     /// The report as a Chrome trace (see the [module docs](crate::report::timeline)).
     pub fn to_chrome_trace(&self) -> ChromeTrace {
-        let measured = self.meta.time_source == TimeSource::Activity;
-        let mut skipped = SkippedRows::default();
-        let mut kept_transfers = Vec::new();
-        for row in &self.transfers {
-            match transfer_event(row) {
-                Some(t) if t.end_ns >= t.start_ns => kept_transfers.push(t),
-                Some(_) => skipped.transfers_without_times += 1,
-                None => skipped.untimed_transfers += 1,
-            }
-        }
-
-        // Ranges with both timestamps, as (row, start, end).
-        let mut ranges = Vec::new();
-        for row in self.ranges.iter().filter(|r| r.range_id.is_some()) {
-            match (row.start_ns, row.end_ns) {
-                (Some(start), Some(end)) if end >= start => ranges.push((row, start, end)),
-                (Some(_), None) => skipped.open_ranges += 1,
-                _ => skipped.ranges_without_times += 1,
-            }
-        }
-        let range_starts: HashMap<RangeId, u64> =
-            self.ranges.iter().filter_map(|r| Some((r.range_id?, r.start_ns?))).collect();
-
-        // Kernel positions (start, duration), absolute ns.
-        let positions: Vec<Option<(u64, u64)>> = if measured {
-            self.kernels
-                .iter()
-                .map(|k| {
-                    k.device_id?;
-                    k.stream_id?;
-                    let (start, end) = (k.start_ns?, k.end_ns?);
-                    Some((start, end.checked_sub(start)?))
-                })
-                .collect()
-        } else {
-            synthetic_positions(self, &range_starts, &kept_transfers)
-        };
-        skipped.kernels_without_times = positions.iter().filter(|p| p.is_none()).count() as u64;
-
-        let origin = ranges
-            .iter()
-            .map(|(_, start, _)| *start)
-            .chain(positions.iter().flatten().map(|(start, _)| *start))
-            .chain(kept_transfers.iter().map(|t| t.start_ns))
-            .chain(self.meta.profiler_pauses.iter().map(|p| p.start_ns))
-            .min()
-            .unwrap_or(0);
+        let Placement { measured, skipped, transfers: kept_transfers, ranges, positions, origin } = self.placement();
 
         let mut events = Vec::new();
         let device_name = self.meta.device_name.as_deref();
@@ -680,12 +591,7 @@ impl Report {
                 events.push(metadata("thread_name", GPU_PID_BASE + u64::from(device), PM_TID, "PM sampling".into()));
             }
         }
-        let slices: HashMap<u32, crate::report::device_timers::Slice> = self
-            .kernels
-            .iter()
-            .zip(&positions)
-            .filter_map(|(k, p)| p.and_then(|(start, dur)| Some((k.correlation_id, (start, dur, k.device_id?)))))
-            .collect();
+        let slices = super::placement::slices(self, &positions);
         let (region_events, device_timers) =
             crate::report::device_timers::trace_events(self, &slices, measured, origin);
         events.extend(region_events);

@@ -15,9 +15,12 @@
 //!   kernels.csv's `probe.<probe>.<field>` columns; see `report::probes`);
 //! - `probe_records.csv`: every record of the first launches of each kernel
 //!   (`GMPROF_PROBE_RECORD_LAUNCHES`, default 1);
-//! - `probe_trace.json`: block_sched's blocks alone, one track per SM, on `%globaltimer`
-//!   (Perfetto opens it). trace.json has them too, inside their kernel's slice: they reach
-//!   the report as device-timer launches (region `block (probe block_sched)`).
+//! - `probe_trace.json`: block_sched's blocks, one track per SM (blocks resident together
+//!   on extra lanes), each launch's kernel slice beside them, on trace.json's clock
+//!   ([`crate::report::probe_trace`]; written by the report, or here on `%globaltimer`
+//!   when no report took the probes). trace.json has the blocks too, inside their kernel's
+//!   slice: they reach the report as device-timer launches (region `block (probe
+//!   block_sched)`).
 
 use std::cell::RefCell;
 use std::path::Path;
@@ -129,20 +132,20 @@ pub fn attach(report: &mut Report) -> bool {
     true
 }
 
-/// Writes the probe outputs into `dir`; nothing when probing is off. probe_launches.csv and
-/// probes.csv are written here (without ranges) only when no report took them (`joined`
-/// false: profiling could not finish). Returns how many kernel variants (probe_kernels.csv
-/// rows) were probed and how many were not.
+/// Writes the probe outputs into `dir`; nothing when probing is off. probe_launches.csv,
+/// probes.csv and probe_trace.json are written here only when no report took them (`joined`
+/// false: profiling could not finish; the CSVs then have no ranges, and the trace's blocks
+/// are on `%globaltimer` without kernel slices). Returns how many kernel variants
+/// (probe_kernels.csv rows) were probed and how many were not.
 pub fn write_outputs(dir: &Path, joined: bool) -> Result<Option<(usize, usize)>> {
     let Some(out) = probe::outputs() else { return Ok(None) };
     crate::report::probe_kernels::write_probe_kernels_csv(dir, &out.kernels)?;
     if !joined || out.launches.is_empty() {
         crate::report::probes::write_probe_csvs(dir, &out.launches)?;
+        let trace = crate::report::probe_trace::globaltimer_probe_trace(&crate::device_timers::collected());
+        trace.write(dir.join(crate::report::probe_trace::PROBE_TRACE_JSON))?;
     }
     write_csv(dir, "probe_records.csv", &out.records)?;
-    let trace = serde_json::json!({ "traceEvents": out.trace, "displayTimeUnit": "ns" });
-    let path = dir.join("probe_trace.json");
-    std::fs::write(&path, trace.to_string()).map_err(|e| Error::InvalidState(format!("{}: {e}", path.display())))?;
     let probed = out.kernels.iter().filter(|k| k.status == "probed").count();
     Ok(Some((probed, out.kernels.len() - probed)))
 }

@@ -79,6 +79,7 @@ pub struct ProbeConfig {
 }
 
 pub use crate::report::probe_kernels::{KernelTable, ProbeKernel};
+pub use crate::report::probe_trace::BLOCK_SCHED_REGION;
 pub use crate::report::probes::{ProbeTotal, ProbedLaunch as LaunchRecord};
 
 /// How to refer to a launch: its kernel, its variant and its shape.
@@ -112,7 +113,6 @@ struct State {
     timeline_left_off: u64,
     records: Vec<decode::ProbeRow>,
     recorded_per_kernel: HashMap<String, usize>,
-    trace: Vec<serde_json::Value>,
     range_depth: i64,
     /// Runtime-registered kernels' PTX, from the program's files.
     host: HostObjects,
@@ -439,15 +439,6 @@ fn finish_launch(api: &ModuleApi, config: &ProbeConfig, state: &mut State, p: Pe
             } else {
                 state.timeline_left_off += 1;
             }
-            if state.trace.len() < 200_000 {
-                let origin = record.first_block_start_ns.unwrap_or(0);
-                state.trace.extend(decode::block_trace_events(
-                    &p.launch.info.kernel,
-                    p.launch.info.correlation_id,
-                    &spans,
-                    origin,
-                ));
-            }
         }
         let seen = state.recorded_per_kernel.get(&p.launch.info.kernel).copied().unwrap_or(0);
         if seen < config.record_launches {
@@ -480,7 +471,7 @@ fn timeline_launch(launch: &LaunchInfo, spans: &[decode::BlockSpan]) -> TimedLau
         })
         .collect();
     let blocks = u32::try_from(launch.blocks).unwrap_or(u32::MAX);
-    TimedLaunch::from_blocks(Some(launch.correlation_id), &launch.kernel, "block (probe block_sched)", blocks, &runs)
+    TimedLaunch::from_blocks(Some(launch.correlation_id), &launch.kernel, BLOCK_SCHED_REGION, blocks, &runs)
 }
 
 /// What the probes produced, for the output files.
@@ -494,8 +485,6 @@ pub struct ProbeOutputs {
     pub records: Vec<decode::ProbeRow>,
     /// probe_kernels.csv: one row per variant, by kernel ([`KernelTable::rows`]).
     pub kernels: Vec<ProbeKernel>,
-    /// probe_trace.json events.
-    pub trace: Vec<serde_json::Value>,
 }
 
 /// A copy of what was probed so far (`None` when probing is off).
@@ -507,6 +496,5 @@ pub fn outputs() -> Option<ProbeOutputs> {
         timeline_left_off: s.timeline_left_off,
         records: s.records.clone(),
         kernels: s.kernels.rows(),
-        trace: s.trace.clone(),
     })
 }
