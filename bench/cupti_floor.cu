@@ -10,6 +10,7 @@
 //       (its path in $GMPROF_LIBRARY) is opened with dlopen, and gmprof_init (mode "trace")
 //       and gmprof_finish bracket each profiled run (finish, which writes the outputs into
 //       $GMPROF_FLOOR_OUT/rep-N, is not timed). The floor and gmprof are then timed alike.
+// $FLOOR_REPS sets the repeats of each configuration (default 3).
 //
 // Configurations, each timed in the same process against an unprofiled run of the same
 // launches: kernel activity records only (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), launch
@@ -125,6 +126,11 @@ static void clock_costs() {
     std::printf("cupti_floor clock sink=%llu\n", (unsigned long long)(sink & 1));
 }
 
+static int reps() {
+    const char* r = std::getenv("FLOOR_REPS");
+    return r && std::atoi(r) > 0 ? std::atoi(r) : 3;
+}
+
 // gmprof's C ABI (include/gmprof.h), looked up at run time so that this file builds alone.
 struct GmprofOptions { const char* mode; const char* metrics; const char* output_dir; int device; int synchronize_on_pop; };
 using GmprofInit = int (*)(const GmprofOptions*);
@@ -140,7 +146,7 @@ static int gmprof_config(int kernels, int n, float* a, float* b, float* c) {
     auto last_error = (GmprofLastError)dlsym(lib, "gmprof_last_error");
     if (!init || !finish || !last_error) { std::printf("gmprof: symbols missing in %s\n", path); return 1; }
     const char* out = std::getenv("GMPROF_FLOOR_OUT") ? std::getenv("GMPROF_FLOOR_OUT") : "/tmp/cupti_floor_gmprof";
-    for (int rep = 0; rep < 3; ++rep) {
+    for (int rep = 0; rep < reps(); ++rep) {
         double base = run(kernels, n, a, b, c);
         char dir[4096];
         std::snprintf(dir, sizeof dir, "%s/rep-%d", out, rep);
@@ -181,7 +187,7 @@ int main(int argc, char** argv) {
     const CUpti_ActivityKind gmprof_kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                                CUPTI_ACTIVITY_KIND_MEMSET};
     for (int cfg = 0; cfg < 4; ++cfg) {
-        for (int rep = 0; rep < 3; ++rep) {
+        for (int rep = 0; rep < reps(); ++rep) {
             double base = run(kernels, n, a, b, c);
             CUpti_SubscriberHandle sub = nullptr;
             if (cfg != 1) {
