@@ -453,6 +453,17 @@ impl Correlator {
                 counts.missing_activity
             ));
         }
+        if mode == ProfilingMode::KernelReplay && counts.count_mismatch > 0 && counts.unlaunched_activity > 0 {
+            // Seen on torch.compile(mode="reduce-overhead") under kernel replay: one kernel
+            // record with correlation id 0 and no launch, and its cycle one range over.
+            builder.warnings.push(format!(
+                "kernel replay numbers its counter ranges by position, one per kernel that ran: \
+                 the {} kernel(s) with no launch gmprof heard (unlaunched_activity) may hold \
+                 positions no launch accounts for, which shifts the ranges after them; per_kernel \
+                 names each range after its launch and is not affected",
+                counts.unlaunched_activity
+            ));
+        }
         if builder.untimed_activity > 0 {
             builder.warnings.push(format!(
                 "{} kernel activity record(s) have end <= start, so their duration (from {}) is \

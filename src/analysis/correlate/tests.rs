@@ -104,6 +104,34 @@ fn kernel_replay_joins_by_ordinal() {
 }
 
 #[test]
+fn a_kernel_replay_kernel_without_a_launch_is_named_as_the_likely_cause_of_a_count_mismatch() {
+    // torch.compile(mode="reduce-overhead") under kernel replay, H100: one record with
+    // correlation id 0 and no launch, and one counter range more than launched kernels.
+    let tree = SessionTree::new();
+    let mut c = Correlator::new();
+    for (ordinal, id) in [11u32, 12, 13].into_iter().enumerate() {
+        c.add_launch(launch(id, 0, ordinal as u32, None));
+    }
+    for id in [11u32, 0, 12, 13] {
+        c.add_activity(activity(id, "fill"));
+    }
+    c.add_counter_ranges(0, (0..4).map(|i| counters(0, i, &i.to_string(), 1.0, 8.0)).collect());
+    let out = c.finish(&tree, &metrics(), ProfilingMode::KernelReplay);
+    assert_eq!((out.counts.count_mismatch, out.counts.unlaunched_activity), (3, 1));
+    let hint = out.warnings.iter().filter(|w| w.contains("per_kernel names each range after its launch")).count();
+    assert_eq!(hint, 1, "{:?}", out.warnings);
+
+    // No unlaunched record: no such hint, though the counts still disagree.
+    let mut c = Correlator::new();
+    c.add_launch(launch(11, 0, 0, None));
+    c.add_activity(activity(11, "fill"));
+    c.add_counter_ranges(0, (0..2).map(|i| counters(0, i, &i.to_string(), 1.0, 8.0)).collect());
+    let out = c.finish(&tree, &metrics(), ProfilingMode::KernelReplay);
+    assert_eq!(out.counts.count_mismatch, 1);
+    assert!(out.warnings.iter().all(|w| !w.contains("per_kernel names")), "{:?}", out.warnings);
+}
+
+#[test]
 fn name_mismatch_is_flagged_not_used() {
     let tree = SessionTree::new();
     let mut c = Correlator::new();
