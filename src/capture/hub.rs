@@ -105,10 +105,16 @@ fn session_for(context_id: u32) -> Option<Arc<dyn CaptureSession>> {
     cached.unwrap_or_else(|_| lookup().and_then(|w| w.upgrade()))
 }
 
-/// Routes a launch or transfer callback. The hub keeps each thread's call depth and the
-/// graph nodes its outermost call creates, so an exit reaches the session only when the
-/// session asked for it at the enter or the call built a graph: finding the session costs
-/// four atomic operations, which a plain launch's exit then does not pay.
+/// Routes a launch or transfer callback. The hub keeps each thread's depth of calls that
+/// reached a session, and the graph nodes its outermost such call creates, so an exit
+/// reaches the session only when the session asked for it at the enter or the call built a
+/// graph: finding the session costs atomic operations, which a plain launch's exit then does
+/// not pay.
+///
+/// Depth counts only calls whose enter reached a session. A runtime call can create the
+/// context it runs in (the primary context, lazily): its enter finds no session, and the
+/// driver call inside it, made once the session has joined, is then the session's outermost
+/// call, as if the runtime call had not been heard.
 fn route_callback(cb: &ApiCallback<'_>) {
     match cb.site {
         CallbackSite::Enter => {
@@ -116,21 +122,36 @@ fn route_callback(cb: &ApiCallback<'_>) {
                 d.set(d.get() + 1);
                 d.get()
             });
-            if depth == 1 {
+            let Some(session) = session_for(cb.context_uid) else { return };
+            if let Some(bit) = depth_bit(depth) {
+                ROUTED_LEVELS.with(|r| r.set(r.get() | bit));
+            }
+            let routed = ROUTED_DEPTH.with(|d| {
+                d.set(d.get() + 1);
+                d.get()
+            });
+            if routed == 1 {
                 IN_CALL.with(|c| c.set(true));
                 EXIT_WANTED.with(|w| w.set(false));
                 CREATED_NODES.with(|n| n.borrow_mut().clear());
             }
-            if let Some(session) = session_for(cb.context_uid) {
-                session.on_call_enter(cb, depth > 1);
-            }
+            session.on_call_enter(cb, routed > 1);
         }
         CallbackSite::Exit => {
             let depth = CALL_DEPTH.with(|d| {
+                let depth = d.get();
+                d.set(depth.saturating_sub(1));
+                depth
+            });
+            let Some(bit) = depth_bit(depth).filter(|bit| ROUTED_LEVELS.with(Cell::get) & bit != 0) else {
+                return;
+            };
+            ROUTED_LEVELS.with(|r| r.set(r.get() & !bit));
+            let routed = ROUTED_DEPTH.with(|d| {
                 d.set(d.get().saturating_sub(1));
                 d.get()
             });
-            if depth > 0 {
+            if routed > 0 {
                 return;
             }
             IN_CALL.with(|c| c.set(false));
@@ -143,6 +164,12 @@ fn route_callback(cb: &ApiCallback<'_>) {
             }
         }
     }
+}
+
+/// The bit of [`ROUTED_LEVELS`] for call depth `depth` (1-based); none past 64 levels, whose
+/// calls are then not routed to a session.
+fn depth_bit(depth: u32) -> Option<u64> {
+    (1..=64).contains(&depth).then(|| 1u64 << (depth - 1))
 }
 
 /// A route to a session with no CUPTI registration behind it, removed on drop: the launch-path
@@ -186,6 +213,10 @@ thread_local! {
     /// Depth of launch, memcpy and memset calls on this thread (the runtime calls the
     /// driver inside).
     static CALL_DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// The depths (bit `d - 1` for depth `d`) whose call in flight reached a session.
+    static ROUTED_LEVELS: Cell<u64> = const { Cell::new(0) };
+    /// How many of this thread's calls in flight reached a session.
+    static ROUTED_DEPTH: Cell<u32> = const { Cell::new(0) };
     /// Whether this thread is inside a launch, memcpy or memset call gmprof heard.
     static IN_CALL: Cell<bool> = const { Cell::new(false) };
     /// Whether the session asked for the exit callback of this thread's outermost call.

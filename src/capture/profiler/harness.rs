@@ -259,6 +259,34 @@ impl LaunchHarness {
         outer
     }
 
+    /// The first launch of a program, whose runtime call creates the context it runs in: the
+    /// runtime call's enter comes before the context (and the session) exists, so it names
+    /// context 0; the driver call inside it and both exits name the session's context.
+    /// Returns the driver call's correlation id, the one the launch is recorded under.
+    pub fn launch_creating_context(&mut self) -> u32 {
+        let outer = self.next_correlation;
+        self.next_correlation += 2;
+        let mut call = |domain, cbid, site, correlation_id, name, context_uid| {
+            self.trampoline.call_with(&BenchCall {
+                domain,
+                cbid,
+                site,
+                correlation_id,
+                context_uid,
+                function_name: name,
+                params: std::ptr::null_mut(),
+                result: None,
+                symbol_name: Some(BENCH_KERNEL),
+            });
+        };
+        let ctx = self.context_id;
+        call(ApiDomain::Runtime, CUDA_LAUNCH_KERNEL, CallbackSite::Enter, outer, c"cudaLaunchKernel", 0);
+        call(ApiDomain::Driver, CU_LAUNCH_KERNEL, CallbackSite::Enter, outer + 1, c"cuLaunchKernel", ctx);
+        call(ApiDomain::Driver, CU_LAUNCH_KERNEL, CallbackSite::Exit, outer + 1, c"cuLaunchKernel", ctx);
+        call(ApiDomain::Runtime, CUDA_LAUNCH_KERNEL, CallbackSite::Exit, outer, c"cudaLaunchKernel", ctx);
+        outer + 1
+    }
+
     /// One CUDA graph launch through the runtime (`cudaGraphLaunch` around `cuGraphLaunch`,
     /// which CUPTI gives no kernel name); returns its correlation id.
     pub fn launch_graph(&mut self) -> u32 {

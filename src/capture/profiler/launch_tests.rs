@@ -2,7 +2,29 @@
 //! hub (a GPU-less [`LaunchHarness`]): which exits reach the session, and what they give back.
 
 use super::harness::LaunchHarness;
-use crate::model::ProfilingMode;
+use crate::analysis::correlate::KernelStatus;
+use crate::checked::activity::ActivityRecord;
+use crate::model::{KernelActivity, ProfilingMode};
+
+/// The kernel activity record of launch `correlation_id`, as CUPTI delivers it.
+fn kernel_record(h: &LaunchHarness, correlation_id: u32, start_ns: u64) -> ActivityRecord {
+    ActivityRecord::Kernel(KernelActivity {
+        correlation_id,
+        name: "_Z10fill_floatPfi".into(),
+        grid: [4, 1, 1],
+        block: [128, 1, 1],
+        registers_per_thread: 16,
+        static_shared_memory: 0,
+        dynamic_shared_memory: 0,
+        stream_id: 7,
+        context_id: h.context_id(),
+        device_id: super::harness::DEVICE_ID,
+        graph_id: 0,
+        graph_node_id: 0,
+        start_ns,
+        end_ns: start_ns + 960,
+    })
+}
 
 /// The modes that hold the launch gate from a launch's enter to its exit.
 const GATED: [ProfilingMode; 2] = [ProfilingMode::KernelReplay, ProfilingMode::PerKernel];
@@ -47,4 +69,27 @@ fn trace_mode_numbers_launches_in_order_without_counters() {
     let mut h = LaunchHarness::trace().unwrap();
     let ids: Vec<u32> = (0..5).map(|i| h.launch_kernel(i % 2 == 1, c"_Z6kernelv")).collect();
     assert_eq!(h.launch_ordinals(), (0..5).map(|o| (ids[o as usize], o)).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_launch_whose_runtime_call_creates_the_context_is_recorded_under_its_driver_call() {
+    // torch.compile's first kernel on an H100: the runtime call's enter came before the
+    // context, so only the driver call inside it reached the session. It was once taken for
+    // a nested call of an unseen outer one, mapped to correlation id 0, and reported as a
+    // kernel with no launch.
+    for mode in [ProfilingMode::Trace, ProfilingMode::PerKernel, ProfilingMode::KernelReplay] {
+        let mut h = LaunchHarness::new(mode).unwrap();
+        let first = h.launch_creating_context();
+        assert!(h.gate_is_free(), "{mode:?}");
+        let second = h.launch_kernel(true, c"_Z10fill_floatPfi");
+        // Records of runtime launches carry the driver call's id (see LaunchHarness::deliver).
+        h.deliver(vec![kernel_record(&h, first, 1_000), kernel_record(&h, second + 1, 3_000)]);
+        assert_eq!(h.recorded(), (2, 1), "{mode:?}: two launches, one nested driver call");
+        let report = h.report();
+        let rows: Vec<(u32, KernelStatus)> = report.kernels.iter().map(|k| (k.correlation_id, k.status)).collect();
+        assert!(rows.iter().all(|(id, _)| *id != 0), "{mode:?}: {rows:?}");
+        assert_eq!(report.meta.counts.unlaunched_activity, 0, "{mode:?}: {rows:?}");
+        assert_eq!(report.meta.counts.missing_activity, 0, "{mode:?}: {rows:?}");
+        assert_eq!(rows.iter().map(|(id, _)| *id).collect::<Vec<_>>(), vec![first, second], "{mode:?}");
+    }
 }
