@@ -266,7 +266,7 @@ impl LaunchHarness {
     pub fn launch_creating_context(&mut self) -> u32 {
         let outer = self.next_correlation;
         self.next_correlation += 2;
-        let mut call = |domain, cbid, site, correlation_id, name, context_uid| {
+        let call = |domain, cbid, site, correlation_id, name, context_uid| {
             self.trampoline.call_with(&BenchCall {
                 domain,
                 cbid,
