@@ -8,10 +8,10 @@
 #   4. 100-step training loops: p50/p99 step time per mode; counter-cycle timings.
 #   5. Launch-bound cost against the raw-CUPTI floors (bench/).
 #   6. Trace mode against the CUPTI floor, interleaved rounds (section `floor`, not in the
-#      default set): bench/cupti_floor.cu launching through cuLaunchKernel like synthetic
-#      (configurations activity+callbacks and gmprof-setup), then synthetic in trace mode
-#      with GMPROF_SELF_TIME=1, which splits gmprof's overhead into its own callback time
-#      and CUPTI's.
+#      default set): bench/cupti_floor.cu's configurations (CUPTI alone, with empty handlers)
+#      and gmprof's trace mode in the same program on the same launch path
+#      (cuLaunchKernel), then synthetic in trace mode with GMPROF_SELF_TIME=1, which
+#      measures gmprof's own time in CUPTI's callbacks; and the cost of one clock read.
 set -u
 cd "$(dirname "$0")/.."
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
@@ -104,15 +104,29 @@ want launch && { I="-I$CUDA_HOME/extras/CUPTI/include -I$CUDA_HOME/targets/x86_6
   done
 } > "$out/launch.log" 2>&1
 
-# 6. Trace mode against the CUPTI floor, same launch path, interleaved.
+# 6. Trace mode against the CUPTI floor, same launch path, interleaved. cupti_floor times
+# every CUPTI configuration and gmprof itself (its `gmprof` configuration opens
+# .gpu/lib/libgmprof.so) in one program on one launch path; BEFORE_LIB=path/to/libgmprof.so
+# adds another build as `gmprof-before` (an A/B of a change). KERNELS launches per run
+# (default 20000), FLOOR_REPS repeats per configuration (default 5). scripts/floor_stats.py
+# prints the added time per launch and the ratio per configuration over all rounds.
 want floor && { I="-I$CUDA_HOME/extras/CUPTI/include -I$CUDA_HOME/targets/x86_64-linux/include -L$CUDA_HOME/targets/x86_64-linux/lib -L$CUDA_HOME/extras/CUPTI/lib64"
   nvcc -O2 -std=c++17 -arch=sm_90 -o "$tmp/cupti_floor" bench/cupti_floor.cu $I -lcupti -lcuda || echo "cupti_floor build failed"
+  export FLOOR_REPS=${FLOOR_REPS:-5}
   for round in $(seq "${ROUNDS:-5}"); do
-    run "$tmp/cupti_floor" 2000 65536 driver | only "cupti_floor config=(activity\+callbacks|gmprof-setup)"
-    GMPROF_SELF_TIME=1 run $B/synthetic --kernels 2000 --size 65536 --mode trace --compare --warmup | only "overhead|self_time|error"
-    run $B/synthetic --kernels 2000 --size 65536 --mode trace --compare --warmup | only "overhead|error"
+    echo "== round $round"
+    "$tmp/cupti_floor" "${KERNELS:-20000}" 65536 driver | only "cupti_floor config="
+    if [ -n "${BEFORE_LIB:-}" ]; then
+      GMPROF_LIBRARY=$BEFORE_LIB GMPROF_FLOOR_OUT=$tmp/before-$round "$tmp/cupti_floor" "${KERNELS:-20000}" 65536 driver gmprof \
+        | sed 's/config=gmprof/config=gmprof-before/' | only "cupti_floor config=|gmprof_"
+    fi
+    GMPROF_LIBRARY=$PWD/.gpu/lib/libgmprof.so GMPROF_FLOOR_OUT=$tmp/gmprof-$round "$tmp/cupti_floor" "${KERNELS:-20000}" 65536 driver gmprof \
+      | only "cupti_floor config=|gmprof_"
+    GMPROF_SELF_TIME=1 run $B/synthetic --kernels "${KERNELS:-20000}" --size 65536 --mode trace --compare --warmup | only "overhead|self_time|error"
   done
+  "$tmp/cupti_floor" clock
 } > "$out/floor.log" 2>&1
+want floor && python3 scripts/floor_stats.py "$out/floor.log" | tee "$out/floor-stats.txt"
 
 want ncu && tar -C "$tmp" -czf "$out/csv.tgz" --exclude='*.json' mixed-per_kernel mixed-trace mixed-per_range ncu.csv 2>/dev/null
 rm -rf "$tmp"
