@@ -8,7 +8,7 @@ use crate::analysis::correlate::{Granularity, KernelStatus};
 use crate::checked::activity::ActivityRecord;
 use crate::error::Error;
 use crate::model::illegal_instruction;
-use crate::model::{CudaError, FailedStep, FinishStep, KernelActivity, ProfilingMode, RunEnd};
+use crate::model::{CudaError, FailedStep, FinishStep, ProfilingMode, RunEnd};
 use crate::report::Report;
 
 const SYNC_ERROR: &str = "cuCtxSynchronize failed with CUDA_ERROR_ILLEGAL_INSTRUCTION (715): an illegal instruction \
@@ -31,17 +31,7 @@ fn process_exit() -> RunEnd {
 
 /// The activity record of a kernel that completed.
 fn completed(harness: &LaunchHarness, correlation_id: u32, name: &str, start_ns: u64) -> ActivityRecord {
-    ActivityRecord::Kernel(KernelActivity {
-        correlation_id,
-        name: name.into(),
-        grid: [1024, 1, 1],
-        block: [256, 1, 1],
-        stream_id: 7,
-        context_id: harness.context_id(),
-        start_ns,
-        end_ns: start_ns + 12_000,
-        ..Default::default()
-    })
+    harness.kernel_record(correlation_id, name, start_ns, start_ns + 12_000)
 }
 
 /// Step 0 runs two kernels to completion; step 1 launches a layer norm (completed, its

@@ -325,6 +325,24 @@ impl LaunchHarness {
         });
     }
 
+    /// The activity record of a kernel of this harness's context that ran from `start_ns` to
+    /// `end_ns` on stream 7, launched under `correlation_id` (for a runtime launch, the inner
+    /// driver call's id, as CUPTI gives it).
+    pub fn kernel_record(&self, correlation_id: u32, name: &str, start_ns: u64, end_ns: u64) -> ActivityRecord {
+        ActivityRecord::Kernel(crate::model::KernelActivity {
+            correlation_id,
+            name: name.into(),
+            grid: [1024, 1, 1],
+            block: [256, 1, 1],
+            stream_id: 7,
+            context_id: self.context_id,
+            device_id: DEVICE_ID,
+            start_ns,
+            end_ns,
+            ..Default::default()
+        })
+    }
+
     /// Activity records arriving for the session, as CUPTI's buffer callback delivers them
     /// (they carry the inner driver call's correlation id for a runtime launch).
     pub fn deliver(&self, records: Vec<ActivityRecord>) {

@@ -3,28 +3,7 @@
 
 use super::harness::LaunchHarness;
 use crate::analysis::correlate::KernelStatus;
-use crate::checked::activity::ActivityRecord;
-use crate::model::{KernelActivity, ProfilingMode};
-
-/// The kernel activity record of launch `correlation_id`, as CUPTI delivers it.
-fn kernel_record(h: &LaunchHarness, correlation_id: u32, start_ns: u64) -> ActivityRecord {
-    ActivityRecord::Kernel(KernelActivity {
-        correlation_id,
-        name: "_Z10fill_floatPfi".into(),
-        grid: [4, 1, 1],
-        block: [128, 1, 1],
-        registers_per_thread: 16,
-        static_shared_memory: 0,
-        dynamic_shared_memory: 0,
-        stream_id: 7,
-        context_id: h.context_id(),
-        device_id: super::harness::DEVICE_ID,
-        graph_id: 0,
-        graph_node_id: 0,
-        start_ns,
-        end_ns: start_ns + 960,
-    })
-}
+use crate::model::ProfilingMode;
 
 /// The modes that hold the launch gate from a launch's enter to its exit.
 const GATED: [ProfilingMode; 2] = [ProfilingMode::KernelReplay, ProfilingMode::PerKernel];
@@ -83,7 +62,8 @@ fn a_launch_whose_runtime_call_creates_the_context_is_recorded_under_its_driver_
         assert!(h.gate_is_free(), "{mode:?}");
         let second = h.launch_kernel(true, c"_Z10fill_floatPfi");
         // Records of runtime launches carry the driver call's id (see LaunchHarness::deliver).
-        h.deliver(vec![kernel_record(&h, first, 1_000), kernel_record(&h, second + 1, 3_000)]);
+        let fill = "_Z10fill_floatPfi";
+        h.deliver(vec![h.kernel_record(first, fill, 1_000, 1_960), h.kernel_record(second + 1, fill, 3_000, 3_960)]);
         assert_eq!(h.recorded(), (2, 1), "{mode:?}: two launches, one nested driver call");
         let report = h.report();
         let rows: Vec<(u32, KernelStatus)> = report.kernels.iter().map(|k| (k.correlation_id, k.status)).collect();
