@@ -217,7 +217,7 @@ impl Shared {
         if self.mode == ProfilingMode::KernelReplay && crate::checked::memset::is_memset(cb.function_name) {
             // No memset activity under kernel replay (see ActivityKinds::KernelsAndMemcpy):
             // the call's own parameters make its row, at its exit.
-            match cb.memset {
+            match cb.memset() {
                 Some(call) => {
                     crate::capture::hub::want_exit();
                     let range = self.attribute(&self.state.lock().tree, thread);

@@ -74,15 +74,14 @@ pub struct ApiCallback<'a> {
     pub context_uid: u32,
     /// Kernel launch, graph launch or transfer.
     pub launch: LaunchKind,
-    /// On enter of a memset gmprof can read (see [`super::memset`]): its size. `None` for
-    /// other calls and on exit.
-    pub memset: Option<MemsetCall>,
     /// On exit of a transfer call: what it returned (`CUresult` or `cudaError_t`, 0 on
     /// success). `None` on enter, for launches, and where CUPTI gave no return value.
     pub result: Option<i32>,
     /// CUPTI's `symbolName`: for a kernel launch the kernel's name, else null. Valid for the
     /// callback, read only on demand (a launch's name costs a `strlen`).
     symbol: *const c_char,
+    /// CUPTI's `functionParams`: the call's parameter structure, valid for the callback.
+    params: *const c_void,
     _data: PhantomData<&'a CStr>,
 }
 
@@ -96,6 +95,18 @@ impl<'a> ApiCallback<'a> {
         // SAFETY: a non-null `symbolName` is a NUL-terminated string valid for the callback,
         // which `'a` (the borrow of CUPTI's callback data) does not outlive.
         Some(unsafe { CStr::from_ptr(self.symbol) })
+    }
+
+    /// On enter of a memset gmprof can read (see [`super::memset`]): its size. `None` for
+    /// other calls and on exit. Read on demand: only kernel replay, which has no memset
+    /// activity records, needs it.
+    pub fn memset(&self) -> Option<MemsetCall> {
+        if self.launch != LaunchKind::Transfer || self.site != CallbackSite::Enter {
+            return None;
+        }
+        // SAFETY: `params` is this callback's parameter structure (or NULL), valid for the
+        // callback, which `'a` does not outlive.
+        unsafe { super::memset::read(self.domain, self.cbid, self.params) }
     }
 }
 
@@ -491,11 +502,7 @@ unsafe fn api_callback(boxed: &HandlerBox, domain: ApiDomain, cbid: CUpti_Callba
             function_name,
             context_uid: cb.contextUid,
             launch,
-            // SAFETY: `functionParams` is this callback's parameter structure (or NULL),
-            // valid for the callback.
-            memset: (transfer && enter)
-                .then(|| unsafe { super::memset::read(domain, cbid, cb.functionParams) })
-                .flatten(),
+            params: cb.functionParams,
             result: (transfer && !enter && !cb.functionReturnValue.is_null())
                 // SAFETY: on exit a driver call's return value is its CUresult, a runtime
                 // call's its cudaError_t: both C enums, an int.
