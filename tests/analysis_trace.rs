@@ -20,7 +20,7 @@ mod analysis_helpers;
 mod kernels;
 #[path = "common/metrics.rs"]
 mod metrics;
-use analysis_helpers::{activity, range};
+use analysis_helpers::range;
 use metrics::spec;
 
 const READ: &str = "dram__bytes_read.sum";
@@ -57,33 +57,8 @@ fn a_million_kernels_correlate_and_aggregate_exactly() {
         let bytes = u64::from(i % 4096) * 1024;
         expected_bytes += bytes;
         expected_time += time;
-        correlator.add_launch(LaunchRecord {
-            correlation_id: i + 1,
-            thread: 1,
-            range: current,
-            cycle,
-            ordinal,
-            api: LaunchApi::Runtime,
-            api_name: "".into(),
-            context_id: 1,
-            launch_ns: None,
-        });
-        correlator.add_activity(KernelActivity {
-            correlation_id: i + 1,
-            name: "_Z4gemmILi128EEvPKfS1_Pfi".into(),
-            grid: [1, 1, 1],
-            block: [1, 1, 1],
-            registers_per_thread: 1,
-            static_shared_memory: 0,
-            dynamic_shared_memory: 0,
-            stream_id: 1,
-            context_id: 1,
-            device_id: 0,
-            graph_id: 0,
-            graph_node_id: 0,
-            start_ns: 0,
-            end_ns: 0,
-        });
+        correlator.add_launch(LaunchRecord { cycle, ..kernels::launch_record(&tree, 1, i + 1, ordinal) });
+        correlator.add_activity(kernels::kernel_activity(i + 1, "_Z4gemmILi128EEvPKfS1_Pfi", 0, 0));
         ranges.push(CounterRange {
             cycle,
             index: ordinal,
@@ -121,22 +96,8 @@ fn a_million_kernels_correlate_and_aggregate_exactly() {
 
 /// A trace-mode kernel of `range` on `stream`, running `[start, end)`.
 fn trace_kernel(c: &mut Correlator, correlation_id: u32, range: Option<RangeId>, stream: u32, start: u64, end: u64) {
-    c.add_launch(LaunchRecord {
-        correlation_id,
-        thread: 1,
-        range,
-        cycle: 0,
-        ordinal: correlation_id,
-        api: LaunchApi::Runtime,
-        api_name: "cudaLaunchKernel".into(),
-        context_id: 1,
-        launch_ns: None,
-    });
-    let mut a = activity(correlation_id, "k");
-    a.stream_id = stream;
-    a.start_ns = start;
-    a.end_ns = end;
-    c.add_activity(a);
+    c.add_launch(kernels::launch_record_in(range, 1, correlation_id, correlation_id));
+    c.add_activity(KernelActivity { stream_id: stream, ..kernels::kernel_activity(correlation_id, "k", start, end) });
 }
 
 #[test]
@@ -217,13 +178,7 @@ fn transfers_go_to_the_calling_threads_range() {
     c.add_transfer_activity(transfer_record(10, TransferKind::MemcpyHtoD, 1000, 0, 100));
     c.add_transfer_activity(transfer_record(11, TransferKind::Memset, 500, 10, 20));
     c.add_transfer_call(transfer_call(10, 1, Some(a)));
-    c.add_transfer_call(TransferCall {
-        correlation_id: 11,
-        thread: 2,
-        range: Some(b),
-        api_name: "cuMemsetD32Async".into(),
-        untimed: None,
-    });
+    c.add_transfer_call(TransferCall { api_name: "cuMemsetD32Async".into(), ..transfer_call(11, 2, Some(b)) });
     c.add_transfer_call(transfer_call(12, 1, Some(ac)));
     // No call recorded: the root row.
     c.add_transfer_activity(transfer_record(99, TransferKind::MemcpyDtoD, 64, 50, 50));
@@ -231,15 +186,9 @@ fn transfers_go_to_the_calling_threads_range() {
     c.add_transfer_call(transfer_call(13, 1, Some(a)));
     // A memcpy node of a graph launch: no call, the graph launch's correlation id.
     c.add_launch(LaunchRecord {
-        correlation_id: 20,
-        thread: 2,
-        range: Some(b),
-        cycle: 0,
-        ordinal: 0,
         api: LaunchApi::Graph,
         api_name: "cuGraphLaunch".into(),
-        context_id: 1,
-        launch_ns: None,
+        ..kernels::launch_record_in(Some(b), 2, 20, 0)
     });
     c.add_transfer_activity(transfer_record(20, TransferKind::MemcpyPtoP, 800, 400, 410));
     tree.pop(1, 500).expect("pop c");

@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use gmprof::correlate::Correlator;
-use gmprof::model::{KernelActivity, LaunchApi, LaunchRecord, ThreadId};
+use gmprof::model::{KernelActivity, LaunchApi, LaunchRecord, RangeId, ThreadId};
 use gmprof::session::SessionTree;
 
 /// Adds launch `id` of kernel `name` by `thread`, which ran on the GPU from `start_ns` to `end_ns`.
@@ -25,10 +25,15 @@ pub fn launch_kernel(
 /// The runtime launch record of launch `id` by `thread` (cycle 0, position `ordinal`), in the
 /// range open on the thread.
 pub fn launch_record(tree: &SessionTree, thread: ThreadId, id: u32, ordinal: u32) -> LaunchRecord {
+    launch_record_in(tree.current(thread), thread, id, ordinal)
+}
+
+/// [`launch_record`] in range `range`.
+pub fn launch_record_in(range: Option<RangeId>, thread: ThreadId, id: u32, ordinal: u32) -> LaunchRecord {
     LaunchRecord {
         correlation_id: id,
         thread,
-        range: tree.current(thread),
+        range,
         cycle: 0,
         ordinal,
         api: LaunchApi::Runtime,
