@@ -4,7 +4,7 @@
 
 use gmprof::aggregate::{aggregate, rule_for, AggregationRule};
 use gmprof::correlate::Correlator;
-use gmprof::model::{CounterRange, LaunchApi, LaunchRecord, MetricKind, MetricSet, ProfilingMode, GPU_TIME_METRIC};
+use gmprof::model::{CounterRange, MetricKind, MetricSet, ProfilingMode, GPU_TIME_METRIC};
 use gmprof::report::{CaptureInfo, Report};
 use gmprof::session::SessionTree;
 
@@ -58,17 +58,7 @@ fn aggregation_rules_match_hand_computed_values() {
     ];
     for (i, k) in kernels.iter().enumerate() {
         let i = i as u32;
-        correlator.add_launch(LaunchRecord {
-            correlation_id: i + 1,
-            thread: 1,
-            range: Some(r),
-            cycle: 0,
-            ordinal: i,
-            api: LaunchApi::Runtime,
-            api_name: "cudaLaunchKernel".into(),
-            context_id: 1,
-            launch_ns: None,
-        });
+        correlator.add_launch(kernels::launch_record_in(Some(r), 1, i + 1, i));
         correlator.add_activity(activity(i + 1, "k"));
         let per_second = k.2 / k.0 * 1e9;
         correlator.add_counter_ranges(
@@ -111,17 +101,7 @@ fn empty_derived_columns_without_their_inputs() {
     let mut tree = SessionTree::new();
     let r = tree.push("r", 1, 0);
     let mut correlator = Correlator::new();
-    correlator.add_launch(LaunchRecord {
-        correlation_id: 1,
-        thread: 1,
-        range: Some(r),
-        cycle: 0,
-        ordinal: 0,
-        api: LaunchApi::Runtime,
-        api_name: "cudaLaunchKernel".into(),
-        context_id: 1,
-        launch_ns: None,
-    });
+    correlator.add_launch(kernels::launch_record_in(Some(r), 1, 1, 0));
     correlator.add_activity(activity(1, "k"));
     correlator.add_counter_ranges(0, vec![CounterRange { cycle: 0, index: 0, name: "0".into(), values: vec![50.0] }]);
     let report = Report::analyze(CaptureInfo::new(ProfilingMode::KernelReplay), &metrics, &tree, correlator);

@@ -55,6 +55,16 @@ pub(super) fn activity(correlation_id: u32, name: &str) -> KernelActivity {
     }
 }
 
+/// A memcpy or memset API call by `thread` in `range`, timed by its activity record.
+pub(super) fn transfer_call(
+    correlation_id: u32,
+    thread: ThreadId,
+    range: Option<RangeId>,
+    api_name: &'static str,
+) -> TransferCall {
+    TransferCall { correlation_id, thread, range, api_name: api_name.into(), untimed: None }
+}
+
 pub(super) fn counters(cycle: u32, index: u32, name: &str, time: f64, bytes: f64) -> CounterRange {
     CounterRange { cycle, index, name: name.into(), values: vec![time, bytes] }
 }
@@ -271,12 +281,8 @@ fn transfers_join_by_correlation_id() {
         graph_id: 0,
         graph_node_id: 0,
     };
-    let call = |correlation_id: u32, thread: ThreadId, range: Option<RangeId>| TransferCall {
-        correlation_id,
-        thread,
-        range,
-        api_name: "cuMemcpyHtoD_v2".into(),
-        untimed: None,
+    let call = |correlation_id: u32, thread: ThreadId, range: Option<RangeId>| {
+        transfer_call(correlation_id, thread, range, "cuMemcpyHtoD_v2")
     };
     c.add_transfer_call(call(1, 5, Some(r)));
     // A repeated id: the first call wins.
@@ -347,13 +353,7 @@ fn trace_checkpoint_leaves_out_launches_whose_activity_has_not_arrived() {
     c.add_launch(launch(2, 0, 1, None)); // still running: no activity yet
     c.add_activity(activity(1, "done"));
     c.add_activity(activity(99, "no launch")); // an activity without a launch stays a row
-    c.add_transfer_call(TransferCall {
-        correlation_id: 5,
-        thread: 1,
-        range: None,
-        api_name: "cudaMemcpy".into(),
-        untimed: None,
-    });
+    c.add_transfer_call(transfer_call(5, 1, None, "cudaMemcpy"));
 
     let (copy, pending) = c.checkpoint(ProfilingMode::Trace, None);
     assert_eq!(pending, CheckpointPending { kernels: 1, transfers: 1 });
@@ -446,21 +446,9 @@ fn untimed_calls_are_rows_without_times_at_their_calls_place() {
 fn a_timed_call_without_its_record_is_still_reported_missing() {
     let tree = SessionTree::new();
     let mut c = Correlator::new();
-    c.add_transfer_call(TransferCall {
-        correlation_id: 5,
-        thread: 1,
-        range: None,
-        api_name: "cudaMemcpy".into(),
-        untimed: None,
-    });
+    c.add_transfer_call(transfer_call(5, 1, None, "cudaMemcpy"));
     let untimed = UntimedTransfer { kind: TransferKind::Memset, bytes: 64, device_id: None };
-    c.add_transfer_call(TransferCall {
-        correlation_id: 6,
-        thread: 1,
-        range: None,
-        api_name: "cuMemsetD8_v2".into(),
-        untimed: Some(untimed),
-    });
+    c.add_transfer_call(TransferCall { untimed: Some(untimed), ..transfer_call(6, 1, None, "cuMemsetD8_v2") });
     let out = c.finish(&tree, &metrics(), ProfilingMode::KernelReplay);
     assert_eq!(out.transfers.iter().map(|t| t.correlation_id).collect::<Vec<_>>(), [6]);
     assert_eq!((out.transfers[0].device_id, out.counts.transfer_calls_without_activity), (None, 1));
