@@ -274,11 +274,12 @@ impl Shared {
         replay_active: bool,
         kernel_range: bool,
     ) -> Option<RangeId> {
-        // Trace and per_range number launches under the state lock below: their launch path
-        // takes no other lock.
+        // A counter image numbers launches per cycle. Without one (trace, per_range, or no
+        // counters) the launch is numbered under the state lock below, and trace and
+        // per_range take no other lock.
         let counted = !matches!(self.mode, ProfilingMode::Trace | ProfilingMode::PerRange);
         let (cycle, ordinal) = if !counted {
-            (0, 0)
+            (0, None)
         } else {
             let mut guard = self.capture.lock();
             let capture = guard.as_mut()?;
@@ -295,7 +296,7 @@ impl Shared {
                             self.state.lock().warnings.push(format!("counter image cycle failed: {e}"));
                         }
                     }
-                    let at = (counters.cycle, counters.ordinal_in_cycle);
+                    let at = (counters.cycle, Some(counters.ordinal_in_cycle));
                     counters.ordinal_in_cycle += 1;
                     if graph_alone {
                         // The next launch starts a new image.
@@ -307,15 +308,12 @@ impl Shared {
                     }
                     at
                 }
-                None => {
-                    drop(guard);
-                    (0, self.state.lock().next_launch_ordinal())
-                }
+                None => (0, None),
             }
         };
         let thread = current_thread_id();
         let mut state = self.state.lock();
-        let ordinal = if counted { ordinal } else { state.next_launch_ordinal() };
+        let ordinal = ordinal.unwrap_or_else(|| state.next_launch_ordinal());
         let range = self.attribute(&state.tree, thread);
         if let Some(symbol) = cb.kernel_symbol() {
             state.recent.note(cb.correlation_id, symbol.to_bytes());
