@@ -122,13 +122,11 @@ fn route_callback(cb: &ApiCallback<'_>) {
                 d.set(d.get() + 1);
                 d.get()
             });
+            let Some(bit) = depth_bit(depth) else { return };
             let Some(session) = session_for(cb.context_uid) else { return };
-            if let Some(bit) = depth_bit(depth) {
-                ROUTED_LEVELS.with(|r| r.set(r.get() | bit));
-            }
-            let routed = ROUTED_DEPTH.with(|d| {
-                d.set(d.get() + 1);
-                d.get()
+            let routed = ROUTED_LEVELS.with(|r| {
+                r.set(r.get() | bit);
+                r.get().count_ones()
             });
             if routed == 1 {
                 IN_CALL.with(|c| c.set(true));
@@ -146,10 +144,9 @@ fn route_callback(cb: &ApiCallback<'_>) {
             let Some(bit) = depth_bit(depth).filter(|bit| ROUTED_LEVELS.with(Cell::get) & bit != 0) else {
                 return;
             };
-            ROUTED_LEVELS.with(|r| r.set(r.get() & !bit));
-            let routed = ROUTED_DEPTH.with(|d| {
-                d.set(d.get().saturating_sub(1));
-                d.get()
+            let routed = ROUTED_LEVELS.with(|r| {
+                r.set(r.get() & !bit);
+                r.get().count_ones()
             });
             if routed > 0 {
                 return;
@@ -213,10 +210,9 @@ thread_local! {
     /// Depth of launch, memcpy and memset calls on this thread (the runtime calls the
     /// driver inside).
     static CALL_DEPTH: Cell<u32> = const { Cell::new(0) };
-    /// The depths (bit `d - 1` for depth `d`) whose call in flight reached a session.
+    /// The depths (bit `d - 1` for depth `d`) whose call in flight reached a session; their
+    /// number is the depth of routed calls.
     static ROUTED_LEVELS: Cell<u64> = const { Cell::new(0) };
-    /// How many of this thread's calls in flight reached a session.
-    static ROUTED_DEPTH: Cell<u32> = const { Cell::new(0) };
     /// Whether this thread is inside a launch, memcpy or memset call gmprof heard.
     static IN_CALL: Cell<bool> = const { Cell::new(false) };
     /// Whether the session asked for the exit callback of this thread's outermost call.
