@@ -10,21 +10,28 @@
 # host name unresolvable, and checked three ways: <body data-render="ok"> (set by the page's
 # script after the last chart), <body data-errors="0"> (the page counts window errors,
 # unhandled rejections and console.error calls) and no CONSOLE line in Chromium's log.
-# --screenshot writes a PNG of the first report's page. Needs Chromium (Debian: apt-get install
-# chromium); .ci/run installs it.
+# --screenshot writes a PNG of the first report's page. The diff page (`gmprof diff BASE NEW
+# --html`) is checked the same way, for each --diff BASE NEW pair (default: the recorded
+# torch_train run against tests/golden/report.json); --diff-screenshot PNG writes the first.
+# Needs Chromium (Debian: apt-get install chromium); .ci/run installs it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 screenshot=
+diff_screenshot=
 reports=()
+diffs=()
 while [ $# -gt 0 ]; do
   case $1 in
     --screenshot) screenshot=$2; shift 2 ;;
+    --diff-screenshot) diff_screenshot=$2; shift 2 ;;
+    --diff) diffs+=("$2" "$3"); shift 3 ;;
     *) reports+=("$1"); shift ;;
   esac
 done
 [ ${#reports[@]} -gt 0 ] || reports=(docs/recorded/torch_train_per_kernel.json tests/golden/report.json)
+[ ${#diffs[@]} -gt 0 ] || diffs=(docs/recorded/torch_train_per_kernel.json tests/golden/report.json)
 
 browser=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
 if [ -z "$browser" ]; then
@@ -39,6 +46,35 @@ trap 'rm -rf "$work"' EXIT
 offline=(--headless --no-sandbox --disable-gpu --no-first-run --hide-scrollbars
   --host-resolver-rules="MAP * ~NOTFOUND" --proxy-server=127.0.0.1:9 --virtual-time-budget=10000)
 
+# check PAGE LABEL SCREENSHOT: renders PAGE and checks its health; SCREENSHOT (may be empty) gets a PNG.
+check() {
+  local page=$1 label=$2 shot=$3 m=$4
+  timeout 180 "$browser" "${offline[@]}" --enable-logging=stderr --v=0 --dump-dom "file://$page" \
+    >"$work/dom-$m.html" 2>"$work/chromium-$m.txt" || true
+  local body consoles
+  body=$(grep -o '<body data-render[^>]*>' "$work/dom-$m.html" | head -1 || true)
+  consoles=$(grep 'CONSOLE' "$work/chromium-$m.txt" || true)
+  if [[ $body != *'data-render="ok"'* || $body != *'data-errors="0"'* || -n $consoles ]]; then
+    echo "check-html: FAIL $label: body is '${body:-missing}'" >&2
+    [ -z "$consoles" ] || echo "$consoles" >&2
+    status=1
+  else
+    echo "check-html: ok $label ($(wc -c <"$page") bytes of HTML: every chart drawn, no console message)"
+  fi
+  if [ -n "$shot" ]; then
+    timeout 180 "$browser" "${offline[@]}" --window-size=1400,4300 --screenshot="$work/shot.png" "file://$page" \
+      >/dev/null 2>&1 || true
+    if [ -s "$work/shot.png" ]; then
+      cp "$work/shot.png" "$shot"
+      echo "check-html: screenshot $shot"
+    else
+      echo "check-html: FAIL: no screenshot was written" >&2
+      status=1
+    fi
+    rm -f "$work/shot.png"
+  fi
+}
+
 status=0
 n=0
 for report in "${reports[@]}"; do
@@ -46,27 +82,17 @@ for report in "${reports[@]}"; do
   page=$work/report-$n.html
   "$gmprof" report "$report" --skip-first 1 --html "$page" >/dev/null 2>"$work/gmprof-$n.txt" || {
     echo "check-html: FAIL $report: gmprof report failed:" >&2; cat "$work/gmprof-$n.txt" >&2; status=1; continue; }
-  timeout 180 "$browser" "${offline[@]}" --enable-logging=stderr --v=0 --dump-dom "file://$page" \
-    >"$work/dom-$n.html" 2>"$work/chromium-$n.txt" || true
-  body=$(grep -o '<body data-render[^>]*>' "$work/dom-$n.html" | head -1 || true)
-  consoles=$(grep 'CONSOLE' "$work/chromium-$n.txt" || true)
-  if [[ $body != *'data-render="ok"'* || $body != *'data-errors="0"'* || -n $consoles ]]; then
-    echo "check-html: FAIL $report: body is '${body:-missing}'" >&2
-    [ -z "$consoles" ] || echo "$consoles" >&2
-    status=1
-  else
-    echo "check-html: ok $report ($(wc -c <"$page") bytes of HTML: every chart drawn, no console message)"
-  fi
-  if [ -n "$screenshot" ] && [ $n = 1 ]; then
-    timeout 180 "$browser" "${offline[@]}" --window-size=1400,4300 --screenshot="$work/shot.png" "file://$page" \
-      >/dev/null 2>&1 || true
-    if [ -s "$work/shot.png" ]; then
-      cp "$work/shot.png" "$screenshot"
-      echo "check-html: screenshot $screenshot"
-    else
-      echo "check-html: FAIL: no screenshot was written" >&2
-      status=1
-    fi
-  fi
+  shot=
+  [ $n = 1 ] && shot=$screenshot
+  check "$page" "$report" "$shot" "r$n"
+done
+for ((i = 0; i < ${#diffs[@]}; i += 2)); do
+  base=${diffs[i]} new=${diffs[i + 1]}
+  page=$work/diff-$i.html
+  "$gmprof" diff "$base" "$new" --skip-first 1 --html "$page" >/dev/null 2>"$work/gmprof-diff-$i.txt" || {
+    echo "check-html: FAIL diff $base $new: gmprof diff failed:" >&2; cat "$work/gmprof-diff-$i.txt" >&2; status=1; continue; }
+  shot=
+  [ $i = 0 ] && shot=$diff_screenshot
+  check "$page" "diff $base $new" "$shot" "d$i"
 done
 exit $status

@@ -29,7 +29,8 @@ Before loading, the lib directories of NVIDIA's pip wheels on ``sys.path`` (see
 libcupti.
 
 Results: :func:`load` reads an output directory back (pandas DataFrames when pandas is
-installed); it needs neither a GPU nor the library.
+installed); it needs neither a GPU nor the library. :func:`diff` compares two runs (the
+``gmprof diff`` command's rows, each change judged against the runs' noise).
 
 Disabling: with ``GMPROF_DISABLE=1`` (also ``true``/``yes``/``on``) in the environment,
 :func:`init`, :func:`push_range`, :func:`pop_range`, :func:`finish` and :func:`range` do
@@ -65,6 +66,7 @@ __all__ = [
     "library_path",
     "cuda_lib_dirs",
     "load",
+    "diff",
     "Report",
 ]
 
@@ -590,6 +592,7 @@ def range(name: Any = None) -> Any:  # noqa: A001 - shadows the builtin on purpo
 
 
 from .report import Report, load  # noqa: E402  (pure Python; no library needed)
+from .diff import diff  # noqa: E402  (runs the gmprof command; no library needed)
 
 
 def __getattr__(name: str) -> Any:

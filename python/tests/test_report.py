@@ -124,5 +124,64 @@ class LoadWithoutPandasTest(unittest.TestCase):
         self.assertIn("pip install pandas", str(ctx.exception))
 
 
+def _gmprof_command():
+    from gmprof.__main__ import find_executable
+    return find_executable()
+
+
+class DiffTest(unittest.TestCase):
+    """gmprof.diff: the gmprof command's diff rows, typed, blanks as None."""
+
+    def setUp(self):
+        if _gmprof_command() is None:
+            if os.environ.get("GMPROF_TEST_INSTALLED") == "1":
+                self.fail("the installed package has no gmprof command")
+            self.skipTest("no gmprof command built (cargo build)")
+
+    def _doubled_backward(self, tmp):
+        import json
+        with open(os.path.join(GOLDEN, "report.json"), encoding="utf-8") as f:
+            report = json.load(f)
+        for row in report["ranges"]:
+            if row["path"] == "train_step/backward":
+                row["gpu_time_ns"] *= 2
+        new = os.path.join(tmp, "new")
+        os.makedirs(new)
+        with open(os.path.join(new, "report.json"), "w", encoding="utf-8") as f:
+            json.dump(report, f)
+        return new
+
+    def test_rows_with_lists(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = gmprof.diff(GOLDEN, self._doubled_backward(tmp), pandas=False)
+        backward = [r for r in rows if r["name"] == "train_step/backward" and r["quantity"] == "gpu_time_ns"]
+        self.assertEqual(len(backward), 1)
+        b = backward[0]
+        self.assertEqual((b["kind"], b["base_n"], b["new_n"]), ("range", 2, 2))
+        self.assertEqual((b["base_median"], b["new_median"], b["change_pct"]), (5500.0, 11000.0, 100.0))
+        # Two instances a side cannot be judged: no p-value (None, not 0) and too_few.
+        self.assertIsNone(b["p_value"])
+        self.assertEqual(b["verdict"], "too_few")
+        same = [r for r in rows if r["name"] == "train_step/forward" and r["quantity"] == "gpu_time_ns"][0]
+        self.assertEqual(same["change_pct"], 0.0)
+
+    def test_a_missing_run_is_a_clear_error(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            with self.assertRaises(RuntimeError) as ctx:
+                gmprof.diff(GOLDEN, os.path.join(tmp, "nothing"), pandas=False)
+        self.assertIn("no such directory or report.json", str(ctx.exception))
+
+    @unittest.skipUnless(HAVE_PANDAS, "pandas is not installed")
+    def test_dataframe(self):
+        import pandas as pd
+        with tempfile.TemporaryDirectory() as tmp:
+            df = gmprof.diff(GOLDEN, self._doubled_backward(tmp), skip_first=1)
+        self.assertIsInstance(df, pd.DataFrame)
+        row = df[(df.name == "train_step/backward") & (df.quantity == "gpu_time_ns")].iloc[0]
+        self.assertEqual((row.base_n, row.change_pct), (1, 100.0))  # step 0 left out as warm-up
+        self.assertTrue(pd.isna(row.p_value))
+        self.assertTrue(any(c.startswith("method: two-sided Mann-Whitney U") for c in df.attrs["comments"]))
+
+
 if __name__ == "__main__":
     unittest.main()

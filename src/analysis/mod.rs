@@ -116,6 +116,7 @@ impl Report {
             device_peaks: info.device_peaks,
             profiler_pauses: info.profiler_pauses,
             self_time: info.self_time,
+            driver_version: info.driver_version,
         };
         Report {
             meta,

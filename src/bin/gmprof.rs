@@ -10,6 +10,9 @@
 //!   HTML report); on a directory of several processes' outputs, the merged summary.
 //! - `gmprof merge OUT` merges several processes' outputs: one summary, merged.csv and
 //!   merged-trace.json.
+//! - `gmprof diff BASE NEW` compares two runs, marks the changes beyond noise and, with
+//!   `--fail-if-slower PCT` (or `--fail-if-higher`/`--fail-if-lower METRIC=PCT`), exits with
+//!   status 3 when a range tripped the gate.
 //!
 //! Errors print as one readable message and exit with status 1; nothing panics.
 
@@ -198,6 +201,51 @@ enum Command {
     Merge {
         /// The output directory of the run: its subdirectories (and itself) hold report.json.
         dir: PathBuf,
+    },
+    /// Compare two runs (output directories, of one process or several): per range group and
+    /// kernel, GPU time, kernels and every metric both collected, base against new, each
+    /// change judged against the runs' own noise (Mann-Whitney U rank test over the steady
+    /// instances, Holm-adjusted). Exits 3 when a --fail-if gate trips.
+    Diff {
+        /// The baseline run's output directory (or its report.json).
+        base: PathBuf,
+        /// The run to compare with it.
+        new: PathBuf,
+        /// Leave out the first K instances of each repeated range (and their kernels).
+        #[arg(long, default_value_t = 0)]
+        skip_first: u32,
+        /// Rows of each kind in the table (0: all).
+        #[arg(long, default_value_t = gmprof::report::diff::table::DEFAULT_TOP)]
+        top: usize,
+        /// Smallest change of the median, in percent, that is marked.
+        #[arg(long, default_value_t = 2.0)]
+        threshold: f64,
+        /// Family-wise significance level of the rank tests.
+        #[arg(long, default_value_t = 0.05)]
+        alpha: f64,
+        /// Group range rows by path (default) or name, numbers folded.
+        #[arg(long, default_value = "path")]
+        group_by: GroupBy,
+        /// Write every row as CSV (`-` for standard output).
+        #[arg(long)]
+        csv: Option<PathBuf>,
+        /// Write the whole diff as JSON (`-` for standard output).
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Write the diff as one self-contained HTML page with plots.
+        #[arg(long)]
+        html: Option<PathBuf>,
+        /// CI gate: exit 3 when a range's GPU time is slower, beyond noise, by more than PCT %.
+        #[arg(long, value_name = "PCT")]
+        fail_if_slower: Option<f64>,
+        /// CI gate on a metric: METRIC=PCT exits 3 when a range's METRIC rose beyond noise by
+        /// more than PCT % (repeatable).
+        #[arg(long, value_name = "METRIC=PCT")]
+        fail_if_higher: Vec<String>,
+        /// CI gate on a metric: METRIC=PCT exits 3 when a range's METRIC fell beyond noise by
+        /// more than PCT % (repeatable).
+        #[arg(long, value_name = "METRIC=PCT")]
+        fail_if_lower: Vec<String>,
     },
     /// Check a Chrome trace JSON file (gmprof's or another tool's) for well-formedness.
     CheckTrace {
@@ -409,12 +457,109 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         };
         return Ok(ExitCode::from(code));
     }
+    if let Command::Diff { .. } = cli.command {
+        return run_diff(cli.command);
+    }
     run_tool(cli).map(|()| ExitCode::SUCCESS)
+}
+
+/// The status `gmprof diff` exits with when a gate trips.
+const GATE_TRIPPED: u8 = 3;
+
+fn run_diff(command: Command) -> gmprof::Result<ExitCode> {
+    use gmprof::report::diff::{Diff, DiffOptions, Gate};
+    let Command::Diff {
+        base,
+        new,
+        skip_first,
+        top,
+        threshold,
+        alpha,
+        group_by,
+        csv,
+        json,
+        html,
+        fail_if_slower,
+        fail_if_higher,
+        fail_if_lower,
+    } = command
+    else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    let mut gates = Vec::new();
+    if let Some(pct) = fail_if_slower {
+        if !(pct >= 0.0 && pct.is_finite()) {
+            return Err(gmprof::Error::InvalidConfig(format!("--fail-if-slower {pct}: give a percentage >= 0")));
+        }
+        gates.push(Gate::slower(pct));
+    }
+    for text in &fail_if_higher {
+        gates.push(Gate::parse(text, true)?);
+    }
+    for text in &fail_if_lower {
+        gates.push(Gate::parse(text, false)?);
+    }
+    let options = DiffOptions { skip_first, threshold_pct: threshold, alpha, group_by };
+    let diff = Diff::read(&base, &new, options)?;
+    for gate in &gates {
+        let known = diff.rows.iter().any(|r| r.quantity == gate.quantity);
+        if !known {
+            return Err(gmprof::Error::InvalidConfig(format!(
+                "the gate '{}' names a quantity neither run has for comparison: {}",
+                gate.describe(),
+                gate.quantity
+            )));
+        }
+    }
+    let to_stdout = |p: &Option<PathBuf>| p.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    if !to_stdout(&csv) && !to_stdout(&json) {
+        let table = gmprof::report::diff::table::DiffTable { diff: &diff, top: (top > 0).then_some(top) };
+        println!("{table}");
+    }
+    if let Some(path) = &csv {
+        if to_stdout(&csv) {
+            diff.write_csv_to(std::io::stdout().lock())?;
+        } else {
+            diff.write_csv(path)?;
+            eprintln!("gmprof: wrote {}", path.display());
+        }
+    }
+    if let Some(path) = &json {
+        if to_stdout(&json) {
+            println!("{}", diff.to_json_string()?);
+        } else {
+            diff.write_json(path)?;
+            eprintln!("gmprof: wrote {}", path.display());
+        }
+    }
+    if let Some(path) = &html {
+        diff.write_html(path)?;
+        eprintln!("gmprof: wrote {}", path.display());
+    }
+    let mut tripped = false;
+    for gate in &gates {
+        let rows: Vec<_> = diff.tripped(gate).collect();
+        if rows.is_empty() {
+            eprintln!("gmprof: gate passed: no range {}", gate.describe());
+            continue;
+        }
+        tripped = true;
+        eprintln!("gmprof: gate tripped: {} range(s) {}:", rows.len(), gate.describe());
+        for r in rows {
+            eprintln!(
+                "gmprof:   {} ({:+.1} %, p(adj) {:.2e})",
+                r.name,
+                r.change_pct.unwrap_or(f64::NAN),
+                r.p_adjusted.unwrap_or(f64::NAN)
+            );
+        }
+    }
+    Ok(if tripped { ExitCode::from(GATE_TRIPPED) } else { ExitCode::SUCCESS })
 }
 
 fn run_tool(cli: Cli) -> gmprof::Result<()> {
     match cli.command {
-        Command::Run { .. } => Ok(()),
+        Command::Run { .. } | Command::Diff { .. } => Ok(()),
         Command::Metrics { filter, full, pm_sampling, chip } => {
             let cupti = Cupti::load()?;
             let chip = chip_name(&chip, &cupti)?;

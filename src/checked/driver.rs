@@ -45,6 +45,24 @@ pub fn driver_version(driver: &Driver) -> Result<i32> {
     Ok(v)
 }
 
+/// The driver's release as people name it: the kernel module's version from
+/// `/proc/driver/nvidia/version` on Linux (`580.95.05`), else the CUDA version the driver
+/// supports (`CUDA 13.0`); `None` when neither can be read.
+pub fn driver_release(driver: &Driver) -> Option<String> {
+    let module = std::fs::read_to_string("/proc/driver/nvidia/version").ok().and_then(|text| module_version(&text));
+    module.or_else(|| driver_version(driver).ok().map(|v| format!("CUDA {}.{}", v / 1000, (v % 1000) / 10)))
+}
+
+/// The version in `/proc/driver/nvidia/version`'s first line
+/// (`NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Tue ...`): the first word
+/// made of digits and dots that holds a dot.
+fn module_version(text: &str) -> Option<String> {
+    let line = text.lines().next()?;
+    line.split_whitespace()
+        .find(|w| w.contains('.') && w.chars().all(|c| c.is_ascii_digit() || c == '.'))
+        .map(str::to_owned)
+}
+
 /// Number of visible CUDA devices.
 pub fn device_count(driver: &Driver) -> Result<i32> {
     let mut n = 0;
@@ -192,5 +210,22 @@ impl Drop for PrimaryContext {
         if let Err(e) = self.release() {
             tracing::warn!("{e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::module_version;
+
+    #[test]
+    fn the_module_version_is_read_from_procs_first_line() {
+        let text = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  (dvs-builder@U16-I3-B03-4-3)  Tue Sep 23 10:44:12 UTC 2025\nGCC version:  gcc version 12.2.0\n";
+        assert_eq!(module_version(text).as_deref(), Some("580.95.05"));
+        assert_eq!(
+            module_version("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.54.03  Tue Jun  6 22:20:39 UTC 2023"),
+            Some("535.54.03".into())
+        );
+        assert_eq!(module_version("garbage"), None);
+        assert_eq!(module_version(""), None);
     }
 }

@@ -17,6 +17,8 @@
 //! - [`Report::write_html`], see [`html`]: one self-contained HTML page with plots.
 //! - [`Report::write_regions_csv`] and [`Report::attach_device_timers`], see
 //!   [`device_timers`]: in-kernel region timers (`regions.csv`, region tracks in the trace).
+//! - [`diff::Diff`]: two runs compared (`gmprof diff`), range by range and kernel by
+//!   kernel, with a rank test against each run's own noise.
 //! - [`Report::write_probe_trace`], see [`probe_trace`]: `probe_trace.json`, block_sched's
 //!   blocks per SM on the trace's clock (with [`probes`]' CSVs when the session probed).
 //!
@@ -25,6 +27,7 @@
 
 pub mod csv;
 pub mod device_timers;
+pub mod diff;
 pub mod group;
 pub mod html;
 pub mod json;
@@ -80,6 +83,8 @@ pub struct CaptureInfo {
     pub profiler_pauses: Vec<ProfilerPause>,
     /// gmprof's own time in CUPTI's callbacks (`GMPROF_SELF_TIME=1` only).
     pub self_time: Option<SelfTime>,
+    /// The driver's release (`580.95.05`), when capture read it.
+    pub driver_version: Option<String>,
 }
 
 impl CaptureInfo {
@@ -99,6 +104,7 @@ impl CaptureInfo {
             device_peaks: None,
             profiler_pauses: Vec::new(),
             self_time: None,
+            driver_version: None,
         }
     }
 }
@@ -175,6 +181,10 @@ pub struct ReportMeta {
     /// the summary's `gmprof's own time` line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub self_time: Option<SelfTime>,
+    /// The driver's release (`580.95.05` from the kernel module, or `CUDA 13.0`), when capture
+    /// read it; `gmprof diff` warns when two runs' differ.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_version: Option<String>,
 }
 
 /// A session's report: metadata, per-range rows, per-kernel rows, per-transfer rows.

@@ -263,6 +263,7 @@ impl Shared {
         info.device_name = Some(self.device_name.clone());
         info.chip = (!self.chip.is_empty()).then(|| self.chip.clone());
         info.device_peaks = Some(self.device_peaks);
+        info.driver_version = self.driver_version.clone();
         info.dropped_counter_ranges = dropped_ranges;
         info.dropped_activity_records = dropped_records;
         info.started_unix_ns = Some(self.started_unix_ns);

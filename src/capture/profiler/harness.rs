@@ -163,6 +163,7 @@ impl LaunchHarness {
             device_name: "stand-in".into(),
             chip: String::new(),
             device_peaks: DevicePeaks::default(),
+            driver_version: None,
             started_unix_ns: 0,
             capture: Mutex::new(Some(Capture {
                 membership: None,

@@ -156,6 +156,8 @@ struct Shared {
     device_name: String,
     chip: String,
     device_peaks: DevicePeaks,
+    /// The driver's release, for the report's metadata.
+    driver_version: Option<String>,
     started_unix_ns: u64,
     capture: Mutex<Option<Capture>>,
     state: Mutex<SessionState>,
@@ -244,6 +246,7 @@ impl Profiler {
             .ok();
 
         let device_peaks = driver::device_peaks(&drv, device);
+        let driver_version = driver::driver_release(&drv);
         let (counters, metric_set, names, passes, chip, mode) = if cfg.mode == Some(ProfilingMode::Trace) {
             // Trace mode needs no counters, but the report names the chip in every mode.
             let chip = target::query_chip_name(&cupti, device as usize).unwrap_or_else(|e| {
@@ -281,6 +284,7 @@ impl Profiler {
             device_name,
             chip,
             device_peaks,
+            driver_version,
             started_unix_ns: clock_start.unix_ns,
             capture: Mutex::new(None),
             state: Mutex::new(SessionState::new()),

@@ -34,19 +34,21 @@ use self::data::HtmlData;
 const ECHARTS: &str = include_str!("vendor/echarts.min.js");
 /// Its version, shown in the page's footer.
 pub const ECHARTS_VERSION: &str = "5.6.0";
+/// The report's page: its head (title, page-health script, style) is every page's head.
 const TEMPLATE: &str = include_str!("template.html");
+/// Helpers every page's script uses (`window.gmprofUi`).
+const COMMON: &str = include_str!("common.js");
 const SCRIPT: &str = include_str!("report.js");
 
 /// JSON that is safe inside a `<script>` element: every `<` is written as `\u003c` (valid
 /// JSON, since `<` occurs only inside strings), so no text can close the element.
-fn script_safe_json(data: &HtmlData) -> Result<String> {
-    let json =
-        serde_json::to_string(data).map_err(|e| Error::Serialize { what: "HTML report", message: e.to_string() })?;
+fn script_safe_json<T: serde::Serialize>(data: &T, what: &'static str) -> Result<String> {
+    let json = serde_json::to_string(data).map_err(|e| Error::Serialize { what, message: e.to_string() })?;
     Ok(json.replace('<', "\\u003c"))
 }
 
 /// Text for HTML element content.
-fn escape_html(text: &str) -> String {
+pub(crate) fn escape_html(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -60,31 +62,50 @@ fn escape_html(text: &str) -> String {
     out
 }
 
+/// The report template's head (through `</head>`) and body.
+fn template_parts() -> Result<(&'static str, &'static str)> {
+    const END: &str = "</head>\n";
+    let at = TEMPLATE.find(END).ok_or_else(|| Error::InvalidState("the HTML template lacks its head".into()))?;
+    Ok(TEMPLATE.split_at(at + END.len()))
+}
+
+/// One self-contained page: the report template's head with `title`, then `body`, whose
+/// slots are filled: `{{ECHARTS_VERSION}}`, `/*{{SCRIPT}}*/` (the shared helpers, then
+/// `script`), `/*{{ECHARTS}}*/` (the library) and `{{DATA}}` (`data` as JSON).
+pub(crate) fn page<T: serde::Serialize>(
+    title: &str,
+    body: &str,
+    script: &str,
+    data: &T,
+    what: &'static str,
+) -> Result<String> {
+    let head = template_parts()?.0;
+    // Each part is inserted once, in this order; the library and the data go last so
+    // that no text of theirs is searched for a placeholder.
+    let page = format!("{}{}", head.replacen("{{TITLE}}", &escape_html(title), 1), body)
+        .replacen("{{ECHARTS_VERSION}}", ECHARTS_VERSION, 1)
+        .replacen("/*{{SCRIPT}}*/", &format!("{COMMON}\n{script}"), 1);
+    let (before, tail) = page
+        .split_once("/*{{ECHARTS}}*/")
+        .ok_or_else(|| Error::InvalidState("the HTML page lacks its library slot".into()))?;
+    let (middle, end) =
+        tail.split_once("{{DATA}}").ok_or_else(|| Error::InvalidState("the HTML page lacks its data slot".into()))?;
+    let json = script_safe_json(data, what)?;
+    let mut out = String::with_capacity(page.len() + ECHARTS.len() + json.len());
+    out.push_str(before);
+    out.push_str(ECHARTS);
+    out.push_str(middle);
+    out.push_str(&json);
+    out.push_str(end);
+    Ok(out)
+}
+
 impl Report {
     /// The report as one self-contained HTML page; range groups are made with `options`.
     pub fn to_html(&self, options: &SummaryOptions) -> Result<String> {
         let data = HtmlData::of(self, options);
         let title = format!("gmprof report: {} · {}", data.meta.device, data.meta.mode);
-        // Each part is inserted once, in this order; the library and the data go last so
-        // that no text of theirs is searched for a placeholder.
-        let page = TEMPLATE
-            .replacen("{{TITLE}}", &escape_html(&title), 1)
-            .replacen("{{ECHARTS_VERSION}}", ECHARTS_VERSION, 1)
-            .replacen("/*{{SCRIPT}}*/", SCRIPT, 1);
-        let (head, tail) = page
-            .split_once("/*{{ECHARTS}}*/")
-            .ok_or_else(|| Error::InvalidState("the HTML template lacks its library slot".into()))?;
-        let (middle, end) = tail
-            .split_once("{{DATA}}")
-            .ok_or_else(|| Error::InvalidState("the HTML template lacks its data slot".into()))?;
-        let json = script_safe_json(&data)?;
-        let mut out = String::with_capacity(page.len() + ECHARTS.len() + json.len());
-        out.push_str(head);
-        out.push_str(ECHARTS);
-        out.push_str(middle);
-        out.push_str(&json);
-        out.push_str(end);
-        Ok(out)
+        page(&title, template_parts()?.1, SCRIPT, &data, "HTML report")
     }
 
     /// Writes [`Report::to_html`] to `out`.
@@ -113,7 +134,9 @@ mod tests {
         for slot in ["{{TITLE}}", "{{ECHARTS_VERSION}}", "/*{{SCRIPT}}*/", "/*{{ECHARTS}}*/", "{{DATA}}"] {
             assert_eq!(TEMPLATE.matches(slot).count(), 1, "{slot}");
         }
-        assert!(!SCRIPT.contains("{{") && !SCRIPT.contains("http"), "the script loads nothing");
+        for script in [SCRIPT, COMMON] {
+            assert!(!script.contains("{{") && !script.contains("http"), "the script loads nothing");
+        }
         assert!(ECHARTS.starts_with("\n/*\n* Licensed to the Apache Software Foundation"), "vendored library");
     }
 }
