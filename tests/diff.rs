@@ -225,6 +225,23 @@ fn a_change_below_the_threshold_is_not_marked_even_when_certain() {
 }
 
 #[test]
+fn a_time_change_too_small_for_the_total_is_not_marked() {
+    // The optimizer (about 9.5 % of the step) 3 % slower, no noise: 0.29 % of the total.
+    let quiet = Variant { spread: 0.0, ..BASE };
+    let slower = Variant { slow: Some(("optimizer", 1.03)), ..quiet };
+    let judge = |min_impact_pct: f64| {
+        let options = DiffOptions { skip_first: 1, min_impact_pct, ..DiffOptions::default() };
+        let d = Diff::of("b", &[process("b", quiet)], "n", &[process("n", slower)], options);
+        let row = time_row(&d, Kind::Range, "train_step/optimizer").clone();
+        (row.verdict, row.impact_pct.unwrap())
+    };
+    let (verdict, impact) = judge(0.1);
+    assert_eq!(verdict, Verdict::Slower);
+    assert!((impact - 0.286).abs() < 0.01, "{impact}");
+    assert_eq!(judge(0.5).0, Verdict::Noise);
+}
+
+#[test]
 fn warm_up_is_left_out_and_few_instances_are_not_judged() {
     // With the 4× slower step 0 kept, the base has 21 instances and the warm-up in them.
     let d = diff(BASE, Variant { seed: 2, ..BASE }, 0);

@@ -80,23 +80,23 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, d: int) -> None:
+    def __init__(self, d: int, ratio: int = 4) -> None:
         super().__init__()
-        self.c_fc = nn.Linear(d, 4 * d)
+        self.c_fc = nn.Linear(d, ratio * d)
         self.gelu = nn.GELU(approximate="tanh")
-        self.c_proj = nn.Linear(4 * d, d)
+        self.c_proj = nn.Linear(ratio * d, d)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.c_proj(self.gelu(self.c_fc(x)))
 
 
 class Block(nn.Module):
-    def __init__(self, d: int, heads: int) -> None:
+    def __init__(self, d: int, heads: int, mlp_ratio: int = 4) -> None:
         super().__init__()
         self.ln_1 = nn.LayerNorm(d)
         self.attn = CausalSelfAttention(d, heads)
         self.ln_2 = nn.LayerNorm(d)
-        self.mlp = MLP(d)
+        self.mlp = MLP(d, mlp_ratio)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln_1(x))
@@ -104,11 +104,12 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab: int = 4096, seq: int = 128, d: int = 256, heads: int = 4, layers: int = 6) -> None:
+    def __init__(self, vocab: int = 4096, seq: int = 128, d: int = 256, heads: int = 4, layers: int = 6,
+                 mlp_ratio: int = 4) -> None:
         super().__init__()
         self.wte = nn.Embedding(vocab, d)
         self.wpe = nn.Embedding(seq, d)
-        self.h = nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.h = nn.ModuleList(Block(d, heads, mlp_ratio) for _ in range(layers))
         self.ln_f = nn.LayerNorm(d)
         self.lm_head = nn.Linear(d, vocab, bias=False)
 
@@ -125,9 +126,9 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
-def setup(batch: int = 8, seq: int = 128, vocab: int = 4096):
+def setup(batch: int = 8, seq: int = 128, vocab: int = 4096, mlp_ratio: int = 4):
     torch.manual_seed(0)
-    model = GPT(vocab=vocab, seq=seq).to(DEVICE)
+    model = GPT(vocab=vocab, seq=seq, mlp_ratio=mlp_ratio).to(DEVICE)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     idx = torch.randint(0, vocab, (batch, seq), device=DEVICE)
     targets = torch.randint(0, vocab, (batch, seq), device=DEVICE)
@@ -149,12 +150,12 @@ def run_gmprof(args: argparse.Namespace) -> int:
     """Trains under gmprof.torch; with --backend nvtx gmprof is not started here: run the
     script under `gmprof run`, which turns the NVTX ranges into gmprof ranges, then
     `summarize` its directory."""
-    model, train_step = setup()
-    sched = gmprof.torch.schedule(wait=2, active=3, repeat=1)
+    model, train_step = setup(mlp_ratio=args.mlp_ratio)
+    sched = gmprof.torch.schedule(wait=2, active=args.active, repeat=1)
     start = time.perf_counter()
     with gmprof.torch.profile(model, depth=3, mode=args.mode, output_dir=args.out, schedule=sched,
                               record_functions=False, backend=args.backend) as prof:
-        for _ in range(STEPS):
+        for _ in range(2 + args.active + 1):
             train_step()
             prof.step()
         sync()
@@ -388,6 +389,9 @@ def main(argv=None) -> int:
     g.add_argument("--out")
     g.add_argument("--json")
     g.add_argument("--backend", default="gmprof", choices=["gmprof", "nvtx"])
+    g.add_argument("--active", type=int, default=3, help="profiled steps (default 3)")
+    g.add_argument("--mlp-ratio", type=int, default=4,
+                   help="MLP width / model width (default 4; 8 is the slower variant of gmprof diff's validation)")
     m = sub.add_parser("summarize")
     m.add_argument("dir")
     m.add_argument("--mode", required=True)

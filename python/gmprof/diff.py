@@ -29,6 +29,7 @@ def diff(
     new: PathLike,
     skip_first: int = 0,
     threshold: float = 2.0,
+    min_impact: float = 0.1,
     alpha: float = 0.05,
     group_by: str = "path",
     pandas: Optional[bool] = None,
@@ -36,7 +37,8 @@ def diff(
     """The rows of ``gmprof diff BASE NEW`` (see the module doc).
 
     ``skip_first`` leaves out the first instances of each repeated range as warm-up,
-    ``threshold`` is the smallest change of the median (percent) that is marked, ``alpha``
+    ``threshold`` is the smallest change of the median (percent) that is marked,
+    ``min_impact`` the smallest impact of a GPU time change on the total (percent), ``alpha``
     the rank tests' family-wise level and ``group_by`` ``path`` or ``name``. Raises
     ``RuntimeError`` with the command's message when it fails (a missing directory, say).
     """
@@ -53,7 +55,7 @@ def diff(
         args: List[str] = [
             exe, "diff", os.fspath(base), os.fspath(new), "--csv", out,
             "--skip-first", str(int(skip_first)), "--threshold", repr(float(threshold)),
-            "--alpha", repr(float(alpha)), "--group-by", group_by,
+            "--min-impact", repr(float(min_impact)), "--alpha", repr(float(alpha)), "--group-by", group_by,
         ]
         done = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if done.returncode != 0:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs an unmodified PyTorch training script, optionally with what a user adds from outside.
 
-  torch_launch.py [--compile-mode MODE] [--step-ranges] [--emit-nvtx] SCRIPT [ARGS...]
+  torch_launch.py [--compile-mode MODE] [--step-ranges] [--emit-nvtx] [--math-sdpa] SCRIPT [ARGS...]
 
 --compile-mode MODE  every torch.compile call gets mode=MODE unless it names one
                      ("reduce-overhead" turns on CUDA graphs)
@@ -10,6 +10,9 @@
                      iteration after the first is one range; nothing in the script changes
                      (`gmprof run --torch-steps` does the same for every Python process)
 --emit-nvtx          torch.autograd.profiler.emit_nvtx(): an NVTX range per aten op
+--math-sdpa          the fused attention kernels of scaled_dot_product_attention turned off
+                     (flash, memory-efficient and cuDNN): attention runs as separate matmuls
+                     and a softmax, slower in that one place (gmprof diff's validation)
 
 SCRIPT runs as __main__ (runpy) with sys.argv = [SCRIPT, ARGS...], in the current directory.
 Used by scripts/gpu-real-programs.sh with nanoGPT's train.py.
@@ -27,6 +30,7 @@ def main() -> None:
     ap.add_argument("--compile-mode")
     ap.add_argument("--step-ranges", action="store_true")
     ap.add_argument("--emit-nvtx", action="store_true")
+    ap.add_argument("--math-sdpa", action="store_true")
     ap.add_argument("script")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     opts = ap.parse_args()
@@ -42,6 +46,12 @@ def main() -> None:
             return original(*args, **kwargs)
 
         torch.compile = compile_with_mode
+
+    if opts.math_sdpa:
+        torch.backends.cuda.enable_flash_sdp(False)
+        torch.backends.cuda.enable_mem_efficient_sdp(False)
+        if hasattr(torch.backends.cuda, "enable_cudnn_sdp"):
+            torch.backends.cuda.enable_cudnn_sdp(False)
 
     if opts.step_ranges:
         state = {"open": False}

@@ -220,6 +220,10 @@ enum Command {
         /// Smallest change of the median, in percent, that is marked.
         #[arg(long, default_value_t = 2.0)]
         threshold: f64,
+        /// Smallest impact of a GPU time change on the total, in percent of the base run's
+        /// steady-state GPU time, that is marked (0: any).
+        #[arg(long, default_value_t = 0.1)]
+        min_impact: f64,
         /// Family-wise significance level of the rank tests.
         #[arg(long, default_value_t = 0.05)]
         alpha: f64,
@@ -474,6 +478,7 @@ fn run_diff(command: Command) -> gmprof::Result<ExitCode> {
         skip_first,
         top,
         threshold,
+        min_impact,
         alpha,
         group_by,
         csv,
@@ -499,7 +504,7 @@ fn run_diff(command: Command) -> gmprof::Result<ExitCode> {
     for text in &fail_if_lower {
         gates.push(Gate::parse(text, false)?);
     }
-    let options = DiffOptions { skip_first, threshold_pct: threshold, alpha, group_by };
+    let options = DiffOptions { skip_first, threshold_pct: threshold, min_impact_pct: min_impact, alpha, group_by };
     let diff = Diff::read(&base, &new, options)?;
     for gate in &gates {
         let known = diff.rows.iter().any(|r| r.quantity == gate.quantity);

@@ -60,9 +60,10 @@ impl Diff {
             format!("base: {}", side(&self.base)),
             format!("new: {}", side(&self.new)),
             format!(
-                "options: skip_first {} | threshold {} % | alpha {} | group_by {}",
+                "options: skip_first {} | threshold {} % | min impact {} % | alpha {} | group_by {}",
                 self.options.skip_first,
                 self.options.threshold_pct,
+                self.options.min_impact_pct,
                 self.options.alpha,
                 self.options.group_by.as_str()
             ),

@@ -50,7 +50,7 @@ fn label(kind: Kind, text: &str, n: usize) -> String {
 
 /// A demangled kernel name without `void ` and its argument list.
 fn kernel_label(name: &str) -> String {
-    let name = name.strip_prefix("void ").unwrap_or(name);
+    let name = name.strip_prefix("void ").unwrap_or(name).replace("(anonymous namespace)", "{anonymous}");
     let mut depth = 0i32;
     for (i, c) in name.char_indices() {
         match c {
@@ -277,6 +277,10 @@ mod tests {
             "at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>"
         );
         assert_eq!(kernel_label("sm90_xmma_gemm"), "sm90_xmma_gemm");
+        assert_eq!(
+            kernel_label("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>(float*, int)"),
+            "at::native::{anonymous}::cunn_SoftMaxForward<4, float>"
+        );
         assert_eq!(label(Kind::Range, "a/b/c/d", 5), "…/c/d");
         assert_eq!(label(Kind::Kernel, "void abcdefgh(int)", 5), "abcd…");
         assert_eq!(p_text(Some(0.5)), "0.500");
