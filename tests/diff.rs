@@ -439,3 +439,62 @@ fn the_command_prints_writes_and_gates() {
     let (code, _, stderr) = gmprof(&["diff".as_ref(), base.as_os_str(), tmp.path().as_os_str()]);
     assert_eq!(code, Some(0), "a root of several runs is pooled: {stderr}");
 }
+
+/// A recorded run: `report.json` of torch_gpt.py under `gmprof run --mode trace` on an H100
+/// (tests/data/diff/README.md), zstd-compressed.
+fn recorded(name: &str) -> ProcessReport {
+    use std::io::Read;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/diff").join(name);
+    let bytes = std::fs::read(&path).unwrap();
+    let mut text = String::new();
+    ruzstd::decoding::StreamingDecoder::new(&mut bytes.as_slice()).unwrap().read_to_string(&mut text).unwrap();
+    ProcessReport { label: name.into(), dir: path, report: Report::from_json(&text).unwrap() }
+}
+
+#[test]
+fn recorded_h100_runs_a_wider_mlp_marks_the_mlp_and_what_holds_it() {
+    let base = recorded("torch_gpt_base.json.zst");
+    let wide = recorded("torch_gpt_wide_mlp.json.zst");
+    assert_eq!(base.report.meta.driver_version.as_deref(), Some("580.159.04"));
+    let options = DiffOptions { skip_first: 1, ..DiffOptions::default() };
+    let d = Diff::of("base", &[base.clone()], "wide", &[wide], options);
+    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+    let mut marked: Vec<(&str, Verdict)> =
+        d.time_rows(Kind::Range).filter(|r| r.verdict.is_change()).map(|r| (r.name.as_str(), r.verdict)).collect();
+    marked.sort_by_key(|m| m.0);
+    // Twice the MLP width: the MLPs forward and backward, the blocks and the model that hold
+    // them, the step, and AdamW (the MLPs hold most of the parameters) are slower.
+    let slower = [
+        "step",
+        "step/backward/GPT/h.#/mlp",
+        "step/backward/GPT/h.#",
+        "step/backward",
+        "step/backward/GPT",
+        "step/GPT/h.#/mlp",
+        "step/GPT/h.#",
+        "step/GPT",
+        "step/AdamW.step",
+    ];
+    let mut expected: Vec<(&str, Verdict)> = slower.iter().map(|&s| (s, Verdict::Slower)).collect();
+    expected.sort_by_key(|m| m.0);
+    assert_eq!(marked, expected);
+    assert_eq!(d.rows[0].name, "step", "the step has the largest impact");
+    // Attention, layer norms, embeddings, the head: 29 instances a side, not marked.
+    for same in [
+        "step/GPT/h.#/attn",
+        "step/backward/GPT/h.#/attn",
+        "step/GPT/h.#/ln_#",
+        "step/GPT/lm_head",
+        "step/GPT/wte",
+        "step/backward/GPT/wpe",
+    ] {
+        let r = time_row(&d, Kind::Range, same);
+        assert_eq!((r.verdict, r.base_n >= 29), (Verdict::Noise, true), "{same}: {r:?}");
+    }
+    let mlp = time_row(&d, Kind::Range, "step/GPT/h.#/mlp");
+    assert!(mlp.change_pct.unwrap() > 50.0, "{mlp:?}");
+    // A run against itself: nothing marked, every p-value 1.
+    let d = Diff::of("base", &[base.clone()], "base", &[base], options);
+    assert_eq!(d.changes().count(), 0);
+    assert!(d.rows.iter().filter_map(|r| r.p_adjusted).all(|p| p == 1.0));
+}
