@@ -457,7 +457,7 @@ fn recorded_h100_runs_a_wider_mlp_marks_the_mlp_and_what_holds_it() {
     let wide = recorded("torch_gpt_wide_mlp.json.zst");
     assert_eq!(base.report.meta.driver_version.as_deref(), Some("580.159.04"));
     let options = DiffOptions { skip_first: 1, ..DiffOptions::default() };
-    let d = Diff::of("base", &[base.clone()], "wide", &[wide], options);
+    let d = Diff::of("base", std::slice::from_ref(&base), "wide", &[wide], options);
     assert!(d.warnings.is_empty(), "{:?}", d.warnings);
     let mut marked: Vec<(&str, Verdict)> =
         d.time_rows(Kind::Range).filter(|r| r.verdict.is_change()).map(|r| (r.name.as_str(), r.verdict)).collect();
@@ -494,7 +494,7 @@ fn recorded_h100_runs_a_wider_mlp_marks_the_mlp_and_what_holds_it() {
     let mlp = time_row(&d, Kind::Range, "step/GPT/h.#/mlp");
     assert!(mlp.change_pct.unwrap() > 50.0, "{mlp:?}");
     // A run against itself: nothing marked, every p-value 1.
-    let d = Diff::of("base", &[base.clone()], "base", &[base], options);
+    let d = Diff::of("base", std::slice::from_ref(&base), "base", std::slice::from_ref(&base), options);
     assert_eq!(d.changes().count(), 0);
     assert!(d.rows.iter().filter_map(|r| r.p_adjusted).all(|p| p == 1.0));
 }

@@ -117,6 +117,7 @@ impl Report {
             profiler_pauses: info.profiler_pauses,
             self_time: info.self_time,
             driver_version: info.driver_version,
+            unprofiled_contexts: info.unprofiled_contexts,
         };
         Report {
             meta,

@@ -23,7 +23,7 @@ use crate::checked::callback::{
 };
 use crate::checked::Cupti;
 use crate::error::{Error, Result};
-use crate::model::CapturedNode;
+use crate::model::{CapturedNode, UnprofiledContext};
 use crate::sys::cupti::CUpti_driver_api_trace_cbid_enum as DriverCbid;
 
 /// Activity buffers allocated when the hub starts.
@@ -61,6 +61,35 @@ struct Registration {
 static ROUTES: RwLock<Vec<Route>> = RwLock::new(Vec::new());
 /// The CUPTI registration, present while any session is live.
 static REGISTRATION: Mutex<Option<Registration>> = Mutex::new(None);
+
+/// Contexts whose launches or kernel records found no session, by context id: what the
+/// reports of the sessions that did profile say was not measured.
+static UNPROFILED: Mutex<Vec<UnprofiledContext>> = Mutex::new(Vec::new());
+
+/// Counts a kernel launch call (`launches`) or kernel record (`kernels`, with its device) of
+/// a context no session profiles. Context id 0 (a call made before any context exists) is
+/// not a context.
+fn note_unprofiled(context_id: u32, launches: u64, kernels: u64, device_id: Option<u32>) {
+    if context_id == 0 {
+        return;
+    }
+    let mut table = UNPROFILED.lock();
+    let entry = match table.iter().position(|c| c.context_id == context_id) {
+        Some(i) => &mut table[i],
+        None => {
+            table.push(UnprofiledContext { context_id, ..UnprofiledContext::default() });
+            table.last_mut().expect("just pushed")
+        }
+    };
+    entry.launches += launches;
+    entry.kernels += kernels;
+    entry.device_id = entry.device_id.or(device_id);
+}
+
+/// The contexts other than `own` whose launches or kernels no session took, so far.
+pub(crate) fn unprofiled_contexts(own: u32) -> Vec<UnprofiledContext> {
+    UNPROFILED.lock().iter().filter(|c| c.context_id != own).copied().collect()
+}
 
 /// Bumped by every change of [`ROUTES`], under its write lock.
 static ROUTES_GENERATION: AtomicU64 = AtomicU64::new(1);
@@ -123,7 +152,14 @@ fn route_callback(cb: &ApiCallback<'_>) {
                 d.get()
             });
             let Some(bit) = depth_bit(depth) else { return };
-            let Some(session) = session_for(cb.context_uid) else { return };
+            let Some(session) = session_for(cb.context_uid) else {
+                // Never silent: a kernel launched on a context no session profiles is counted
+                // (the outermost call only: a runtime launch calls the driver inside).
+                if depth == 1 && cb.launch == crate::checked::callback::LaunchKind::Kernel {
+                    note_unprofiled(cb.context_uid, 1, 0, None);
+                }
+                return;
+            };
             let routed = ROUTED_LEVELS.with(|r| {
                 r.set(r.get() | bit);
                 r.get().count_ones()
@@ -201,6 +237,12 @@ fn route_records(records: Vec<ActivityRecord>) {
         let (mine, rest): (Vec<_>, Vec<_>) = records.into_iter().partition(|r| r.context_id() == ctx);
         if let Some(session) = session_for(ctx) {
             session.on_records(mine);
+        } else {
+            let kernels: Vec<&ActivityRecord> =
+                mine.iter().filter(|r| matches!(r, ActivityRecord::Kernel(_))).collect();
+            if let Some(ActivityRecord::Kernel(k)) = kernels.first() {
+                note_unprofiled(ctx, 0, kernels.len() as u64, Some(k.device_id));
+            }
         }
         records = rest;
     }
@@ -374,6 +416,11 @@ impl HubMembership {
 
     /// Activity counters since this session joined (they are process-wide: a record CUPTI
     /// dropped cannot be attributed to a context).
+    /// The other contexts of the process that no session profiled (see [`unprofiled_contexts`]).
+    pub(crate) fn unprofiled_contexts(&self) -> Vec<UnprofiledContext> {
+        unprofiled_contexts(self.context_id)
+    }
+
     pub(crate) fn stats(&self) -> ActivityStats {
         let registration = REGISTRATION.lock();
         let live = registration.as_ref().is_some_and(|r| r.activity.is_some());
@@ -424,5 +471,36 @@ impl Drop for HubMembership {
         if let Err(e) = self.detach() {
             tracing::warn!("gmprof: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn launches_and_kernels_of_unprofiled_contexts_are_counted_per_context() {
+        // Context ids of this test only: the table is process-wide.
+        let (a, b) = (900_001, 900_002);
+        note_unprofiled(a, 1, 0, None);
+        note_unprofiled(a, 1, 0, None);
+        note_unprofiled(b, 0, 3, Some(1));
+        note_unprofiled(a, 0, 2, Some(0));
+        note_unprofiled(0, 7, 7, Some(0)); // no context yet: not a context
+        let mine = |own: u32| -> Vec<UnprofiledContext> {
+            unprofiled_contexts(own)
+                .into_iter()
+                .filter(|c| c.context_id == a || c.context_id == b || c.context_id == 0)
+                .collect()
+        };
+        assert_eq!(
+            mine(1),
+            [
+                UnprofiledContext { context_id: a, device_id: Some(0), launches: 2, kernels: 2 },
+                UnprofiledContext { context_id: b, device_id: Some(1), launches: 0, kernels: 3 },
+            ]
+        );
+        // A session's own context is never among the others.
+        assert_eq!(mine(a), [UnprofiledContext { context_id: b, device_id: Some(1), launches: 0, kernels: 3 }]);
     }
 }

@@ -500,3 +500,19 @@ mod tests {
         assert_eq!(TransferKind::from_cupti_copy_kind(99), TransferKind::MemcpyOther);
     }
 }
+
+/// A CUDA context of the process that no profiler measured: its kernel launches were heard
+/// and its kernels ran, but none of them is in the report's rows. Reported in the summary's
+/// first line and in `injection.json`, never only as a warning.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnprofiledContext {
+    /// CUPTI's context id.
+    pub context_id: u32,
+    /// The device of its kernels, when an activity record of it arrived.
+    pub device_id: Option<u32>,
+    /// Kernel launch calls heard on it (outermost calls: a runtime launch and the driver
+    /// call inside it are one).
+    pub launches: u64,
+    /// Kernel activity records of it that arrived and were left out.
+    pub kernels: u64,
+}

@@ -49,7 +49,7 @@ use serde::{Deserialize, Serialize};
 use crate::analysis::aggregate::{DerivedMetric, MetricRule, RangeRow};
 use crate::analysis::correlate::{CorrelationCounts, KernelRow, TimeSource, TransferRow};
 use crate::analysis::pm_fold::PmReport;
-use crate::model::{ClockSync, DevicePeaks, ProfilerPause, ProfilingMode, RunEnd, SelfTime};
+use crate::model::{ClockSync, DevicePeaks, ProfilerPause, ProfilingMode, RunEnd, SelfTime, UnprofiledContext};
 
 pub use self::group::GroupBy;
 pub use self::summary::{Summary, SummaryOptions, SummaryRow};
@@ -85,6 +85,8 @@ pub struct CaptureInfo {
     pub self_time: Option<SelfTime>,
     /// The driver's release (`580.95.05`), when capture read it.
     pub driver_version: Option<String>,
+    /// Other CUDA contexts of the process that no profiler measured.
+    pub unprofiled_contexts: Vec<UnprofiledContext>,
 }
 
 impl CaptureInfo {
@@ -105,6 +107,7 @@ impl CaptureInfo {
             profiler_pauses: Vec::new(),
             self_time: None,
             driver_version: None,
+            unprofiled_contexts: Vec::new(),
         }
     }
 }
@@ -185,6 +188,10 @@ pub struct ReportMeta {
     /// read it; `gmprof diff` warns when two runs' differ.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver_version: Option<String>,
+    /// Other CUDA contexts of the process that no profiler measured, with the kernel launches
+    /// heard and kernel records left out on each: the summary's first line names them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unprofiled_contexts: Vec<UnprofiledContext>,
 }
 
 /// A session's report: metadata, per-range rows, per-kernel rows, per-transfer rows.

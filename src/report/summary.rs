@@ -121,6 +121,9 @@ pub struct Summary {
     /// Wall clock minus CUPTI clock over the session, ns, when clock pairs were taken.
     #[serde(default)]
     pub clock_drift_ns: Option<i64>,
+    /// Other CUDA contexts of the process that were not profiled (the first line names them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unprofiled_contexts: Vec<crate::model::UnprofiledContext>,
     /// Memcpy and memset rows.
     #[serde(default)]
     pub transfer_count: u64,
@@ -294,6 +297,7 @@ impl Summary {
             orphan_counter_ranges: meta.orphan_counter_ranges,
             warning_count: meta.warnings.len(),
             clock_drift_ns: meta.clock_drift_ns,
+            unprofiled_contexts: meta.unprofiled_contexts.clone(),
             transfer_count: report.transfers.len() as u64,
             graph_launches: meta.counts.graph_launches,
             graph_node_kernels: meta.counts.graph_node_rows,
@@ -472,6 +476,27 @@ fn self_time_line(t: crate::model::SelfTime) -> String {
     )
 }
 
+/// `NOT PROFILED: 1 other CUDA context (device 1: 312 kernel launches, 300 kernels not in
+/// this report)`; `None` when every context was profiled.
+pub fn unprofiled_text(contexts: &[crate::model::UnprofiledContext]) -> Option<String> {
+    if contexts.is_empty() {
+        return None;
+    }
+    let each: Vec<String> = contexts
+        .iter()
+        .map(|c| {
+            let device = c.device_id.map_or_else(|| format!("context {}", c.context_id), |d| format!("device {d}"));
+            format!("{device}: {} kernel launches, {} kernels", c.launches, c.kernels)
+        })
+        .collect();
+    Some(format!(
+        "NOT PROFILED: {} other CUDA context{} ({}; not in this report)",
+        contexts.len(),
+        if contexts.len() == 1 { "" } else { "s" },
+        each.join("; ")
+    ))
+}
+
 fn pm_line(pm: &crate::analysis::pm_fold::PmReport) -> String {
     let every = match pm.interval {
         Some(crate::model::pm::PmInterval::TimeNs(ns)) => format!("every {}", format_duration_ns(ns as f64)),
@@ -498,6 +523,9 @@ impl fmt::Display for Summary {
         )?;
         if let Some(drift) = self.clock_drift_ns {
             write!(f, " | clock drift {drift:+} ns")?;
+        }
+        if let Some(line) = unprofiled_text(&self.unprofiled_contexts) {
+            write!(f, " | {line}")?;
         }
         writeln!(f)?;
         writeln!(
@@ -628,5 +656,30 @@ mod tests {
         assert_eq!(format_duration_ns(4_560_000.0), "4.560 ms");
         assert_eq!(format_duration_ns(1.234e9), "1.234 s");
         assert_eq!(cell("a\nb"), "a\\nb");
+    }
+
+    #[test]
+    fn a_context_not_profiled_is_on_the_first_line_and_in_report_json() {
+        use crate::model::UnprofiledContext;
+        let mut report = Report::from_json(include_str!("../../tests/golden/report.json")).unwrap();
+        assert!(!report.summary().to_string().lines().next().unwrap().contains("NOT PROFILED"));
+        // As recorded on an H100 (scripts/gpu-contexts-validate.sh): a second context of
+        // device 0 ran 80 kernels, one of device 1 was only heard launching.
+        report.meta.unprofiled_contexts = vec![
+            UnprofiledContext { context_id: 2, device_id: Some(0), launches: 80, kernels: 80 },
+            UnprofiledContext { context_id: 3, device_id: None, launches: 5, kernels: 0 },
+        ];
+        let text = report.summary().to_string();
+        let first = text.lines().next().unwrap();
+        assert!(
+            first.ends_with(
+                " | NOT PROFILED: 2 other CUDA contexts (device 0: 80 kernel launches, 80 kernels; \
+                 context 3: 5 kernel launches, 0 kernels; not in this report)"
+            ),
+            "{first}"
+        );
+        let back = Report::from_json(&report.to_json_string().unwrap()).unwrap();
+        assert_eq!(back.meta.unprofiled_contexts, report.meta.unprofiled_contexts);
+        assert_eq!(unprofiled_text(&[]), None);
     }
 }

@@ -205,6 +205,10 @@ pub struct InjectionStatus {
     pub mode: Option<String>,
     /// CUDA contexts the program created.
     pub contexts_created: u64,
+    /// The contexts after the first, which gmprof did not profile, with the kernel launches
+    /// heard and the kernels that ran on each (none of them is in the outputs).
+    #[serde(default)]
+    pub unprofiled_contexts: Vec<crate::model::UnprofiledContext>,
     /// Whether a profiler ran on the first of them.
     pub profiled: bool,
     /// Why profiling did not start or failed to finish.
@@ -280,6 +284,8 @@ struct Injected {
     nvtx_pushes: AtomicU64,
     nvtx_followed: AtomicU64,
     nvtx_unbalanced: AtomicU64,
+    /// The contexts the finished report names as not profiled, for injection.json.
+    unprofiled: Mutex<Vec<crate::model::UnprofiledContext>>,
     error: Mutex<Option<String>>,
     profiled: AtomicBool,
     done: AtomicBool,
@@ -423,6 +429,7 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
                     .warnings
                     .push(format!("the program created {contexts} CUDA contexts; gmprof profiled the first only"));
             }
+            state.unprofiled.lock().clone_from(&report.meta.unprofiled_contexts);
             let unbalanced = state.nvtx_unbalanced.load(Ordering::Relaxed);
             if unbalanced > 0 {
                 report.meta.warnings.push(unbalanced_warning(unbalanced, *state.started_by.lock()));
@@ -491,6 +498,7 @@ fn write_status(state: &Injected, run_end: Option<RunEnd>, outputs_written: bool
         command: std::env::args().collect(),
         mode: state.config.mode.map(|m| m.as_str().to_owned()),
         contexts_created: state.contexts_created.load(Ordering::Acquire),
+        unprofiled_contexts: state.unprofiled.lock().clone(),
         profiled: state.profiled.load(Ordering::Acquire),
         error,
         finished_by: run_end.as_ref().map(RunEnd::describe),
@@ -655,6 +663,7 @@ pub(crate) fn initialize(start: Start) -> std::result::Result<(), StartFailure> 
         nvtx_pushes: AtomicU64::new(0),
         nvtx_followed: AtomicU64::new(0),
         nvtx_unbalanced: AtomicU64::new(0),
+        unprofiled: Mutex::new(Vec::new()),
         error: Mutex::new(None),
         profiled: AtomicBool::new(false),
         done: AtomicBool::new(false),

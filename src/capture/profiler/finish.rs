@@ -321,7 +321,9 @@ impl Shared {
         tracing::debug!("gmprof: finish: flushing activity");
         failures.check(FinishStep::ActivityFlush, calls.flush_activity(capture.membership.as_ref()));
         let mut dropped_records = 0;
+        let mut unprofiled = Vec::new();
         if let Some(membership) = capture.membership.as_ref() {
+            unprofiled = membership.unprofiled_contexts();
             let stats = membership.stats();
             dropped_records = stats.records_dropped;
             let mut state = self.state.lock();
@@ -380,6 +382,7 @@ impl Shared {
         warnings.extend(open);
         drop(state);
         let mut info = self.capture_info(clock_finish, warnings, dropped_ranges, dropped_records);
+        info.unprofiled_contexts = unprofiled;
         info.run_end = Some(run_end.with_failures(failures.cuda_error, failures.steps));
         if let Some(counters) = counters.as_mut() {
             info.profiler_pauses = std::mem::take(&mut counters.pauses);
