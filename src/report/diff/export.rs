@@ -1,4 +1,4 @@
-//! A [`Diff`] as CSV (one record per [`DiffRow`]) and JSON (the whole diff), both through
+//! A [`Diff`] as CSV (one record per [`DiffRow`](super::DiffRow)) and JSON (the whole diff), both through
 //! serde.
 //!
 //! Layer 3 (the safe profiler), report output. The CSV starts with `# ` lines (both sides,
