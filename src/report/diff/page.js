@@ -9,16 +9,7 @@
   var TOP = 25;
   var COLORS = { slower: '#c8372d', faster: '#19a979', higher: '#e8743b', lower: '#2f6fdf' };
   function color(verdict) { return COLORS[verdict] || '#9aa3b2'; }
-  function chart(id) {
-    var c = echarts.init(document.getElementById(id), null, { renderer: 'canvas' });
-    charts.push(c);
-    return c;
-  }
-  function empty(id, message) {
-    var node = document.getElementById(id);
-    node.className = 'empty';
-    node.textContent = message;
-  }
+  var chart = ui.chartsInto(charts), empty = ui.empty;
   function signedPct(v) { return known(v) ? (v > 0 ? '+' : '') + v.toFixed(1) + '%' : BLANK; }
   function signedDur(v) { return known(v) ? (v > 0 ? '+' : '') + fmtDur(v) : BLANK; }
   function label(row, n) { return row.kind === 'kernel' ? kernelLabel(row.name, n) : shorten(row.name, n); }

@@ -91,8 +91,22 @@
     }
     render();
   }
+  /* A function that draws an ECharts chart in element `id` and keeps it in `charts` (for resizing). */
+  function chartsInto(charts) {
+    return function (id) {
+      var c = echarts.init(document.getElementById(id), null, { renderer: 'canvas' });
+      charts.push(c);
+      return c;
+    };
+  }
+  /* Element `id` becomes a note saying why it holds no chart. */
+  function empty(id, message) {
+    var node = document.getElementById(id);
+    node.className = 'empty';
+    node.textContent = message;
+  }
   window.gmprofUi = {
     BLANK: BLANK, el: el, known: known, fmtDur: fmtDur, fmtNum: fmtNum, fmtPct: fmtPct, fmtG: fmtG,
-    kernelLabel: kernelLabel, shorten: shorten, table: table
+    kernelLabel: kernelLabel, shorten: shorten, table: table, chartsInto: chartsInto, empty: empty
   };
 })();

@@ -10,16 +10,7 @@
   var ui = window.gmprofUi;
   var el = ui.el, known = ui.known, fmtDur = ui.fmtDur, fmtNum = ui.fmtNum, fmtPct = ui.fmtPct, fmtG = ui.fmtG;
   var kernelLabel = ui.kernelLabel, shorten = ui.shorten, table = ui.table;
-  function chart(id) {
-    var c = echarts.init(document.getElementById(id), null, { renderer: 'canvas' });
-    charts.push(c);
-    return c;
-  }
-  function empty(id, message) {
-    var node = document.getElementById(id);
-    node.className = 'empty';
-    node.textContent = message;
-  }
+  var chart = ui.chartsInto(charts), empty = ui.empty;
   var palette = ['#2f6fdf', '#e8743b', '#19a979', '#945ecf', '#ed4a7b', '#13a4b4', '#c9a227', '#6c8893', '#bf399e', '#3f8f29'];
   function colorOf(text) {
     var h = 0;
