@@ -10,3 +10,5 @@
 #include <cupti_profiler_host.h>
 #include <cupti_range_profiler.h>
 #include <cupti_pmsampling.h>
+#include <cupti_sass_metrics.h>
+#include <cupti_pcsampling.h>

@@ -161,6 +161,7 @@ pub const CUPTI_NVLINK_INVALID_PORT: i32 = -1;
 pub const CUPTI_MAX_NVLINK_PORTS: u32 = 32;
 pub const CUPTI_DECOMPRESSED_BYTES_UNKNOWN: u32 = 0;
 pub const CUPTI_MAX_GPUS: u32 = 32;
+pub const CUPTI_STALL_REASON_STRING_SIZE: u32 = 128;
 pub type CUdeviceptr_v2 = ::std::os::raw::c_ulonglong;
 pub type CUdeviceptr = CUdeviceptr_v2;
 pub type CUdevice_v1 = ::std::os::raw::c_int;
@@ -22055,6 +22056,1542 @@ impl Default for CUpti_PmSampling_CounterData_GetSampleInfo_Params {
         }
     }
 }
+impl CUpti_SassMetrics_OutputGranularity {
+    pub const CUPTI_SASS_METRICS_OUTPUT_GRANULARITY_GPU: CUpti_SassMetrics_OutputGranularity = CUpti_SassMetrics_OutputGranularity(
+        0,
+    );
+    pub const CUPTI_SASS_METRICS_OUTPUT_GRANULARITY_SM: CUpti_SassMetrics_OutputGranularity = CUpti_SassMetrics_OutputGranularity(
+        1,
+    );
+    pub const CUPTI_SASS_METRICS_OUTPUT_GRANULARITY_SMSP: CUpti_SassMetrics_OutputGranularity = CUpti_SassMetrics_OutputGranularity(
+        2,
+    );
+    pub const CUPTI_SASS_METRICS_OUTPUT_GRANULARITY_INVALID: CUpti_SassMetrics_OutputGranularity = CUpti_SassMetrics_OutputGranularity(
+        3,
+    );
+}
+#[repr(transparent)]
+#[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
+pub struct CUpti_SassMetrics_OutputGranularity(pub ::std::os::raw::c_uint);
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_SassMetrics_MetricDetails {
+    pub metricId: u64,
+    pub pMetricName: *const ::std::os::raw::c_char,
+    pub pMetricDescription: *const ::std::os::raw::c_char,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_SassMetrics_MetricDetails",
+    ][::std::mem::size_of::<CUpti_SassMetrics_MetricDetails>() - 24usize];
+    [
+        "Alignment of CUpti_SassMetrics_MetricDetails",
+    ][::std::mem::align_of::<CUpti_SassMetrics_MetricDetails>() - 8usize];
+    [
+        "Offset of field: CUpti_SassMetrics_MetricDetails::metricId",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_MetricDetails, metricId) - 0usize];
+    [
+        "Offset of field: CUpti_SassMetrics_MetricDetails::pMetricName",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_MetricDetails, pMetricName) - 8usize];
+    [
+        "Offset of field: CUpti_SassMetrics_MetricDetails::pMetricDescription",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_MetricDetails, pMetricDescription)
+        - 16usize];
+};
+impl Default for CUpti_SassMetrics_MetricDetails {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_SassMetrics_GetNumOfMetrics_Params {
+    pub structSize: usize,
+    pub pPriv: *mut ::std::os::raw::c_void,
+    pub pChipName: *const ::std::os::raw::c_char,
+    pub numOfMetrics: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_SassMetrics_GetNumOfMetrics_Params",
+    ][::std::mem::size_of::<CUpti_SassMetrics_GetNumOfMetrics_Params>() - 32usize];
+    [
+        "Alignment of CUpti_SassMetrics_GetNumOfMetrics_Params",
+    ][::std::mem::align_of::<CUpti_SassMetrics_GetNumOfMetrics_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_SassMetrics_GetNumOfMetrics_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_GetNumOfMetrics_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_SassMetrics_GetNumOfMetrics_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_GetNumOfMetrics_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_SassMetrics_GetNumOfMetrics_Params::pChipName",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_GetNumOfMetrics_Params, pChipName)
+        - 16usize];
+    [
+        "Offset of field: CUpti_SassMetrics_GetNumOfMetrics_Params::numOfMetrics",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_GetNumOfMetrics_Params, numOfMetrics)
+        - 24usize];
+};
+impl Default for CUpti_SassMetrics_GetNumOfMetrics_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_SassMetrics_GetMetrics_Params {
+    pub structSize: usize,
+    pub pPriv: *mut ::std::os::raw::c_void,
+    pub pChipName: *const ::std::os::raw::c_char,
+    pub numOfMetrics: usize,
+    pub pMetricsList: *mut CUpti_SassMetrics_MetricDetails,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_SassMetrics_GetMetrics_Params",
+    ][::std::mem::size_of::<CUpti_SassMetrics_GetMetrics_Params>() - 40usize];
+    [
+        "Alignment of CUpti_SassMetrics_GetMetrics_Params",
+    ][::std::mem::align_of::<CUpti_SassMetrics_GetMetrics_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_SassMetrics_GetMetrics_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_GetMetrics_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_SassMetrics_GetMetrics_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_GetMetrics_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_SassMetrics_GetMetrics_Params::pChipName",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_GetMetrics_Params, pChipName) - 16usize];
+    [
+        "Offset of field: CUpti_SassMetrics_GetMetrics_Params::numOfMetrics",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_GetMetrics_Params, numOfMetrics)
+        - 24usize];
+    [
+        "Offset of field: CUpti_SassMetrics_GetMetrics_Params::pMetricsList",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_GetMetrics_Params, pMetricsList)
+        - 32usize];
+};
+impl Default for CUpti_SassMetrics_GetMetrics_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_SassMetrics_GetProperties_Params {
+    pub structSize: usize,
+    pub pPriv: *mut ::std::os::raw::c_void,
+    pub pChipName: *const ::std::os::raw::c_char,
+    pub pMetricName: *const ::std::os::raw::c_char,
+    pub metric: CUpti_SassMetrics_MetricDetails,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_SassMetrics_GetProperties_Params",
+    ][::std::mem::size_of::<CUpti_SassMetrics_GetProperties_Params>() - 56usize];
+    [
+        "Alignment of CUpti_SassMetrics_GetProperties_Params",
+    ][::std::mem::align_of::<CUpti_SassMetrics_GetProperties_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_SassMetrics_GetProperties_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_GetProperties_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_SassMetrics_GetProperties_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_GetProperties_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_SassMetrics_GetProperties_Params::pChipName",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_GetProperties_Params, pChipName)
+        - 16usize];
+    [
+        "Offset of field: CUpti_SassMetrics_GetProperties_Params::pMetricName",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_GetProperties_Params, pMetricName)
+        - 24usize];
+    [
+        "Offset of field: CUpti_SassMetrics_GetProperties_Params::metric",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_GetProperties_Params, metric) - 32usize];
+};
+impl Default for CUpti_SassMetrics_GetProperties_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct CUpti_SassMetrics_Config {
+    pub metricId: u64,
+    pub outputGranularity: u8,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_SassMetrics_Config",
+    ][::std::mem::size_of::<CUpti_SassMetrics_Config>() - 16usize];
+    [
+        "Alignment of CUpti_SassMetrics_Config",
+    ][::std::mem::align_of::<CUpti_SassMetrics_Config>() - 8usize];
+    [
+        "Offset of field: CUpti_SassMetrics_Config::metricId",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_Config, metricId) - 0usize];
+    [
+        "Offset of field: CUpti_SassMetrics_Config::outputGranularity",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_Config, outputGranularity) - 8usize];
+};
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_SassMetricsSetConfig_Params {
+    pub structSize: usize,
+    pub pPriv: *mut ::std::os::raw::c_void,
+    pub numOfMetricConfig: usize,
+    pub pConfigs: *mut CUpti_SassMetrics_Config,
+    pub deviceIndex: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_SassMetricsSetConfig_Params",
+    ][::std::mem::size_of::<CUpti_SassMetricsSetConfig_Params>() - 40usize];
+    [
+        "Alignment of CUpti_SassMetricsSetConfig_Params",
+    ][::std::mem::align_of::<CUpti_SassMetricsSetConfig_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_SassMetricsSetConfig_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_SassMetricsSetConfig_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_SassMetricsSetConfig_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_SassMetricsSetConfig_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_SassMetricsSetConfig_Params::numOfMetricConfig",
+    ][::std::mem::offset_of!(CUpti_SassMetricsSetConfig_Params, numOfMetricConfig)
+        - 16usize];
+    [
+        "Offset of field: CUpti_SassMetricsSetConfig_Params::pConfigs",
+    ][::std::mem::offset_of!(CUpti_SassMetricsSetConfig_Params, pConfigs) - 24usize];
+    [
+        "Offset of field: CUpti_SassMetricsSetConfig_Params::deviceIndex",
+    ][::std::mem::offset_of!(CUpti_SassMetricsSetConfig_Params, deviceIndex) - 32usize];
+};
+impl Default for CUpti_SassMetricsSetConfig_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_SassMetricsUnsetConfig_Params {
+    pub structSize: usize,
+    pub pPriv: *mut ::std::os::raw::c_void,
+    pub deviceIndex: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_SassMetricsUnsetConfig_Params",
+    ][::std::mem::size_of::<CUpti_SassMetricsUnsetConfig_Params>() - 24usize];
+    [
+        "Alignment of CUpti_SassMetricsUnsetConfig_Params",
+    ][::std::mem::align_of::<CUpti_SassMetricsUnsetConfig_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_SassMetricsUnsetConfig_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_SassMetricsUnsetConfig_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_SassMetricsUnsetConfig_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_SassMetricsUnsetConfig_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_SassMetricsUnsetConfig_Params::deviceIndex",
+    ][::std::mem::offset_of!(CUpti_SassMetricsUnsetConfig_Params, deviceIndex)
+        - 16usize];
+};
+impl Default for CUpti_SassMetricsUnsetConfig_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_SassMetricsEnable_Params {
+    pub structSize: usize,
+    pub pPriv: *mut ::std::os::raw::c_void,
+    pub ctx: CUcontext,
+    pub enableLazyPatching: u8,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_SassMetricsEnable_Params",
+    ][::std::mem::size_of::<CUpti_SassMetricsEnable_Params>() - 32usize];
+    [
+        "Alignment of CUpti_SassMetricsEnable_Params",
+    ][::std::mem::align_of::<CUpti_SassMetricsEnable_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_SassMetricsEnable_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_SassMetricsEnable_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_SassMetricsEnable_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_SassMetricsEnable_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_SassMetricsEnable_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_SassMetricsEnable_Params, ctx) - 16usize];
+    [
+        "Offset of field: CUpti_SassMetricsEnable_Params::enableLazyPatching",
+    ][::std::mem::offset_of!(CUpti_SassMetricsEnable_Params, enableLazyPatching)
+        - 24usize];
+};
+impl Default for CUpti_SassMetricsEnable_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_SassMetricsDisable_Params {
+    pub structSize: usize,
+    pub pPriv: *mut ::std::os::raw::c_void,
+    pub ctx: CUcontext,
+    pub numOfDroppedRecords: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_SassMetricsDisable_Params",
+    ][::std::mem::size_of::<CUpti_SassMetricsDisable_Params>() - 32usize];
+    [
+        "Alignment of CUpti_SassMetricsDisable_Params",
+    ][::std::mem::align_of::<CUpti_SassMetricsDisable_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_SassMetricsDisable_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_SassMetricsDisable_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_SassMetricsDisable_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_SassMetricsDisable_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_SassMetricsDisable_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_SassMetricsDisable_Params, ctx) - 16usize];
+    [
+        "Offset of field: CUpti_SassMetricsDisable_Params::numOfDroppedRecords",
+    ][::std::mem::offset_of!(CUpti_SassMetricsDisable_Params, numOfDroppedRecords)
+        - 24usize];
+};
+impl Default for CUpti_SassMetricsDisable_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_SassMetricsGetDataProperties_Params {
+    pub structSize: usize,
+    pub pPriv: *mut ::std::os::raw::c_void,
+    pub ctx: CUcontext,
+    pub numOfPatchedInstructionRecords: usize,
+    pub numOfInstances: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_SassMetricsGetDataProperties_Params",
+    ][::std::mem::size_of::<CUpti_SassMetricsGetDataProperties_Params>() - 40usize];
+    [
+        "Alignment of CUpti_SassMetricsGetDataProperties_Params",
+    ][::std::mem::align_of::<CUpti_SassMetricsGetDataProperties_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_SassMetricsGetDataProperties_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_SassMetricsGetDataProperties_Params, structSize)
+        - 0usize];
+    [
+        "Offset of field: CUpti_SassMetricsGetDataProperties_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_SassMetricsGetDataProperties_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_SassMetricsGetDataProperties_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_SassMetricsGetDataProperties_Params, ctx) - 16usize];
+    [
+        "Offset of field: CUpti_SassMetricsGetDataProperties_Params::numOfPatchedInstructionRecords",
+    ][::std::mem::offset_of!(
+        CUpti_SassMetricsGetDataProperties_Params, numOfPatchedInstructionRecords
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_SassMetricsGetDataProperties_Params::numOfInstances",
+    ][::std::mem::offset_of!(CUpti_SassMetricsGetDataProperties_Params, numOfInstances)
+        - 32usize];
+};
+impl Default for CUpti_SassMetricsGetDataProperties_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct CUpti_SassMetrics_InstanceValue {
+    pub metricId: u64,
+    pub value: u64,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_SassMetrics_InstanceValue",
+    ][::std::mem::size_of::<CUpti_SassMetrics_InstanceValue>() - 16usize];
+    [
+        "Alignment of CUpti_SassMetrics_InstanceValue",
+    ][::std::mem::align_of::<CUpti_SassMetrics_InstanceValue>() - 8usize];
+    [
+        "Offset of field: CUpti_SassMetrics_InstanceValue::metricId",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_InstanceValue, metricId) - 0usize];
+    [
+        "Offset of field: CUpti_SassMetrics_InstanceValue::value",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_InstanceValue, value) - 8usize];
+};
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_SassMetrics_Data {
+    pub structSize: usize,
+    pub pPriv: *mut ::std::os::raw::c_void,
+    pub cubinCrc: u32,
+    pub functionIndex: u32,
+    pub functionName: *const ::std::os::raw::c_char,
+    pub pcOffset: u32,
+    pub pInstanceValues: *mut CUpti_SassMetrics_InstanceValue,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_SassMetrics_Data",
+    ][::std::mem::size_of::<CUpti_SassMetrics_Data>() - 48usize];
+    [
+        "Alignment of CUpti_SassMetrics_Data",
+    ][::std::mem::align_of::<CUpti_SassMetrics_Data>() - 8usize];
+    [
+        "Offset of field: CUpti_SassMetrics_Data::structSize",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_Data, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_SassMetrics_Data::pPriv",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_Data, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_SassMetrics_Data::cubinCrc",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_Data, cubinCrc) - 16usize];
+    [
+        "Offset of field: CUpti_SassMetrics_Data::functionIndex",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_Data, functionIndex) - 20usize];
+    [
+        "Offset of field: CUpti_SassMetrics_Data::functionName",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_Data, functionName) - 24usize];
+    [
+        "Offset of field: CUpti_SassMetrics_Data::pcOffset",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_Data, pcOffset) - 32usize];
+    [
+        "Offset of field: CUpti_SassMetrics_Data::pInstanceValues",
+    ][::std::mem::offset_of!(CUpti_SassMetrics_Data, pInstanceValues) - 40usize];
+};
+impl Default for CUpti_SassMetrics_Data {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_SassMetricsFlushData_Params {
+    pub structSize: usize,
+    pub pPriv: *mut ::std::os::raw::c_void,
+    pub ctx: CUcontext,
+    pub numOfPatchedInstructionRecords: usize,
+    pub numOfInstances: usize,
+    pub pMetricsData: *mut CUpti_SassMetrics_Data,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_SassMetricsFlushData_Params",
+    ][::std::mem::size_of::<CUpti_SassMetricsFlushData_Params>() - 48usize];
+    [
+        "Alignment of CUpti_SassMetricsFlushData_Params",
+    ][::std::mem::align_of::<CUpti_SassMetricsFlushData_Params>() - 8usize];
+    [
+        "Offset of field: CUpti_SassMetricsFlushData_Params::structSize",
+    ][::std::mem::offset_of!(CUpti_SassMetricsFlushData_Params, structSize) - 0usize];
+    [
+        "Offset of field: CUpti_SassMetricsFlushData_Params::pPriv",
+    ][::std::mem::offset_of!(CUpti_SassMetricsFlushData_Params, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_SassMetricsFlushData_Params::ctx",
+    ][::std::mem::offset_of!(CUpti_SassMetricsFlushData_Params, ctx) - 16usize];
+    [
+        "Offset of field: CUpti_SassMetricsFlushData_Params::numOfPatchedInstructionRecords",
+    ][::std::mem::offset_of!(
+        CUpti_SassMetricsFlushData_Params, numOfPatchedInstructionRecords
+    ) - 24usize];
+    [
+        "Offset of field: CUpti_SassMetricsFlushData_Params::numOfInstances",
+    ][::std::mem::offset_of!(CUpti_SassMetricsFlushData_Params, numOfInstances)
+        - 32usize];
+    [
+        "Offset of field: CUpti_SassMetricsFlushData_Params::pMetricsData",
+    ][::std::mem::offset_of!(CUpti_SassMetricsFlushData_Params, pMetricsData) - 40usize];
+};
+impl Default for CUpti_SassMetricsFlushData_Params {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+impl CUpti_PCSamplingCollectionMode {
+    pub const CUPTI_PC_SAMPLING_COLLECTION_MODE_INVALID: CUpti_PCSamplingCollectionMode = CUpti_PCSamplingCollectionMode(
+        0,
+    );
+    pub const CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS: CUpti_PCSamplingCollectionMode = CUpti_PCSamplingCollectionMode(
+        1,
+    );
+    pub const CUPTI_PC_SAMPLING_COLLECTION_MODE_KERNEL_SERIALIZED: CUpti_PCSamplingCollectionMode = CUpti_PCSamplingCollectionMode(
+        2,
+    );
+}
+#[repr(transparent)]
+#[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
+pub struct CUpti_PCSamplingCollectionMode(pub ::std::os::raw::c_uint);
+#[repr(C)]
+#[repr(align(8))]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct CUpti_PCSamplingStallReason {
+    pub pcSamplingStallReasonIndex: u32,
+    pub samples: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PCSamplingStallReason",
+    ][::std::mem::size_of::<CUpti_PCSamplingStallReason>() - 8usize];
+    [
+        "Alignment of CUpti_PCSamplingStallReason",
+    ][::std::mem::align_of::<CUpti_PCSamplingStallReason>() - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingStallReason::pcSamplingStallReasonIndex",
+    ][::std::mem::offset_of!(CUpti_PCSamplingStallReason, pcSamplingStallReasonIndex)
+        - 0usize];
+    [
+        "Offset of field: CUpti_PCSamplingStallReason::samples",
+    ][::std::mem::offset_of!(CUpti_PCSamplingStallReason, samples) - 4usize];
+};
+#[repr(C, packed(8))]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PCSamplingPCData {
+    pub size: usize,
+    pub cubinCrc: u64,
+    pub pcOffset: u64,
+    pub functionIndex: u32,
+    pub pad: u32,
+    pub functionName: *mut ::std::os::raw::c_char,
+    pub stallReasonCount: usize,
+    pub stallReason: *mut CUpti_PCSamplingStallReason,
+    pub correlationId: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PCSamplingPCData",
+    ][::std::mem::size_of::<CUpti_PCSamplingPCData>() - 64usize];
+    [
+        "Alignment of CUpti_PCSamplingPCData",
+    ][::std::mem::align_of::<CUpti_PCSamplingPCData>() - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingPCData::size",
+    ][::std::mem::offset_of!(CUpti_PCSamplingPCData, size) - 0usize];
+    [
+        "Offset of field: CUpti_PCSamplingPCData::cubinCrc",
+    ][::std::mem::offset_of!(CUpti_PCSamplingPCData, cubinCrc) - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingPCData::pcOffset",
+    ][::std::mem::offset_of!(CUpti_PCSamplingPCData, pcOffset) - 16usize];
+    [
+        "Offset of field: CUpti_PCSamplingPCData::functionIndex",
+    ][::std::mem::offset_of!(CUpti_PCSamplingPCData, functionIndex) - 24usize];
+    [
+        "Offset of field: CUpti_PCSamplingPCData::pad",
+    ][::std::mem::offset_of!(CUpti_PCSamplingPCData, pad) - 28usize];
+    [
+        "Offset of field: CUpti_PCSamplingPCData::functionName",
+    ][::std::mem::offset_of!(CUpti_PCSamplingPCData, functionName) - 32usize];
+    [
+        "Offset of field: CUpti_PCSamplingPCData::stallReasonCount",
+    ][::std::mem::offset_of!(CUpti_PCSamplingPCData, stallReasonCount) - 40usize];
+    [
+        "Offset of field: CUpti_PCSamplingPCData::stallReason",
+    ][::std::mem::offset_of!(CUpti_PCSamplingPCData, stallReason) - 48usize];
+    [
+        "Offset of field: CUpti_PCSamplingPCData::correlationId",
+    ][::std::mem::offset_of!(CUpti_PCSamplingPCData, correlationId) - 56usize];
+};
+impl Default for CUpti_PCSamplingPCData {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+impl CUpti_PCSamplingOutputDataFormat {
+    pub const CUPTI_PC_SAMPLING_OUTPUT_DATA_FORMAT_INVALID: CUpti_PCSamplingOutputDataFormat = CUpti_PCSamplingOutputDataFormat(
+        0,
+    );
+    pub const CUPTI_PC_SAMPLING_OUTPUT_DATA_FORMAT_PARSED: CUpti_PCSamplingOutputDataFormat = CUpti_PCSamplingOutputDataFormat(
+        1,
+    );
+}
+#[repr(transparent)]
+#[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
+pub struct CUpti_PCSamplingOutputDataFormat(pub ::std::os::raw::c_uint);
+#[repr(C, packed(8))]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PCSamplingData {
+    pub size: usize,
+    pub collectNumPcs: usize,
+    pub totalSamples: u64,
+    pub droppedSamples: u64,
+    pub totalNumPcs: usize,
+    pub remainingNumPcs: usize,
+    pub rangeId: u64,
+    pub pPcData: *mut CUpti_PCSamplingPCData,
+    pub nonUsrKernelsTotalSamples: u64,
+    pub hardwareBufferFull: u8,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PCSamplingData",
+    ][::std::mem::size_of::<CUpti_PCSamplingData>() - 80usize];
+    [
+        "Alignment of CUpti_PCSamplingData",
+    ][::std::mem::align_of::<CUpti_PCSamplingData>() - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingData::size",
+    ][::std::mem::offset_of!(CUpti_PCSamplingData, size) - 0usize];
+    [
+        "Offset of field: CUpti_PCSamplingData::collectNumPcs",
+    ][::std::mem::offset_of!(CUpti_PCSamplingData, collectNumPcs) - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingData::totalSamples",
+    ][::std::mem::offset_of!(CUpti_PCSamplingData, totalSamples) - 16usize];
+    [
+        "Offset of field: CUpti_PCSamplingData::droppedSamples",
+    ][::std::mem::offset_of!(CUpti_PCSamplingData, droppedSamples) - 24usize];
+    [
+        "Offset of field: CUpti_PCSamplingData::totalNumPcs",
+    ][::std::mem::offset_of!(CUpti_PCSamplingData, totalNumPcs) - 32usize];
+    [
+        "Offset of field: CUpti_PCSamplingData::remainingNumPcs",
+    ][::std::mem::offset_of!(CUpti_PCSamplingData, remainingNumPcs) - 40usize];
+    [
+        "Offset of field: CUpti_PCSamplingData::rangeId",
+    ][::std::mem::offset_of!(CUpti_PCSamplingData, rangeId) - 48usize];
+    [
+        "Offset of field: CUpti_PCSamplingData::pPcData",
+    ][::std::mem::offset_of!(CUpti_PCSamplingData, pPcData) - 56usize];
+    [
+        "Offset of field: CUpti_PCSamplingData::nonUsrKernelsTotalSamples",
+    ][::std::mem::offset_of!(CUpti_PCSamplingData, nonUsrKernelsTotalSamples) - 64usize];
+    [
+        "Offset of field: CUpti_PCSamplingData::hardwareBufferFull",
+    ][::std::mem::offset_of!(CUpti_PCSamplingData, hardwareBufferFull) - 72usize];
+};
+impl Default for CUpti_PCSamplingData {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+impl CUpti_PCSamplingConfigurationAttributeType {
+    pub const CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_INVALID: CUpti_PCSamplingConfigurationAttributeType = CUpti_PCSamplingConfigurationAttributeType(
+        0,
+    );
+    pub const CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD: CUpti_PCSamplingConfigurationAttributeType = CUpti_PCSamplingConfigurationAttributeType(
+        1,
+    );
+    pub const CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_STALL_REASON: CUpti_PCSamplingConfigurationAttributeType = CUpti_PCSamplingConfigurationAttributeType(
+        2,
+    );
+    pub const CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SCRATCH_BUFFER_SIZE: CUpti_PCSamplingConfigurationAttributeType = CUpti_PCSamplingConfigurationAttributeType(
+        3,
+    );
+    pub const CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_HARDWARE_BUFFER_SIZE: CUpti_PCSamplingConfigurationAttributeType = CUpti_PCSamplingConfigurationAttributeType(
+        4,
+    );
+    pub const CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE: CUpti_PCSamplingConfigurationAttributeType = CUpti_PCSamplingConfigurationAttributeType(
+        5,
+    );
+    pub const CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_ENABLE_START_STOP_CONTROL: CUpti_PCSamplingConfigurationAttributeType = CUpti_PCSamplingConfigurationAttributeType(
+        6,
+    );
+    pub const CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_OUTPUT_DATA_FORMAT: CUpti_PCSamplingConfigurationAttributeType = CUpti_PCSamplingConfigurationAttributeType(
+        7,
+    );
+    pub const CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER: CUpti_PCSamplingConfigurationAttributeType = CUpti_PCSamplingConfigurationAttributeType(
+        8,
+    );
+    pub const CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_WORKER_THREAD_PERIODIC_SLEEP_SPAN: CUpti_PCSamplingConfigurationAttributeType = CUpti_PCSamplingConfigurationAttributeType(
+        9,
+    );
+    pub const CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_FORCE_INT: CUpti_PCSamplingConfigurationAttributeType = CUpti_PCSamplingConfigurationAttributeType(
+        2147483647,
+    );
+}
+#[repr(transparent)]
+#[derive(Debug, Copy, Clone, Hash, PartialEq, Eq)]
+pub struct CUpti_PCSamplingConfigurationAttributeType(pub ::std::os::raw::c_uint);
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub struct CUpti_PCSamplingConfigurationInfo {
+    pub attributeType: CUpti_PCSamplingConfigurationAttributeType,
+    pub attributeStatus: CUptiResult,
+    pub attributeData: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1,
+}
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub union CUpti_PCSamplingConfigurationInfo__bindgen_ty_1 {
+    pub invalidData: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_1,
+    pub samplingPeriodData: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_2,
+    pub stallReasonData: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_3,
+    pub scratchBufferSizeData: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_4,
+    pub hardwareBufferSizeData: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_5,
+    pub collectionModeData: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_6,
+    pub enableStartStopControlData: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_7,
+    pub outputDataFormatData: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_8,
+    pub samplingDataBufferData: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_9,
+    pub workerThreadPeriodicSleepSpanData: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_10,
+}
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_1 {
+    pub data: [u64; 3usize],
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_1",
+    ][::std::mem::size_of::<
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_1,
+    >() - 24usize];
+    [
+        "Alignment of CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_1",
+    ][::std::mem::align_of::<
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_1,
+    >() - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_1::data",
+    ][::std::mem::offset_of!(
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_1, data
+    ) - 0usize];
+};
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_2 {
+    pub samplingPeriod: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_2",
+    ][::std::mem::size_of::<
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_2,
+    >() - 4usize];
+    [
+        "Alignment of CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_2",
+    ][::std::mem::align_of::<
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_2,
+    >() - 4usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_2::samplingPeriod",
+    ][::std::mem::offset_of!(
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_2, samplingPeriod
+    ) - 0usize];
+};
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_3 {
+    pub stallReasonCount: usize,
+    pub pStallReasonIndex: *mut u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_3",
+    ][::std::mem::size_of::<
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_3,
+    >() - 16usize];
+    [
+        "Alignment of CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_3",
+    ][::std::mem::align_of::<
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_3,
+    >() - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_3::stallReasonCount",
+    ][::std::mem::offset_of!(
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_3, stallReasonCount
+    ) - 0usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_3::pStallReasonIndex",
+    ][::std::mem::offset_of!(
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_3, pStallReasonIndex
+    ) - 8usize];
+};
+impl Default for CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_3 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_4 {
+    pub scratchBufferSize: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_4",
+    ][::std::mem::size_of::<
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_4,
+    >() - 8usize];
+    [
+        "Alignment of CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_4",
+    ][::std::mem::align_of::<
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_4,
+    >() - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_4::scratchBufferSize",
+    ][::std::mem::offset_of!(
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_4, scratchBufferSize
+    ) - 0usize];
+};
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_5 {
+    pub hardwareBufferSize: usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_5",
+    ][::std::mem::size_of::<
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_5,
+    >() - 8usize];
+    [
+        "Alignment of CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_5",
+    ][::std::mem::align_of::<
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_5,
+    >() - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_5::hardwareBufferSize",
+    ][::std::mem::offset_of!(
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_5, hardwareBufferSize
+    ) - 0usize];
+};
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_6 {
+    pub collectionMode: CUpti_PCSamplingCollectionMode,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_6",
+    ][::std::mem::size_of::<
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_6,
+    >() - 4usize];
+    [
+        "Alignment of CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_6",
+    ][::std::mem::align_of::<
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_6,
+    >() - 4usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_6::collectionMode",
+    ][::std::mem::offset_of!(
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_6, collectionMode
+    ) - 0usize];
+};
+impl Default for CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_6 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_7 {
+    pub enableStartStopControl: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_7",
+    ][::std::mem::size_of::<
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_7,
+    >() - 4usize];
+    [
+        "Alignment of CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_7",
+    ][::std::mem::align_of::<
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_7,
+    >() - 4usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_7::enableStartStopControl",
+    ][::std::mem::offset_of!(
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_7,
+        enableStartStopControl
+    ) - 0usize];
+};
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_8 {
+    pub outputDataFormat: CUpti_PCSamplingOutputDataFormat,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_8",
+    ][::std::mem::size_of::<
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_8,
+    >() - 4usize];
+    [
+        "Alignment of CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_8",
+    ][::std::mem::align_of::<
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_8,
+    >() - 4usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_8::outputDataFormat",
+    ][::std::mem::offset_of!(
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_8, outputDataFormat
+    ) - 0usize];
+};
+impl Default for CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_8 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_9 {
+    pub samplingDataBuffer: *mut ::std::os::raw::c_void,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_9",
+    ][::std::mem::size_of::<
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_9,
+    >() - 8usize];
+    [
+        "Alignment of CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_9",
+    ][::std::mem::align_of::<
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_9,
+    >() - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_9::samplingDataBuffer",
+    ][::std::mem::offset_of!(
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_9, samplingDataBuffer
+    ) - 0usize];
+};
+impl Default for CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_9 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_10 {
+    pub workerThreadPeriodicSleepSpan: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_10",
+    ][::std::mem::size_of::<
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_10,
+    >() - 4usize];
+    [
+        "Alignment of CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_10",
+    ][::std::mem::align_of::<
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_10,
+    >() - 4usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_10::workerThreadPeriodicSleepSpan",
+    ][::std::mem::offset_of!(
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1__bindgen_ty_10,
+        workerThreadPeriodicSleepSpan
+    ) - 0usize];
+};
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PCSamplingConfigurationInfo__bindgen_ty_1",
+    ][::std::mem::size_of::<CUpti_PCSamplingConfigurationInfo__bindgen_ty_1>()
+        - 24usize];
+    [
+        "Alignment of CUpti_PCSamplingConfigurationInfo__bindgen_ty_1",
+    ][::std::mem::align_of::<CUpti_PCSamplingConfigurationInfo__bindgen_ty_1>()
+        - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1::invalidData",
+    ][::std::mem::offset_of!(
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1, invalidData
+    ) - 0usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1::samplingPeriodData",
+    ][::std::mem::offset_of!(
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1, samplingPeriodData
+    ) - 0usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1::stallReasonData",
+    ][::std::mem::offset_of!(
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1, stallReasonData
+    ) - 0usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1::scratchBufferSizeData",
+    ][::std::mem::offset_of!(
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1, scratchBufferSizeData
+    ) - 0usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1::hardwareBufferSizeData",
+    ][::std::mem::offset_of!(
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1, hardwareBufferSizeData
+    ) - 0usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1::collectionModeData",
+    ][::std::mem::offset_of!(
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1, collectionModeData
+    ) - 0usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1::enableStartStopControlData",
+    ][::std::mem::offset_of!(
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1, enableStartStopControlData
+    ) - 0usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1::outputDataFormatData",
+    ][::std::mem::offset_of!(
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1, outputDataFormatData
+    ) - 0usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1::samplingDataBufferData",
+    ][::std::mem::offset_of!(
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1, samplingDataBufferData
+    ) - 0usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfo__bindgen_ty_1::workerThreadPeriodicSleepSpanData",
+    ][::std::mem::offset_of!(
+        CUpti_PCSamplingConfigurationInfo__bindgen_ty_1,
+        workerThreadPeriodicSleepSpanData
+    ) - 0usize];
+};
+impl Default for CUpti_PCSamplingConfigurationInfo__bindgen_ty_1 {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PCSamplingConfigurationInfo",
+    ][::std::mem::size_of::<CUpti_PCSamplingConfigurationInfo>() - 32usize];
+    [
+        "Alignment of CUpti_PCSamplingConfigurationInfo",
+    ][::std::mem::align_of::<CUpti_PCSamplingConfigurationInfo>() - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfo::attributeType",
+    ][::std::mem::offset_of!(CUpti_PCSamplingConfigurationInfo, attributeType) - 0usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfo::attributeStatus",
+    ][::std::mem::offset_of!(CUpti_PCSamplingConfigurationInfo, attributeStatus)
+        - 4usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfo::attributeData",
+    ][::std::mem::offset_of!(CUpti_PCSamplingConfigurationInfo, attributeData) - 8usize];
+};
+impl Default for CUpti_PCSamplingConfigurationInfo {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PCSamplingConfigurationInfoParams {
+    pub size: usize,
+    pub pPriv: *mut ::std::os::raw::c_void,
+    pub ctx: CUcontext,
+    pub numAttributes: usize,
+    pub pPCSamplingConfigurationInfo: *mut CUpti_PCSamplingConfigurationInfo,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PCSamplingConfigurationInfoParams",
+    ][::std::mem::size_of::<CUpti_PCSamplingConfigurationInfoParams>() - 40usize];
+    [
+        "Alignment of CUpti_PCSamplingConfigurationInfoParams",
+    ][::std::mem::align_of::<CUpti_PCSamplingConfigurationInfoParams>() - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfoParams::size",
+    ][::std::mem::offset_of!(CUpti_PCSamplingConfigurationInfoParams, size) - 0usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfoParams::pPriv",
+    ][::std::mem::offset_of!(CUpti_PCSamplingConfigurationInfoParams, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfoParams::ctx",
+    ][::std::mem::offset_of!(CUpti_PCSamplingConfigurationInfoParams, ctx) - 16usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfoParams::numAttributes",
+    ][::std::mem::offset_of!(CUpti_PCSamplingConfigurationInfoParams, numAttributes)
+        - 24usize];
+    [
+        "Offset of field: CUpti_PCSamplingConfigurationInfoParams::pPCSamplingConfigurationInfo",
+    ][::std::mem::offset_of!(
+        CUpti_PCSamplingConfigurationInfoParams, pPCSamplingConfigurationInfo
+    ) - 32usize];
+};
+impl Default for CUpti_PCSamplingConfigurationInfoParams {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PCSamplingGetDataParams {
+    pub size: usize,
+    pub pPriv: *mut ::std::os::raw::c_void,
+    pub ctx: CUcontext,
+    pub pcSamplingData: *mut ::std::os::raw::c_void,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PCSamplingGetDataParams",
+    ][::std::mem::size_of::<CUpti_PCSamplingGetDataParams>() - 32usize];
+    [
+        "Alignment of CUpti_PCSamplingGetDataParams",
+    ][::std::mem::align_of::<CUpti_PCSamplingGetDataParams>() - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingGetDataParams::size",
+    ][::std::mem::offset_of!(CUpti_PCSamplingGetDataParams, size) - 0usize];
+    [
+        "Offset of field: CUpti_PCSamplingGetDataParams::pPriv",
+    ][::std::mem::offset_of!(CUpti_PCSamplingGetDataParams, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingGetDataParams::ctx",
+    ][::std::mem::offset_of!(CUpti_PCSamplingGetDataParams, ctx) - 16usize];
+    [
+        "Offset of field: CUpti_PCSamplingGetDataParams::pcSamplingData",
+    ][::std::mem::offset_of!(CUpti_PCSamplingGetDataParams, pcSamplingData) - 24usize];
+};
+impl Default for CUpti_PCSamplingGetDataParams {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PCSamplingEnableParams {
+    pub size: usize,
+    pub pPriv: *mut ::std::os::raw::c_void,
+    pub ctx: CUcontext,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PCSamplingEnableParams",
+    ][::std::mem::size_of::<CUpti_PCSamplingEnableParams>() - 24usize];
+    [
+        "Alignment of CUpti_PCSamplingEnableParams",
+    ][::std::mem::align_of::<CUpti_PCSamplingEnableParams>() - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingEnableParams::size",
+    ][::std::mem::offset_of!(CUpti_PCSamplingEnableParams, size) - 0usize];
+    [
+        "Offset of field: CUpti_PCSamplingEnableParams::pPriv",
+    ][::std::mem::offset_of!(CUpti_PCSamplingEnableParams, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingEnableParams::ctx",
+    ][::std::mem::offset_of!(CUpti_PCSamplingEnableParams, ctx) - 16usize];
+};
+impl Default for CUpti_PCSamplingEnableParams {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PCSamplingDisableParams {
+    pub size: usize,
+    pub pPriv: *mut ::std::os::raw::c_void,
+    pub ctx: CUcontext,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PCSamplingDisableParams",
+    ][::std::mem::size_of::<CUpti_PCSamplingDisableParams>() - 24usize];
+    [
+        "Alignment of CUpti_PCSamplingDisableParams",
+    ][::std::mem::align_of::<CUpti_PCSamplingDisableParams>() - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingDisableParams::size",
+    ][::std::mem::offset_of!(CUpti_PCSamplingDisableParams, size) - 0usize];
+    [
+        "Offset of field: CUpti_PCSamplingDisableParams::pPriv",
+    ][::std::mem::offset_of!(CUpti_PCSamplingDisableParams, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingDisableParams::ctx",
+    ][::std::mem::offset_of!(CUpti_PCSamplingDisableParams, ctx) - 16usize];
+};
+impl Default for CUpti_PCSamplingDisableParams {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PCSamplingStartParams {
+    pub size: usize,
+    pub pPriv: *mut ::std::os::raw::c_void,
+    pub ctx: CUcontext,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PCSamplingStartParams",
+    ][::std::mem::size_of::<CUpti_PCSamplingStartParams>() - 24usize];
+    [
+        "Alignment of CUpti_PCSamplingStartParams",
+    ][::std::mem::align_of::<CUpti_PCSamplingStartParams>() - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingStartParams::size",
+    ][::std::mem::offset_of!(CUpti_PCSamplingStartParams, size) - 0usize];
+    [
+        "Offset of field: CUpti_PCSamplingStartParams::pPriv",
+    ][::std::mem::offset_of!(CUpti_PCSamplingStartParams, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingStartParams::ctx",
+    ][::std::mem::offset_of!(CUpti_PCSamplingStartParams, ctx) - 16usize];
+};
+impl Default for CUpti_PCSamplingStartParams {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PCSamplingStopParams {
+    pub size: usize,
+    pub pPriv: *mut ::std::os::raw::c_void,
+    pub ctx: CUcontext,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PCSamplingStopParams",
+    ][::std::mem::size_of::<CUpti_PCSamplingStopParams>() - 24usize];
+    [
+        "Alignment of CUpti_PCSamplingStopParams",
+    ][::std::mem::align_of::<CUpti_PCSamplingStopParams>() - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingStopParams::size",
+    ][::std::mem::offset_of!(CUpti_PCSamplingStopParams, size) - 0usize];
+    [
+        "Offset of field: CUpti_PCSamplingStopParams::pPriv",
+    ][::std::mem::offset_of!(CUpti_PCSamplingStopParams, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingStopParams::ctx",
+    ][::std::mem::offset_of!(CUpti_PCSamplingStopParams, ctx) - 16usize];
+};
+impl Default for CUpti_PCSamplingStopParams {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PCSamplingGetNumStallReasonsParams {
+    pub size: usize,
+    pub pPriv: *mut ::std::os::raw::c_void,
+    pub ctx: CUcontext,
+    pub numStallReasons: *mut usize,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PCSamplingGetNumStallReasonsParams",
+    ][::std::mem::size_of::<CUpti_PCSamplingGetNumStallReasonsParams>() - 32usize];
+    [
+        "Alignment of CUpti_PCSamplingGetNumStallReasonsParams",
+    ][::std::mem::align_of::<CUpti_PCSamplingGetNumStallReasonsParams>() - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingGetNumStallReasonsParams::size",
+    ][::std::mem::offset_of!(CUpti_PCSamplingGetNumStallReasonsParams, size) - 0usize];
+    [
+        "Offset of field: CUpti_PCSamplingGetNumStallReasonsParams::pPriv",
+    ][::std::mem::offset_of!(CUpti_PCSamplingGetNumStallReasonsParams, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingGetNumStallReasonsParams::ctx",
+    ][::std::mem::offset_of!(CUpti_PCSamplingGetNumStallReasonsParams, ctx) - 16usize];
+    [
+        "Offset of field: CUpti_PCSamplingGetNumStallReasonsParams::numStallReasons",
+    ][::std::mem::offset_of!(CUpti_PCSamplingGetNumStallReasonsParams, numStallReasons)
+        - 24usize];
+};
+impl Default for CUpti_PCSamplingGetNumStallReasonsParams {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_PCSamplingGetStallReasonsParams {
+    pub size: usize,
+    pub pPriv: *mut ::std::os::raw::c_void,
+    pub ctx: CUcontext,
+    pub numStallReasons: usize,
+    pub stallReasonIndex: *mut u32,
+    pub stallReasons: *mut *mut ::std::os::raw::c_char,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_PCSamplingGetStallReasonsParams",
+    ][::std::mem::size_of::<CUpti_PCSamplingGetStallReasonsParams>() - 48usize];
+    [
+        "Alignment of CUpti_PCSamplingGetStallReasonsParams",
+    ][::std::mem::align_of::<CUpti_PCSamplingGetStallReasonsParams>() - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingGetStallReasonsParams::size",
+    ][::std::mem::offset_of!(CUpti_PCSamplingGetStallReasonsParams, size) - 0usize];
+    [
+        "Offset of field: CUpti_PCSamplingGetStallReasonsParams::pPriv",
+    ][::std::mem::offset_of!(CUpti_PCSamplingGetStallReasonsParams, pPriv) - 8usize];
+    [
+        "Offset of field: CUpti_PCSamplingGetStallReasonsParams::ctx",
+    ][::std::mem::offset_of!(CUpti_PCSamplingGetStallReasonsParams, ctx) - 16usize];
+    [
+        "Offset of field: CUpti_PCSamplingGetStallReasonsParams::numStallReasons",
+    ][::std::mem::offset_of!(CUpti_PCSamplingGetStallReasonsParams, numStallReasons)
+        - 24usize];
+    [
+        "Offset of field: CUpti_PCSamplingGetStallReasonsParams::stallReasonIndex",
+    ][::std::mem::offset_of!(CUpti_PCSamplingGetStallReasonsParams, stallReasonIndex)
+        - 32usize];
+    [
+        "Offset of field: CUpti_PCSamplingGetStallReasonsParams::stallReasons",
+    ][::std::mem::offset_of!(CUpti_PCSamplingGetStallReasonsParams, stallReasons)
+        - 40usize];
+};
+impl Default for CUpti_PCSamplingGetStallReasonsParams {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_GetSassToSourceCorrelationParams {
+    pub size: usize,
+    pub cubin: *const ::std::os::raw::c_void,
+    pub functionName: *const ::std::os::raw::c_char,
+    pub cubinSize: usize,
+    pub lineNumber: u32,
+    pub pcOffset: u64,
+    pub fileName: *mut ::std::os::raw::c_char,
+    pub dirName: *mut ::std::os::raw::c_char,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_GetSassToSourceCorrelationParams",
+    ][::std::mem::size_of::<CUpti_GetSassToSourceCorrelationParams>() - 64usize];
+    [
+        "Alignment of CUpti_GetSassToSourceCorrelationParams",
+    ][::std::mem::align_of::<CUpti_GetSassToSourceCorrelationParams>() - 8usize];
+    [
+        "Offset of field: CUpti_GetSassToSourceCorrelationParams::size",
+    ][::std::mem::offset_of!(CUpti_GetSassToSourceCorrelationParams, size) - 0usize];
+    [
+        "Offset of field: CUpti_GetSassToSourceCorrelationParams::cubin",
+    ][::std::mem::offset_of!(CUpti_GetSassToSourceCorrelationParams, cubin) - 8usize];
+    [
+        "Offset of field: CUpti_GetSassToSourceCorrelationParams::functionName",
+    ][::std::mem::offset_of!(CUpti_GetSassToSourceCorrelationParams, functionName)
+        - 16usize];
+    [
+        "Offset of field: CUpti_GetSassToSourceCorrelationParams::cubinSize",
+    ][::std::mem::offset_of!(CUpti_GetSassToSourceCorrelationParams, cubinSize)
+        - 24usize];
+    [
+        "Offset of field: CUpti_GetSassToSourceCorrelationParams::lineNumber",
+    ][::std::mem::offset_of!(CUpti_GetSassToSourceCorrelationParams, lineNumber)
+        - 32usize];
+    [
+        "Offset of field: CUpti_GetSassToSourceCorrelationParams::pcOffset",
+    ][::std::mem::offset_of!(CUpti_GetSassToSourceCorrelationParams, pcOffset)
+        - 40usize];
+    [
+        "Offset of field: CUpti_GetSassToSourceCorrelationParams::fileName",
+    ][::std::mem::offset_of!(CUpti_GetSassToSourceCorrelationParams, fileName)
+        - 48usize];
+    [
+        "Offset of field: CUpti_GetSassToSourceCorrelationParams::dirName",
+    ][::std::mem::offset_of!(CUpti_GetSassToSourceCorrelationParams, dirName) - 56usize];
+};
+impl Default for CUpti_GetSassToSourceCorrelationParams {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct CUpti_GetCubinCrcParams {
+    pub size: usize,
+    pub cubinSize: usize,
+    pub cubin: *const ::std::os::raw::c_void,
+    pub cubinCrc: u64,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    [
+        "Size of CUpti_GetCubinCrcParams",
+    ][::std::mem::size_of::<CUpti_GetCubinCrcParams>() - 32usize];
+    [
+        "Alignment of CUpti_GetCubinCrcParams",
+    ][::std::mem::align_of::<CUpti_GetCubinCrcParams>() - 8usize];
+    [
+        "Offset of field: CUpti_GetCubinCrcParams::size",
+    ][::std::mem::offset_of!(CUpti_GetCubinCrcParams, size) - 0usize];
+    [
+        "Offset of field: CUpti_GetCubinCrcParams::cubinSize",
+    ][::std::mem::offset_of!(CUpti_GetCubinCrcParams, cubinSize) - 8usize];
+    [
+        "Offset of field: CUpti_GetCubinCrcParams::cubin",
+    ][::std::mem::offset_of!(CUpti_GetCubinCrcParams, cubin) - 16usize];
+    [
+        "Offset of field: CUpti_GetCubinCrcParams::cubinCrc",
+    ][::std::mem::offset_of!(CUpti_GetCubinCrcParams, cubinCrc) - 24usize];
+};
+impl Default for CUpti_GetCubinCrcParams {
+    fn default() -> Self {
+        let mut s = ::std::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type CUpti_ComputeCrcCallbackFunc = ::std::option::Option<
+    unsafe extern "C" fn(
+        cubin: *const ::std::os::raw::c_void,
+        cubinSize: usize,
+        cubinCrc: *mut u64,
+    ),
+>;
 pub struct CuptiLibrary {
     __library: ::libloading::Library,
     pub cuptiGetResultString: Result<
@@ -23032,6 +24569,120 @@ pub struct CuptiLibrary {
         ) -> CUptiResult,
         ::libloading::Error,
     >,
+    pub cuptiSassMetricsGetNumOfMetrics: Result<
+        unsafe extern "C" fn(
+            pParams: *mut CUpti_SassMetrics_GetNumOfMetrics_Params,
+        ) -> CUptiResult,
+        ::libloading::Error,
+    >,
+    pub cuptiSassMetricsGetMetrics: Result<
+        unsafe extern "C" fn(
+            pParams: *mut CUpti_SassMetrics_GetMetrics_Params,
+        ) -> CUptiResult,
+        ::libloading::Error,
+    >,
+    pub cuptiSassMetricsGetProperties: Result<
+        unsafe extern "C" fn(
+            pParams: *mut CUpti_SassMetrics_GetProperties_Params,
+        ) -> CUptiResult,
+        ::libloading::Error,
+    >,
+    pub cuptiSassMetricsSetConfig: Result<
+        unsafe extern "C" fn(
+            pParams: *mut CUpti_SassMetricsSetConfig_Params,
+        ) -> CUptiResult,
+        ::libloading::Error,
+    >,
+    pub cuptiSassMetricsUnsetConfig: Result<
+        unsafe extern "C" fn(
+            pParams: *mut CUpti_SassMetricsUnsetConfig_Params,
+        ) -> CUptiResult,
+        ::libloading::Error,
+    >,
+    pub cuptiSassMetricsEnable: Result<
+        unsafe extern "C" fn(
+            pParams: *mut CUpti_SassMetricsEnable_Params,
+        ) -> CUptiResult,
+        ::libloading::Error,
+    >,
+    pub cuptiSassMetricsDisable: Result<
+        unsafe extern "C" fn(
+            pParams: *mut CUpti_SassMetricsDisable_Params,
+        ) -> CUptiResult,
+        ::libloading::Error,
+    >,
+    pub cuptiSassMetricsGetDataProperties: Result<
+        unsafe extern "C" fn(
+            pParams: *mut CUpti_SassMetricsGetDataProperties_Params,
+        ) -> CUptiResult,
+        ::libloading::Error,
+    >,
+    pub cuptiSassMetricsFlushData: Result<
+        unsafe extern "C" fn(
+            pParams: *mut CUpti_SassMetricsFlushData_Params,
+        ) -> CUptiResult,
+        ::libloading::Error,
+    >,
+    pub cuptiPCSamplingSetConfigurationAttribute: Result<
+        unsafe extern "C" fn(
+            pParams: *mut CUpti_PCSamplingConfigurationInfoParams,
+        ) -> CUptiResult,
+        ::libloading::Error,
+    >,
+    pub cuptiPCSamplingGetConfigurationAttribute: Result<
+        unsafe extern "C" fn(
+            pParams: *mut CUpti_PCSamplingConfigurationInfoParams,
+        ) -> CUptiResult,
+        ::libloading::Error,
+    >,
+    pub cuptiPCSamplingGetData: Result<
+        unsafe extern "C" fn(pParams: *mut CUpti_PCSamplingGetDataParams) -> CUptiResult,
+        ::libloading::Error,
+    >,
+    pub cuptiPCSamplingEnable: Result<
+        unsafe extern "C" fn(pParams: *mut CUpti_PCSamplingEnableParams) -> CUptiResult,
+        ::libloading::Error,
+    >,
+    pub cuptiPCSamplingDisable: Result<
+        unsafe extern "C" fn(pParams: *mut CUpti_PCSamplingDisableParams) -> CUptiResult,
+        ::libloading::Error,
+    >,
+    pub cuptiPCSamplingStart: Result<
+        unsafe extern "C" fn(pParams: *mut CUpti_PCSamplingStartParams) -> CUptiResult,
+        ::libloading::Error,
+    >,
+    pub cuptiPCSamplingStop: Result<
+        unsafe extern "C" fn(pParams: *mut CUpti_PCSamplingStopParams) -> CUptiResult,
+        ::libloading::Error,
+    >,
+    pub cuptiPCSamplingGetNumStallReasons: Result<
+        unsafe extern "C" fn(
+            pParams: *mut CUpti_PCSamplingGetNumStallReasonsParams,
+        ) -> CUptiResult,
+        ::libloading::Error,
+    >,
+    pub cuptiPCSamplingGetStallReasons: Result<
+        unsafe extern "C" fn(
+            pParams: *mut CUpti_PCSamplingGetStallReasonsParams,
+        ) -> CUptiResult,
+        ::libloading::Error,
+    >,
+    pub cuptiGetSassToSourceCorrelation: Result<
+        unsafe extern "C" fn(
+            pParams: *mut CUpti_GetSassToSourceCorrelationParams,
+        ) -> CUptiResult,
+        ::libloading::Error,
+    >,
+    pub cuptiGetCubinCrc: Result<
+        unsafe extern "C" fn(pParams: *mut CUpti_GetCubinCrcParams) -> CUptiResult,
+        ::libloading::Error,
+    >,
+    pub cuptiRegisterComputeCrcCallback: Result<
+        unsafe extern "C" fn(
+            funcComputeCubinCrc: CUpti_ComputeCrcCallbackFunc,
+        ) -> CUptiResult,
+        ::libloading::Error,
+    >,
 }
 impl CuptiLibrary {
     pub unsafe fn new<P>(path: P) -> Result<Self, ::libloading::Error>
@@ -23485,6 +25136,67 @@ impl CuptiLibrary {
         let cuptiPmSamplingCounterDataGetSampleInfo = __library
             .get(b"cuptiPmSamplingCounterDataGetSampleInfo\0")
             .map(|sym| *sym);
+        let cuptiSassMetricsGetNumOfMetrics = __library
+            .get(b"cuptiSassMetricsGetNumOfMetrics\0")
+            .map(|sym| *sym);
+        let cuptiSassMetricsGetMetrics = __library
+            .get(b"cuptiSassMetricsGetMetrics\0")
+            .map(|sym| *sym);
+        let cuptiSassMetricsGetProperties = __library
+            .get(b"cuptiSassMetricsGetProperties\0")
+            .map(|sym| *sym);
+        let cuptiSassMetricsSetConfig = __library
+            .get(b"cuptiSassMetricsSetConfig\0")
+            .map(|sym| *sym);
+        let cuptiSassMetricsUnsetConfig = __library
+            .get(b"cuptiSassMetricsUnsetConfig\0")
+            .map(|sym| *sym);
+        let cuptiSassMetricsEnable = __library
+            .get(b"cuptiSassMetricsEnable\0")
+            .map(|sym| *sym);
+        let cuptiSassMetricsDisable = __library
+            .get(b"cuptiSassMetricsDisable\0")
+            .map(|sym| *sym);
+        let cuptiSassMetricsGetDataProperties = __library
+            .get(b"cuptiSassMetricsGetDataProperties\0")
+            .map(|sym| *sym);
+        let cuptiSassMetricsFlushData = __library
+            .get(b"cuptiSassMetricsFlushData\0")
+            .map(|sym| *sym);
+        let cuptiPCSamplingSetConfigurationAttribute = __library
+            .get(b"cuptiPCSamplingSetConfigurationAttribute\0")
+            .map(|sym| *sym);
+        let cuptiPCSamplingGetConfigurationAttribute = __library
+            .get(b"cuptiPCSamplingGetConfigurationAttribute\0")
+            .map(|sym| *sym);
+        let cuptiPCSamplingGetData = __library
+            .get(b"cuptiPCSamplingGetData\0")
+            .map(|sym| *sym);
+        let cuptiPCSamplingEnable = __library
+            .get(b"cuptiPCSamplingEnable\0")
+            .map(|sym| *sym);
+        let cuptiPCSamplingDisable = __library
+            .get(b"cuptiPCSamplingDisable\0")
+            .map(|sym| *sym);
+        let cuptiPCSamplingStart = __library
+            .get(b"cuptiPCSamplingStart\0")
+            .map(|sym| *sym);
+        let cuptiPCSamplingStop = __library
+            .get(b"cuptiPCSamplingStop\0")
+            .map(|sym| *sym);
+        let cuptiPCSamplingGetNumStallReasons = __library
+            .get(b"cuptiPCSamplingGetNumStallReasons\0")
+            .map(|sym| *sym);
+        let cuptiPCSamplingGetStallReasons = __library
+            .get(b"cuptiPCSamplingGetStallReasons\0")
+            .map(|sym| *sym);
+        let cuptiGetSassToSourceCorrelation = __library
+            .get(b"cuptiGetSassToSourceCorrelation\0")
+            .map(|sym| *sym);
+        let cuptiGetCubinCrc = __library.get(b"cuptiGetCubinCrc\0").map(|sym| *sym);
+        let cuptiRegisterComputeCrcCallback = __library
+            .get(b"cuptiRegisterComputeCrcCallback\0")
+            .map(|sym| *sym);
         Ok(CuptiLibrary {
             __library,
             cuptiGetResultString,
@@ -23644,6 +25356,27 @@ impl CuptiLibrary {
             cuptiPmSamplingCounterDataImageInitialize,
             cuptiPmSamplingGetCounterDataInfo,
             cuptiPmSamplingCounterDataGetSampleInfo,
+            cuptiSassMetricsGetNumOfMetrics,
+            cuptiSassMetricsGetMetrics,
+            cuptiSassMetricsGetProperties,
+            cuptiSassMetricsSetConfig,
+            cuptiSassMetricsUnsetConfig,
+            cuptiSassMetricsEnable,
+            cuptiSassMetricsDisable,
+            cuptiSassMetricsGetDataProperties,
+            cuptiSassMetricsFlushData,
+            cuptiPCSamplingSetConfigurationAttribute,
+            cuptiPCSamplingGetConfigurationAttribute,
+            cuptiPCSamplingGetData,
+            cuptiPCSamplingEnable,
+            cuptiPCSamplingDisable,
+            cuptiPCSamplingStart,
+            cuptiPCSamplingStop,
+            cuptiPCSamplingGetNumStallReasons,
+            cuptiPCSamplingGetStallReasons,
+            cuptiGetSassToSourceCorrelation,
+            cuptiGetCubinCrc,
+            cuptiRegisterComputeCrcCallback,
         })
     }
     pub unsafe fn cuptiGetResultString(
@@ -25196,5 +26929,191 @@ impl CuptiLibrary {
             .cuptiPmSamplingCounterDataGetSampleInfo
             .as_ref()
             .expect("Expected function, got error."))(pParams)
+    }
+    pub unsafe fn cuptiSassMetricsGetNumOfMetrics(
+        &self,
+        pParams: *mut CUpti_SassMetrics_GetNumOfMetrics_Params,
+    ) -> CUptiResult {
+        (self
+            .cuptiSassMetricsGetNumOfMetrics
+            .as_ref()
+            .expect("Expected function, got error."))(pParams)
+    }
+    pub unsafe fn cuptiSassMetricsGetMetrics(
+        &self,
+        pParams: *mut CUpti_SassMetrics_GetMetrics_Params,
+    ) -> CUptiResult {
+        (self
+            .cuptiSassMetricsGetMetrics
+            .as_ref()
+            .expect("Expected function, got error."))(pParams)
+    }
+    pub unsafe fn cuptiSassMetricsGetProperties(
+        &self,
+        pParams: *mut CUpti_SassMetrics_GetProperties_Params,
+    ) -> CUptiResult {
+        (self
+            .cuptiSassMetricsGetProperties
+            .as_ref()
+            .expect("Expected function, got error."))(pParams)
+    }
+    pub unsafe fn cuptiSassMetricsSetConfig(
+        &self,
+        pParams: *mut CUpti_SassMetricsSetConfig_Params,
+    ) -> CUptiResult {
+        (self
+            .cuptiSassMetricsSetConfig
+            .as_ref()
+            .expect("Expected function, got error."))(pParams)
+    }
+    pub unsafe fn cuptiSassMetricsUnsetConfig(
+        &self,
+        pParams: *mut CUpti_SassMetricsUnsetConfig_Params,
+    ) -> CUptiResult {
+        (self
+            .cuptiSassMetricsUnsetConfig
+            .as_ref()
+            .expect("Expected function, got error."))(pParams)
+    }
+    pub unsafe fn cuptiSassMetricsEnable(
+        &self,
+        pParams: *mut CUpti_SassMetricsEnable_Params,
+    ) -> CUptiResult {
+        (self
+            .cuptiSassMetricsEnable
+            .as_ref()
+            .expect("Expected function, got error."))(pParams)
+    }
+    pub unsafe fn cuptiSassMetricsDisable(
+        &self,
+        pParams: *mut CUpti_SassMetricsDisable_Params,
+    ) -> CUptiResult {
+        (self
+            .cuptiSassMetricsDisable
+            .as_ref()
+            .expect("Expected function, got error."))(pParams)
+    }
+    pub unsafe fn cuptiSassMetricsGetDataProperties(
+        &self,
+        pParams: *mut CUpti_SassMetricsGetDataProperties_Params,
+    ) -> CUptiResult {
+        (self
+            .cuptiSassMetricsGetDataProperties
+            .as_ref()
+            .expect("Expected function, got error."))(pParams)
+    }
+    pub unsafe fn cuptiSassMetricsFlushData(
+        &self,
+        pParams: *mut CUpti_SassMetricsFlushData_Params,
+    ) -> CUptiResult {
+        (self
+            .cuptiSassMetricsFlushData
+            .as_ref()
+            .expect("Expected function, got error."))(pParams)
+    }
+    pub unsafe fn cuptiPCSamplingSetConfigurationAttribute(
+        &self,
+        pParams: *mut CUpti_PCSamplingConfigurationInfoParams,
+    ) -> CUptiResult {
+        (self
+            .cuptiPCSamplingSetConfigurationAttribute
+            .as_ref()
+            .expect("Expected function, got error."))(pParams)
+    }
+    pub unsafe fn cuptiPCSamplingGetConfigurationAttribute(
+        &self,
+        pParams: *mut CUpti_PCSamplingConfigurationInfoParams,
+    ) -> CUptiResult {
+        (self
+            .cuptiPCSamplingGetConfigurationAttribute
+            .as_ref()
+            .expect("Expected function, got error."))(pParams)
+    }
+    pub unsafe fn cuptiPCSamplingGetData(
+        &self,
+        pParams: *mut CUpti_PCSamplingGetDataParams,
+    ) -> CUptiResult {
+        (self
+            .cuptiPCSamplingGetData
+            .as_ref()
+            .expect("Expected function, got error."))(pParams)
+    }
+    pub unsafe fn cuptiPCSamplingEnable(
+        &self,
+        pParams: *mut CUpti_PCSamplingEnableParams,
+    ) -> CUptiResult {
+        (self
+            .cuptiPCSamplingEnable
+            .as_ref()
+            .expect("Expected function, got error."))(pParams)
+    }
+    pub unsafe fn cuptiPCSamplingDisable(
+        &self,
+        pParams: *mut CUpti_PCSamplingDisableParams,
+    ) -> CUptiResult {
+        (self
+            .cuptiPCSamplingDisable
+            .as_ref()
+            .expect("Expected function, got error."))(pParams)
+    }
+    pub unsafe fn cuptiPCSamplingStart(
+        &self,
+        pParams: *mut CUpti_PCSamplingStartParams,
+    ) -> CUptiResult {
+        (self
+            .cuptiPCSamplingStart
+            .as_ref()
+            .expect("Expected function, got error."))(pParams)
+    }
+    pub unsafe fn cuptiPCSamplingStop(
+        &self,
+        pParams: *mut CUpti_PCSamplingStopParams,
+    ) -> CUptiResult {
+        (self
+            .cuptiPCSamplingStop
+            .as_ref()
+            .expect("Expected function, got error."))(pParams)
+    }
+    pub unsafe fn cuptiPCSamplingGetNumStallReasons(
+        &self,
+        pParams: *mut CUpti_PCSamplingGetNumStallReasonsParams,
+    ) -> CUptiResult {
+        (self
+            .cuptiPCSamplingGetNumStallReasons
+            .as_ref()
+            .expect("Expected function, got error."))(pParams)
+    }
+    pub unsafe fn cuptiPCSamplingGetStallReasons(
+        &self,
+        pParams: *mut CUpti_PCSamplingGetStallReasonsParams,
+    ) -> CUptiResult {
+        (self
+            .cuptiPCSamplingGetStallReasons
+            .as_ref()
+            .expect("Expected function, got error."))(pParams)
+    }
+    pub unsafe fn cuptiGetSassToSourceCorrelation(
+        &self,
+        pParams: *mut CUpti_GetSassToSourceCorrelationParams,
+    ) -> CUptiResult {
+        (self
+            .cuptiGetSassToSourceCorrelation
+            .as_ref()
+            .expect("Expected function, got error."))(pParams)
+    }
+    pub unsafe fn cuptiGetCubinCrc(
+        &self,
+        pParams: *mut CUpti_GetCubinCrcParams,
+    ) -> CUptiResult {
+        (self.cuptiGetCubinCrc.as_ref().expect("Expected function, got error."))(pParams)
+    }
+    pub unsafe fn cuptiRegisterComputeCrcCallback(
+        &self,
+        funcComputeCubinCrc: CUpti_ComputeCrcCallbackFunc,
+    ) -> CUptiResult {
+        (self
+            .cuptiRegisterComputeCrcCallback
+            .as_ref()
+            .expect("Expected function, got error."))(funcComputeCubinCrc)
     }
 }
