@@ -442,3 +442,28 @@ fn assemble(ptxas: &std::path::Path, dir: &std::path::Path, arch: &str, name: &s
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn qualified_instructions_are_not_labels() {
+    // Inductor's Triton kernels set L2 cache policies (`createpolicy` and loads with a cache
+    // hint): `L2::evict_last` is part of the instruction, not a label `L2`.
+    let src = ".version 8.7\n.target sm_90a\n.address_size 64\n\
+        .visible .entry k(.param .u64 p) .reqntid 128 {\n.reg .pred %p<2>;\n.reg .b32 %r<3>;\n.reg .b64 %rd<9>;\n\
+        ld.param.u64 %rd1, [p];\ncreatepolicy.fractional.L2::evict_last.b64 %rd7, 1.0;\n\
+        $L__BB0_1:\n\
+        mov.u32 %r1, 0x0;\n@%p1 ld.global.L1::evict_last.L2::cache_hint.b32 { %r1 }, [ %rd1 + 0 ], %rd7;\n\
+        st.global.b32 [%rd1], %r1;\nret;\n}\n";
+    let m = Module::parse(src).unwrap();
+    let body = m.kernels().next().unwrap().body.as_ref().unwrap();
+    assert!(body.iter().any(|s| matches!(s, Stmt::Label(l) if l == "$L__BB0_1")));
+    assert!(!body.iter().any(|s| matches!(s, Stmt::Label(l) if l.contains("L2"))));
+    assert!(body
+        .iter()
+        .any(|s| matches!(s, Stmt::Instr(i) if i.opcode == "createpolicy.fractional.L2::evict_last.b64")));
+    let (probed, report) = inject(&m, "k", &parse_probe_list("exec_count,gmem_bytes").unwrap()).unwrap();
+    assert_eq!(report.exits, 1);
+    let text = body_text(&probed, "k");
+    assert!(text.contains("createpolicy.fractional.L2::evict_last.b64"), "{text}");
+    assert!(text.contains("ld.global.L1::evict_last.L2::cache_hint.b32"), "{text}");
+    assert_eq!(Module::parse(&probed.to_ptx()).unwrap(), probed);
+}

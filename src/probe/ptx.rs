@@ -460,9 +460,11 @@ pub(crate) fn parse_body(body: &str, end_line: usize) -> Result<Vec<Stmt>, Parse
                     c.take_line();
                     continue;
                 }
-                // A label: an identifier directly followed by ':'.
+                // A label: an identifier directly followed by ':' (not `::`, which qualifies an
+                // instruction: `createpolicy.fractional.L2::evict_last.b64`).
                 let word: String = c.rest().chars().take_while(|&x| is_ident_char(x)).collect();
-                if !word.is_empty() && c.rest()[word.len()..].trim_start().starts_with(':') && !word.starts_with('.') {
+                let after = c.rest()[word.len()..].trim_start();
+                if !word.is_empty() && after.starts_with(':') && !after.starts_with("::") && !word.contains('.') {
                     c.pos += word.len();
                     c.skip_ws();
                     c.pos += 1;

@@ -180,6 +180,53 @@ pub fn candidates(dir: &Path, kernel: &str) -> Vec<Candidate> {
     found
 }
 
+/// Every `<kernel>.ptx` under `dir` (recursively), sorted by path: how Triton names a
+/// kernel's files in its cache (`<hash>/<kernel>.ptx` beside `<kernel>.cubin` and
+/// `<kernel>.json`), so only those files are read.
+pub fn named_candidates(dir: &Path, kernel: &str) -> Vec<Candidate> {
+    let escaped = glob::Pattern::escape(kernel);
+    let Some(pattern) = dir.join("**").join(format!("{escaped}.ptx")).to_str().map(str::to_string) else {
+        return Vec::new();
+    };
+    let Ok(paths) = glob::glob(&pattern) else { return Vec::new() };
+    let mut found: Vec<Candidate> = paths
+        .flatten()
+        .filter_map(|p| std::fs::read_to_string(&p).ok().map(|t| (p, t)))
+        .filter(|(_, t)| super::host::defines(t, kernel))
+        .map(|(p, t)| Candidate::new(p, t, kernel))
+        .collect();
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    found
+}
+
+/// Where Triton and PyTorch Inductor keep compiled kernels, in the order searched:
+/// `$TRITON_CACHE_DIR`; Inductor's cache (`$TORCHINDUCTOR_CACHE_DIR`, else
+/// `$TMPDIR/torchinductor_<user>` with `/tmp` for an unset `TMPDIR` and the user from
+/// `LOGNAME`, `USER`, `LNAME` or `USERNAME`, as Python's `getpass.getuser` reads them), whose
+/// Triton kernels lie under `triton/<device>/`; and Triton's default
+/// (`$TRITON_HOME/.triton/cache`, else `$HOME/.triton/cache`). `env` reads the environment.
+pub fn cache_dirs(env: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> Vec<PathBuf> {
+    let set = |k: &str| env(k).filter(|v| !v.is_empty());
+    let mut dirs = Vec::new();
+    if let Some(d) = set("TRITON_CACHE_DIR") {
+        dirs.push(PathBuf::from(d));
+    }
+    match set("TORCHINDUCTOR_CACHE_DIR") {
+        Some(d) => dirs.push(PathBuf::from(d)),
+        None => {
+            let user = ["LOGNAME", "USER", "LNAME", "USERNAME"].iter().find_map(|k| set(k));
+            if let Some(user) = user {
+                let tmp = set("TMPDIR").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+                dirs.push(tmp.join(format!("torchinductor_{}", user.to_string_lossy())));
+            }
+        }
+    }
+    if let Some(home) = set("TRITON_HOME").or_else(|| set("HOME")) {
+        dirs.push(PathBuf::from(home).join(".triton").join("cache"));
+    }
+    dirs
+}
+
 /// The chosen PTX and how it was chosen.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Chosen {
@@ -270,6 +317,34 @@ mod tests {
         assert_eq!(ImageId::of(b"").hash, 0xef46_db37_51d8_e999);
         assert_eq!(ImageId::of(b"abc").hash, 0x44bc_2cf5_ad77_0999);
         assert_eq!(ImageId::of(b"abc").to_string(), "3 B #44bc2cf5ad770999");
+    }
+
+    #[test]
+    fn cache_directories_follow_triton_and_inductor() {
+        use std::ffi::OsString;
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| pairs.iter().find(|(key, _)| *key == k).map(|(_, v)| OsString::from(v))
+        };
+        let all = env(&[
+            ("TRITON_CACHE_DIR", "/c/triton"),
+            ("TORCHINDUCTOR_CACHE_DIR", "/c/inductor"),
+            ("USER", "ann"),
+            ("HOME", "/home/ann"),
+            ("TRITON_HOME", "/th"),
+        ]);
+        assert_eq!(
+            cache_dirs(&all),
+            [PathBuf::from("/c/triton"), PathBuf::from("/c/inductor"), PathBuf::from("/th/.triton/cache")]
+        );
+        // Inductor's default: $TMPDIR (else /tmp)/torchinductor_<user>, LOGNAME first.
+        let defaults = env(&[("LOGNAME", "bob"), ("USER", "ann"), ("HOME", "/home/ann")]);
+        assert_eq!(
+            cache_dirs(&defaults),
+            [PathBuf::from("/tmp/torchinductor_bob"), PathBuf::from("/home/ann/.triton/cache")]
+        );
+        let tmp = env(&[("USER", "ann"), ("TMPDIR", "/scratch"), ("TRITON_CACHE_DIR", "")]);
+        assert_eq!(cache_dirs(&tmp), [PathBuf::from("/scratch/torchinductor_ann")]);
+        assert!(cache_dirs(&|_| None).is_empty());
     }
 
     #[test]

@@ -11,6 +11,8 @@ use crate::probe::host;
 
 /// A kernel's detail when the kernel glob does not select it.
 pub(super) const NOT_SELECTED: &str = "not selected";
+/// A kernel's detail when the PTX path is off (`--probe-sass always`).
+pub(super) const PTX_OFF: &str = "PTX probes off (--probe-sass always)";
 /// Added to a kernel's detail (once) when a launch passed its arguments through `extra`.
 pub(super) const EXTRA_UNPROBED: &str = "; a launch passing its arguments through `extra` ran unprobed";
 
@@ -91,6 +93,7 @@ pub(super) fn prepare(
     f: RawFunction,
     no_args: bool,
     block: [u32; 3],
+    ptx: bool,
 ) -> Option<Probed> {
     let key = f as usize;
     if !state.kernels.contains(key) {
@@ -111,6 +114,8 @@ pub(super) fn prepare(
         let mut probed = None;
         if !selected {
             row.detail = NOT_SELECTED.into();
+        } else if !ptx {
+            row.detail = PTX_OFF.into();
         } else {
             let started = Instant::now();
             let mut limits = None;
@@ -118,6 +123,7 @@ pub(super) fn prepare(
                 Ok((p, detail)) => {
                     probed = Some(p);
                     row.status = "probed".into();
+                    row.source = Some(PTX_SOURCE.into());
                     row.detail = detail;
                     row.load_ms = Some(started.elapsed().as_secs_f64() * 1e3);
                 }
@@ -186,12 +192,9 @@ pub(super) fn load_probed(
                     None,
                 ),
             };
-            let Some(dir) = config.ptx_dir.as_deref() else { return Err(why) };
-            let candidates = select::candidates(dir, mangled);
-            if candidates.is_empty() {
-                return Err(format!("{why}; no .ptx file under {} defines the kernel", dir.display()));
-            }
-            let chosen = select::choose(&candidates, cubin, block).map_err(|e| format!("{why}; {e}"))?;
+            let env = |k: &str| std::env::var_os(k).or_else(|| (k == "USERNAME").then(login_name).flatten());
+            let chosen = find_ptx(config.ptx_dir.as_deref(), file.as_deref(), mangled, cubin, block, &env)
+                .map_err(|e| format!("{why}; {e}"))?;
             source = format!("; {}", chosen.how);
             *limits = Some(chosen.limits);
             from_dir = chosen.ptx;
@@ -199,6 +202,78 @@ pub(super) fn load_probed(
         }
     };
     probe_and_load(api, config, texts, mangled, &source, limits)
+}
+
+/// The PTX of a kernel loaded from a cubin (`cubin`: the image's identity): first in
+/// `--probe-ptx-dir` (by content, chosen as [`select::choose`] does), then beside the file
+/// the module was loaded from, then in Triton's and Inductor's caches
+/// ([`select::cache_dirs`]), where only a `.ptx` whose sibling `.cubin` is byte for byte the
+/// loaded image is taken: a cache holds many kernels of one name (every graph numbers its
+/// kernels from 0), and a name alone could pick another kernel's code.
+pub(super) fn find_ptx(
+    user_dir: Option<&std::path::Path>,
+    module_file: Option<&str>,
+    mangled: &str,
+    cubin: Option<ImageId>,
+    block: [u32; 3],
+    env: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+) -> std::result::Result<select::Chosen, String> {
+    let mut tried = Vec::new();
+    if let Some(dir) = user_dir {
+        let candidates = select::candidates(dir, mangled);
+        if !candidates.is_empty() {
+            return select::choose(&candidates, cubin, block);
+        }
+        tried.push(format!("no .ptx file under {} defines the kernel", dir.display()));
+    }
+    let beside = module_file.and_then(|f| std::path::Path::new(f).parent().map(|p| p.to_path_buf()));
+    let dirs = beside.into_iter().chain(select::cache_dirs(env));
+    let mut looked = 0;
+    let mut searched = Vec::new();
+    for dir in dirs {
+        if !dir.is_dir() || searched.contains(&dir) {
+            continue;
+        }
+        let candidates = select::named_candidates(&dir, mangled);
+        looked += candidates.len();
+        if let Some(c) = cubin.and_then(|id| candidates.iter().find(|c| c.cubin == Some(id))) {
+            return Ok(select::Chosen {
+                path: c.path.clone(),
+                ptx: c.ptx.clone(),
+                how: format!("PTX {}: its .cubin is the image the program loaded", c.path.display()),
+                limits: c.limits,
+            });
+        }
+        searched.push(dir);
+    }
+    let dirs: Vec<String> = searched.iter().map(|d| d.display().to_string()).collect();
+    tried.push(if dirs.is_empty() {
+        "no Triton or Inductor cache directory exists (TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR, \
+         /tmp/torchinductor_<user>, ~/.triton/cache) and the module was not loaded from a file"
+            .to_string()
+    } else if cubin.is_none() {
+        format!("the loaded image is not a cubin gmprof could identify, so the {looked} file(s) named {mangled}.ptx in {} cannot be matched to it", dirs.join(", "))
+    } else {
+        format!("none of the {looked} file(s) named {mangled}.ptx in {} has a .cubin identical to the loaded image", dirs.join(", "))
+    });
+    Err(tried.join("; "))
+}
+
+/// The name of the process's user in the password database (what Python's
+/// `getpass.getuser` falls back to when no variable names the user).
+fn login_name() -> Option<std::ffi::OsString> {
+    let mut buf = vec![0 as libc::c_char; 4096];
+    // SAFETY: a zeroed passwd struct is a valid out-parameter.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call and `buf` has the length given.
+    let rc = unsafe { libc::getpwuid_r(libc::getuid(), &mut pwd, buf.as_mut_ptr(), buf.len(), &mut found) };
+    if rc != 0 || found.is_null() || pwd.pw_name.is_null() {
+        return None;
+    }
+    // SAFETY: getpwuid_r succeeded, so `pw_name` is a NUL-terminated string inside `buf`.
+    let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) };
+    Some(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(name.to_bytes().to_vec()))
 }
 
 /// Probes `mangled` in the first of `texts` that takes the probes, and loads the result.
@@ -241,4 +316,67 @@ fn probe_and_load(
         }
     }
     Err(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+    use std::path::PathBuf;
+
+    const KERNEL: &str = "triton_poi_fused_add_mul_relu_0";
+
+    /// A recorded Inductor cache: `triton/0/<hash>/` holding Triton's files for two
+    /// autotuned variants of one kernel name.
+    fn inductor() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/ptx/inductor_cache")
+    }
+
+    fn variants() -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(inductor().join("triton/0"))
+            .unwrap()
+            .map(|e| e.unwrap().path().join(format!("{KERNEL}.cubin")))
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn id(path: &std::path::Path) -> ImageId {
+        ImageId::of(&std::fs::read(path).unwrap())
+    }
+
+    #[test]
+    fn inductor_kernels_are_found_in_its_cache_by_their_cubin() {
+        let cache = inductor();
+        let env = |k: &str| (k == "TORCHINDUCTOR_CACHE_DIR").then(|| OsString::from(&cache));
+        let [a, b] = <[PathBuf; 2]>::try_from(variants()).unwrap();
+        for cubin in [&a, &b] {
+            let chosen = find_ptx(None, None, KERNEL, Some(id(cubin)), [128, 1, 1], &env).unwrap();
+            assert_eq!(chosen.path, cubin.with_extension("ptx"));
+            assert!(chosen.how.ends_with("its .cubin is the image the program loaded"), "{}", chosen.how);
+        }
+        // A cubin none of the cache's files is: refused, never chosen by name.
+        let other = ImageId::of(b"not a kernel of this cache");
+        let e = find_ptx(None, None, KERNEL, Some(other), [128, 1, 1], &env).unwrap_err();
+        assert!(e.contains(&format!("none of the 2 file(s) named {KERNEL}.ptx in {}", cache.display())), "{e}");
+        assert!(e.contains("has a .cubin identical to the loaded image"), "{e}");
+        // An image gmprof could not identify cannot be matched either.
+        let e = find_ptx(None, None, KERNEL, None, [128, 1, 1], &env).unwrap_err();
+        assert!(e.contains("the loaded image is not a cubin gmprof could identify"), "{e}");
+    }
+
+    #[test]
+    fn a_cubin_loaded_from_a_file_finds_its_sibling_ptx_without_any_cache() {
+        let none = |_: &str| None;
+        let b = variants().pop().unwrap();
+        let file = b.display().to_string();
+        let chosen = find_ptx(None, Some(&file), KERNEL, Some(id(&b)), [64, 1, 1], &none).unwrap();
+        assert_eq!(chosen.path, b.with_extension("ptx"));
+        let e = find_ptx(None, None, KERNEL, Some(id(&b)), [64, 1, 1], &none).unwrap_err();
+        assert!(e.starts_with("no Triton or Inductor cache directory exists"), "{e}");
+        // --probe-ptx-dir first, by content (the older route, with its name fallback).
+        let user = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/ptx/triton_cache");
+        let chosen = find_ptx(Some(&user), None, KERNEL, Some(id(&b)), [64, 1, 1], &none).unwrap();
+        assert!(chosen.path.starts_with(&user), "{}", chosen.path.display());
+    }
 }
