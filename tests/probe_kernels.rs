@@ -134,7 +134,7 @@ fn probe_kernels_csv_keeps_its_columns_and_adds_the_variant_after_them() {
     assert_eq!(
         text.lines().next().unwrap(),
         "kernel,mangled,status,detail,launches,load_ms,variant,module,module_file,reqntid,maxntid,\
-         max_threads_per_block,functions"
+         max_threads_per_block,functions,source"
     );
     check_golden(PROBE_KERNELS_CSV, &text);
 }

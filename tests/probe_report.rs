@@ -172,14 +172,20 @@ fn probe_csvs_carry_ranges_and_placement() {
         lines.next().unwrap(),
         "correlation_id,kernel,range_path,blocks,threads,status,blocks_once,blocks_missing,blocks_repeated,\
          first_block_start_ns,last_block_end_ns,blocks_inside_kernel,clock_offset_ns,clock_slack_ns,\
-         clock_run_launches,readback_us,variant"
+         clock_run_launches,readback_us,variant,source"
     );
     let first = lines.next().unwrap();
     assert!(first.starts_with("1,vector_add,step,4,128,probed,4,0,0,"), "{first}");
-    assert!(first.ends_with(",true,-5000221,800,1,12.5,1"), "{first}");
+    assert!(first.ends_with(",true,-5000221,800,1,12.5,1,"), "{first}");
     let second = lines.next().unwrap();
     assert!(second.starts_with("2,triton_k,step,4,128,not probed: the kernel requires .reqntid"), "{second}");
-    assert!(second.ends_with(",2"), "{second}");
+    assert!(second.ends_with(",2,"), "{second}");
+    // Per range: the probed launches' totals, the launch without a kernel row left out.
+    let ranges = std::fs::read_to_string(dir.path().join("probe_ranges.csv")).unwrap();
+    let rows: Vec<&str> = ranges.lines().collect();
+    assert_eq!(rows[0], "range_path,probe,field,source,total,launches");
+    assert!(rows.contains(&"step,gmem_bytes,ld_bytes,,1024,1"), "{ranges}");
+    assert!(!ranges.contains(",8,"), "the launch without a kernel row has no range: {ranges}");
     let totals = std::fs::read_to_string(dir.path().join("probes.csv")).unwrap();
     assert_eq!(
         totals.lines().take(3).collect::<Vec<_>>(),
@@ -230,4 +236,33 @@ fn a_block_that_never_ran_or_ran_twice_fails_the_lane_check() {
     assert_eq!((t.spans.lanes.started, t.spans.lanes.repeated), (3, 1));
     assert!(!t.spans.lanes.each_once());
     assert_eq!(t.spans.spans.len(), 3);
+}
+
+#[test]
+fn range_totals_sum_nested_ranges_per_source() {
+    use gmprof::report::probes::range_totals;
+    let launch = |id: u32, path: &str, source: &str, total: u64| ProbedLaunch {
+        correlation_id: id,
+        kernel: "k".into(),
+        range_path: Some(path.into()),
+        status: "probed".into(),
+        source: Some(source.into()),
+        totals: vec![ProbeTotal { probe: "exec_count".into(), field: "instructions".into(), total, records: 9 }],
+        ..Default::default()
+    };
+    let rows = range_totals(&[
+        launch(1, "step/forward", "sass-metrics", 100),
+        launch(2, "step/forward/attn", "sass-metrics", 10),
+        launch(3, "step/backward", "sass-metrics", 200),
+        launch(4, "step/backward", "ptx-probe", 7),
+    ]);
+    let get = |path: &str, source: &str| {
+        rows.iter().find(|r| r.range_path == path && r.source == source).map(|r| (r.total, r.launches))
+    };
+    assert_eq!(get("step", "sass-metrics"), Some((310, 3)));
+    assert_eq!(get("step", "ptx-probe"), Some((7, 1)));
+    assert_eq!(get("step/forward", "sass-metrics"), Some((110, 2)));
+    assert_eq!(get("step/forward/attn", "sass-metrics"), Some((10, 1)));
+    assert_eq!(get("step/backward", "sass-metrics"), Some((200, 1)));
+    assert_eq!(rows.len(), 6);
 }

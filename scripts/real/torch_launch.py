@@ -13,6 +13,11 @@
 --math-sdpa          the fused attention kernels of scaled_dot_product_attention turned off
                      (flash, memory-efficient and cuDNN): attention runs as separate matmuls
                      and a softmax, slower in that one place (gmprof diff's validation)
+--deterministic      torch.use_deterministic_algorithms(True) (and cuBLAS's fixed
+                     workspace), so that two runs compute bit-identical weights
+--param-digest       at the end, print `param digest: SHA256` of the script's `raw_model`
+                     or `model` (every parameter's bytes, in state_dict order): two runs
+                     that computed the same weights print the same digest
 
 SCRIPT runs as __main__ (runpy) with sys.argv = [SCRIPT, ARGS...], in the current directory.
 Used by scripts/gpu-real-programs.sh with nanoGPT's train.py.
@@ -31,11 +36,20 @@ def main() -> None:
     ap.add_argument("--step-ranges", action="store_true")
     ap.add_argument("--emit-nvtx", action="store_true")
     ap.add_argument("--math-sdpa", action="store_true")
+    ap.add_argument("--deterministic", action="store_true")
+    ap.add_argument("--param-digest", action="store_true")
     ap.add_argument("script")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     opts = ap.parse_args()
 
+    if opts.deterministic:
+        import os
+
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     import torch
+
+    if opts.deterministic:
+        torch.use_deterministic_algorithms(True)
 
     if opts.compile_mode:
         original = torch.compile
@@ -75,7 +89,19 @@ def main() -> None:
     sys.argv = [opts.script] + opts.args
     nvtx = torch.autograd.profiler.emit_nvtx() if opts.emit_nvtx else contextlib.nullcontext()
     with nvtx:
-        runpy.run_path(opts.script, run_name="__main__")
+        names = runpy.run_path(opts.script, run_name="__main__")
+    if opts.param_digest:
+        import hashlib
+
+        model = names.get("raw_model")
+        if model is None:
+            model = names.get("model")
+        model = getattr(model, "_orig_mod", model)  # torch.compile's wrapper holds the module
+        digest = hashlib.sha256()
+        for name, tensor in model.state_dict().items():
+            digest.update(name.encode())
+            digest.update(tensor.detach().contiguous().reshape(-1).view(torch.uint8).cpu().numpy().tobytes())
+        print("param digest: " + digest.hexdigest(), flush=True)
 
 
 if __name__ == "__main__":

@@ -169,9 +169,11 @@ enum Command {
         #[arg(long = "pm-interval", value_name = "NS", requires = "pm_sampling")]
         pm_interval: Option<String>,
         /// Probe kernels at load time (PTX probe engine): comma-separated built-in probes
-        /// (block_sched, gmem_bytes, exec_count) or paths to TOML probe specs. Kernels loaded
-        /// as PTX (NVRTC, cuModuleLoadData with PTX or a fatbin that carries PTX) are probed;
-        /// the others run untouched and are listed in probe_kernels.csv with the reason.
+        /// (block_sched, gmem_bytes, exec_count) or paths to TOML probe specs. Kernels with PTX
+        /// (NVRTC, PTX or fatbin images, runtime kernels, Triton and Inductor caches) are
+        /// probed; kernels without (cuBLAS, cuDNN, aten) are counted through CUPTI's SASS
+        /// metrics for exec_count and gmem_bytes (--probe-sass); probe_kernels.csv says which
+        /// path took each kernel, or why none did.
         #[arg(long)]
         probe: Option<String>,
         /// Probe only kernels whose mangled or demangled name matches this glob.
@@ -184,6 +186,14 @@ enum Command {
         /// ($TRITON_CACHE_DIR): the .ptx whose sibling .cubin is the loaded image is probed.
         #[arg(long, requires = "probe")]
         probe_ptx_dir: Option<PathBuf>,
+        /// When CUPTI's SASS metrics count a kernel: `auto` (kernels without PTX), `always`
+        /// (every selected kernel; the PTX probes are off) or `never`.
+        #[arg(long, requires = "probe", value_parser = ["auto", "always", "never"])]
+        probe_sass: Option<String>,
+        /// Count at most N launches of each kernel through SASS metrics (the rest run patched
+        /// but unflushed: no wait per launch, no per-launch counts). Default: every launch.
+        #[arg(long, requires = "probe", value_name = "N")]
+        probe_sass_launches: Option<u64>,
         /// PyTorch, no code change: an NVTX range NAME (default `step`) from the end of each
         /// optimizer step to the end of the next, in every Python process of the run (a
         /// start-up file first on PYTHONPATH registers torch.optim's global step hook).
@@ -395,6 +405,8 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         probe_kernels,
         probe_range,
         probe_ptx_dir,
+        probe_sass,
+        probe_sass_launches,
         torch_steps,
         view,
         program,
@@ -423,13 +435,17 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
             program,
         };
         let mut plan = LaunchPlan::new(&opts)?;
-        use gmprof::ways_in::probe_run::{PROBE_ENV, PROBE_KERNELS_ENV, PROBE_PTX_DIR_ENV, PROBE_RANGE_ENV};
+        use gmprof::ways_in::probe_run::{
+            PROBE_ENV, PROBE_KERNELS_ENV, PROBE_PTX_DIR_ENV, PROBE_RANGE_ENV, PROBE_SASS_ENV, PROBE_SASS_LAUNCHES_ENV,
+        };
         let ptx_dir = probe_ptx_dir.map(|d| std::path::absolute(&d).unwrap_or(d).display().to_string());
         for (key, value) in [
             (PROBE_ENV, probe),
             (PROBE_KERNELS_ENV, probe_kernels),
             (PROBE_RANGE_ENV, probe_range),
             (PROBE_PTX_DIR_ENV, ptx_dir),
+            (PROBE_SASS_ENV, probe_sass),
+            (PROBE_SASS_LAUNCHES_ENV, probe_sass_launches.map(|n| n.to_string())),
         ] {
             if let Some(v) = value {
                 plan.env.push((key.into(), v.into()));

@@ -7,7 +7,7 @@
 
 use std::ffi::CStr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -228,19 +228,41 @@ pub enum ActivityKinds {
 
 impl ActivityKinds {
     fn kinds(self) -> &'static [CUpti_ActivityKind] {
-        match self {
-            ActivityKinds::Kernels => &[CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL],
-            ActivityKinds::KernelsAndMemory => &[
-                CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-                CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY,
-                CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET,
+        use CUpti_ActivityKind as K;
+        let serial = SERIAL_KERNELS.load(Ordering::Relaxed);
+        match (self, serial) {
+            (ActivityKinds::Kernels, false) => &[K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL],
+            (ActivityKinds::Kernels, true) => &[K::CUPTI_ACTIVITY_KIND_KERNEL],
+            (ActivityKinds::KernelsAndMemory, false) => &[
+                K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                K::CUPTI_ACTIVITY_KIND_MEMCPY,
+                K::CUPTI_ACTIVITY_KIND_MEMSET,
             ],
-            ActivityKinds::KernelsAndMemcpy => &[
-                CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-                CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY,
-            ],
+            (ActivityKinds::KernelsAndMemory, true) => {
+                &[K::CUPTI_ACTIVITY_KIND_KERNEL, K::CUPTI_ACTIVITY_KIND_MEMCPY, K::CUPTI_ACTIVITY_KIND_MEMSET]
+            }
+            (ActivityKinds::KernelsAndMemcpy, false) => {
+                &[K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, K::CUPTI_ACTIVITY_KIND_MEMCPY]
+            }
+            (ActivityKinds::KernelsAndMemcpy, true) => &[K::CUPTI_ACTIVITY_KIND_KERNEL, K::CUPTI_ACTIVITY_KIND_MEMCPY],
         }
     }
+}
+
+/// Whether kernels are recorded serialized (`CUPTI_ACTIVITY_KIND_KERNEL`).
+static SERIAL_KERNELS: AtomicBool = AtomicBool::new(false);
+
+/// Records kernels with `CUPTI_ACTIVITY_KIND_KERNEL` (CUPTI serializes kernels) instead of
+/// `CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL`, for tracing started from now on: CUPTI's SASS
+/// metrics count nothing while concurrent kernel records are enabled
+/// ([`super::sass_metrics`]).
+pub fn serialize_kernel_records() {
+    SERIAL_KERNELS.store(true, Ordering::Relaxed);
+}
+
+/// Whether [`serialize_kernel_records`] was called.
+pub fn kernel_records_serialized() -> bool {
+    SERIAL_KERNELS.load(Ordering::Relaxed)
 }
 
 /// Counters about the activity machinery, for the report.

@@ -63,6 +63,7 @@ pub mod memset;
 pub mod module;
 pub mod pm_sampling;
 pub mod range_profiler;
+pub mod sass_metrics;
 pub mod self_time;
 pub mod target;
 

@@ -9,6 +9,7 @@ mod ending;
 #[cfg(test)]
 pub(crate) use ending::illegal_instruction;
 pub mod pm;
+pub mod sass;
 pub mod session;
 
 use std::borrow::Cow;

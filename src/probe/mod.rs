@@ -37,6 +37,7 @@ pub mod inject;
 
 pub mod prune;
 pub mod ptx;
+pub mod sass;
 pub mod select;
 pub mod spec;
 pub mod warp;

@@ -39,6 +39,7 @@ pub mod pm_csv;
 pub mod probe_kernels;
 pub mod probe_trace;
 pub mod probes;
+pub mod sass_hot;
 pub mod stats;
 pub mod summary;
 pub mod timeline;

@@ -65,6 +65,9 @@ pub struct ProbeKernel {
     pub max_threads_per_block: Option<i32>,
     /// Loaded functions the row covers (one per module and context).
     pub functions: u32,
+    /// What counted its launches: `ptx-probe`, `sass-metrics`, or blank (not probed).
+    #[serde(default)]
+    pub source: Option<String>,
 }
 
 /// What tells one variant of a kernel name from another.

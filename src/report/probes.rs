@@ -97,6 +97,11 @@ pub struct ProbedLaunch {
     /// variant ([`super::probe_kernels`]).
     #[serde(default)]
     pub variant: Option<u32>,
+    /// Where the totals came from: `ptx-probe` (the PTX probes ran in a rewritten kernel)
+    /// or `sass-metrics` (CUPTI's SASS metrics counted the original); blank for a launch
+    /// that was not probed.
+    #[serde(default)]
+    pub source: Option<String>,
 }
 
 /// A probe_launches.csv row: a [`ProbedLaunch`] without its totals.
@@ -119,6 +124,7 @@ struct LaunchCsv<'a> {
     clock_run_launches: Option<u32>,
     readback_us: f64,
     variant: Option<u32>,
+    source: Option<&'a str>,
 }
 
 /// A probes.csv row.
@@ -144,8 +150,60 @@ fn csv_rows<T: Serialize>(path: &Path, rows: impl IntoIterator<Item = T>) -> Res
     })
 }
 
-/// Writes probe_launches.csv and probes.csv for `launches` into `dir`.
+/// File name of the per-range probe totals.
+pub const PROBE_RANGES_CSV: &str = "probe_ranges.csv";
+
+/// A probe_ranges.csv row: one range path, probe field and source.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeRangeTotal {
+    /// The range path (`step/forward`); its total includes the launches of the ranges
+    /// nested in it.
+    pub range_path: String,
+    /// Probe.
+    pub probe: String,
+    /// Field.
+    pub field: String,
+    /// `ptx-probe` or `sass-metrics`.
+    pub source: String,
+    /// Sum over the launches.
+    pub total: u64,
+    /// Launches summed.
+    pub launches: u64,
+}
+
+/// Per range path (each launch counted in its range and every enclosing one), probe field
+/// and source: the sum of the probed launches' totals. Launches without a range path (no
+/// kernel row) are left out; unprobed launches have no totals.
+pub fn range_totals(launches: &[ProbedLaunch]) -> Vec<ProbeRangeTotal> {
+    let mut sums: BTreeMap<(String, String, String, String), (u64, u64)> = BTreeMap::new();
+    for l in launches {
+        let Some(path) = l.range_path.as_deref() else { continue };
+        let source = l.source.clone().unwrap_or_default();
+        let parts: Vec<&str> = path.split('/').collect();
+        for depth in 1..=parts.len() {
+            let prefix = parts[..depth].join("/");
+            for t in &l.totals {
+                let e = sums.entry((prefix.clone(), t.probe.clone(), t.field.clone(), source.clone())).or_default();
+                e.0 += t.total;
+                e.1 += 1;
+            }
+        }
+    }
+    sums.into_iter()
+        .map(|((range_path, probe, field, source), (total, launches))| ProbeRangeTotal {
+            range_path,
+            probe,
+            field,
+            source,
+            total,
+            launches,
+        })
+        .collect()
+}
+
+/// Writes probe_launches.csv, probes.csv and probe_ranges.csv for `launches` into `dir`.
 pub fn write_probe_csvs(dir: &Path, launches: &[ProbedLaunch]) -> Result<()> {
+    csv_rows(&dir.join(PROBE_RANGES_CSV), range_totals(launches))?;
     csv_rows(
         &dir.join(PROBE_LAUNCHES_CSV),
         launches.iter().map(|l| LaunchCsv {
@@ -166,6 +224,7 @@ pub fn write_probe_csvs(dir: &Path, launches: &[ProbedLaunch]) -> Result<()> {
             clock_run_launches: l.clock_run_launches,
             readback_us: l.readback_us,
             variant: l.variant,
+            source: l.source.as_deref(),
         }),
     )?;
     csv_rows(
@@ -257,10 +316,16 @@ impl Report {
                 fields.push(key);
             }
         }
-        let mut columns = vec![(
-            "probe_status".to_string(),
-            (0..n).map(|i| launch(i).map(|l| l.status.clone()).unwrap_or_default()).collect(),
-        )];
+        let mut columns = vec![
+            (
+                "probe_status".to_string(),
+                (0..n).map(|i| launch(i).map(|l| l.status.clone()).unwrap_or_default()).collect(),
+            ),
+            (
+                "probe_source".to_string(),
+                (0..n).map(|i| launch(i).and_then(|l| l.source.clone()).unwrap_or_default()).collect(),
+            ),
+        ];
         let totals: Vec<BTreeMap<(&str, &str), u64>> = (0..n)
             .map(|i| {
                 launch(i)

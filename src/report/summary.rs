@@ -157,6 +157,9 @@ pub struct Summary {
     /// The PM sampling line (samples, interval, losses), when the session sampled.
     #[serde(default)]
     pub pm_line: Option<String>,
+    /// The probe line (launches per source, host cost), when the session probed.
+    #[serde(default)]
+    pub probe_line: Option<String>,
     /// The profiler-pause line (mid-run counter cycles), when there were any.
     #[serde(default)]
     pub pause_line: Option<String>,
@@ -303,6 +306,7 @@ impl Summary {
             graph_node_kernels: meta.counts.graph_node_rows,
             captured_calls: meta.counts.captured_launches + meta.counts.captured_transfers,
             pm_line: report.pm.as_ref().map(pm_line),
+            probe_line: probe_line(&report.probes),
             pause_line: pause_line(&report.meta.profiler_pauses),
             self_time_line: report.meta.self_time.map(self_time_line),
             ending_line: ending_line(report),
@@ -497,6 +501,26 @@ pub fn unprofiled_text(contexts: &[crate::model::UnprofiledContext]) -> Option<S
     ))
 }
 
+/// `probes: 2109 launch(es): 0 PTX-probed, 2109 counted by SASS metrics, 0 not probed |
+/// host cost 2118.9 ms (1005 us per probed launch: the wait for the launch and reading its
+/// counts)`.
+fn probe_line(probes: &[crate::report::probes::ProbedLaunch]) -> Option<String> {
+    if probes.is_empty() {
+        return None;
+    }
+    let by = |s: &str| probes.iter().filter(|l| l.status == "probed" && l.source.as_deref() == Some(s)).count();
+    let (ptx, sass) = (by("ptx-probe"), by("sass-metrics"));
+    let not = probes.len() - ptx - sass;
+    let us: f64 = probes.iter().map(|l| l.readback_us).sum();
+    let per = if ptx + sass > 0 { us / (ptx + sass) as f64 } else { 0.0 };
+    Some(format!(
+        "probes: {} launch(es): {ptx} PTX-probed, {sass} counted by SASS metrics, {not} not probed | host cost {:.1} ms \
+         ({per:.0} us per probed launch: the wait for the launch and reading its counts)",
+        probes.len(),
+        us / 1e3
+    ))
+}
+
 fn pm_line(pm: &crate::analysis::pm_fold::PmReport) -> String {
     let every = match pm.interval {
         Some(crate::model::pm::PmInterval::TimeNs(ns)) => format!("every {}", format_duration_ns(ns as f64)),
@@ -551,6 +575,9 @@ impl fmt::Display for Summary {
             writeln!(f, "{line}")?;
         }
         if let Some(line) = &self.pm_line {
+            writeln!(f, "{line}")?;
+        }
+        if let Some(line) = &self.probe_line {
             writeln!(f, "{line}")?;
         }
         if let Some(line) = &self.pause_line {

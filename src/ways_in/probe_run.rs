@@ -25,7 +25,7 @@
 use std::cell::RefCell;
 use std::path::Path;
 
-use crate::capture::probe::{self, ProbeConfig};
+use crate::capture::probe::{self, ProbeConfig, SassUse};
 use crate::error::{Error, Result};
 use crate::probe::{parse_probe_list, MapVia};
 use crate::report::Report;
@@ -42,6 +42,12 @@ pub const PROBE_RECORD_LAUNCHES_ENV: &str = "GMPROF_PROBE_RECORD_LAUNCHES";
 pub const PROBE_MAPS_ENV: &str = "GMPROF_PROBE_MAPS";
 /// A directory of `.ptx` files for kernels whose modules have none (Triton's cache).
 pub const PROBE_PTX_DIR_ENV: &str = "GMPROF_PROBE_PTX_DIR";
+/// `auto` (default), `always` or `never`: when CUPTI's SASS metrics count a kernel.
+pub const PROBE_SASS_ENV: &str = "GMPROF_PROBE_SASS";
+/// Launches of each kernel function the SASS path counts, at most (default: all).
+pub const PROBE_SASS_LAUNCHES_ENV: &str = "GMPROF_PROBE_SASS_LAUNCHES";
+/// A file that gets the first SASS metrics flush of each kernel as JSON lines.
+pub const PROBE_SASS_DUMP_ENV: &str = "GMPROF_PROBE_SASS_DUMP";
 
 thread_local! {
     static OPEN: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
@@ -72,6 +78,23 @@ pub fn config_from(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<Pro
         range: pattern(PROBE_RANGE_ENV)?,
         record_launches,
         ptx_dir: get(PROBE_PTX_DIR_ENV).map(std::path::PathBuf::from),
+        sass_launches: match get(PROBE_SASS_LAUNCHES_ENV) {
+            None => None,
+            Some(v) => Some(v.parse::<u64>().ok().filter(|&n| n > 0).ok_or_else(|| {
+                Error::InvalidConfig(format!(
+                    "{PROBE_SASS_LAUNCHES_ENV}={v}: use a whole number of launches, at least 1"
+                ))
+            })?),
+        },
+        sass_dump: get(PROBE_SASS_DUMP_ENV).map(std::path::PathBuf::from),
+        sass: match get(PROBE_SASS_ENV).as_deref() {
+            None | Some("auto") => SassUse::Auto,
+            Some("always") => SassUse::Always,
+            Some("never") => SassUse::Never,
+            Some(other) => {
+                return Err(Error::InvalidConfig(format!("{PROBE_SASS_ENV}={other}: use auto, always or never")));
+            }
+        },
         maps: match get(PROBE_MAPS_ENV).as_deref() {
             None | Some("param") => MapVia::Param,
             Some("global") => MapVia::Global,
@@ -119,7 +142,11 @@ fn write_csv<T: serde::Serialize>(dir: &Path, name: &str, rows: &[T]) -> Result<
 /// report then writes probe_launches.csv and probes.csv with their ranges and clock
 /// placement, and kernels.csv's probe columns. Returns whether probing was on.
 pub fn attach(report: &mut Report) -> bool {
+    probe::finish_sass();
     let Some(out) = probe::outputs() else { return false };
+    if let Some(sass) = &out.sass {
+        report.meta.warnings.extend(sass_warnings(sass));
+    }
     report.attach_probes(out.launches);
     if out.timeline_left_off > 0 {
         report.meta.warnings.push(format!(
@@ -138,8 +165,34 @@ pub fn attach(report: &mut Report) -> bool {
 /// are on `%globaltimer` without kernel slices). Returns how many kernel variants
 /// (probe_kernels.csv rows) were probed and how many were not.
 pub fn write_outputs(dir: &Path, joined: bool) -> Result<Option<(usize, usize)>> {
+    probe::finish_sass();
     let Some(out) = probe::outputs() else { return Ok(None) };
     crate::report::probe_kernels::write_probe_kernels_csv(dir, &out.kernels)?;
+    if let Some(sass) = &out.sass {
+        crate::report::sass_hot::write_sass_hot_csv(dir, &sass.hot)?;
+        let counted = out.launches.iter().filter(|l| l.source.as_deref() == Some(probe::SASS_SOURCE)).count();
+        eprintln!(
+            "gmprof: SASS metrics: {counted} launch(es) counted, {} flush(es) costing {:.1} ms ({:.0} us each, the \
+             wait for the launch included){}",
+            sass.flushes,
+            sass.flush_us / 1e3,
+            if sass.flushes > 0 { sass.flush_us / sass.flushes as f64 } else { 0.0 },
+            if sass.dropped > 0 {
+                format!("; CUPTI dropped {} records at the end", sass.dropped)
+            } else {
+                String::new()
+            }
+        );
+        if sass.over_quota > 0 {
+            eprintln!(
+                "gmprof: SASS metrics: {} later launch(es) ran patched, not counted (--probe-sass-launches)",
+                sass.over_quota
+            );
+        }
+    }
+    if let Some(why) = &out.sass_off {
+        eprintln!("gmprof: probes: {why}; kernels without PTX are not probed");
+    }
     if !joined || out.launches.is_empty() {
         crate::report::probes::write_probe_csvs(dir, &out.launches)?;
         let trace = crate::report::probe_trace::globaltimer_probe_trace(&crate::device_timers::collected());
@@ -148,6 +201,34 @@ pub fn write_outputs(dir: &Path, joined: bool) -> Result<Option<(usize, usize)>>
     write_csv(dir, "probe_records.csv", &out.records)?;
     let probed = out.kernels.iter().filter(|k| k.status == "probed").count();
     Ok(Some((probed, out.kernels.len() - probed)))
+}
+
+/// The report's warnings about the SASS metrics path: what it could not attribute or
+/// count.
+pub fn sass_warnings(sass: &probe::SassOutputs) -> Vec<String> {
+    let mut out = Vec::new();
+    let unheard: Vec<&(String, probe::OtherCounts)> =
+        sass.others.iter().filter(|(_, o)| o.why.starts_with("not heard")).collect();
+    if !unheard.is_empty() {
+        let instructions: u64 = unheard.iter().map(|(_, o)| o.instructions).sum();
+        out.push(format!(
+            "SASS metrics: {} kernel(s) ran without a launch gmprof heard ({instructions} warp instructions; a CUDA \
+             graph's kernels, or a launch API gmprof does not hook); probe_kernels.csv lists them as `not heard \
+             launched`",
+            unheard.len()
+        ));
+    }
+    if sass.dropped > 0 {
+        out.push(format!("SASS metrics: CUPTI dropped {} records at the end", sass.dropped));
+    }
+    if sass.unknown_values > 0 {
+        out.push(format!(
+            "SASS metrics: {} values of metrics gmprof did not configure were left out",
+            sass.unknown_values
+        ));
+    }
+    out.extend(sass.failures.iter().map(|f| format!("SASS metrics: {f}")));
+    out
 }
 
 #[cfg(test)]

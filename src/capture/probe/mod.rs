@@ -37,6 +37,7 @@
 
 mod images;
 mod probed;
+mod sass;
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::c_void;
@@ -56,7 +57,9 @@ use crate::probe::{demangle, probe_ptx_with, ImageId, MapVia, ProbeSpec, ThreadL
 use crate::sys::cupti::{CUpti_driver_api_trace_cbid_enum as Cbid, CUstream};
 
 use self::images::{loaded, read_image, HostObjects, Loaded, Source};
-use self::probed::{launchable, match_shared_memory, prepare, Probed};
+use self::probed::{launchable, match_shared_memory, prepare, Probed, NOT_SELECTED};
+use self::sass::SassState;
+pub use self::sass::{OtherCounts, SassUse, PTX_SOURCE, SASS_SOURCE};
 
 /// What to probe.
 #[derive(Clone, Debug)]
@@ -76,6 +79,14 @@ pub struct ProbeConfig {
     /// How probed kernels find their maps: extra parameters, or module variables gmprof
     /// sets before each launch (the launch's arguments untouched).
     pub maps: MapVia,
+    /// When CUPTI's SASS metrics count a kernel instead ([`SassUse`]).
+    pub sass: SassUse,
+    /// Launches of each kernel function the SASS path counts, at most (`None`: every one).
+    /// The later launches run patched and unflushed: no wait, no counts.
+    pub sass_launches: Option<u64>,
+    /// A file the first flush of each kernel counted through SASS metrics is appended to,
+    /// as JSON lines (recorded data for the CPU tests).
+    pub sass_dump: Option<std::path::PathBuf>,
 }
 
 pub use crate::report::probe_kernels::{KernelTable, ProbeKernel};
@@ -116,6 +127,10 @@ struct State {
     range_depth: i64,
     /// Runtime-registered kernels' PTX, from the program's files.
     host: HostObjects,
+    /// The SASS metrics path, when it is on.
+    sass: Option<SassState>,
+    /// Why the SASS metrics path is off, when it was wanted.
+    sass_off: Option<String>,
 }
 
 // SAFETY: the raw pointers in State are driver handles and argument arrays owned by State,
@@ -158,6 +173,8 @@ pub const HOOKED: &[Cbid] = &[
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
 ];
 
 /// `cuLaunchKernel_params` (and `_ptsz`).
@@ -201,10 +218,30 @@ struct LoadParams {
     image: *const c_void,
 }
 
-/// Installs the probe engine on the pinned subscriber.
+/// Installs the probe engine on the pinned subscriber. With [`SassUse::Always`], an
+/// unavailable SASS metrics API is an error; with [`SassUse::Auto`] it leaves kernels without
+/// PTX unprobed, saying why.
 pub fn install(config: ProbeConfig) -> Result<()> {
     ModuleApi::get()?;
-    *STATE.lock() = Some((config, State::default()));
+    let mut state = State::default();
+    let sass_fields = config.probes.iter().any(|p| crate::probe::sass::sass_fields(&p.name).is_some());
+    if config.sass == SassUse::Always {
+        if let Some(p) = config.probes.iter().find(|p| crate::probe::sass::sass_fields(&p.name).is_none()) {
+            return Err(crate::error::Error::InvalidConfig(format!(
+                "probe {} needs PTX, and --probe-sass always turns the PTX probes off (SASS metrics give exec_count \
+                 and gmem_bytes); use --probe-sass auto",
+                p.name
+            )));
+        }
+    }
+    if config.sass != SassUse::Never && sass_fields {
+        match SassState::new(config.sass_launches, config.sass_dump.clone()) {
+            Ok(s) => state.sass = Some(s),
+            Err(e) if config.sass == SassUse::Always => return Err(e),
+            Err(e) => state.sass_off = Some(format!("CUPTI's SASS metrics are unavailable: {e}")),
+        }
+    }
+    *STATE.lock() = Some((config, state));
     super::hub::watch_driver(std::sync::Arc::new(on_driver_call), HOOKED)
 }
 
@@ -227,6 +264,14 @@ fn on_driver_call(call: &RawDriverCall) {
         is(Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx) || is(Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz);
     let mut guard = STATE.lock();
     let Some((config, state)) = guard.as_mut() else { return };
+    if is(Cbid::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch) || is(Cbid::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz) {
+        // A graph's kernels are not launches gmprof hears: their SASS counts are flushed
+        // apart before the next counted launch.
+        if let (CallbackSite::Exit, Some(sass)) = (call.site, state.sass.as_mut()) {
+            sass.graph_launched();
+        }
+        return;
+    }
     let Ok(api) = ModuleApi::get() else { return };
     match (call.site, launch || launch_ex) {
         (CallbackSite::Exit, false) if call.result == Some(0) => {
@@ -288,7 +333,8 @@ fn on_driver_call(call: &RawDriverCall) {
                 let how = format!("cuLaunchKernelEx, shared {} B, attributes {attrs:?}", c.shared);
                 (p.f, p.kernel_params, (c.grid, c.block), c.stream, c.shared, how)
             };
-            let Some(probed_fn) = prepare(api, config, state, f, args.is_null(), dims.1) else { return };
+            let ptx = config.sass != SassUse::Always;
+            let probed_fn = prepare(api, config, state, f, args.is_null(), dims.1, ptx);
             let blocks = dims.0.iter().map(|&d| d as u64).product::<u64>();
             let threads = dims.1.iter().map(|&d| d as u64).product::<u64>();
             let row = state.kernels.get(f as usize);
@@ -296,6 +342,10 @@ fn on_driver_call(call: &RawDriverCall) {
             let variant = row.map(|k| k.variant);
             let info = LaunchInfo { correlation_id: call.correlation_id, kernel, blocks, threads };
             let heard = Launch { info, variant };
+            let Some(probed_fn) = probed_fn else {
+                count_with_sass(state, f as usize, heard);
+                return;
+            };
             let info = &heard.info;
             if let Err(why) =
                 launchable(&probed_fn, dims.1).and_then(|()| match_shared_memory(api, f, &probed_fn, shared))
@@ -374,9 +424,76 @@ fn on_driver_call(call: &RawDriverCall) {
             if let Some(p) = state.pending.remove(&call.correlation_id) {
                 finish_launch(api, config, state, p, call.result);
             }
+            let counted =
+                state.sass.as_mut().and_then(|s| s.after_launch(call.correlation_id, call.result, &config.probes));
+            if let Some((function, record)) = counted {
+                if record.status == "probed" {
+                    if let Some(row) = state.kernels.get_mut(function) {
+                        mark_sass_counted(row, &config.probes);
+                    }
+                }
+                state.launches.push(record);
+            }
         }
         _ => {}
     }
+}
+
+/// A selected launch the PTX path does not take: counted through SASS metrics when that
+/// path is on (the row says why not otherwise).
+fn count_with_sass(state: &mut State, function: usize, launch: Launch) {
+    let Some(row) = state.kernels.get_mut(function) else { return };
+    if row.detail == NOT_SELECTED || row.source.as_deref() == Some(PTX_SOURCE) {
+        return;
+    }
+    let Some(sass) = state.sass.as_mut() else {
+        if let Some(why) = &state.sass_off {
+            if !row.detail.contains(why.as_str()) {
+                row.detail.push_str(&format!("; {why}"));
+            }
+        }
+        return;
+    };
+    match sass.collect_here() {
+        Ok(()) => {
+            if !sass.take_quota(function) {
+                let status = format!(
+                    "not counted: over the SASS metrics quota ({} launch(es) per kernel, --probe-sass-launches)",
+                    sass.quota.unwrap_or(0)
+                );
+                state.launches.push(LaunchRecord { status, ..launch_record(&launch) });
+                return;
+            }
+            sass.before_counted_launch();
+            let mangled = row.mangled.clone();
+            sass.pending.insert(launch.info.correlation_id, (function, mangled, launch));
+        }
+        Err(why) => {
+            if !row.detail.contains(why.as_str()) {
+                row.detail.push_str(&format!("; {why}"));
+            }
+        }
+    }
+}
+
+/// A kernel row whose launch the SASS path counted: `probed` through `sass-metrics`, its
+/// detail keeping why the PTX path did not take it.
+fn mark_sass_counted(row: &mut ProbeKernel, probes: &[ProbeSpec]) {
+    if row.source.as_deref() == Some(SASS_SOURCE) {
+        return;
+    }
+    let mut detail = format!(
+        "counted by CUPTI's SASS metrics (the original SASS, patched by CUPTI); not PTX-probed: {}",
+        row.detail
+    );
+    let need_ptx: Vec<&str> =
+        probes.iter().filter(|p| crate::probe::sass::sass_fields(&p.name).is_none()).map(|p| p.name.as_str()).collect();
+    if !need_ptx.is_empty() {
+        detail.push_str(&format!("; {} need(s) PTX: not measured for this kernel", need_ptx.join(", ")));
+    }
+    row.detail = detail;
+    row.status = "probed".into();
+    row.source = Some(SASS_SOURCE.into());
 }
 
 fn launch_record(launch: &Launch) -> LaunchRecord {
@@ -451,6 +568,9 @@ fn finish_launch(api: &ModuleApi, config: &ProbeConfig, state: &mut State, p: Pe
     if record.status == "probed" && !any_written {
         record.status = "failed: no probe wrote its map (the probed function did not run)".into();
     }
+    if record.status == "probed" {
+        record.source = Some(PTX_SOURCE.into());
+    }
     state.launches.push(record);
 }
 
@@ -474,6 +594,32 @@ fn timeline_launch(launch: &LaunchInfo, spans: &[decode::BlockSpan]) -> TimedLau
     TimedLaunch::from_blocks(Some(launch.correlation_id), &launch.kernel, BLOCK_SCHED_REGION, blocks, &runs)
 }
 
+/// What the SASS metrics path counted beyond the launches, for the output files.
+#[derive(Debug, Default)]
+pub struct SassOutputs {
+    /// sass_hot.csv.
+    pub hot: Vec<crate::report::sass_hot::SassHotRow>,
+    /// Functions counted outside the attributed launches, by mangled name.
+    pub others: Vec<(String, OtherCounts)>,
+    /// Flushes (one per launch while collecting, and one per context at the end).
+    pub flushes: u64,
+    /// Host time of the flushes, including the wait for each launch, µs.
+    pub flush_us: f64,
+    /// Records CUPTI dropped at the end.
+    pub dropped: u64,
+    /// Values of metrics gmprof did not configure.
+    pub unknown_values: u64,
+    /// What failed.
+    pub failures: Vec<String>,
+    /// Launches not counted for the quota (`--probe-sass-launches`).
+    pub over_quota: u64,
+    /// CUDA graph launches (their kernels counted apart, as not heard launched).
+    pub graph_launches: u64,
+}
+
+/// Instructions per kernel in sass_hot.csv.
+pub const SASS_HOT_TOP: usize = 20;
+
 /// What the probes produced, for the output files.
 #[derive(Debug, Default)]
 pub struct ProbeOutputs {
@@ -485,16 +631,88 @@ pub struct ProbeOutputs {
     pub records: Vec<decode::ProbeRow>,
     /// probe_kernels.csv: one row per variant, by kernel ([`KernelTable::rows`]).
     pub kernels: Vec<ProbeKernel>,
+    /// The SASS metrics path's outputs, when it was on.
+    pub sass: Option<SassOutputs>,
+    /// Why the SASS metrics path is off although the probes wanted it.
+    pub sass_off: Option<String>,
+}
+
+/// Ends SASS metric collection: a last flush, collections disabled, configurations unset
+/// (idempotent; called before the outputs are taken).
+pub fn finish_sass() {
+    if let Some((_, s)) = STATE.lock().as_mut() {
+        if let Some(sass) = s.sass.as_mut() {
+            sass.finish();
+        }
+    }
 }
 
 /// A copy of what was probed so far (`None` when probing is off).
 pub fn outputs() -> Option<ProbeOutputs> {
     let guard = STATE.lock();
     let (_, s) = guard.as_ref()?;
+    let sass = s.sass.as_ref().map(|x| {
+        use crate::probe::sass::Counter;
+        let hot = x
+            .hot
+            .top(SASS_HOT_TOP)
+            .into_iter()
+            .map(|h| {
+                let n = h.counts.get(Counter::Instructions);
+                let t = h.counts.get(Counter::ThreadInstructions);
+                crate::report::sass_hot::SassHotRow {
+                    kernel: demangle(&h.function),
+                    mangled: h.function,
+                    cubin_crc: h.cubin_crc,
+                    launches: h.launches,
+                    rank: h.rank,
+                    pc_offset: format!("{:#x}", h.pc_offset),
+                    instructions: n,
+                    share: h.share,
+                    thread_instructions: t,
+                    threads_per_instruction: (n > 0).then(|| t as f64 / n as f64),
+                    global_loads: h.counts.get(Counter::GlobalLoads),
+                    global_stores: h.counts.get(Counter::GlobalStores),
+                    global_sector_bytes: h.counts.get(Counter::GlobalSectors) * crate::probe::sass::SECTOR_BYTES,
+                }
+            })
+            .collect();
+        SassOutputs {
+            hot,
+            others: x.others.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            flushes: x.flushes,
+            flush_us: x.flush_us,
+            dropped: x.dropped,
+            unknown_values: x.unknown_values,
+            failures: x.failures.clone(),
+            over_quota: x.over_quota,
+            graph_launches: x.graph_launches,
+        }
+    });
+    let mut kernels = s.kernels.rows();
+    if let Some(x) = &sass {
+        // Kernels CUPTI counted that gmprof never heard launched: listed, never dropped.
+        for (mangled, o) in x.others.iter().filter(|(_, o)| o.why == sass::NOT_HEARD) {
+            kernels.push(ProbeKernel {
+                kernel: demangle(mangled),
+                mangled: mangled.clone(),
+                status: "not heard launched".into(),
+                detail: format!(
+                    "CUPTI's SASS metrics counted {} warp instructions of it in {} flush(es) that no launch gmprof \
+                     heard accounts for: {}",
+                    o.instructions, o.flushes, o.why
+                ),
+                source: Some(SASS_SOURCE.into()),
+                ..ProbeKernel::default()
+            });
+        }
+    }
     Some(ProbeOutputs {
         launches: s.launches.clone(),
         timeline_left_off: s.timeline_left_off,
         records: s.records.clone(),
-        kernels: s.kernels.rows(),
+        kernels,
+        sass,
+        sass_off: s.sass_off.clone(),
     })
 }

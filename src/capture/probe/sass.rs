@@ -1,0 +1,340 @@
+//! Counting kernels through CUPTI's SASS metrics: the probe engine's path for kernels
+//! without PTX (cuBLAS, cuDNN, aten, NCCL, fused attention), or for every kernel with
+//! `--probe-sass always`.
+//!
+//! Layer 3, part of [`super`]. How it runs beside the PTX path:
+//!
+//! - On the first launch of a selected kernel that the PTX path does not take, the launch's
+//!   device gets gmprof's metric set ([`crate::probe::sass::METRICS`]) and its context a
+//!   collection with lazy patching ([`crate::checked::sass_metrics`]): CUPTI patches each
+//!   function at its first launch after that, so kernels never launched cost nothing.
+//! - On every launch's exit while a collection is on, gmprof waits for the context and
+//!   flushes, so each flush holds one launch: a selected SASS launch gets its counts
+//!   ([`crate::probe::sass::attribute`]) as a probe launch with source `sass-metrics`; the
+//!   counts of functions gmprof did not hear launched (a CUDA graph's kernels) and of
+//!   PTX-probed or unselected launches are kept apart, by function, never mixed in.
+//! - At the end a last flush takes what is left, the collections are disabled (CUPTI's
+//!   dropped records counted) and the configurations unset.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+use super::*;
+use crate::checked::driver::{current_context, current_device, synchronize};
+use crate::checked::library::{Cupti, Driver};
+use crate::checked::sass_metrics::{self, SassCollection, SassConfig};
+use crate::checked::target::{chip_name, ProfilerApi};
+use crate::probe::sass::{attribute, HotSpots, KernelCounts, MetricIds, METRICS};
+
+/// When the SASS path counts a kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SassUse {
+    /// Kernels the PTX path cannot probe (no PTX, or it failed).
+    #[default]
+    Auto,
+    /// Every selected kernel; the PTX path is off.
+    Always,
+    /// Never: kernels without PTX are listed as not probed.
+    Never,
+}
+
+/// A function's counts outside the launches gmprof attributed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OtherCounts {
+    /// Flushes it appeared in.
+    pub flushes: u64,
+    /// Warp instructions counted.
+    pub instructions: u64,
+    /// Why they are not a launch's: `not heard launched` (a CUDA graph's kernel, another
+    /// launch path) or `PTX-probed or not selected`.
+    pub why: &'static str,
+}
+
+pub(super) const NOT_HEARD: &str = "not heard launched (a CUDA graph's kernel, or a launch API gmprof does not hook)";
+pub(super) const NOT_COUNTED: &str =
+    "launched while not counted (over --probe-sass-launches, outside --probe-range, PTX-probed or not selected)";
+
+/// The SASS path's state.
+pub(super) struct SassState {
+    cupti: Cupti,
+    driver: Driver,
+    /// CUPTI's profiler API, initialized at the first SASS launch (not at injection, inside
+    /// `cuInit`).
+    profiler: Option<ProfilerApi>,
+    /// Per device: its configuration and metric ids, or why it could not be configured.
+    devices: HashMap<i32, std::result::Result<(SassConfig, MetricIds), String>>,
+    /// Per context handle: its collection and its device's metric ids.
+    collections: HashMap<usize, (SassCollection, MetricIds)>,
+    /// Selected launches waiting for their exit: correlation id → (kernel handle, mangled).
+    pub(super) pending: HashMap<u32, (usize, String, Launch)>,
+    /// Whether a launch ran since the last flush without one (over the launch quota,
+    /// outside the range, PTX-probed or not selected): its counts wait in CUPTI, so the next
+    /// counted launch flushes them apart first.
+    dirty: bool,
+    /// Launches counted per function handle, for the quota.
+    pub(super) counted: HashMap<usize, u64>,
+    /// Launches counted per kernel function at most (`None`: all).
+    pub(super) quota: Option<u64>,
+    /// Launches skipped for the quota.
+    pub(super) over_quota: u64,
+    /// CUDA graph launches heard (their kernels are counted apart).
+    pub(super) graph_launches: u64,
+    /// Where the first flush of each kernel is recorded as JSON lines (for CPU tests).
+    dump: Option<std::path::PathBuf>,
+    dumped: std::collections::HashSet<String>,
+    pub(super) hot: HotSpots,
+    pub(super) others: BTreeMap<String, OtherCounts>,
+    pub(super) unknown_values: u64,
+    pub(super) flushes: u64,
+    pub(super) flush_us: f64,
+    pub(super) dropped: u64,
+    pub(super) failures: Vec<String>,
+}
+
+impl SassState {
+    pub(super) fn new(quota: Option<u64>, dump: Option<std::path::PathBuf>) -> Result<SassState> {
+        let cupti = Cupti::load()?;
+        let driver = Driver::load()?;
+        for (name, present) in [
+            ("cuptiSassMetricsEnable", cupti.raw().cuptiSassMetricsEnable.is_ok()),
+            ("cuptiSassMetricsFlushData", cupti.raw().cuptiSassMetricsFlushData.is_ok()),
+        ] {
+            if !present {
+                return Err(crate::error::Error::InvalidConfig(format!(
+                    "{} has no {name}: CUPTI's SASS metrics need CUDA 12.4 or newer",
+                    cupti.path()
+                )));
+            }
+        }
+        // CUPTI's SASS metrics count nothing beside concurrent kernel records.
+        crate::checked::activity::serialize_kernel_records();
+        Ok(SassState {
+            cupti,
+            driver,
+            profiler: None,
+            devices: HashMap::new(),
+            collections: HashMap::new(),
+            pending: HashMap::new(),
+            dirty: false,
+            counted: HashMap::new(),
+            quota,
+            over_quota: 0,
+            graph_launches: 0,
+            dump,
+            dumped: Default::default(),
+            hot: HotSpots::default(),
+            others: BTreeMap::new(),
+            unknown_values: 0,
+            flushes: 0,
+            flush_us: 0.0,
+            dropped: 0,
+            failures: Vec::new(),
+        })
+    }
+
+    fn note_failure(&mut self, what: String) {
+        if self.failures.len() < 8 && !self.failures.contains(&what) {
+            self.failures.push(what);
+        }
+    }
+
+    /// Makes sure the calling thread's context collects; `Err` says why it cannot.
+    pub(super) fn collect_here(&mut self) -> std::result::Result<(), String> {
+        let ctx = quietly(|| current_context(&self.driver)).map_err(|e| e.to_string())?;
+        let ctx = ctx.ok_or_else(|| "no current CUDA context".to_string())?;
+        if self.collections.contains_key(&(ctx.as_raw() as usize)) {
+            return Ok(());
+        }
+        let device = quietly(|| current_device(&self.driver)).map_err(|e| e.to_string())?;
+        let cupti = self.cupti;
+        if self.profiler.is_none() {
+            let api = quietly(|| ProfilerApi::initialize(&cupti)).map_err(|e| e.to_string())?;
+            self.profiler = Some(api);
+        }
+        let configured = self.devices.entry(device).or_insert_with(|| {
+            let chip = chip_name(&cupti, device as usize).map_err(|e| e.to_string())?;
+            let mut ids = [0u64; 5];
+            for (i, name) in METRICS.iter().enumerate() {
+                ids[i] = sass_metrics::metric(&cupti, &chip, name).map_err(|e| e.to_string())?.id;
+            }
+            let config = SassConfig::set(&cupti, device as u32, &ids).map_err(|e| e.to_string())?;
+            Ok((config, MetricIds(ids)))
+        });
+        let ids = match configured {
+            Ok((_, ids)) => *ids,
+            Err(e) => return Err(format!("SASS metrics could not be configured on device {device}: {e}")),
+        };
+        let collection = SassCollection::enable(&cupti, ctx).map_err(|e| e.to_string())?;
+        self.collections.insert(ctx.as_raw() as usize, (collection, ids));
+        Ok(())
+    }
+
+    /// A CUDA graph was launched: its kernels' counts wait in CUPTI until the next flush.
+    pub(super) fn graph_launched(&mut self) {
+        self.dirty = true;
+        self.graph_launches += 1;
+    }
+
+    /// Whether a launch of `function` is still within the quota (counting it if so).
+    pub(super) fn take_quota(&mut self, function: usize) -> bool {
+        let n = self.counted.entry(function).or_insert(0);
+        if self.quota.is_some_and(|q| *n >= q) {
+            self.over_quota += 1;
+            return false;
+        }
+        *n += 1;
+        true
+    }
+
+    /// Before a counted launch: if launches ran since the last flush, waits for them and
+    /// flushes their counts apart, so the launch's flush holds only its own.
+    pub(super) fn before_counted_launch(&mut self) {
+        if !std::mem::replace(&mut self.dirty, false) {
+            return;
+        }
+        let Some(ctx) = quietly(|| current_context(&self.driver)).ok().flatten() else { return };
+        let key = ctx.as_raw() as usize;
+        let Some((collection, ids)) = self.collections.get(&key) else { return };
+        let ids = *ids;
+        let started = Instant::now();
+        let flushed = quietly(|| synchronize(&self.driver)).and_then(|()| quietly(|| collection.flush()));
+        self.flushes += 1;
+        self.flush_us += started.elapsed().as_secs_f64() * 1e6;
+        match flushed {
+            Ok(records) => {
+                let a = attribute(&records, &ids, "");
+                self.unknown_values += a.unknown_values;
+                self.keep_others(a.others, NOT_COUNTED);
+            }
+            Err(e) => self.note_failure(format!("SASS metrics flush failed: {e}")),
+        }
+    }
+
+    /// After a launch's exit: waits for the context, flushes, and attributes the flush to
+    /// the launch when it was a selected SASS launch. Returns that launch's record.
+    pub(super) fn after_launch(
+        &mut self,
+        correlation_id: u32,
+        result: Option<i32>,
+        probes: &[ProbeSpec],
+    ) -> Option<(usize, LaunchRecord)> {
+        let pending = self.pending.remove(&correlation_id);
+        let ctx = quietly(|| current_context(&self.driver)).ok().flatten()?;
+        let key = ctx.as_raw() as usize;
+        self.collections.get(&key)?;
+        let Some((function, mangled, launch)) = pending else {
+            // Not counted: its counts wait for the next flush (no wait for it now).
+            self.dirty = true;
+            return None;
+        };
+        let started = Instant::now();
+        let flushed = quietly(|| synchronize(&self.driver)).and_then(|()| {
+            let (collection, _) = &self.collections[&key];
+            quietly(|| collection.flush())
+        });
+        let us = started.elapsed().as_secs_f64() * 1e6;
+        self.flushes += 1;
+        self.flush_us += us;
+        let ids = self.collections[&key].1;
+        let records = match flushed {
+            Ok(r) => r,
+            Err(e) => {
+                let why = format!("SASS metrics flush failed: {e}");
+                self.note_failure(why.clone());
+                let record = LaunchRecord { status: format!("failed: {why}"), readback_us: us, ..sass_record(&launch) };
+                return Some((function, record));
+            }
+        };
+        self.record_flush(&mangled, &records);
+        let a = attribute(&records, &ids, &mangled);
+        self.unknown_values += a.unknown_values;
+        self.keep_others(a.others, NOT_HEARD);
+        let mut record = LaunchRecord { readback_us: us, ..sass_record(&launch) };
+        match (result, a.launch) {
+            (Some(0), Some(counts)) => {
+                record.status = "probed".into();
+                record.totals = totals(&counts, probes);
+                self.hot.add(&counts);
+            }
+            (Some(0), None) => {
+                record.status = "failed: CUPTI counted nothing for the launch (its function was not patched)".into()
+            }
+            (r, _) => record.status = format!("failed: the launch returned CUresult {}", r.unwrap_or(-1)),
+        }
+        Some((function, record))
+    }
+
+    /// Appends a kernel's first flush to the dump file (`GMPROF_PROBE_SASS_DUMP`), once per
+    /// kernel: `{"kernel": MANGLED, "records": [...]}` per line.
+    fn record_flush(&mut self, mangled: &str, records: &[crate::model::sass::SassRecord]) {
+        let Some(path) = &self.dump else { return };
+        if !self.dumped.insert(mangled.to_string()) {
+            return;
+        }
+        let line = serde_json::json!({ "kernel": mangled, "metrics": METRICS, "records": records });
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{line}\n").as_bytes()));
+        if let Err(e) = written {
+            self.note_failure(format!("{}: {e}", path.display()));
+        }
+    }
+
+    fn keep_others(&mut self, others: Vec<KernelCounts>, why: &'static str) {
+        for k in others {
+            let n = k.total(crate::probe::sass::Counter::Instructions);
+            let o = self.others.entry(k.function).or_insert(OtherCounts { why, ..Default::default() });
+            o.flushes += 1;
+            o.instructions += n;
+        }
+    }
+
+    /// The end: a last flush of each context (its counts kept apart), collections disabled
+    /// (dropped records counted) and configurations unset.
+    pub(super) fn finish(&mut self) {
+        let collections: Vec<(usize, (SassCollection, MetricIds))> = self.collections.drain().collect();
+        for (_, (collection, ids)) in collections {
+            match quietly(|| collection.flush()) {
+                Ok(records) => {
+                    let a = attribute(&records, &ids, "");
+                    self.unknown_values += a.unknown_values;
+                    self.keep_others(a.others, NOT_HEARD);
+                }
+                Err(e) => self.note_failure(format!("the last SASS metrics flush failed: {e}")),
+            }
+            match quietly(|| collection.shutdown()) {
+                Ok(dropped) => self.dropped += dropped,
+                Err(e) => self.note_failure(format!("disabling SASS metrics failed: {e}")),
+            }
+        }
+        let devices: Vec<_> = self.devices.drain().collect();
+        for (_, configured) in devices {
+            if let Ok((config, _)) = configured {
+                if let Err(e) = quietly(|| config.shutdown()) {
+                    self.note_failure(format!("unsetting SASS metrics failed: {e}"));
+                }
+            }
+        }
+    }
+}
+
+/// The probe fields SASS metrics give for `probes` (the built-ins that have them).
+pub(super) fn totals(counts: &KernelCounts, probes: &[ProbeSpec]) -> Vec<ProbeTotal> {
+    let records = counts.pcs.len() as u64;
+    counts
+        .totals(probes.iter().map(|p| p.name.as_str()))
+        .into_iter()
+        .map(|(probe, field, total)| ProbeTotal { probe, field, total, records })
+        .collect()
+}
+
+fn sass_record(launch: &Launch) -> LaunchRecord {
+    LaunchRecord { source: Some(SASS_SOURCE.into()), ..launch_record(launch) }
+}
+
+/// The `source` of launches and kernels the SASS path counted.
+pub const SASS_SOURCE: &str = "sass-metrics";
+/// The `source` of launches and kernels the PTX path probed.
+pub const PTX_SOURCE: &str = "ptx-probe";
