@@ -189,6 +189,12 @@ enum Command {
         /// start-up file first on PYTHONPATH registers torch.optim's global step hook).
         #[arg(long = "torch-steps", value_name = "NAME", num_args = 0..=1, default_missing_value = "step")]
         torch_steps: Option<String>,
+        /// Table formats: csv, parquet or csv,parquet (default). Each table (ranges, kernels,
+        /// transfers, stats, pm, probes) is written as NAME.csv and/or NAME.parquet (typed
+        /// columns, nulls where not measured, the CSV header lines as key-value metadata);
+        /// report.json and trace.json are written either way.
+        #[arg(long, value_name = "FORMATS", default_value = "csv,parquet")]
+        format: gmprof::report::OutputFormats,
         #[command(flatten)]
         view: ViewArgs,
         /// The program and its arguments (after `--`).
@@ -396,6 +402,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         probe_range,
         probe_ptx_dir,
         torch_steps,
+        format,
         view,
         program,
     } = cli.command
@@ -435,6 +442,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
                 plan.env.push((key.into(), v.into()));
             }
         }
+        plan.env.push((gmprof::report::formats::FORMAT_ENV.into(), format.to_string().into()));
         let outcome = plan.run()?;
         let profiled: Vec<_> = outcome.profiled().collect();
         if let [only] = profiled.as_slice() {

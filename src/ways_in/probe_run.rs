@@ -140,6 +140,9 @@ pub fn attach(report: &mut Report) -> bool {
 pub fn write_outputs(dir: &Path, joined: bool) -> Result<Option<(usize, usize)>> {
     let Some(out) = probe::outputs() else { return Ok(None) };
     crate::report::probe_kernels::write_probe_kernels_csv(dir, &out.kernels)?;
+    if crate::report::OutputFormats::from_env().unwrap_or_default().parquet {
+        crate::report::parquet::tables::write_probe_kernels_parquet(dir, &out.kernels)?;
+    }
     if !joined || out.launches.is_empty() {
         crate::report::probes::write_probe_csvs(dir, &out.launches)?;
         let trace = crate::report::probe_trace::globaltimer_probe_trace(&crate::device_timers::collected());
