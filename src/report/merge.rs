@@ -10,11 +10,14 @@
 //! [`Merged::write_csv`] writes `merged.csv`; [`Merged`]'s `Display` is the summary table;
 //! [`crate::report::merge_trace`] puts the processes' timelines in one Perfetto trace.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::report::csv::{write_file, RecordWriter};
+use crate::report::rank_ranges::RankRanges;
+use crate::report::stragglers::{Spread, StepAccumulator, StepTable, StepTime};
 use crate::report::summary::{cell, format_duration_ns, BLANK};
 use crate::report::Report;
 
@@ -35,23 +38,13 @@ pub struct ProcessReport {
 impl ProcessReport {
     /// Reads every `report.json` under `root` (itself and its subdirectories).
     pub fn read_all(root: &Path) -> Result<Vec<ProcessReport>> {
-        result_dirs(root, &["report.json"])
-            .into_iter()
-            .map(|dir| {
-                let report = Report::read_json(dir.join("report.json"))?;
-                let rel = dir.strip_prefix(root).unwrap_or(&dir);
-                // The root's own process (the program `gmprof run` started) is named by the root.
-                let label = if rel.as_os_str().is_empty() {
-                    root.canonicalize()
-                        .ok()
-                        .and_then(|r| r.file_name().map(|n| n.to_string_lossy().into_owned()))
-                        .unwrap_or_else(|| ".".to_owned())
-                } else {
-                    rel.display().to_string()
-                };
-                Ok(ProcessReport { label, dir, report })
-            })
-            .collect()
+        result_dirs(root, &["report.json"]).into_iter().map(|dir| Self::read(root, &dir)).collect()
+    }
+
+    /// Reads `dir/report.json`, labelled relative to `root`.
+    pub fn read(root: &Path, dir: &Path) -> Result<ProcessReport> {
+        let report = Report::read_json(dir.join("report.json"))?;
+        Ok(ProcessReport { label: crate::report::rank_ranges::label(root, dir), dir: dir.to_owned(), report })
     }
 }
 
@@ -90,80 +83,173 @@ pub struct Merged {
     pub processes: Vec<String>,
     /// Each process's GPU (`None`: not recorded).
     pub devices: Vec<Option<String>>,
+    /// Each process's kernel rows.
+    pub kernels: Vec<u64>,
     /// One row per range path, in order of first appearance.
     pub rows: Vec<MergedRow>,
+    /// The straggler table: per step, each process's time, the slowest and the spread
+    /// (`None` when no range repeats).
+    pub steps: Option<StepTable>,
     /// What the reader must know: different modes, partial runs.
     pub warnings: Vec<String>,
 }
 
-impl Merged {
-    /// Merges `processes`.
-    pub fn of(processes: &[ProcessReport]) -> Merged {
-        let mut paths: Vec<&str> = Vec::new();
-        for p in processes {
-            for row in &p.report.ranges {
-                if !paths.contains(&row.path.as_str()) {
-                    paths.push(&row.path);
+/// What `gmprof merge` is asked for beyond the defaults.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MergeOptions {
+    /// The step range's path (`None`: chosen from the first rank, see [`crate::report::stragglers`]).
+    pub step: Option<String>,
+    /// Which time of a step is compared.
+    pub step_time: StepTime,
+    /// The ranks whose timelines go into `merged-trace.json` (`None`: see
+    /// [`crate::report::merge_trace::trace_ranks`]).
+    pub trace_ranks: Option<Vec<String>>,
+}
+
+/// Builds a [`Merged`] one process at a time: it keeps, per range path and process, one
+/// total and one instance count, and per step and process one time, never a process's rows.
+#[derive(Clone, Debug)]
+pub struct MergeBuilder {
+    processes: Vec<String>,
+    devices: Vec<Option<String>>,
+    modes: Vec<crate::model::ProfilingMode>,
+    kernels: Vec<u64>,
+    warnings: Vec<String>,
+    paths: Vec<String>,
+    index: HashMap<String, usize>,
+    totals: Vec<Vec<Option<u64>>>,
+    instances: Vec<Vec<u64>>,
+    metrics: Option<(String, Vec<String>)>,
+    steps: StepAccumulator,
+}
+
+impl MergeBuilder {
+    /// An empty merge.
+    pub fn new(options: &MergeOptions) -> Self {
+        Self {
+            processes: Vec::new(),
+            devices: Vec::new(),
+            modes: Vec::new(),
+            kernels: Vec::new(),
+            warnings: Vec::new(),
+            paths: Vec::new(),
+            index: HashMap::new(),
+            totals: Vec::new(),
+            instances: Vec::new(),
+            metrics: None,
+            steps: StepAccumulator::new(options.step.clone(), options.step_time),
+        }
+    }
+
+    /// Adds one process; an error when its metric set differs from the first process's
+    /// (the directories are then not the ranks of one run).
+    pub fn add(&mut self, rank: &RankRanges) -> Result<()> {
+        let names: Vec<String> = rank.meta.metrics.iter().map(|m| m.metric.name.clone()).collect();
+        match &self.metrics {
+            None => self.metrics = Some((rank.label.clone(), names)),
+            Some((first, theirs)) if *theirs != names => {
+                return Err(Error::InvalidConfig(format!(
+                    "{} collected other metrics than {first} ({} against {}): merge the ranks of one run \
+                     (the same --metrics), or merge the two runs' directories apart",
+                    rank.label,
+                    list(&names),
+                    list(theirs)
+                )))
+            }
+            Some(_) => {}
+        }
+        let n = self.processes.len();
+        let mut mine: HashMap<usize, (Option<u64>, u64)> = HashMap::new();
+        for r in &rank.ranges {
+            let i = match self.index.get(r.path.as_str()) {
+                Some(&i) => i,
+                None => {
+                    self.paths.push(r.path.clone());
+                    self.index.insert(r.path.clone(), self.paths.len() - 1);
+                    self.totals.push(vec![None; n]);
+                    self.instances.push(vec![0; n]);
+                    self.paths.len() - 1
                 }
+            };
+            let slot = mine.entry(i).or_insert((None, 0));
+            slot.1 += 1;
+            if let Some(t) = r.gpu_time_ns {
+                slot.0 = Some(slot.0.unwrap_or(0).saturating_add(t));
             }
         }
-        let rows = paths
-            .iter()
-            .map(|&path| {
-                let mut gpu_time_ns = Vec::with_capacity(processes.len());
-                let mut instances = Vec::with_capacity(processes.len());
-                for p in processes {
-                    let rows: Vec<_> = p.report.ranges.iter().filter(|r| r.path == path).collect();
-                    instances.push(rows.len() as u64);
-                    let times: Vec<u64> = rows.iter().filter_map(|r| r.gpu_time_ns).collect();
-                    gpu_time_ns.push((!times.is_empty()).then(|| times.iter().sum()));
-                }
-                let mut measured: Vec<(u64, usize)> =
-                    gpu_time_ns.iter().enumerate().filter_map(|(i, t)| t.map(|t| (t, i))).collect();
-                measured.sort();
-                let n = measured.len();
-                let median_ns = match n {
-                    0 => None,
-                    _ if n % 2 == 1 => Some(measured[n / 2].0),
-                    _ => Some(((measured[n / 2 - 1].0 as u128 + measured[n / 2].0 as u128) / 2) as u64),
-                };
+        for (i, (totals, instances)) in self.totals.iter_mut().zip(&mut self.instances).enumerate() {
+            let (total, count) = mine.get(&i).copied().unwrap_or((None, 0));
+            totals.push(total);
+            instances.push(count);
+        }
+        self.steps.add(rank);
+        if let Some(end) = rank.meta.run_end.as_ref().filter(|e| !e.is_complete()) {
+            self.warnings.push(format!("{}: {}", rank.label, end.describe()));
+        } else if let Some(line) = &rank.ending {
+            // Finished with errors: the CUDA error and the kernels in flight.
+            self.warnings.push(format!("{}: {line}", rank.label));
+        }
+        self.processes.push(rank.label.clone());
+        self.devices.push(rank.meta.device_name.clone());
+        self.modes.push(rank.meta.mode);
+        self.kernels.push(rank.meta.kernel_count);
+        Ok(())
+    }
+
+    /// The merge.
+    pub fn finish(self) -> Merged {
+        let rows = self
+            .paths
+            .into_iter()
+            .zip(self.totals)
+            .zip(self.instances)
+            .map(|((path, gpu_time_ns), instances)| {
+                let s = Spread::of(&gpu_time_ns);
                 MergedRow {
-                    path: path.to_owned(),
-                    min_ns: measured.first().map(|m| m.0),
-                    median_ns,
-                    max_ns: measured.last().map(|m| m.0),
-                    // The first process with the largest total; none when all are equal.
-                    slowest: measured
-                        .last()
-                        .filter(|last| last.0 > measured[0].0)
-                        .and_then(|last| measured.iter().find(|m| m.0 == last.0))
-                        .map(|m| processes[m.1].label.clone()),
+                    path,
+                    min_ns: s.min,
+                    median_ns: s.median,
+                    max_ns: s.max,
+                    slowest: s.slowest.map(|i| self.processes[i].clone()),
                     gpu_time_ns,
                     instances,
                 }
             })
             .collect();
         let mut warnings = Vec::new();
-        let modes: Vec<_> = processes.iter().map(|p| p.report.meta.mode).collect();
-        if modes.windows(2).any(|w| w[0] != w[1]) {
+        if self.modes.windows(2).any(|w| w[0] != w[1]) {
             let list: Vec<String> =
-                processes.iter().map(|p| format!("{}: {}", p.label, p.report.meta.mode.as_str())).collect();
+                self.processes.iter().zip(&self.modes).map(|(p, m)| format!("{p}: {}", m.as_str())).collect();
             warnings.push(format!("the processes ran in different modes ({})", list.join(", ")));
         }
-        for p in processes {
-            if let Some(end) = p.report.meta.run_end.as_ref().filter(|e| !e.is_complete()) {
-                warnings.push(format!("{}: {}", p.label, end.describe()));
-            } else if let Some(line) = crate::report::summary::ending_line(&p.report) {
-                // Finished with errors: the CUDA error and the kernels in flight.
-                warnings.push(format!("{}: {line}", p.label));
-            }
-        }
+        warnings.extend(self.warnings);
         Merged {
-            processes: processes.iter().map(|p| p.label.clone()).collect(),
-            devices: processes.iter().map(|p| p.report.meta.device_name.clone()).collect(),
+            processes: self.processes,
+            devices: self.devices,
+            kernels: self.kernels,
             rows,
+            steps: self.steps.finish(),
             warnings,
         }
+    }
+}
+
+fn list(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(",")
+    }
+}
+
+impl Merged {
+    /// Merges `processes` (reports already read).
+    pub fn of(processes: &[ProcessReport], options: &MergeOptions) -> Result<Merged> {
+        let mut builder = MergeBuilder::new(options);
+        for p in processes {
+            builder.add(&RankRanges::of_report(p.label.clone(), p.dir.clone(), &p.report))?;
+        }
+        Ok(builder.finish())
     }
 
     /// Writes `merged.csv`: path, processes with the path, processes that measured it, min,
@@ -199,8 +285,29 @@ impl Merged {
 impl fmt::Display for Merged {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "# {} process(es):", self.processes.len())?;
-        for (label, device) in self.processes.iter().zip(&self.devices) {
-            writeln!(f, "#   {}: {}", cell(label), device.as_deref().map_or(BLANK.to_owned(), cell))?;
+        if self.processes.len() <= LISTED_PROCESSES {
+            for (label, device) in self.processes.iter().zip(&self.devices) {
+                writeln!(f, "#   {}: {}", cell(label), device.as_deref().map_or(BLANK.to_owned(), cell))?;
+            }
+        } else {
+            // Hundreds of ranks: one line per GPU model, with the first and last label.
+            let mut models: Vec<(Option<&str>, Vec<&str>)> = Vec::new();
+            for (label, device) in self.processes.iter().zip(&self.devices) {
+                match models.iter_mut().find(|m| m.0 == device.as_deref()) {
+                    Some(m) => m.1.push(label),
+                    None => models.push((device.as_deref(), vec![label])),
+                }
+            }
+            for (device, labels) in models {
+                writeln!(
+                    f,
+                    "#   {}: {} process(es), {} .. {}",
+                    device.map_or(BLANK.to_owned(), cell),
+                    labels.len(),
+                    cell(labels[0]),
+                    cell(labels[labels.len() - 1])
+                )?;
+            }
         }
         for w in &self.warnings {
             writeln!(f, "# warning: {}", cell(w))?;
@@ -224,25 +331,18 @@ impl fmt::Display for Merged {
                 r.slowest.as_deref().map_or(BLANK.to_owned(), cell)
             )?;
         }
+        match &self.steps {
+            Some(steps) => write!(f, "\n{steps}")?,
+            None => {
+                writeln!(f, "\nsteps: no range repeats in the first process: `gmprof merge --step PATH` names one")?
+            }
+        }
         Ok(())
     }
 }
 
-/// Reads the processes under `root`, merges them and writes `root/merged.csv` and
-/// `root/merged-trace.json` ([`crate::report::merge_trace`]).
-pub fn merge_dir(root: &Path) -> Result<Merged> {
-    let processes = ProcessReport::read_all(root)?;
-    if processes.is_empty() {
-        return Err(Error::InvalidConfig(format!(
-            "{}: no report.json in it or in its subdirectories (to depth {SCAN_DEPTH})",
-            root.display()
-        )));
-    }
-    let merged = Merged::of(&processes);
-    merged.write_csv(root.join(MERGED_CSV))?;
-    crate::report::merge_trace::merged_trace(&processes).write(root.join(crate::report::merge_trace::MERGED_TRACE))?;
-    Ok(merged)
-}
+/// Up to this many processes, the summary lists each with its GPU.
+pub const LISTED_PROCESSES: usize = 16;
 
 /// How deep below the root process directories are looked for (`out/%h/%p` is two).
 pub const SCAN_DEPTH: usize = 3;
@@ -270,11 +370,11 @@ pub fn result_dirs(root: &Path, files: &[&str]) -> Vec<PathBuf> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// The golden report as one rank wrote it, each range's GPU time scaled by `scale`.
-    fn rank_report(scale: f64, gpu: &str) -> Report {
+    pub(crate) fn rank_report(scale: f64, gpu: &str) -> Report {
         let mut r = Report::from_json(include_str!("../../tests/golden/report.json")).unwrap();
         r.meta.device_name = Some(gpu.into());
         for row in &mut r.ranges {
@@ -283,57 +383,9 @@ mod tests {
         r
     }
 
-    fn totals(r: &Report, path: &str) -> Option<u64> {
+    pub(crate) fn totals(r: &Report, path: &str) -> Option<u64> {
         let t: Vec<u64> = r.ranges.iter().filter(|x| x.path == path).filter_map(|x| x.gpu_time_ns).collect();
         (!t.is_empty()).then(|| t.iter().sum())
-    }
-
-    #[test]
-    fn merge_gives_min_median_max_and_the_slowest_rank() {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path();
-        for (dir, scale) in [("node7-0", 1.0), ("node7-1", 1.5), ("node8-2", 0.5)] {
-            std::fs::create_dir_all(root.join(dir)).unwrap();
-            rank_report(scale, "NVIDIA H200").write_json(root.join(dir).join("report.json")).unwrap();
-        }
-        let merged = merge_dir(root).unwrap();
-        assert_eq!(merged.processes, ["node7-0", "node7-1", "node8-2"]);
-        let base = rank_report(1.0, "x");
-        let step = totals(&base, "train_step").expect("the golden report times train_step");
-        let row = merged.rows.iter().find(|r| r.path == "train_step").unwrap();
-        assert_eq!(row.instances, [2, 2, 2]);
-        let scaled = |scale: f64| totals(&rank_report(scale, "x"), "train_step");
-        assert_eq!(row.gpu_time_ns, [Some(step), scaled(1.5), scaled(0.5)]);
-        assert_eq!(row.min_ns, row.gpu_time_ns[2]);
-        assert_eq!(row.median_ns, Some(step));
-        assert_eq!(row.max_ns, row.gpu_time_ns[1]);
-        assert!(row.max_ns.unwrap() > step && row.min_ns.unwrap() < step);
-        assert_eq!(row.slowest.as_deref(), Some("node7-1"));
-        // Paths keep the order of the first report.
-        let first: Vec<&str> = merged.rows.iter().map(|r| r.path.as_str()).collect();
-        let mut expected: Vec<&str> = Vec::new();
-        for r in &base.ranges {
-            if !expected.contains(&r.path.as_str()) {
-                expected.push(&r.path);
-            }
-        }
-        assert_eq!(first, expected);
-
-        let csv = std::fs::read_to_string(root.join(MERGED_CSV)).unwrap();
-        let mut lines = csv.lines();
-        assert_eq!(
-            lines.next().unwrap(),
-            "\"path\",\"processes\",\"measured\",\"min_gpu_time_ns\",\"median_gpu_time_ns\",\"max_gpu_time_ns\",\"slowest\",\"gpu_time_ns[node7-0]\",\"gpu_time_ns[node7-1]\",\"gpu_time_ns[node8-2]\""
-        );
-        let step_line = csv.lines().find(|l| l.starts_with("\"train_step\",")).unwrap();
-        let (lo, hi) = (row.min_ns.unwrap(), row.max_ns.unwrap());
-        assert_eq!(step_line, format!("\"train_step\",3,3,{lo},{step},{hi},\"node7-1\",{step},{hi},{lo}"));
-        let text = merged.to_string();
-        assert!(text.contains("#   node7-1: NVIDIA H200"), "{text}");
-        assert!(
-            text.lines().any(|l| l.starts_with("train_step ") && l.contains("3/3") && l.ends_with("node7-1")),
-            "{text}"
-        );
     }
 
     #[test]
@@ -349,7 +401,7 @@ mod tests {
             ProcessReport { label: "r0".into(), dir: "r0".into(), report: a.clone() },
             ProcessReport { label: "r1".into(), dir: "r1".into(), report: b.clone() },
         ];
-        let m = Merged::of(&procs);
+        let m = Merged::of(&procs, &MergeOptions::default()).unwrap();
         let loader = m.rows.iter().find(|r| r.path == "data_loader").unwrap();
         assert_eq!(loader.instances, [0, 2]);
         assert_eq!(loader.gpu_time_ns[0], None);
@@ -368,9 +420,10 @@ mod tests {
         assert_eq!(line, format!("\"train_step/forward\",2,1,{t},{t},{t},\"\",{t},\"\""), "blank, not 0");
         // Equal totals: no slowest; a tie at the top names the first.
         let c = ProcessReport { label: "r2".into(), dir: "r2".into(), report: b.clone() };
-        let m = Merged::of(&[procs[0].clone(), procs[0].clone(), procs[1].clone(), c]);
+        let m =
+            Merged::of(&[procs[0].clone(), procs[0].clone(), procs[1].clone(), c], &MergeOptions::default()).unwrap();
         assert_eq!(m.rows.iter().find(|r| r.path == "<root>").unwrap().slowest.as_deref(), Some("r1"));
-        let m = Merged::of(&[procs[0].clone(), procs[0].clone()]);
+        let m = Merged::of(&[procs[0].clone(), procs[0].clone()], &MergeOptions::default()).unwrap();
         assert!(m.rows.iter().all(|r| r.slowest.is_none()));
     }
 
@@ -390,19 +443,12 @@ mod tests {
             ProcessReport { label: "r0".into(), dir: "r0".into(), report: rank_report(1.0, "x") },
             ProcessReport { label: "r1".into(), dir: "r1".into(), report: failed },
         ];
-        let m = Merged::of(&procs);
+        let m = Merged::of(&procs, &MergeOptions::default()).unwrap();
         assert_eq!(
             m.warnings,
             ["r1: run ended with errors: finished (process exit), after CUDA_ERROR_ILLEGAL_ADDRESS (700): an illegal \
               memory access was encountered; failed while finishing: synchronize; the outputs hold what was collected"]
         );
-    }
-
-    #[test]
-    fn merging_an_empty_directory_says_so() {
-        let tmp = tempfile::tempdir().unwrap();
-        let e = merge_dir(tmp.path()).unwrap_err().to_string();
-        assert!(e.contains("no report.json"), "{e}");
     }
 
     #[test]

@@ -1,0 +1,130 @@
+//! What `gmprof merge` reads of one process (a rank): its report's metadata and, per range
+//! row, the path, depth, instance, GPU time and wall time; nothing else.
+//!
+//! Layer 3, input of [`crate::report::merge`]. A directory with `ranges.parquet` is read
+//! from it alone: only those columns and the file's `gmprof.meta` key-value metadata, a few
+//! hundred kB for a run of a million kernels, which is what keeps a merge of hundreds of
+//! ranks in bounded memory ([`crate::report::merge`]). A directory with only `report.json`
+//! (a run written before Parquet, or with `--format csv`) is read whole and dropped once its
+//! ranges are taken.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::report::parquet::{read, tables::RANGES_PARQUET};
+use crate::report::{Report, ReportMeta};
+
+/// The files a process directory is recognised by (either is enough).
+pub const RANK_FILES: [&str; 2] = ["report.json", RANGES_PARQUET];
+
+/// One range row's times.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RangeTimes {
+    /// The range path.
+    pub path: String,
+    /// Nesting depth (0 = the root row).
+    pub depth: u32,
+    /// The instance of the path.
+    pub instance: u32,
+    /// GPU time, ns (`None`: not measured).
+    pub gpu_time_ns: Option<u64>,
+    /// Wall time, ns (`None`: not measured).
+    pub wall_time_ns: Option<u64>,
+}
+
+/// One process's range times and metadata.
+#[derive(Clone, Debug)]
+pub struct RankRanges {
+    /// The directory's path relative to the root (`node7-0`); for the root itself, its name.
+    pub label: String,
+    /// The directory.
+    pub dir: PathBuf,
+    /// The report's metadata.
+    pub meta: ReportMeta,
+    /// Its range rows, in the report's order.
+    pub ranges: Vec<RangeTimes>,
+    /// The file read: `ranges.parquet` or `report.json`.
+    pub source: &'static str,
+    /// The line saying the run ended with errors, when it did.
+    pub ending: Option<String>,
+}
+
+impl RankRanges {
+    /// Takes the range times of `report`.
+    pub fn of_report(label: String, dir: PathBuf, report: &Report) -> Self {
+        RankRanges {
+            label,
+            dir,
+            meta: report.meta.clone(),
+            ranges: report
+                .ranges
+                .iter()
+                .map(|r| RangeTimes {
+                    path: r.path.clone(),
+                    depth: r.depth,
+                    instance: r.instance,
+                    gpu_time_ns: r.gpu_time_ns,
+                    wall_time_ns: r.wall_time_ns,
+                })
+                .collect(),
+            source: "report.json",
+            ending: crate::report::summary::ending_line(report),
+        }
+    }
+
+    /// Reads the process directory `dir` (labelled relative to `root`): `ranges.parquet` when
+    /// it has one, else `report.json`.
+    pub fn read(root: &Path, dir: &Path) -> Result<Self> {
+        let label = label(root, dir);
+        let parquet = dir.join(RANGES_PARQUET);
+        if !parquet.is_file() {
+            let report = Report::read_json(dir.join("report.json"))?;
+            return Ok(Self::of_report(label, dir.to_owned(), &report));
+        }
+        let meta = read::report_meta(&parquet)?;
+        let mut ranges = Vec::new();
+        let int = |v: Option<i64>| v.and_then(|v| u64::try_from(v).ok());
+        for batch in read::batches(&parquet, &["path", "depth", "instance", "gpu_time_ns", "wall_time_ns"])? {
+            let b = batch?;
+            for row in 0..b.len() {
+                let path = b
+                    .text(0, row)?
+                    .ok_or_else(|| Error::InvalidConfig(format!("{}: row {row} has no path", parquet.display())))?;
+                ranges.push(RangeTimes {
+                    path: path.to_owned(),
+                    depth: int(b.int(1, row)?).unwrap_or(0) as u32,
+                    instance: int(b.int(2, row)?).unwrap_or(0) as u32,
+                    gpu_time_ns: int(b.int(3, row)?),
+                    wall_time_ns: int(b.int(4, row)?),
+                });
+            }
+        }
+        // Without the kernel rows, the failed-run line names no kernel in flight.
+        let shell = Report {
+            meta: meta.clone(),
+            ranges: Vec::new(),
+            kernels: Vec::new(),
+            transfers: Vec::new(),
+            pm: None,
+            device_timers: Vec::new(),
+            device_regions: Vec::new(),
+            probes: Vec::new(),
+        };
+        let ending = crate::report::summary::ending_line(&shell);
+        Ok(RankRanges { label, dir: dir.to_owned(), meta, ranges, source: RANGES_PARQUET, ending })
+    }
+}
+
+/// `dir`'s label under `root`: its relative path, or the root's own name for the root.
+pub fn label(root: &Path, dir: &Path) -> String {
+    let rel = dir.strip_prefix(root).unwrap_or(dir);
+    if rel.as_os_str().is_empty() {
+        // The root's own process (the program `gmprof run` started) is named by the root.
+        root.canonicalize()
+            .ok()
+            .and_then(|r| r.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| ".".to_owned())
+    } else {
+        rel.display().to_string()
+    }
+}
