@@ -49,6 +49,25 @@ fn stragglers_of_synthetic_ranks_are_the_known_ones() {
         assert_eq!(*total, Some(expected));
     }
     assert_eq!(row.instances, vec![SMALL.steps as u64; SMALL.ranks]);
+    // Per kernel name, each rank's launches and Σ duration, read from kernels.parquet.
+    for rank in [0, 7] {
+        let report = synthetic::rank_report(rank, &SMALL);
+        for k in &m.kernel_rows {
+            let mine: Vec<u64> = report
+                .kernels
+                .iter()
+                .filter(|x| x.kernel_name.as_deref() == Some(k.path.as_str()))
+                .filter_map(|x| x.duration_ns)
+                .collect();
+            assert_eq!(k.instances[rank], mine.len() as u64, "{} rank {rank}", k.path);
+            assert_eq!(k.gpu_time_ns[rank], Some(mine.iter().sum()), "{} rank {rank}", k.path);
+        }
+        let launches: u64 = m.kernel_rows.iter().map(|k| k.instances[rank]).sum();
+        assert_eq!(launches, SMALL.kernels as u64);
+    }
+    let kernels_csv = std::fs::read_to_string(tmp.path().join("merged_kernels.csv")).unwrap();
+    assert!(kernels_csv.starts_with("\"kernel_name\",\"processes\",\"measured\","), "{kernels_csv}");
+    assert_eq!(kernels_csv.lines().count(), 1 + m.kernel_rows.len());
 
     let csv = std::fs::read_to_string(tmp.path().join(STRAGGLERS_CSV)).unwrap();
     let first = csv.lines().nth(1).unwrap();

@@ -304,3 +304,21 @@ fn golden_parquet_schema_and_metadata() {
     }
     golden::check_golden("parquet_schema.txt", &text);
 }
+
+/// tests/golden holds the golden report's tables as Parquet too (for the Python tests of
+/// `gmprof.load` with pyarrow): they must hold the golden CSVs' values.
+#[test]
+fn golden_parquet_files_hold_the_golden_csv_values() {
+    let golden = manifest().join("tests/golden");
+    let report = Report::read_json(golden.join("report.json")).unwrap();
+    if std::env::var("GMPROF_BLESS").is_ok_and(|v| v == "1") {
+        report.write_ranges_parquet(golden.join(RANGES_PARQUET)).unwrap();
+        report.write_kernels_parquet(golden.join(KERNELS_PARQUET)).unwrap();
+        report.write_transfers_parquet(golden.join(TRANSFERS_PARQUET)).unwrap();
+        report.write_stats_parquet(golden.join(STATS_PARQUET)).unwrap();
+    }
+    assert_eq!(same_values(&golden, "ranges").0, 14);
+    assert_eq!(same_values(&golden, "kernels").0, 16);
+    assert_eq!(same_values(&golden, "transfers").0, 5);
+    assert_eq!(same_values(&golden, "stats").0, 25);
+}

@@ -87,6 +87,10 @@ pub struct Merged {
     pub kernels: Vec<u64>,
     /// One row per range path, in order of first appearance.
     pub rows: Vec<MergedRow>,
+    /// One row per kernel name (in [`MergedRow::path`]; blank for kernels whose name was not
+    /// recorded), in order of first appearance: per process, the Σ of its kernels' durations
+    /// and (in [`MergedRow::instances`]) its launches.
+    pub kernel_rows: Vec<MergedRow>,
     /// The straggler table: per step, each process's time, the slowest and the spread
     /// (`None` when no range repeats).
     pub steps: Option<StepTable>,
@@ -106,8 +110,68 @@ pub struct MergeOptions {
     pub trace_ranks: Option<Vec<String>>,
 }
 
-/// Builds a [`Merged`] one process at a time: it keeps, per range path and process, one
-/// total and one instance count, and per step and process one time, never a process's rows.
+/// Per key (a range path, a kernel name) and process: one total and one count.
+#[derive(Clone, Debug, Default)]
+struct Across {
+    keys: Vec<String>,
+    index: HashMap<String, usize>,
+    totals: Vec<Vec<Option<u64>>>,
+    counts: Vec<Vec<u64>>,
+}
+
+impl Across {
+    /// Adds process number `n` (the processes before it already added): `items` are its
+    /// (key, count, total) rows, several per key summed; keys it lacks are blank for it.
+    fn add<'a>(&mut self, n: usize, items: impl IntoIterator<Item = (&'a str, u64, Option<u64>)>) {
+        let mut mine: HashMap<usize, (Option<u64>, u64)> = HashMap::new();
+        for (key, count, total) in items {
+            let i = match self.index.get(key) {
+                Some(&i) => i,
+                None => {
+                    self.keys.push(key.to_owned());
+                    self.index.insert(key.to_owned(), self.keys.len() - 1);
+                    self.totals.push(vec![None; n]);
+                    self.counts.push(vec![0; n]);
+                    self.keys.len() - 1
+                }
+            };
+            let slot = mine.entry(i).or_insert((None, 0));
+            slot.1 += count;
+            if let Some(t) = total {
+                slot.0 = Some(slot.0.unwrap_or(0).saturating_add(t));
+            }
+        }
+        for (i, (totals, counts)) in self.totals.iter_mut().zip(&mut self.counts).enumerate() {
+            let (total, count) = mine.get(&i).copied().unwrap_or((None, 0));
+            totals.push(total);
+            counts.push(count);
+        }
+    }
+
+    fn finish(self, processes: &[String]) -> Vec<MergedRow> {
+        self.keys
+            .into_iter()
+            .zip(self.totals)
+            .zip(self.counts)
+            .map(|((path, gpu_time_ns), instances)| {
+                let s = Spread::of(&gpu_time_ns);
+                MergedRow {
+                    path,
+                    min_ns: s.min,
+                    median_ns: s.median,
+                    max_ns: s.max,
+                    slowest: s.slowest.map(|i| processes[i].clone()),
+                    gpu_time_ns,
+                    instances,
+                }
+            })
+            .collect()
+    }
+}
+
+/// Builds a [`Merged`] one process at a time: it keeps, per range path, kernel name and
+/// process, one total and one count, and per step and process one time, never a process's
+/// rows.
 #[derive(Clone, Debug)]
 pub struct MergeBuilder {
     processes: Vec<String>,
@@ -115,10 +179,8 @@ pub struct MergeBuilder {
     modes: Vec<crate::model::ProfilingMode>,
     kernels: Vec<u64>,
     warnings: Vec<String>,
-    paths: Vec<String>,
-    index: HashMap<String, usize>,
-    totals: Vec<Vec<Option<u64>>>,
-    instances: Vec<Vec<u64>>,
+    paths: Across,
+    kernel_names: Across,
     metrics: Option<(String, Vec<String>)>,
     steps: StepAccumulator,
 }
@@ -132,10 +194,8 @@ impl MergeBuilder {
             modes: Vec::new(),
             kernels: Vec::new(),
             warnings: Vec::new(),
-            paths: Vec::new(),
-            index: HashMap::new(),
-            totals: Vec::new(),
-            instances: Vec::new(),
+            paths: Across::default(),
+            kernel_names: Across::default(),
             metrics: None,
             steps: StepAccumulator::new(options.step.clone(), options.step_time),
         }
@@ -159,35 +219,22 @@ impl MergeBuilder {
             Some(_) => {}
         }
         let n = self.processes.len();
-        let mut mine: HashMap<usize, (Option<u64>, u64)> = HashMap::new();
-        for r in &rank.ranges {
-            let i = match self.index.get(r.path.as_str()) {
-                Some(&i) => i,
-                None => {
-                    self.paths.push(r.path.clone());
-                    self.index.insert(r.path.clone(), self.paths.len() - 1);
-                    self.totals.push(vec![None; n]);
-                    self.instances.push(vec![0; n]);
-                    self.paths.len() - 1
-                }
-            };
-            let slot = mine.entry(i).or_insert((None, 0));
-            slot.1 += 1;
-            if let Some(t) = r.gpu_time_ns {
-                slot.0 = Some(slot.0.unwrap_or(0).saturating_add(t));
-            }
-        }
-        for (i, (totals, instances)) in self.totals.iter_mut().zip(&mut self.instances).enumerate() {
-            let (total, count) = mine.get(&i).copied().unwrap_or((None, 0));
-            totals.push(total);
-            instances.push(count);
-        }
+        self.paths.add(n, rank.ranges.iter().map(|r| (r.path.as_str(), 1, r.gpu_time_ns)));
+        let kernels = rank.kernels.iter().flatten();
+        self.kernel_names.add(n, kernels.map(|k| (k.name.as_deref().unwrap_or(""), k.launches, k.duration_ns)));
         self.steps.add(rank);
         if let Some(end) = rank.meta.run_end.as_ref().filter(|e| !e.is_complete()) {
             self.warnings.push(format!("{}: {}", rank.label, end.describe()));
         } else if let Some(line) = &rank.ending {
             // Finished with errors: the CUDA error and the kernels in flight.
             self.warnings.push(format!("{}: {line}", rank.label));
+        }
+        if rank.kernels.is_none() {
+            self.warnings.push(format!(
+                "{}: no {} beside its ranges.parquet: its kernels are blank in merged_kernels.csv",
+                rank.label,
+                crate::report::parquet::tables::KERNELS_PARQUET
+            ));
         }
         self.processes.push(rank.label.clone());
         self.devices.push(rank.meta.device_name.clone());
@@ -198,24 +245,8 @@ impl MergeBuilder {
 
     /// The merge.
     pub fn finish(self) -> Merged {
-        let rows = self
-            .paths
-            .into_iter()
-            .zip(self.totals)
-            .zip(self.instances)
-            .map(|((path, gpu_time_ns), instances)| {
-                let s = Spread::of(&gpu_time_ns);
-                MergedRow {
-                    path,
-                    min_ns: s.min,
-                    median_ns: s.median,
-                    max_ns: s.max,
-                    slowest: s.slowest.map(|i| self.processes[i].clone()),
-                    gpu_time_ns,
-                    instances,
-                }
-            })
-            .collect();
+        let rows = self.paths.finish(&self.processes);
+        let kernel_rows = self.kernel_names.finish(&self.processes);
         let mut warnings = Vec::new();
         if self.modes.windows(2).any(|w| w[0] != w[1]) {
             let list: Vec<String> =
@@ -228,6 +259,7 @@ impl MergeBuilder {
             devices: self.devices,
             kernels: self.kernels,
             rows,
+            kernel_rows,
             steps: self.steps.finish(),
             warnings,
         }
@@ -256,30 +288,63 @@ impl Merged {
     /// median, max (ns), the slowest process, then each process's total (ns); blank = not
     /// measured.
     pub fn write_csv_to<W: std::io::Write>(&self, out: W) -> Result<()> {
-        let mut w = RecordWriter::new(out, "merged CSV");
-        let fixed = ["path", "processes", "measured", "min_gpu_time_ns", "median_gpu_time_ns", "max_gpu_time_ns"];
-        let per_process: Vec<String> = self.processes.iter().map(|p| format!("gpu_time_ns[{p}]")).collect();
-        w.header(fixed.into_iter().chain(["slowest"]).chain(per_process.iter().map(String::as_str)))?;
-        for row in &self.rows {
-            w.text(&row.path)?;
-            w.display(row.instances.iter().filter(|&&n| n > 0).count())?;
-            w.display(row.measured())?;
-            w.optional(row.min_ns)?;
-            w.optional(row.median_ns)?;
-            w.optional(row.max_ns)?;
-            w.text(row.slowest.as_deref().unwrap_or(""))?;
-            for t in &row.gpu_time_ns {
-                w.optional(*t)?;
-            }
-            w.end_record()?;
-        }
-        w.finish()
+        write_rows(out, "path", "processes", &self.processes, &self.rows)
     }
 
     /// Writes `merged.csv` to `path` (replaced whole).
     pub fn write_csv(&self, path: impl AsRef<Path>) -> Result<()> {
         write_file(path.as_ref(), |out| self.write_csv_to(out))
     }
+
+    /// Writes `merged_kernels.csv`: kernel name (blank: not recorded), processes that launched
+    /// it, processes that measured a duration, min, median, max of each process's Σ duration
+    /// (ns), the slowest process, then each process's Σ duration (ns) and launches.
+    pub fn write_kernels_csv_to<W: std::io::Write>(&self, out: W) -> Result<()> {
+        write_rows(out, "kernel_name", "launches", &self.processes, &self.kernel_rows)
+    }
+
+    /// Writes `merged_kernels.csv` to `path` (replaced whole).
+    pub fn write_kernels_csv(&self, path: impl AsRef<Path>) -> Result<()> {
+        write_file(path.as_ref(), |out| self.write_kernels_csv_to(out))
+    }
+}
+
+/// The file `gmprof merge` writes the per-kernel-name spread to.
+pub const MERGED_KERNELS_CSV: &str = "merged_kernels.csv";
+
+fn write_rows<W: std::io::Write>(
+    out: W,
+    key: &str,
+    counts: &str,
+    processes: &[String],
+    rows: &[MergedRow],
+) -> Result<()> {
+    let mut w = RecordWriter::new(out, "merged CSV");
+    let fixed = [key, "processes", "measured", "min_gpu_time_ns", "median_gpu_time_ns", "max_gpu_time_ns"];
+    let mut per_process: Vec<String> = processes.iter().map(|p| format!("gpu_time_ns[{p}]")).collect();
+    if counts == "launches" {
+        per_process.extend(processes.iter().map(|p| format!("launches[{p}]")));
+    }
+    w.header(fixed.into_iter().chain(["slowest"]).chain(per_process.iter().map(String::as_str)))?;
+    for row in rows {
+        w.text(&row.path)?;
+        w.display(row.instances.iter().filter(|&&n| n > 0).count())?;
+        w.display(row.measured())?;
+        w.optional(row.min_ns)?;
+        w.optional(row.median_ns)?;
+        w.optional(row.max_ns)?;
+        w.text(row.slowest.as_deref().unwrap_or(""))?;
+        for t in &row.gpu_time_ns {
+            w.optional(*t)?;
+        }
+        if counts == "launches" {
+            for n in &row.instances {
+                w.display(n)?;
+            }
+        }
+        w.end_record()?;
+    }
+    w.finish()
 }
 
 impl fmt::Display for Merged {
@@ -331,6 +396,42 @@ impl fmt::Display for Merged {
                 r.slowest.as_deref().map_or(BLANK.to_owned(), cell)
             )?;
         }
+        if self.processes.len() > 1 && !self.kernel_rows.is_empty() {
+            let mut rows: Vec<&MergedRow> = self.kernel_rows.iter().filter(|r| r.measured() > 1).collect();
+            let spread = |r: &MergedRow| r.max_ns.zip(r.min_ns).map(|(hi, lo)| hi - lo);
+            rows.sort_by_key(|r| std::cmp::Reverse(spread(r)));
+            let kwidth = rows.iter().take(SUMMARY_KERNELS).map(|r| cell(&r.path).chars().count()).max().unwrap_or(6);
+            let kwidth = kwidth.clamp(6, 60);
+            writeln!(
+                f,
+                "\n{:<kwidth$}  {:>8}  {:>12}  {:>12}  {:>12}  slowest (kernels of widest spread, {} of {})",
+                "kernel",
+                "measured",
+                "min GPU",
+                "median GPU",
+                "max GPU",
+                rows.len().min(SUMMARY_KERNELS),
+                self.kernel_rows.len()
+            )?;
+            for r in rows.into_iter().take(SUMMARY_KERNELS) {
+                let name: String = if r.path.is_empty() { BLANK.to_owned() } else { cell(&r.path) };
+                let name: String = if name.chars().count() > kwidth {
+                    name.chars().take(kwidth - 1).chain(['…']).collect()
+                } else {
+                    name
+                };
+                writeln!(
+                    f,
+                    "{:<kwidth$}  {:>8}  {:>12}  {:>12}  {:>12}  {}",
+                    name,
+                    format!("{}/{}", r.measured(), self.processes.len()),
+                    ns(r.min_ns),
+                    ns(r.median_ns),
+                    ns(r.max_ns),
+                    r.slowest.as_deref().map_or(BLANK.to_owned(), cell)
+                )?;
+            }
+        }
         match &self.steps {
             Some(steps) => write!(f, "\n{steps}")?,
             None => {
@@ -340,6 +441,9 @@ impl fmt::Display for Merged {
         Ok(())
     }
 }
+
+/// Kernel names the summary shows: those of widest spread across processes.
+pub const SUMMARY_KERNELS: usize = 10;
 
 /// Up to this many processes, the summary lists each with its GPU.
 pub const LISTED_PROCESSES: usize = 16;

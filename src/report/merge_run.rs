@@ -7,13 +7,15 @@
 //! so memory grows with range paths × processes and steps × processes (the numbers the
 //! merged tables hold), never with kernels: 512 ranks of 200 000 kernels each merge in
 //! seconds (BENCHMARKS.md). Then `merged.csv` (per range path, the spread across
-//! processes), `stragglers.csv` ([`crate::report::stragglers`]), `trace-index.json` and
+//! processes), `merged_kernels.csv` (the same per kernel name), `stragglers.csv` ([`crate::report::stragglers`]), `trace-index.json` and
 //! `merged-trace.json` of a few ranks ([`crate::report::merge_trace`]).
 
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::report::merge::{result_dirs, MergeBuilder, MergeOptions, Merged, MERGED_CSV, SCAN_DEPTH};
+use crate::report::merge::{
+    result_dirs, MergeBuilder, MergeOptions, Merged, MERGED_CSV, MERGED_KERNELS_CSV, SCAN_DEPTH,
+};
 use crate::report::rank_ranges::{RankRanges, RANK_FILES};
 use crate::report::stragglers::STRAGGLERS_CSV;
 
@@ -33,9 +35,10 @@ pub fn merge_dir(root: &Path) -> Result<Merged> {
     merge_dir_with(root, &MergeOptions::default()).map(|o| o.merged)
 }
 
-/// Reads the processes under `root` one at a time (each process's `ranges.parquet`, or its
-/// `report.json` when it has no Parquet; dropped before the next is read), merges them and
-/// writes `root/merged.csv`, `root/stragglers.csv` (when a range repeats), `root/trace-index.json`
+/// Reads the processes under `root` one at a time (each process's `ranges.parquet` and
+/// `kernels.parquet`, or its `report.json` when it has no Parquet; dropped before the next is
+/// read), merges them and writes `root/merged.csv`, `root/merged_kernels.csv`,
+/// `root/stragglers.csv` (when a range repeats), `root/trace-index.json`
 /// and `root/merged-trace.json` of a few ranks ([`crate::report::merge_trace`]).
 pub fn merge_dir_with(root: &Path, options: &MergeOptions) -> Result<MergeOutcome> {
     let dirs = result_dirs(root, &RANK_FILES);
@@ -52,8 +55,9 @@ pub fn merge_dir_with(root: &Path, options: &MergeOptions) -> Result<MergeOutcom
         builder.add(&rank)?;
     }
     let merged = builder.finish();
-    let mut files = vec![root.join(MERGED_CSV)];
+    let mut files = vec![root.join(MERGED_CSV), root.join(MERGED_KERNELS_CSV)];
     merged.write_csv(&files[0])?;
+    merged.write_kernels_csv(&files[1])?;
     if let Some(steps) = &merged.steps {
         files.push(root.join(STRAGGLERS_CSV));
         steps.write_csv(root.join(STRAGGLERS_CSV))?;

@@ -1,17 +1,20 @@
-//! What `gmprof merge` reads of one process (a rank): its report's metadata and, per range
-//! row, the path, depth, instance, GPU time and wall time; nothing else.
+//! What `gmprof merge` reads of one process (a rank): its report's metadata, per range row
+//! the path, depth, instance, GPU time and wall time, and per kernel name the launches and
+//! total kernel time; nothing else.
 //!
 //! Layer 3, input of [`crate::report::merge`]. A directory with `ranges.parquet` is read
-//! from it alone: only those columns and the file's `gmprof.meta` key-value metadata, a few
-//! hundred kB for a run of a million kernels, which is what keeps a merge of hundreds of
-//! ranks in bounded memory ([`crate::report::merge`]). A directory with only `report.json`
-//! (a run written before Parquet, or with `--format csv`) is read whole and dropped once its
-//! ranges are taken.
+//! from its Parquet files alone: those columns of `ranges.parquet` with the file's
+//! `gmprof.meta` key-value metadata, and `kernel_name` and `duration_ns` of
+//! `kernels.parquet`, one row group at a time, folded into one total per kernel name. That
+//! is what keeps a merge of hundreds of ranks in bounded memory ([`crate::report::merge`]).
+//! A directory with only `report.json` (a run written before Parquet, or with `--format
+//! csv`) is read whole and dropped once its totals are taken.
 
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::report::parquet::{read, tables::RANGES_PARQUET};
+use crate::report::parquet::read;
+use crate::report::parquet::tables::{KERNELS_PARQUET, RANGES_PARQUET};
 use crate::report::{Report, ReportMeta};
 
 /// The files a process directory is recognised by (either is enough).
@@ -32,7 +35,55 @@ pub struct RangeTimes {
     pub wall_time_ns: Option<u64>,
 }
 
-/// One process's range times and metadata.
+/// One kernel name's launches and time in one process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelTotal {
+    /// The demangled name (`None`: the name was not recorded).
+    pub name: Option<String>,
+    /// Kernel rows with the name.
+    pub launches: u64,
+    /// Σ `duration_ns` of those with a duration (`None`: none had one).
+    pub duration_ns: Option<u64>,
+}
+
+/// Folds kernel rows into [`KernelTotal`]s, in order of first appearance.
+#[derive(Default)]
+struct KernelFold {
+    totals: Vec<KernelTotal>,
+    named: std::collections::HashMap<String, usize>,
+    unnamed: Option<usize>,
+}
+
+impl KernelFold {
+    fn add(&mut self, name: Option<&str>, duration_ns: Option<u64>) {
+        // Looked up by &str: no allocation per row, only per new name.
+        let known = match name {
+            Some(n) => self.named.get(n).copied(),
+            None => self.unnamed,
+        };
+        let i = match known {
+            Some(i) => i,
+            None => {
+                let i = self.totals.len();
+                self.totals.push(KernelTotal { name: name.map(str::to_owned), launches: 0, duration_ns: None });
+                match name {
+                    Some(n) => {
+                        self.named.insert(n.to_owned(), i);
+                    }
+                    None => self.unnamed = Some(i),
+                }
+                i
+            }
+        };
+        let t = &mut self.totals[i];
+        t.launches += 1;
+        if let Some(d) = duration_ns {
+            t.duration_ns = Some(t.duration_ns.unwrap_or(0).saturating_add(d));
+        }
+    }
+}
+
+/// One process's range times, kernel totals and metadata.
 #[derive(Clone, Debug)]
 pub struct RankRanges {
     /// The directory's path relative to the root (`node7-0`); for the root itself, its name.
@@ -43,6 +94,9 @@ pub struct RankRanges {
     pub meta: ReportMeta,
     /// Its range rows, in the report's order.
     pub ranges: Vec<RangeTimes>,
+    /// Per kernel name, in order of first launch; `None` when the directory has
+    /// `ranges.parquet` but no `kernels.parquet`.
+    pub kernels: Option<Vec<KernelTotal>>,
     /// The file read: `ranges.parquet` or `report.json`.
     pub source: &'static str,
     /// The line saying the run ended with errors, when it did.
@@ -67,6 +121,13 @@ impl RankRanges {
                     wall_time_ns: r.wall_time_ns,
                 })
                 .collect(),
+            kernels: Some({
+                let mut fold = KernelFold::default();
+                for k in &report.kernels {
+                    fold.add(k.kernel_name.as_deref(), k.duration_ns);
+                }
+                fold.totals
+            }),
             source: "report.json",
             ending: crate::report::summary::ending_line(report),
         }
@@ -99,6 +160,19 @@ impl RankRanges {
                 });
             }
         }
+        let kernel_file = dir.join(KERNELS_PARQUET);
+        let kernels = if kernel_file.is_file() {
+            let mut fold = KernelFold::default();
+            for batch in read::batches(&kernel_file, &["kernel_name", "duration_ns"])? {
+                let b = batch?;
+                for row in 0..b.len() {
+                    fold.add(b.text(0, row)?, int(b.int(1, row)?));
+                }
+            }
+            Some(fold.totals)
+        } else {
+            None
+        };
         // Without the kernel rows, the failed-run line names no kernel in flight.
         let shell = Report {
             meta: meta.clone(),
@@ -111,7 +185,7 @@ impl RankRanges {
             probes: Vec::new(),
         };
         let ending = crate::report::summary::ending_line(&shell);
-        Ok(RankRanges { label, dir: dir.to_owned(), meta, ranges, source: RANGES_PARQUET, ending })
+        Ok(RankRanges { label, dir: dir.to_owned(), meta, ranges, kernels, source: RANGES_PARQUET, ending })
     }
 }
 

@@ -365,7 +365,7 @@ mod tests {
             wall_time_ns: None,
         });
         let meta = crate::report::Report::from_json(include_str!("../../tests/golden/report.json")).unwrap().meta;
-        RankRanges { label: label.into(), dir: label.into(), meta, ranges, source: "test", ending: None }
+        RankRanges { label: label.into(), dir: label.into(), meta, ranges, kernels: None, source: "test", ending: None }
     }
 
     #[test]

@@ -14,7 +14,8 @@
 //!   metadata as `gmprof.header` (one line each, in order), the table's name as
 //!   `gmprof.table`, and the report's whole metadata ([`crate::report::ReportMeta`], as in
 //!   `report.json`) as `gmprof.meta` (JSON), so a directory's Parquet files can be read and
-//!   merged without `report.json`.
+//!   merged without `report.json`. The same keys are the Arrow schema's metadata, which is
+//!   where pyarrow and Polars show them.
 //! - **Layout.** ZSTD compression, row groups of [`ROW_GROUP_ROWS`] rows, written atomically
 //!   like the CSV files (beside the target, then renamed).
 //!
@@ -144,7 +145,9 @@ impl<W: Write + Send> ParquetRows<W> {
     /// A writer of `columns` into `out`, with `metadata` as the file's key-value metadata.
     pub fn new(out: W, columns: Vec<Column>, metadata: Vec<(String, String)>, what: &'static str) -> Result<Self> {
         let fields: Vec<Field> = columns.iter().map(|c| Field::new(&c.name, c.ty.data_type(), c.nullable)).collect();
-        let schema = Arc::new(Schema::new(fields));
+        // In the Arrow schema too: readers that take the schema from `ARROW:schema` (pyarrow,
+        // Polars) show it as the schema's metadata.
+        let schema = Arc::new(Schema::new_with_metadata(fields, metadata.iter().cloned().collect()));
         let level = ZstdLevel::try_new(1).map_err(|e| parquet_error(what, e))?;
         let props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(level))
