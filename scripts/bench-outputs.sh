@@ -23,7 +23,7 @@ echo "== 1. 1 000 000 kernel rows: CSV against Parquet"
 if "$python" -c 'import pandas, pyarrow' 2>/dev/null; then
   "$python" - "$work/table" <<'PY'
 import sys, time
-import pandas, pyarrow.parquet as pq
+import pandas, pyarrow, pyarrow.parquet as pq
 d = sys.argv[1]
 def best(f, n=3):
     times = []
@@ -34,15 +34,23 @@ t_csv, df = best(lambda: pandas.read_csv(d + "/kernels.csv", comment="#"))
 t_arrow, table = best(lambda: pq.read_table(d + "/kernels.parquet"))
 t_pd, df2 = best(lambda: pandas.read_parquet(d + "/kernels.parquet"))
 assert len(df) == len(df2) == table.num_rows == 1_000_000
-print("| load (Python, best of 3) | pandas.read_csv %.2f s | pyarrow.parquet.read_table %.2f s; pandas.read_parquet %.2f s |"
-      % (t_csv, t_arrow, t_pd))
-print("python %s, pandas %s, pyarrow %s" % (sys.version.split()[0], pandas.__version__, pq.pa.__version__ if hasattr(pq, "pa") else __import__("pyarrow").__version__))
+print("| load, Python (best of 3) | pandas.read_csv %.2f s | pandas.read_parquet %.2f s; pyarrow.parquet.read_table %.2f s |"
+      % (t_csv, t_pd, t_arrow))
+try:
+    import polars
+    t_pl_csv, _ = best(lambda: polars.read_csv(d + "/kernels.csv", comment_prefix="#", infer_schema_length=10000))
+    t_pl, _ = best(lambda: polars.read_parquet(d + "/kernels.parquet"))
+    print("| load, Polars (best of 3) | polars.read_csv %.2f s | polars.read_parquet %.2f s |" % (t_pl_csv, t_pl))
+    extra = ", polars %s" % polars.__version__
+except ImportError:
+    extra = ""
+print("(python %s, pandas %s, pyarrow %s%s)" % (sys.version.split()[0], pandas.__version__, pyarrow.__version__, extra))
 PY
 fi
 echo "== 2. gmprof merge of 512 ranks x 200 000 kernels"
 "$target/release/examples/outputs_at_scale" ranks "$work/ranks" --ranks 512 --kernels 200000 --steps 1000
 du -sh "$work/ranks"
 /usr/bin/time -v "$target/release/gmprof" merge "$work/ranks" > "$work/merge.out" 2> "$work/merge.time" || { cat "$work/merge.time"; exit 1; }
-head -n 4 "$work/merge.out"
-grep -A 14 '^steps:' "$work/merge.out"
+head -n 7 "$work/merge.out"
+sed -n '/^kernel /,$p' "$work/merge.out" | head -n 22
 grep -E 'gmprof:|Elapsed \(wall clock\)|Maximum resident set size' "$work/merge.time"
