@@ -207,3 +207,38 @@ fn the_command_line_prints_the_straggler_table() {
     assert!(ok && stdout.contains("instance(s) of 'train_step/forward' (wall time; --step)"), "{stdout}");
     let _ = StepTime::Wall;
 }
+
+/// Ranks whose tables another tool rewrote with Snappy (pyarrow's and DuckDB's default) merge
+/// the same.
+#[test]
+fn snappy_tables_written_by_other_tools_merge_the_same() {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::arrow::ArrowWriter;
+    use parquet::basic::Compression;
+    use parquet::file::properties::WriterProperties;
+    let tmp = tempfile::tempdir().unwrap();
+    let s = Synthetic { ranks: 3, kernels: 300, steps: 3 };
+    for rank in 0..s.ranks {
+        write_rank(tmp.path(), rank, &s);
+    }
+    let before = merge_dir_with(tmp.path(), &MergeOptions::default()).unwrap().merged;
+    for rank in 0..s.ranks {
+        for table in ["ranges.parquet", "kernels.parquet"] {
+            let path = tmp.path().join(label(rank)).join(table);
+            let builder = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path).unwrap()).unwrap();
+            let kv = builder.metadata().file_metadata().key_value_metadata().cloned();
+            let schema = builder.schema().clone();
+            let batches: Vec<_> = builder.build().unwrap().map(Result::unwrap).collect();
+            let props =
+                WriterProperties::builder().set_compression(Compression::SNAPPY).set_key_value_metadata(kv).build();
+            let mut w = ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), schema, Some(props)).unwrap();
+            for b in &batches {
+                w.write(b).unwrap();
+            }
+            w.close().unwrap();
+        }
+    }
+    let after = merge_dir_with(tmp.path(), &MergeOptions::default()).unwrap().merged;
+    assert_eq!(before, after);
+    assert_eq!(after.steps.unwrap().rows[1].spread.slowest, Some(straggler(1, s.ranks)));
+}

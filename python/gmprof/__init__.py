@@ -475,7 +475,8 @@ def pop_range() -> None:
 def finish() -> Optional[str]:
     """Stops the profiler and writes its outputs (``gmprof_finish``).
 
-    Writes ranges.csv, kernels.csv, transfers.csv, stats.csv, report.json and trace.json.
+    Writes the ranges, kernels, transfers and stats tables (.csv and .parquet; ``GMPROF_FORMAT``
+    chooses), report.json and trace.json.
 
     Returns:
         The absolute output directory, or ``None`` when gmprof is disabled.
