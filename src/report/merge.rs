@@ -2,13 +2,17 @@
 //!
 //! Layer 3, beside the other exporters. Each profiled process (a rank of a distributed
 //! job, a worker) writes its own directory (`ways_in::layout` names it); [`result_dirs`]
-//! finds them under an output root and [`ProcessReport::read_all`] reads their reports.
-//! [`Merged::of`] puts them side by side: per range path, each process's total GPU time
-//! (Σ over the path's instances), then the minimum, median and maximum across the
-//! processes that measured it and the slowest process. A process that measured nothing
-//! for a path, or has no such range, is blank, never 0, and is left out of the statistics.
-//! [`Merged::write_csv`] writes `merged.csv`; [`Merged`]'s `Display` is the summary table;
-//! [`crate::report::merge_trace`] puts the processes' timelines in one Perfetto trace.
+//! finds them under an output root. A [`MergeBuilder`] takes them one at a time
+//! ([`RankRanges`]: range times and kernel totals, not rows) and puts them side by side: per
+//! range path, each process's total GPU time (Σ over the path's instances), then the
+//! minimum, median and maximum across the processes that measured it and the slowest
+//! process; the same per kernel name; and per step the straggler table
+//! ([`crate::report::stragglers`]). A process that measured nothing for a path, or has no
+//! such range, is blank, never 0, and is left out of the statistics. [`Merged::write_csv`]
+//! writes `merged.csv`, [`Merged::write_kernels_csv`] `merged_kernels.csv`; [`Merged`]'s
+//! `Display` is the summary table. [`Merged::of`] merges reports already read
+//! ([`ProcessReport::read_all`], as `gmprof diff` reads them); `gmprof merge` itself is
+//! `crate::report::merge_run`, which streams.
 
 use std::collections::HashMap;
 use std::fmt;
