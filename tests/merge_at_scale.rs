@@ -83,7 +83,7 @@ fn stragglers_of_synthetic_ranks_are_the_known_ones() {
         index["ranks"].as_array().unwrap().iter().map(|r| r["steps_slowest"].as_u64().unwrap()).sum();
     assert_eq!(slowest_sum, SMALL.steps as u64, "each step has one straggler");
     assert!(
-        out.trace_note.starts_with("no merged trace:") && out.trace_note.contains("without report.json"),
+        out.trace_note.starts_with("no merged trace:") && out.trace_note.contains("have no report.json"),
         "{}",
         out.trace_note
     );

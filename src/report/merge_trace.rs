@@ -313,7 +313,7 @@ pub fn write_traces(
         .collect();
     let index = TraceIndexFile {
         merged_trace: written.then(|| MERGED_TRACE.to_owned()),
-        selection: if written { note.clone() } else { format!("no merged trace: {note}") },
+        selection: if written { note.clone() } else { unwritten(&why) },
         ranks,
     };
     let path = root.join(TRACE_INDEX);
@@ -323,7 +323,15 @@ pub fn write_traces(
         out.write_all(b"\n").map_err(|e| Error::io(&path, e))
     })?;
     files.push(path);
-    Ok((files, if written { note } else { format!("no merged trace: {note}") }))
+    Ok((files, if written { note } else { unwritten(&why) }))
+}
+
+/// Why there is no merged trace: the processes chosen by `why` have no report.json.
+fn unwritten(why: &str) -> String {
+    format!(
+        "no merged trace: the processes chosen have no report.json (their directories hold Parquet \
+         tables only); chosen: {why}"
+    )
 }
 
 #[cfg(test)]
