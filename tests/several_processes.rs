@@ -77,7 +77,7 @@ fn the_programs_own_report_and_its_workers_merge_under_the_roots_name() {
 fn merge_of_a_directory_without_reports_fails_plainly() {
     let tmp = tempfile::tempdir().unwrap();
     let (ok, _, stderr) = gmprof(&["merge".as_ref(), tmp.path().as_os_str()]);
-    assert!(!ok && stderr.contains("no report.json in it or in its subdirectories"), "{stderr}");
+    assert!(!ok && stderr.contains("no report.json or ranges.parquet in it or in its subdirectories"), "{stderr}");
 }
 
 #[path = "common/cdylib.rs"]

@@ -353,6 +353,7 @@ def init(
     range_scope: Optional[str] = None,
     pm_sampling: Optional[Union[str, Iterable[str]]] = None,
     pm_interval: Optional[Union[str, int]] = None,
+    format: Optional[Union[str, Iterable[str]]] = None,
 ) -> None:
     """Starts the process-wide profiler (``gmprof_init``).
 
@@ -379,6 +380,9 @@ def init(
             ``$GMPROF_PM_SAMPLING``. Passed as ``GMPROF_PM_SAMPLING`` for the call.
         pm_interval: the sampling interval, ns (``20000``) or a string such as ``"20us"``
             or ``"30000cycles"``; ``None`` uses ``$GMPROF_PM_INTERVAL`` or 100 µs.
+        format: the table formats :func:`finish` writes: ``"csv"``, ``"parquet"`` or both
+            (``"csv,parquet"`` or a list; the default). ``None`` uses ``$GMPROF_FORMAT`` or
+            both. Passed as ``GMPROF_FORMAT`` for the call.
 
     Raises:
         GmprofError: e.g. ``GMPROF_ERROR_ALREADY_INITIALIZED``,
@@ -411,6 +415,12 @@ def init(
         raise TypeError("pm_interval must be an int (ns) or a string, not %s" % type(pm_interval).__name__)
     if pm_interval is not None and pm_sampling is None and not os.environ.get("GMPROF_PM_SAMPLING"):
         raise ValueError("pm_interval needs pm_sampling")
+    if format is not None:
+        words = format.split(",") if isinstance(format, str) else [str(item) for item in format]
+        words = [w.strip().lower() for w in words if w.strip()]
+        if not words or any(w not in ("csv", "parquet") for w in words):
+            raise ValueError("format must be 'csv', 'parquet' or 'csv,parquet', not %r" % (format,))
+        format = ",".join(words)
 
     options = GmprofOptions(
         _encode_optional(mode, "mode"),
@@ -427,6 +437,8 @@ def init(
         settings["GMPROF_PM_SAMPLING"] = pm_sampling
     if pm_interval is not None:
         settings["GMPROF_PM_INTERVAL"] = str(pm_interval)
+    if format is not None:
+        settings["GMPROF_FORMAT"] = format
     saved = {key: os.environ.get(key) for key in settings}
     os.environ.update(settings)
     try:
@@ -475,7 +487,8 @@ def pop_range() -> None:
 def finish() -> Optional[str]:
     """Stops the profiler and writes its outputs (``gmprof_finish``).
 
-    Writes ranges.csv, kernels.csv, transfers.csv, stats.csv, report.json and trace.json.
+    Writes the ranges, kernels, transfers and stats tables (.csv and .parquet; ``GMPROF_FORMAT``
+    chooses), report.json and trace.json.
 
     Returns:
         The absolute output directory, or ``None`` when gmprof is disabled.

@@ -4,8 +4,12 @@ Pure Python (``csv``, ``json``): importable and usable without a GPU and without
 ``libgmprof.so``. With pandas installed, the tables are :class:`pandas.DataFrame`; without it
 they are lists of dicts (one per row, keyed by the CSV header).
 
-A value gmprof did not measure is blank in the CSV files; here it is ``None`` (``NaN`` in a
-numeric DataFrame column), never 0.
+With pyarrow installed, each table is read from its Parquet file (``kernels.parquet``, typed
+columns, far faster than CSV at millions of rows) when the run wrote one, else from its CSV
+file; ``parquet=False`` always reads CSV, ``parquet=True`` requires pyarrow.
+
+A value gmprof did not measure is blank in the CSV files and null in the Parquet files; here
+it is ``None`` (``NaN`` in a numeric DataFrame column), never 0.
 """
 
 from __future__ import annotations
@@ -56,6 +60,30 @@ def _read_csv(path: str) -> Tuple[List[str], List[Row], List[str]]:
     return header, rows, comments
 
 
+def _pyarrow(wanted: Optional[bool]) -> Any:
+    """``pyarrow.parquet`` when Parquet is to be read (``None``: when installed)."""
+    if wanted is False:
+        return None
+    try:
+        import pyarrow.parquet as pq  # type: ignore[import-not-found]
+    except ImportError:
+        if wanted:
+            raise ImportError("gmprof.load(..., parquet=True) needs pyarrow: pip install pyarrow") from None
+        return None
+    return pq
+
+
+def _read_parquet(pq: Any, path: str, pandas: Any) -> Tuple[List[str], Any, Dict[str, str]]:
+    """(header, rows or DataFrame, gmprof key-value metadata) of a gmprof Parquet file."""
+    file = pq.ParquetFile(path)
+    table = file.read()
+    kv = {k.decode("utf-8"): v.decode("utf-8") for k, v in (file.metadata.metadata or {}).items()
+          if k.startswith(b"gmprof.")}
+    header = list(table.column_names)
+    rows: Any = table.to_pandas() if pandas is not None else table.to_pylist()
+    return header, rows, kv
+
+
 def _pandas(wanted: Optional[bool]) -> Any:
     if wanted is False:
         return None
@@ -86,16 +114,30 @@ class Report:
             edge_share), or ``None`` when the run did not sample.
     """
 
-    def __init__(self, path: str, tables: Dict[str, Tuple[List[str], List[Row]]], meta: Dict[str, Any],
-                 warnings: List[str], report_json: Optional[Dict[str, Any]], pandas: Any) -> None:
+    def __init__(self, path: str, tables: Dict[str, Tuple[List[str], Any]], meta: Dict[str, Any],
+                 warnings: List[str], report_json: Optional[Dict[str, Any]], pandas: Any,
+                 formats: Optional[Dict[str, str]] = None) -> None:
         self.path = path
         self.meta = meta
         self.warnings = warnings
         self.json = report_json
-        self._rows = {name: rows for name, (_, rows) in tables.items()}
+        #: The file format each table was read from: ``{"kernels": "parquet", ...}``.
+        self.formats = formats or {name: "csv" for name in tables}
+        self._data: Dict[str, Any] = {}
         for name, (header, rows) in tables.items():
-            value: Any = rows if pandas is None else pandas.DataFrame(rows, columns=header)
+            if pandas is not None and isinstance(rows, pandas.DataFrame):
+                value: Any = rows
+            else:
+                value = rows if pandas is None else pandas.DataFrame(rows, columns=header)
+            self._data[name] = rows
             setattr(self, name, value)
+
+    def _records(self, name: str) -> List[Row]:
+        """Table ``name`` as dicts, ``None`` where not measured (a DataFrame's NaN included)."""
+        rows = self._data[name]
+        if isinstance(rows, list):
+            return rows
+        return rows.astype(object).where(rows.notna(), None).to_dict("records")
 
     ranges: Any
     kernels: Any
@@ -107,7 +149,7 @@ class Report:
         first. ``quantity`` is ``gpu_time_ns`` or ``wall_time_ns``. Rows are dicts with
         ``range_path``, ``count``, ``missing``, ``total_ns``, ``mean_ns``, ``p50_ns``,
         ``max_ns`` and ``share_pct`` (``None`` where not measured)."""
-        rows = [r for r in self._rows["stats"] if r.get("table") == "range" and r.get("quantity") == quantity]
+        rows = [r for r in self._records("stats") if r.get("table") == "range" and r.get("quantity") == quantity]
         rows.sort(key=lambda r: (r.get("total_ns") is None, -(r.get("total_ns") or 0)))
         return rows[:n]
 
@@ -115,8 +157,8 @@ class Report:
         return "<gmprof.Report %s: mode %s, %d ranges, %d kernels, %d warnings>" % (
             self.path,
             self.meta.get("mode", "?"),
-            len(self._rows["ranges"]),
-            len(self._rows["kernels"]),
+            len(self._data["ranges"]),
+            len(self._data["kernels"]),
             len(self.warnings),
         )
 
@@ -178,12 +220,17 @@ def _meta_from_comments(comments: List[str]) -> Tuple[Dict[str, Any], List[str]]
     return meta, warnings
 
 
-def load(out_dir: "str | os.PathLike[str]", pandas: Optional[bool] = None) -> Report:
+def load(out_dir: "str | os.PathLike[str]", pandas: Optional[bool] = None,
+         parquet: Optional[bool] = None) -> Report:
     """Loads the outputs gmprof wrote into ``out_dir`` (what :func:`gmprof.finish` returns).
 
-    Reads ranges.csv, kernels.csv and stats.csv (all three required), report.json (for
-    :attr:`Report.meta`; optional) and pm.csv (:attr:`Report.pm`; optional). ``pandas``: ``None`` gives DataFrames when pandas is
-    installed, else lists of dicts; ``True`` requires pandas; ``False`` always gives lists.
+    Reads the ranges, kernels and stats tables (all three required), report.json (for
+    :attr:`Report.meta`; optional) and the pm table (:attr:`Report.pm`; optional). Each table
+    comes from its ``.parquet`` file when pyarrow is installed and the run wrote one
+    (``gmprof run --format``), else from its ``.csv`` file; :attr:`Report.formats` says which.
+    ``pandas``: ``None`` gives DataFrames when pandas is installed, else lists of dicts;
+    ``True`` requires pandas; ``False`` always gives lists. ``parquet``: ``None`` reads
+    Parquet when pyarrow is installed; ``True`` requires pyarrow; ``False`` reads CSV only.
 
     Raises:
         FileNotFoundError: a required file is missing (a directory with one subdirectory per
@@ -191,25 +238,45 @@ def load(out_dir: "str | os.PathLike[str]", pandas: Optional[bool] = None) -> Re
     """
     path = os.path.abspath(os.fspath(out_dir))
     pd = _pandas(pandas)
-    tables: Dict[str, Tuple[List[str], List[Row]]] = {}
+    pq = _pyarrow(parquet)
+    tables: Dict[str, Tuple[List[str], Any]] = {}
+    formats: Dict[str, str] = {}
     comments: List[str] = []
-    for name in ("ranges", "kernels", "stats"):
-        file = os.path.join(path, name + ".csv")
-        if not os.path.isfile(file):
+    parquet_meta: Optional[str] = None
+
+    def read(name: str, required: bool) -> None:
+        nonlocal comments, parquet_meta
+        pq_file = os.path.join(path, name + ".parquet")
+        csv_file = os.path.join(path, name + ".csv")
+        if pq is not None and os.path.isfile(pq_file):
+            header, rows, kv = _read_parquet(pq, pq_file, pd)
+            tables[name] = (header, rows)
+            formats[name] = "parquet"
+            if name == "ranges":
+                comments = ["# " + line for line in kv.get("gmprof.header", "").splitlines()]
+                parquet_meta = kv.get("gmprof.meta")
+            return
+        if not os.path.isfile(csv_file):
+            if not required:
+                return
+            wrote = "%s.csv" % name if pq is not None or not os.path.isfile(pq_file) else \
+                "%s.csv (the run wrote %s.parquet: pip install pyarrow to read it)" % (name, name)
             raise FileNotFoundError(
-                "%s: no %s.csv; point gmprof.load at a directory gmprof wrote (with one directory per "
-                "process, run `gmprof merge` first or load each process's directory)" % (path, name))
-        header, rows, notes = _read_csv(file)
+                "%s: no %s; point gmprof.load at a directory gmprof wrote (with one directory per "
+                "process, run `gmprof merge` first or load each process's directory)" % (path, wrote))
+        header, rows, notes = _read_csv(csv_file)
+        if name == "pm":
+            for row in rows:
+                if row.get("few_samples") in ("true", "false"):
+                    row["few_samples"] = row["few_samples"] == "true"
         tables[name] = (header, rows)
+        formats[name] = "csv"
         if name == "ranges":
             comments = notes
-    pm_file = os.path.join(path, "pm.csv")
-    if os.path.isfile(pm_file):
-        header, rows, _ = _read_csv(pm_file)
-        for row in rows:
-            if row.get("few_samples") in ("true", "false"):
-                row["few_samples"] = row["few_samples"] == "true"
-        tables["pm"] = (header, rows)
+
+    for name in ("ranges", "kernels", "stats"):
+        read(name, True)
+    read("pm", False)
     report_json: Optional[Dict[str, Any]] = None
     json_file = os.path.join(path, "report.json")
     if os.path.isfile(json_file):
@@ -218,6 +285,9 @@ def load(out_dir: "str | os.PathLike[str]", pandas: Optional[bool] = None) -> Re
     if report_json is not None and isinstance(report_json.get("meta"), dict):
         meta = report_json["meta"]
         warnings = [str(w) for w in meta.get("warnings") or []]
+    elif parquet_meta is not None:
+        meta = json.loads(parquet_meta)
+        warnings = [str(w) for w in meta.get("warnings") or []]
     else:
         meta, warnings = _meta_from_comments(comments)
-    return Report(path, tables, meta, warnings, report_json, pd)
+    return Report(path, tables, meta, warnings, report_json, pd, formats)

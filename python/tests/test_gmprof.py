@@ -53,6 +53,7 @@ class FakeLibrary:
         # The range scope travels in the environment during the call.
         self.range_scope = os.environ.get("GMPROF_RANGE_SCOPE")
         self.pm = (os.environ.get("GMPROF_PM_SAMPLING"), os.environ.get("GMPROF_PM_INTERVAL"))
+        self.format = os.environ.get("GMPROF_FORMAT")
         self.calls.append(("init",))
         return self._ret("init")
 
@@ -361,6 +362,18 @@ class RangeScopeTest(EnvMixin, unittest.TestCase):
         self.assertNotIn("GMPROF_PM_SAMPLING", os.environ)
         self.assertNotIn("GMPROF_PM_INTERVAL", os.environ)
         gmprof.finish()
+
+    def test_formats_travel_in_the_environment_for_the_call(self):
+        gmprof.init(format=["Parquet"])
+        self.assertEqual(self.lib.format, "parquet")
+        self.assertNotIn("GMPROF_FORMAT", os.environ)
+        gmprof.finish()
+
+    def test_unknown_format_is_rejected_before_c(self):
+        with self.assertRaises(ValueError) as ctx:
+            gmprof.init(format="csv,xml")
+        self.assertIn("csv,parquet", str(ctx.exception))
+        self.assertEqual(self.lib.calls, [])
 
     def test_pm_interval_without_sampling_is_rejected_before_c(self):
         with self.assertRaises(ValueError):

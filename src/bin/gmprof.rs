@@ -8,8 +8,8 @@
 //!   with the program's status.
 //! - `gmprof report OUT` reprints the summary of saved outputs (`--html FILE` writes the
 //!   HTML report); on a directory of several processes' outputs, the merged summary.
-//! - `gmprof merge OUT` merges several processes' outputs: one summary, merged.csv and
-//!   merged-trace.json.
+//! - `gmprof merge OUT` merges several processes' outputs, one at a time: one summary,
+//!   merged.csv, stragglers.csv, trace-index.json and merged-trace.json (of at most 8).
 //! - `gmprof diff BASE NEW` compares two runs, marks the changes beyond noise and, with
 //!   `--fail-if-slower PCT` (or `--fail-if-higher`/`--fail-if-lower METRIC=PCT`), exits with
 //!   status 3 when a range tripped the gate.
@@ -199,6 +199,12 @@ enum Command {
         /// start-up file first on PYTHONPATH registers torch.optim's global step hook).
         #[arg(long = "torch-steps", value_name = "NAME", num_args = 0..=1, default_missing_value = "step")]
         torch_steps: Option<String>,
+        /// Table formats: csv, parquet or csv,parquet (default). Each table (ranges, kernels,
+        /// transfers, stats, pm, probes) is written as NAME.csv and/or NAME.parquet (typed
+        /// columns, nulls where not measured, the CSV header lines as key-value metadata);
+        /// report.json and trace.json are written either way.
+        #[arg(long, value_name = "FORMATS", default_value = "csv,parquet")]
+        format: gmprof::report::OutputFormats,
         #[command(flatten)]
         view: ViewArgs,
         /// The program and its arguments (after `--`).
@@ -208,9 +214,28 @@ enum Command {
     /// One summary across the processes of a run (ranks, workers): per range path, the min,
     /// median and max of GPU time across processes and the slowest one; writes merged.csv
     /// and merged-trace.json (one Perfetto trace, processes side by side).
+    ///
+    /// Each process's directory is read on its own (its ranges.parquet, or report.json when it
+    /// has no Parquet) and dropped before the next: memory does not grow with kernels, so
+    /// hundreds of ranks merge in seconds. Also writes stragglers.csv (per step: each
+    /// process's time, the slowest, min, median, max and spread) and trace-index.json (each
+    /// process's own trace.json; merged-trace.json holds at most 8 processes).
     Merge {
-        /// The output directory of the run: its subdirectories (and itself) hold report.json.
+        /// The output directory of the run: its subdirectories (and itself) hold report.json or
+        /// ranges.parquet.
         dir: PathBuf,
+        /// The path of the range whose instances are the steps (default: the first process's
+        /// repeated range of least depth and most time), e.g. train_step.
+        #[arg(long, value_name = "PATH")]
+        step: Option<String>,
+        /// Compare steps by GPU time (gpu, default) or by wall time (wall).
+        #[arg(long, value_name = "gpu|wall", default_value = "gpu")]
+        step_time: gmprof::report::stragglers::StepTime,
+        /// The processes (directory labels, comma-separated, at most 8) whose timelines go into
+        /// merged-trace.json (default: all up to 8; beyond, the slowest most often and the
+        /// median).
+        #[arg(long, value_name = "LABELS", value_delimiter = ',')]
+        trace_ranks: Option<Vec<String>>,
     },
     /// Compare two runs (output directories, of one process or several): per range group and
     /// kernel, GPU time, kernels and every metric both collected, base against new, each
@@ -327,15 +352,13 @@ fn kind_name(kind: MetricKind) -> &'static str {
     }
 }
 
-/// Merges the processes under `dir`, writes merged.csv and prints the summary.
-fn print_merged(dir: &std::path::Path) -> gmprof::Result<()> {
-    let merged = merge::merge_dir(dir)?;
-    println!("{merged}");
-    eprintln!(
-        "gmprof: wrote {} and {}",
-        dir.join(merge::MERGED_CSV).display(),
-        dir.join(gmprof::report::merge_trace::MERGED_TRACE).display()
-    );
+/// Merges the processes under `dir`, writes merged.csv (and the others) and prints the summary.
+fn print_merged(dir: &std::path::Path, options: &merge::MergeOptions) -> gmprof::Result<()> {
+    let outcome = gmprof::report::merge_run::merge_dir_with(dir, options)?;
+    println!("{}", outcome.merged);
+    let files: Vec<String> = outcome.files.iter().map(|f| f.display().to_string()).collect();
+    eprintln!("gmprof: wrote {}", files.join(", "));
+    eprintln!("gmprof: merged trace: {}", outcome.trace_note);
     Ok(())
 }
 
@@ -353,7 +376,7 @@ fn print_report(path: &std::path::Path, csv: bool, stats: bool, view: &ViewArgs)
                     path.display()
                 )))
             }
-            _ => return print_merged(path),
+            _ => return print_merged(path, &merge::MergeOptions::default()),
         }
     }
     let file = if path.is_dir() { path.join("report.json") } else { path.to_owned() };
@@ -408,6 +431,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         probe_sass,
         probe_sass_launches,
         torch_steps,
+        format,
         view,
         program,
     } = cli.command
@@ -451,6 +475,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
                 plan.env.push((key.into(), v.into()));
             }
         }
+        plan.env.push((gmprof::report::formats::FORMAT_ENV.into(), format.to_string().into()));
         let outcome = plan.run()?;
         let profiled: Vec<_> = outcome.profiled().collect();
         if let [only] = profiled.as_slice() {
@@ -460,7 +485,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
             }
         } else if profiled.len() > 1 {
             println!();
-            if let Err(e) = print_merged(&outcome.output_dir) {
+            if let Err(e) = print_merged(&outcome.output_dir, &merge::MergeOptions::default()) {
                 eprintln!("gmprof: could not merge the outputs: {e}");
             }
         }
@@ -605,7 +630,9 @@ fn run_tool(cli: Cli) -> gmprof::Result<()> {
             Ok(())
         }
         Command::Report { path, csv, stats, view } => print_report(&path, csv, stats, &view),
-        Command::Merge { dir } => print_merged(&dir),
+        Command::Merge { dir, step, step_time, trace_ranks } => {
+            print_merged(&dir, &merge::MergeOptions { step, step_time, trace_ranks })
+        }
         Command::Passes { metrics, pm_sampling, chip } => {
             let cupti = Cupti::load()?;
             let chip = chip_name(&chip, &cupti)?;

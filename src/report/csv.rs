@@ -351,7 +351,7 @@ impl Report {
                 w.optional(k.metrics.get(i).copied().flatten())?;
             }
             for (_, values) in &probes {
-                w.text(&values[row])?;
+                w.text(&values.text(row))?;
             }
             w.end_record()?;
         }

@@ -2,19 +2,26 @@
 //!
 //! Layer 3, beside the other exporters. Each profiled process (a rank of a distributed
 //! job, a worker) writes its own directory (`ways_in::layout` names it); [`result_dirs`]
-//! finds them under an output root and [`ProcessReport::read_all`] reads their reports.
-//! [`Merged::of`] puts them side by side: per range path, each process's total GPU time
-//! (Σ over the path's instances), then the minimum, median and maximum across the
-//! processes that measured it and the slowest process. A process that measured nothing
-//! for a path, or has no such range, is blank, never 0, and is left out of the statistics.
-//! [`Merged::write_csv`] writes `merged.csv`; [`Merged`]'s `Display` is the summary table;
-//! [`crate::report::merge_trace`] puts the processes' timelines in one Perfetto trace.
+//! finds them under an output root. A [`MergeBuilder`] takes them one at a time
+//! ([`RankRanges`]: range times and kernel totals, not rows) and puts them side by side: per
+//! range path, each process's total GPU time (Σ over the path's instances), then the
+//! minimum, median and maximum across the processes that measured it and the slowest
+//! process; the same per kernel name; and per step the straggler table
+//! ([`crate::report::stragglers`]). A process that measured nothing for a path, or has no
+//! such range, is blank, never 0, and is left out of the statistics. [`Merged::write_csv`]
+//! writes `merged.csv`, [`Merged::write_kernels_csv`] `merged_kernels.csv`; [`Merged`]'s
+//! `Display` is the summary table. [`Merged::of`] merges reports already read
+//! ([`ProcessReport::read_all`], as `gmprof diff` reads them); `gmprof merge` itself is
+//! `crate::report::merge_run`, which streams.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::report::csv::{write_file, RecordWriter};
+use crate::report::rank_ranges::RankRanges;
+use crate::report::stragglers::{Spread, StepAccumulator, StepTable, StepTime};
 use crate::report::summary::{cell, format_duration_ns, BLANK};
 use crate::report::Report;
 
@@ -35,23 +42,13 @@ pub struct ProcessReport {
 impl ProcessReport {
     /// Reads every `report.json` under `root` (itself and its subdirectories).
     pub fn read_all(root: &Path) -> Result<Vec<ProcessReport>> {
-        result_dirs(root, &["report.json"])
-            .into_iter()
-            .map(|dir| {
-                let report = Report::read_json(dir.join("report.json"))?;
-                let rel = dir.strip_prefix(root).unwrap_or(&dir);
-                // The root's own process (the program `gmprof run` started) is named by the root.
-                let label = if rel.as_os_str().is_empty() {
-                    root.canonicalize()
-                        .ok()
-                        .and_then(|r| r.file_name().map(|n| n.to_string_lossy().into_owned()))
-                        .unwrap_or_else(|| ".".to_owned())
-                } else {
-                    rel.display().to_string()
-                };
-                Ok(ProcessReport { label, dir, report })
-            })
-            .collect()
+        result_dirs(root, &["report.json"]).into_iter().map(|dir| Self::read(root, &dir)).collect()
+    }
+
+    /// Reads `dir/report.json`, labelled relative to `root`.
+    pub fn read(root: &Path, dir: &Path) -> Result<ProcessReport> {
+        let report = Report::read_json(dir.join("report.json"))?;
+        Ok(ProcessReport { label: crate::report::rank_ranges::label(root, dir), dir: dir.to_owned(), report })
     }
 }
 
@@ -90,117 +87,296 @@ pub struct Merged {
     pub processes: Vec<String>,
     /// Each process's GPU (`None`: not recorded).
     pub devices: Vec<Option<String>>,
+    /// Each process's kernel rows.
+    pub kernels: Vec<u64>,
     /// One row per range path, in order of first appearance.
     pub rows: Vec<MergedRow>,
+    /// One row per kernel name (in [`MergedRow::path`]; blank for kernels whose name was not
+    /// recorded), in order of first appearance: per process, the Σ of its kernels' durations
+    /// and (in [`MergedRow::instances`]) its launches.
+    pub kernel_rows: Vec<MergedRow>,
+    /// The straggler table: per step, each process's time, the slowest and the spread
+    /// (`None` when no range repeats).
+    pub steps: Option<StepTable>,
     /// What the reader must know: different modes, partial runs.
     pub warnings: Vec<String>,
 }
 
-impl Merged {
-    /// Merges `processes`.
-    pub fn of(processes: &[ProcessReport]) -> Merged {
-        let mut paths: Vec<&str> = Vec::new();
-        for p in processes {
-            for row in &p.report.ranges {
-                if !paths.contains(&row.path.as_str()) {
-                    paths.push(&row.path);
+/// What `gmprof merge` is asked for beyond the defaults.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MergeOptions {
+    /// The step range's path (`None`: chosen from the first rank, see [`crate::report::stragglers`]).
+    pub step: Option<String>,
+    /// Which time of a step is compared.
+    pub step_time: StepTime,
+    /// The ranks whose timelines go into `merged-trace.json` (`None`: see
+    /// [`crate::report::merge_trace::trace_ranks`]).
+    pub trace_ranks: Option<Vec<String>>,
+}
+
+/// Per key (a range path, a kernel name) and process: one total and one count.
+#[derive(Clone, Debug, Default)]
+struct Across {
+    keys: Vec<String>,
+    index: HashMap<String, usize>,
+    totals: Vec<Vec<Option<u64>>>,
+    counts: Vec<Vec<u64>>,
+}
+
+impl Across {
+    /// Adds process number `n` (the processes before it already added): `items` are its
+    /// (key, count, total) rows, several per key summed; keys it lacks are blank for it.
+    fn add<'a>(&mut self, n: usize, items: impl IntoIterator<Item = (&'a str, u64, Option<u64>)>) {
+        let mut mine: HashMap<usize, (Option<u64>, u64)> = HashMap::new();
+        for (key, count, total) in items {
+            let i = match self.index.get(key) {
+                Some(&i) => i,
+                None => {
+                    self.keys.push(key.to_owned());
+                    self.index.insert(key.to_owned(), self.keys.len() - 1);
+                    self.totals.push(vec![None; n]);
+                    self.counts.push(vec![0; n]);
+                    self.keys.len() - 1
                 }
+            };
+            let slot = mine.entry(i).or_insert((None, 0));
+            slot.1 += count;
+            if let Some(t) = total {
+                slot.0 = Some(slot.0.unwrap_or(0).saturating_add(t));
             }
         }
-        let rows = paths
-            .iter()
-            .map(|&path| {
-                let mut gpu_time_ns = Vec::with_capacity(processes.len());
-                let mut instances = Vec::with_capacity(processes.len());
-                for p in processes {
-                    let rows: Vec<_> = p.report.ranges.iter().filter(|r| r.path == path).collect();
-                    instances.push(rows.len() as u64);
-                    let times: Vec<u64> = rows.iter().filter_map(|r| r.gpu_time_ns).collect();
-                    gpu_time_ns.push((!times.is_empty()).then(|| times.iter().sum()));
-                }
-                let mut measured: Vec<(u64, usize)> =
-                    gpu_time_ns.iter().enumerate().filter_map(|(i, t)| t.map(|t| (t, i))).collect();
-                measured.sort();
-                let n = measured.len();
-                let median_ns = match n {
-                    0 => None,
-                    _ if n % 2 == 1 => Some(measured[n / 2].0),
-                    _ => Some(((measured[n / 2 - 1].0 as u128 + measured[n / 2].0 as u128) / 2) as u64),
-                };
+        for (i, (totals, counts)) in self.totals.iter_mut().zip(&mut self.counts).enumerate() {
+            let (total, count) = mine.get(&i).copied().unwrap_or((None, 0));
+            totals.push(total);
+            counts.push(count);
+        }
+    }
+
+    fn finish(self, processes: &[String]) -> Vec<MergedRow> {
+        self.keys
+            .into_iter()
+            .zip(self.totals)
+            .zip(self.counts)
+            .map(|((path, gpu_time_ns), instances)| {
+                let s = Spread::of(&gpu_time_ns);
                 MergedRow {
-                    path: path.to_owned(),
-                    min_ns: measured.first().map(|m| m.0),
-                    median_ns,
-                    max_ns: measured.last().map(|m| m.0),
-                    // The first process with the largest total; none when all are equal.
-                    slowest: measured
-                        .last()
-                        .filter(|last| last.0 > measured[0].0)
-                        .and_then(|last| measured.iter().find(|m| m.0 == last.0))
-                        .map(|m| processes[m.1].label.clone()),
+                    path,
+                    min_ns: s.min,
+                    median_ns: s.median,
+                    max_ns: s.max,
+                    slowest: s.slowest.map(|i| processes[i].clone()),
                     gpu_time_ns,
                     instances,
                 }
             })
-            .collect();
+            .collect()
+    }
+}
+
+/// Builds a [`Merged`] one process at a time: it keeps, per range path, kernel name and
+/// process, one total and one count, and per step and process one time, never a process's
+/// rows.
+#[derive(Clone, Debug)]
+pub struct MergeBuilder {
+    processes: Vec<String>,
+    devices: Vec<Option<String>>,
+    modes: Vec<crate::model::ProfilingMode>,
+    kernels: Vec<u64>,
+    warnings: Vec<String>,
+    paths: Across,
+    kernel_names: Across,
+    metrics: Option<(String, Vec<String>)>,
+    steps: StepAccumulator,
+}
+
+impl MergeBuilder {
+    /// An empty merge.
+    pub fn new(options: &MergeOptions) -> Self {
+        Self {
+            processes: Vec::new(),
+            devices: Vec::new(),
+            modes: Vec::new(),
+            kernels: Vec::new(),
+            warnings: Vec::new(),
+            paths: Across::default(),
+            kernel_names: Across::default(),
+            metrics: None,
+            steps: StepAccumulator::new(options.step.clone(), options.step_time),
+        }
+    }
+
+    /// Adds one process; an error when its metric set differs from the first process's
+    /// (the directories are then not the ranks of one run).
+    pub fn add(&mut self, rank: &RankRanges) -> Result<()> {
+        let names: Vec<String> = rank.meta.metrics.iter().map(|m| m.metric.name.clone()).collect();
+        match &self.metrics {
+            None => self.metrics = Some((rank.label.clone(), names)),
+            Some((first, theirs)) if *theirs != names => {
+                return Err(Error::InvalidConfig(format!(
+                    "{} collected other metrics than {first} ({} against {}): merge the ranks of one run \
+                     (the same --metrics), or merge the two runs' directories apart",
+                    rank.label,
+                    list(&names),
+                    list(theirs)
+                )))
+            }
+            Some(_) => {}
+        }
+        let n = self.processes.len();
+        self.paths.add(n, rank.ranges.iter().map(|r| (r.path.as_str(), 1, r.gpu_time_ns)));
+        let kernels = rank.kernels.iter().flatten();
+        self.kernel_names.add(n, kernels.map(|k| (k.name.as_deref().unwrap_or(""), k.launches, k.duration_ns)));
+        self.steps.add(rank);
+        if let Some(end) = rank.meta.run_end.as_ref().filter(|e| !e.is_complete()) {
+            self.warnings.push(format!("{}: {}", rank.label, end.describe()));
+        } else if let Some(line) = &rank.ending {
+            // Finished with errors: the CUDA error and the kernels in flight.
+            self.warnings.push(format!("{}: {line}", rank.label));
+        }
+        if rank.kernels.is_none() {
+            self.warnings.push(format!(
+                "{}: no {} beside its ranges.parquet: its kernels are blank in merged_kernels.csv",
+                rank.label,
+                crate::report::parquet::tables::KERNELS_PARQUET
+            ));
+        }
+        self.processes.push(rank.label.clone());
+        self.devices.push(rank.meta.device_name.clone());
+        self.modes.push(rank.meta.mode);
+        self.kernels.push(rank.meta.kernel_count);
+        Ok(())
+    }
+
+    /// The merge.
+    pub fn finish(self) -> Merged {
+        let rows = self.paths.finish(&self.processes);
+        let kernel_rows = self.kernel_names.finish(&self.processes);
         let mut warnings = Vec::new();
-        let modes: Vec<_> = processes.iter().map(|p| p.report.meta.mode).collect();
-        if modes.windows(2).any(|w| w[0] != w[1]) {
+        if self.modes.windows(2).any(|w| w[0] != w[1]) {
             let list: Vec<String> =
-                processes.iter().map(|p| format!("{}: {}", p.label, p.report.meta.mode.as_str())).collect();
+                self.processes.iter().zip(&self.modes).map(|(p, m)| format!("{p}: {}", m.as_str())).collect();
             warnings.push(format!("the processes ran in different modes ({})", list.join(", ")));
         }
-        for p in processes {
-            if let Some(end) = p.report.meta.run_end.as_ref().filter(|e| !e.is_complete()) {
-                warnings.push(format!("{}: {}", p.label, end.describe()));
-            } else if let Some(line) = crate::report::summary::ending_line(&p.report) {
-                // Finished with errors: the CUDA error and the kernels in flight.
-                warnings.push(format!("{}: {line}", p.label));
-            }
-        }
+        warnings.extend(self.warnings);
         Merged {
-            processes: processes.iter().map(|p| p.label.clone()).collect(),
-            devices: processes.iter().map(|p| p.report.meta.device_name.clone()).collect(),
+            processes: self.processes,
+            devices: self.devices,
+            kernels: self.kernels,
             rows,
+            kernel_rows,
+            steps: self.steps.finish(),
             warnings,
         }
+    }
+}
+
+fn list(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(",")
+    }
+}
+
+impl Merged {
+    /// Merges `processes` (reports already read).
+    pub fn of(processes: &[ProcessReport], options: &MergeOptions) -> Result<Merged> {
+        let mut builder = MergeBuilder::new(options);
+        for p in processes {
+            builder.add(&RankRanges::of_report(p.label.clone(), p.dir.clone(), &p.report))?;
+        }
+        Ok(builder.finish())
     }
 
     /// Writes `merged.csv`: path, processes with the path, processes that measured it, min,
     /// median, max (ns), the slowest process, then each process's total (ns); blank = not
     /// measured.
     pub fn write_csv_to<W: std::io::Write>(&self, out: W) -> Result<()> {
-        let mut w = RecordWriter::new(out, "merged CSV");
-        let fixed = ["path", "processes", "measured", "min_gpu_time_ns", "median_gpu_time_ns", "max_gpu_time_ns"];
-        let per_process: Vec<String> = self.processes.iter().map(|p| format!("gpu_time_ns[{p}]")).collect();
-        w.header(fixed.into_iter().chain(["slowest"]).chain(per_process.iter().map(String::as_str)))?;
-        for row in &self.rows {
-            w.text(&row.path)?;
-            w.display(row.instances.iter().filter(|&&n| n > 0).count())?;
-            w.display(row.measured())?;
-            w.optional(row.min_ns)?;
-            w.optional(row.median_ns)?;
-            w.optional(row.max_ns)?;
-            w.text(row.slowest.as_deref().unwrap_or(""))?;
-            for t in &row.gpu_time_ns {
-                w.optional(*t)?;
-            }
-            w.end_record()?;
-        }
-        w.finish()
+        write_rows(out, "path", "processes", &self.processes, &self.rows)
     }
 
     /// Writes `merged.csv` to `path` (replaced whole).
     pub fn write_csv(&self, path: impl AsRef<Path>) -> Result<()> {
         write_file(path.as_ref(), |out| self.write_csv_to(out))
     }
+
+    /// Writes `merged_kernels.csv`: kernel name (blank: not recorded), processes that launched
+    /// it, processes that measured a duration, min, median, max of each process's Σ duration
+    /// (ns), the slowest process, then each process's Σ duration (ns) and launches.
+    pub fn write_kernels_csv_to<W: std::io::Write>(&self, out: W) -> Result<()> {
+        write_rows(out, "kernel_name", "launches", &self.processes, &self.kernel_rows)
+    }
+
+    /// Writes `merged_kernels.csv` to `path` (replaced whole).
+    pub fn write_kernels_csv(&self, path: impl AsRef<Path>) -> Result<()> {
+        write_file(path.as_ref(), |out| self.write_kernels_csv_to(out))
+    }
+}
+
+/// The file `gmprof merge` writes the per-kernel-name spread to.
+pub const MERGED_KERNELS_CSV: &str = "merged_kernels.csv";
+
+fn write_rows<W: std::io::Write>(
+    out: W,
+    key: &str,
+    counts: &str,
+    processes: &[String],
+    rows: &[MergedRow],
+) -> Result<()> {
+    let mut w = RecordWriter::new(out, "merged CSV");
+    let fixed = [key, "processes", "measured", "min_gpu_time_ns", "median_gpu_time_ns", "max_gpu_time_ns"];
+    let mut per_process: Vec<String> = processes.iter().map(|p| format!("gpu_time_ns[{p}]")).collect();
+    if counts == "launches" {
+        per_process.extend(processes.iter().map(|p| format!("launches[{p}]")));
+    }
+    w.header(fixed.into_iter().chain(["slowest"]).chain(per_process.iter().map(String::as_str)))?;
+    for row in rows {
+        w.text(&row.path)?;
+        w.display(row.instances.iter().filter(|&&n| n > 0).count())?;
+        w.display(row.measured())?;
+        w.optional(row.min_ns)?;
+        w.optional(row.median_ns)?;
+        w.optional(row.max_ns)?;
+        w.text(row.slowest.as_deref().unwrap_or(""))?;
+        for t in &row.gpu_time_ns {
+            w.optional(*t)?;
+        }
+        if counts == "launches" {
+            for n in &row.instances {
+                w.display(n)?;
+            }
+        }
+        w.end_record()?;
+    }
+    w.finish()
 }
 
 impl fmt::Display for Merged {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "# {} process(es):", self.processes.len())?;
-        for (label, device) in self.processes.iter().zip(&self.devices) {
-            writeln!(f, "#   {}: {}", cell(label), device.as_deref().map_or(BLANK.to_owned(), cell))?;
+        if self.processes.len() <= LISTED_PROCESSES {
+            for (label, device) in self.processes.iter().zip(&self.devices) {
+                writeln!(f, "#   {}: {}", cell(label), device.as_deref().map_or(BLANK.to_owned(), cell))?;
+            }
+        } else {
+            // Hundreds of ranks: one line per GPU model, with the first and last label.
+            let mut models: Vec<(Option<&str>, Vec<&str>)> = Vec::new();
+            for (label, device) in self.processes.iter().zip(&self.devices) {
+                match models.iter_mut().find(|m| m.0 == device.as_deref()) {
+                    Some(m) => m.1.push(label),
+                    None => models.push((device.as_deref(), vec![label])),
+                }
+            }
+            for (device, labels) in models {
+                writeln!(
+                    f,
+                    "#   {}: {} process(es), {} .. {}",
+                    device.map_or(BLANK.to_owned(), cell),
+                    labels.len(),
+                    cell(labels[0]),
+                    cell(labels[labels.len() - 1])
+                )?;
+            }
         }
         for w in &self.warnings {
             writeln!(f, "# warning: {}", cell(w))?;
@@ -224,25 +400,57 @@ impl fmt::Display for Merged {
                 r.slowest.as_deref().map_or(BLANK.to_owned(), cell)
             )?;
         }
+        if self.processes.len() > 1 && !self.kernel_rows.is_empty() {
+            let mut rows: Vec<&MergedRow> = self.kernel_rows.iter().filter(|r| r.measured() > 1).collect();
+            let spread = |r: &MergedRow| r.max_ns.zip(r.min_ns).map(|(hi, lo)| hi - lo);
+            rows.sort_by_key(|r| std::cmp::Reverse(spread(r)));
+            let kwidth = rows.iter().take(SUMMARY_KERNELS).map(|r| cell(&r.path).chars().count()).max().unwrap_or(6);
+            let kwidth = kwidth.clamp(6, 60);
+            writeln!(
+                f,
+                "\n{:<kwidth$}  {:>8}  {:>12}  {:>12}  {:>12}  slowest (kernels of widest spread, {} of {})",
+                "kernel",
+                "measured",
+                "min GPU",
+                "median GPU",
+                "max GPU",
+                rows.len().min(SUMMARY_KERNELS),
+                self.kernel_rows.len()
+            )?;
+            for r in rows.into_iter().take(SUMMARY_KERNELS) {
+                let name: String = if r.path.is_empty() { BLANK.to_owned() } else { cell(&r.path) };
+                let name: String = if name.chars().count() > kwidth {
+                    name.chars().take(kwidth - 1).chain(['…']).collect()
+                } else {
+                    name
+                };
+                writeln!(
+                    f,
+                    "{:<kwidth$}  {:>8}  {:>12}  {:>12}  {:>12}  {}",
+                    name,
+                    format!("{}/{}", r.measured(), self.processes.len()),
+                    ns(r.min_ns),
+                    ns(r.median_ns),
+                    ns(r.max_ns),
+                    r.slowest.as_deref().map_or(BLANK.to_owned(), cell)
+                )?;
+            }
+        }
+        match &self.steps {
+            Some(steps) => write!(f, "\n{steps}")?,
+            None => {
+                writeln!(f, "\nsteps: no range repeats in the first process: `gmprof merge --step PATH` names one")?
+            }
+        }
         Ok(())
     }
 }
 
-/// Reads the processes under `root`, merges them and writes `root/merged.csv` and
-/// `root/merged-trace.json` ([`crate::report::merge_trace`]).
-pub fn merge_dir(root: &Path) -> Result<Merged> {
-    let processes = ProcessReport::read_all(root)?;
-    if processes.is_empty() {
-        return Err(Error::InvalidConfig(format!(
-            "{}: no report.json in it or in its subdirectories (to depth {SCAN_DEPTH})",
-            root.display()
-        )));
-    }
-    let merged = Merged::of(&processes);
-    merged.write_csv(root.join(MERGED_CSV))?;
-    crate::report::merge_trace::merged_trace(&processes).write(root.join(crate::report::merge_trace::MERGED_TRACE))?;
-    Ok(merged)
-}
+/// Kernel names the summary shows: those of widest spread across processes.
+pub const SUMMARY_KERNELS: usize = 10;
+
+/// Up to this many processes, the summary lists each with its GPU.
+pub const LISTED_PROCESSES: usize = 16;
 
 /// How deep below the root process directories are looked for (`out/%h/%p` is two).
 pub const SCAN_DEPTH: usize = 3;
@@ -270,11 +478,11 @@ pub fn result_dirs(root: &Path, files: &[&str]) -> Vec<PathBuf> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// The golden report as one rank wrote it, each range's GPU time scaled by `scale`.
-    fn rank_report(scale: f64, gpu: &str) -> Report {
+    pub(crate) fn rank_report(scale: f64, gpu: &str) -> Report {
         let mut r = Report::from_json(include_str!("../../tests/golden/report.json")).unwrap();
         r.meta.device_name = Some(gpu.into());
         for row in &mut r.ranges {
@@ -283,57 +491,9 @@ mod tests {
         r
     }
 
-    fn totals(r: &Report, path: &str) -> Option<u64> {
+    pub(crate) fn totals(r: &Report, path: &str) -> Option<u64> {
         let t: Vec<u64> = r.ranges.iter().filter(|x| x.path == path).filter_map(|x| x.gpu_time_ns).collect();
         (!t.is_empty()).then(|| t.iter().sum())
-    }
-
-    #[test]
-    fn merge_gives_min_median_max_and_the_slowest_rank() {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path();
-        for (dir, scale) in [("node7-0", 1.0), ("node7-1", 1.5), ("node8-2", 0.5)] {
-            std::fs::create_dir_all(root.join(dir)).unwrap();
-            rank_report(scale, "NVIDIA H200").write_json(root.join(dir).join("report.json")).unwrap();
-        }
-        let merged = merge_dir(root).unwrap();
-        assert_eq!(merged.processes, ["node7-0", "node7-1", "node8-2"]);
-        let base = rank_report(1.0, "x");
-        let step = totals(&base, "train_step").expect("the golden report times train_step");
-        let row = merged.rows.iter().find(|r| r.path == "train_step").unwrap();
-        assert_eq!(row.instances, [2, 2, 2]);
-        let scaled = |scale: f64| totals(&rank_report(scale, "x"), "train_step");
-        assert_eq!(row.gpu_time_ns, [Some(step), scaled(1.5), scaled(0.5)]);
-        assert_eq!(row.min_ns, row.gpu_time_ns[2]);
-        assert_eq!(row.median_ns, Some(step));
-        assert_eq!(row.max_ns, row.gpu_time_ns[1]);
-        assert!(row.max_ns.unwrap() > step && row.min_ns.unwrap() < step);
-        assert_eq!(row.slowest.as_deref(), Some("node7-1"));
-        // Paths keep the order of the first report.
-        let first: Vec<&str> = merged.rows.iter().map(|r| r.path.as_str()).collect();
-        let mut expected: Vec<&str> = Vec::new();
-        for r in &base.ranges {
-            if !expected.contains(&r.path.as_str()) {
-                expected.push(&r.path);
-            }
-        }
-        assert_eq!(first, expected);
-
-        let csv = std::fs::read_to_string(root.join(MERGED_CSV)).unwrap();
-        let mut lines = csv.lines();
-        assert_eq!(
-            lines.next().unwrap(),
-            "\"path\",\"processes\",\"measured\",\"min_gpu_time_ns\",\"median_gpu_time_ns\",\"max_gpu_time_ns\",\"slowest\",\"gpu_time_ns[node7-0]\",\"gpu_time_ns[node7-1]\",\"gpu_time_ns[node8-2]\""
-        );
-        let step_line = csv.lines().find(|l| l.starts_with("\"train_step\",")).unwrap();
-        let (lo, hi) = (row.min_ns.unwrap(), row.max_ns.unwrap());
-        assert_eq!(step_line, format!("\"train_step\",3,3,{lo},{step},{hi},\"node7-1\",{step},{hi},{lo}"));
-        let text = merged.to_string();
-        assert!(text.contains("#   node7-1: NVIDIA H200"), "{text}");
-        assert!(
-            text.lines().any(|l| l.starts_with("train_step ") && l.contains("3/3") && l.ends_with("node7-1")),
-            "{text}"
-        );
     }
 
     #[test]
@@ -349,7 +509,7 @@ mod tests {
             ProcessReport { label: "r0".into(), dir: "r0".into(), report: a.clone() },
             ProcessReport { label: "r1".into(), dir: "r1".into(), report: b.clone() },
         ];
-        let m = Merged::of(&procs);
+        let m = Merged::of(&procs, &MergeOptions::default()).unwrap();
         let loader = m.rows.iter().find(|r| r.path == "data_loader").unwrap();
         assert_eq!(loader.instances, [0, 2]);
         assert_eq!(loader.gpu_time_ns[0], None);
@@ -368,9 +528,10 @@ mod tests {
         assert_eq!(line, format!("\"train_step/forward\",2,1,{t},{t},{t},\"\",{t},\"\""), "blank, not 0");
         // Equal totals: no slowest; a tie at the top names the first.
         let c = ProcessReport { label: "r2".into(), dir: "r2".into(), report: b.clone() };
-        let m = Merged::of(&[procs[0].clone(), procs[0].clone(), procs[1].clone(), c]);
+        let m =
+            Merged::of(&[procs[0].clone(), procs[0].clone(), procs[1].clone(), c], &MergeOptions::default()).unwrap();
         assert_eq!(m.rows.iter().find(|r| r.path == "<root>").unwrap().slowest.as_deref(), Some("r1"));
-        let m = Merged::of(&[procs[0].clone(), procs[0].clone()]);
+        let m = Merged::of(&[procs[0].clone(), procs[0].clone()], &MergeOptions::default()).unwrap();
         assert!(m.rows.iter().all(|r| r.slowest.is_none()));
     }
 
@@ -390,19 +551,12 @@ mod tests {
             ProcessReport { label: "r0".into(), dir: "r0".into(), report: rank_report(1.0, "x") },
             ProcessReport { label: "r1".into(), dir: "r1".into(), report: failed },
         ];
-        let m = Merged::of(&procs);
+        let m = Merged::of(&procs, &MergeOptions::default()).unwrap();
         assert_eq!(
             m.warnings,
             ["r1: run ended with errors: finished (process exit), after CUDA_ERROR_ILLEGAL_ADDRESS (700): an illegal \
               memory access was encountered; failed while finishing: synchronize; the outputs hold what was collected"]
         );
-    }
-
-    #[test]
-    fn merging_an_empty_directory_says_so() {
-        let tmp = tempfile::tempdir().unwrap();
-        let e = merge_dir(tmp.path()).unwrap_err().to_string();
-        assert!(e.contains("no report.json"), "{e}");
     }
 
     #[test]

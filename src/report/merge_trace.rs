@@ -24,7 +24,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::report::csv::write_file;
-use crate::report::merge::ProcessReport;
+use crate::report::merge::{MergeOptions, Merged, ProcessReport};
 use crate::report::timeline::{ChromeTrace, EventArgs, Phase, TraceEvent, TraceInfo};
 use crate::report::Report;
 
@@ -56,6 +56,9 @@ pub struct MergedTraceInfo {
     pub origin_unix_ns: Option<u64>,
     /// The processes, in pid order.
     pub processes: Vec<MergedProcessInfo>,
+    /// Which processes of the run these are and why, when not all ([`trace_ranks`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selection: Option<String>,
 }
 
 /// The merged trace.
@@ -115,7 +118,12 @@ pub fn merged_trace(processes: &[ProcessReport]) -> MergedTrace {
     MergedTrace {
         trace_events: metadata,
         display_time_unit: "ns",
-        other_data: MergedTraceInfo { aligned: origin_unix_ns.is_some(), origin_unix_ns, processes: infos },
+        other_data: MergedTraceInfo {
+            aligned: origin_unix_ns.is_some(),
+            origin_unix_ns,
+            processes: infos,
+            selection: None,
+        },
     }
 }
 
@@ -130,6 +138,200 @@ impl MergedTrace {
     pub fn write(&self, path: impl AsRef<Path>) -> Result<()> {
         write_file(path.as_ref(), |out| self.write_to(out))
     }
+}
+
+/// The index of the run's traces: each process's own `trace.json`, and which processes the
+/// merged trace holds.
+pub const TRACE_INDEX: &str = "trace-index.json";
+
+/// The merged trace holds at most this many processes: each adds its whole timeline, and a
+/// Chrome trace is loaded whole into the browser's memory (Perfetto's JSON import stops
+/// being usable at a few million events, one rank of a long run on its own).
+pub const MERGED_TRACE_MAX_PROCESSES: usize = 8;
+
+/// One process in [`TraceIndexFile`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RankTrace {
+    /// The process's label (its directory under the root).
+    pub label: String,
+    /// Its own trace, relative to the root; `None` when it wrote none.
+    pub trace: Option<String>,
+    /// Its GPU.
+    pub device: Option<String>,
+    /// Its kernel rows.
+    pub kernels: u64,
+    /// Steps it measured (of the straggler table).
+    pub steps_measured: usize,
+    /// Steps where it was the slowest.
+    pub steps_slowest: usize,
+    /// Σ of its step times, ns (`None`: no step measured).
+    pub step_time_ns: Option<u64>,
+    /// Whether `merged-trace.json` holds it.
+    pub in_merged_trace: bool,
+}
+
+/// `trace-index.json`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TraceIndexFile {
+    /// `merged-trace.json` when written, else `None`.
+    pub merged_trace: Option<String>,
+    /// Which processes the merged trace holds and why.
+    pub selection: String,
+    /// Every process, in merge order.
+    pub ranks: Vec<RankTrace>,
+}
+
+/// The processes (indices into `merged.processes`) whose timelines go into the merged trace,
+/// and why: those of `--trace-ranks`; every process when there are at most
+/// [`MERGED_TRACE_MAX_PROCESSES`]; else the process slowest in the most steps and the one of
+/// median total step time (the first process when there is no straggler table).
+pub fn trace_ranks(merged: &Merged, options: &MergeOptions) -> Result<(Vec<usize>, String)> {
+    let n = merged.processes.len();
+    if let Some(labels) = &options.trace_ranks {
+        if labels.len() > MERGED_TRACE_MAX_PROCESSES {
+            return Err(Error::InvalidConfig(format!(
+                "--trace-ranks names {} processes: a merged trace holds at most {MERGED_TRACE_MAX_PROCESSES} \
+                 (open the others' own trace.json, listed in {TRACE_INDEX})",
+                labels.len()
+            )));
+        }
+        let mut chosen = Vec::new();
+        for label in labels {
+            let i = merged.processes.iter().position(|p| p == label).ok_or_else(|| {
+                let some: Vec<&str> = merged.processes.iter().take(4).map(String::as_str).collect();
+                Error::InvalidConfig(format!(
+                    "--trace-ranks: no process '{label}' (the processes are labelled by their directory: {}{})",
+                    some.join(", "),
+                    if n > some.len() { ", ..." } else { "" }
+                ))
+            })?;
+            if !chosen.contains(&i) {
+                chosen.push(i);
+            }
+        }
+        return Ok((chosen, "the processes of --trace-ranks".to_owned()));
+    }
+    if n <= MERGED_TRACE_MAX_PROCESSES {
+        return Ok(((0..n).collect(), format!("every process ({n})")));
+    }
+    let Some(steps) = &merged.steps else {
+        return Ok((
+            vec![0],
+            format!("{n} processes and no straggler table: the first; --trace-ranks LABEL,... chooses others"),
+        ));
+    };
+    let counts = steps.slowest_counts();
+    let slowest = (0..n).max_by(|&a, &b| counts[a].cmp(&counts[b]).then(b.cmp(&a))).unwrap_or(0);
+    let totals = step_totals(steps);
+    let mut measured: Vec<(u64, usize)> = totals.iter().enumerate().filter_map(|(i, t)| t.map(|t| (t, i))).collect();
+    measured.sort_unstable();
+    let median = measured.get(measured.len().saturating_sub(1) / 2).map_or(0, |m| m.1);
+    let mut chosen = vec![slowest];
+    if median != slowest {
+        chosen.push(median);
+    }
+    Ok((
+        chosen,
+        format!(
+            "2 of {n} processes: {} (slowest in {} of {} steps) and {} (median total step time); \
+             --trace-ranks LABEL,... chooses others",
+            merged.processes[slowest],
+            counts[slowest],
+            steps.rows.len(),
+            merged.processes[median]
+        ),
+    ))
+}
+
+fn step_totals(steps: &crate::report::stragglers::StepTable) -> Vec<Option<u64>> {
+    let mut totals = vec![None; steps.ranks.len()];
+    for row in &steps.rows {
+        for (t, v) in totals.iter_mut().zip(&row.times) {
+            if let Some(v) = v {
+                *t = Some(t.unwrap_or(0u64).saturating_add(*v));
+            }
+        }
+    }
+    totals
+}
+
+/// Writes `trace-index.json` and, from the `report.json` of the processes [`trace_ranks`]
+/// chooses (read one at a time, at most [`MERGED_TRACE_MAX_PROCESSES`]), `merged-trace.json`.
+/// `dirs` are the processes' directories in `merged.processes` order. Returns the files
+/// written and what the merged trace holds.
+pub fn write_traces(
+    root: &Path,
+    dirs: &[std::path::PathBuf],
+    merged: &Merged,
+    options: &MergeOptions,
+) -> Result<(Vec<std::path::PathBuf>, String)> {
+    let (chosen, why) = trace_ranks(merged, options)?;
+    let mut processes = Vec::new();
+    let mut without = Vec::new();
+    for &i in &chosen {
+        if dirs[i].join("report.json").is_file() {
+            processes.push(ProcessReport::read(root, &dirs[i])?);
+        } else {
+            without.push(merged.processes[i].clone());
+        }
+    }
+    let mut files = Vec::new();
+    let mut note = why.clone();
+    if !without.is_empty() {
+        note += &format!("; without report.json, left out: {}", without.join(", "));
+    }
+    let written = !processes.is_empty();
+    if written {
+        let mut trace = merged_trace(&processes);
+        trace.other_data.selection = Some(note.clone());
+        drop(processes);
+        files.push(root.join(MERGED_TRACE));
+        trace.write(&files[0])?;
+    }
+    let counts = merged.steps.as_ref().map(|s| s.slowest_counts());
+    let totals = merged.steps.as_ref().map(step_totals);
+    let ranks = merged
+        .processes
+        .iter()
+        .enumerate()
+        .map(|(i, label)| {
+            let trace = dirs[i].join("trace.json");
+            RankTrace {
+                label: label.clone(),
+                trace: trace.is_file().then(|| trace.strip_prefix(root).unwrap_or(&trace).display().to_string()),
+                device: merged.devices[i].clone(),
+                kernels: merged.kernels[i],
+                steps_measured: merged
+                    .steps
+                    .as_ref()
+                    .map_or(0, |s| s.rows.iter().filter(|r| r.times[i].is_some()).count()),
+                steps_slowest: counts.as_ref().map_or(0, |c| c[i]),
+                step_time_ns: totals.as_ref().and_then(|t| t[i]),
+                in_merged_trace: written && chosen.contains(&i) && !without.contains(label),
+            }
+        })
+        .collect();
+    let index = TraceIndexFile {
+        merged_trace: written.then(|| MERGED_TRACE.to_owned()),
+        selection: if written { note.clone() } else { unwritten(&why) },
+        ranks,
+    };
+    let path = root.join(TRACE_INDEX);
+    write_file(&path, |out| {
+        serde_json::to_writer_pretty(&mut *out, &index)
+            .map_err(|e| Error::Serialize { what: "trace index", message: e.to_string() })?;
+        out.write_all(b"\n").map_err(|e| Error::io(&path, e))
+    })?;
+    files.push(path);
+    Ok((files, if written { note } else { unwritten(&why) }))
+}
+
+/// Why there is no merged trace: the processes chosen by `why` have no report.json.
+fn unwritten(why: &str) -> String {
+    format!(
+        "no merged trace: the processes chosen have no report.json (their directories hold Parquet \
+         tables only); chosen: {why}"
+    )
 }
 
 #[cfg(test)]

@@ -28,19 +28,24 @@
 pub mod csv;
 pub mod device_timers;
 pub mod diff;
+pub mod formats;
 pub mod group;
 pub mod html;
 pub mod json;
 pub mod lanes;
 pub mod merge;
+pub mod merge_run;
 pub mod merge_trace;
+pub mod parquet;
 mod placement;
 pub mod pm_csv;
 pub mod probe_kernels;
 pub mod probe_trace;
 pub mod probes;
+pub mod rank_ranges;
 pub mod sass_hot;
 pub mod stats;
+pub mod stragglers;
 pub mod summary;
 pub mod timeline;
 pub mod trace_check;
@@ -52,6 +57,7 @@ use crate::analysis::correlate::{CorrelationCounts, KernelRow, TimeSource, Trans
 use crate::analysis::pm_fold::PmReport;
 use crate::model::{ClockSync, DevicePeaks, ProfilerPause, ProfilingMode, RunEnd, SelfTime, UnprofiledContext};
 
+pub use self::formats::OutputFormats;
 pub use self::group::GroupBy;
 pub use self::summary::{Summary, SummaryOptions, SummaryRow};
 
@@ -224,24 +230,51 @@ pub struct Report {
 }
 
 impl Report {
-    /// Writes every output into `dir` (created if missing): the files of [`OUTPUT_FILES`], and
-    /// [`PM_CSV`] when the report has PM sampling.
+    /// Writes every output into `dir` (created if missing) in the default formats (CSV and
+    /// Parquet, [`OutputFormats::default`]); see [`Report::write_all_as`].
     pub fn write_all(&self, dir: impl AsRef<std::path::Path>) -> crate::error::Result<()> {
+        self.write_all_as(dir, OutputFormats::default())
+    }
+
+    /// Writes every output into `dir` (created if missing): `report.json` and `trace.json`,
+    /// and in each of `formats` the tables of [`OUTPUT_FILES`] (`ranges`, `kernels`,
+    /// `transfers`, `stats`), `pm` when the report has PM sampling and the probe tables when
+    /// it probed ([`parquet::tables`] names the Parquet files).
+    pub fn write_all_as(&self, dir: impl AsRef<std::path::Path>, formats: OutputFormats) -> crate::error::Result<()> {
+        use parquet::tables as pq;
         let dir = dir.as_ref();
         std::fs::create_dir_all(dir).map_err(|e| crate::error::Error::io(dir, e))?;
-        self.write_csv(dir.join("ranges.csv"))?;
-        self.write_kernels_csv(dir.join("kernels.csv"))?;
-        self.write_transfers_csv(dir.join("transfers.csv"))?;
-        self.write_stats_csv(dir.join("stats.csv"))?;
+        if formats.csv {
+            self.write_csv(dir.join("ranges.csv"))?;
+            self.write_kernels_csv(dir.join("kernels.csv"))?;
+            self.write_transfers_csv(dir.join("transfers.csv"))?;
+            self.write_stats_csv(dir.join("stats.csv"))?;
+        }
+        if formats.parquet {
+            self.write_ranges_parquet(dir.join(pq::RANGES_PARQUET))?;
+            self.write_kernels_parquet(dir.join(pq::KERNELS_PARQUET))?;
+            self.write_transfers_parquet(dir.join(pq::TRANSFERS_PARQUET))?;
+            self.write_stats_parquet(dir.join(pq::STATS_PARQUET))?;
+        }
         self.write_json(dir.join("report.json"))?;
         if self.pm.is_some() {
-            self.write_pm_csv(dir.join(PM_CSV))?;
+            if formats.csv {
+                self.write_pm_csv(dir.join(PM_CSV))?;
+            }
+            if formats.parquet {
+                self.write_pm_parquet(dir.join(pq::PM_PARQUET))?;
+            }
         }
         if !self.device_timers.is_empty() {
             self.write_regions_csv(dir.join(device_timers::REGIONS_CSV))?;
         }
         if !self.probes.is_empty() {
-            probes::write_probe_csvs(dir, &self.probes)?;
+            if formats.csv {
+                probes::write_probe_csvs(dir, &self.probes)?;
+            }
+            if formats.parquet {
+                pq::write_probe_parquets(dir, &self.probes)?;
+            }
             self.write_probe_trace(dir.join(probe_trace::PROBE_TRACE_JSON))?;
         }
         self.write_chrome_trace(dir.join("trace.json"))

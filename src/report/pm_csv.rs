@@ -4,8 +4,7 @@
 //! missing), then records written by serde through the `csv` crate. A metric with no sample
 //! over a row's interval has blank value columns, never 0.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::Path;
 
 use ::csv::{QuoteStyle, WriterBuilder};
@@ -121,8 +120,6 @@ impl Report {
 
     /// Writes `pm.csv` to a file.
     pub fn write_pm_csv(&self, path: impl AsRef<Path>) -> Result<()> {
-        let path = path.as_ref();
-        let file = File::create(path).map_err(|e| Error::io(path, e))?;
-        self.write_pm_csv_to(BufWriter::new(file))
+        crate::report::csv::write_file(path.as_ref(), |out| self.write_pm_csv_to(out))
     }
 }

@@ -300,9 +300,10 @@ impl Report {
         }
     }
 
-    /// The probe columns of kernels.csv: `(header, value per kernel row)`; none when the
-    /// session probed nothing.
-    pub(crate) fn probe_columns(&self) -> Vec<(String, Vec<String>)> {
+    /// The probe columns of kernels.csv (and kernels.parquet): `(header, value per kernel
+    /// row)`; none when the session probed nothing. A kernel row without a probed launch, or
+    /// a launch without the value, is `None` (blank).
+    pub(crate) fn probe_columns(&self) -> Vec<(String, ProbeValues)> {
         if self.probes.is_empty() {
             return Vec::new();
         }
@@ -319,11 +320,11 @@ impl Report {
         let mut columns = vec![
             (
                 "probe_status".to_string(),
-                (0..n).map(|i| launch(i).map(|l| l.status.clone()).unwrap_or_default()).collect(),
+                ProbeValues::Text((0..n).map(|i| launch(i).map(|l| l.status.clone())).collect()),
             ),
             (
                 "probe_source".to_string(),
-                (0..n).map(|i| launch(i).and_then(|l| l.source.clone()).unwrap_or_default()).collect(),
+                ProbeValues::Text((0..n).map(|i| launch(i).and_then(|l| l.source.clone())).collect()),
             ),
         ];
         let totals: Vec<BTreeMap<(&str, &str), u64>> = (0..n)
@@ -334,22 +335,39 @@ impl Report {
             })
             .collect();
         for (probe, field) in &fields {
-            let values = totals
-                .iter()
-                .map(|m| m.get(&(probe.as_str(), field.as_str())).map(u64::to_string).unwrap_or_default())
-                .collect();
-            columns.push((format!("probe.{probe}.{field}"), values));
+            let values = totals.iter().map(|m| m.get(&(probe.as_str(), field.as_str())).copied()).collect();
+            columns.push((format!("probe.{probe}.{field}"), ProbeValues::Count(values)));
         }
         columns.push((
             "probe_blocks_inside_kernel".to_string(),
-            (0..n)
-                .map(|i| launch(i).and_then(|l| l.blocks_inside_kernel).map(|b| b.to_string()).unwrap_or_default())
-                .collect(),
+            ProbeValues::Flag((0..n).map(|i| launch(i).and_then(|l| l.blocks_inside_kernel)).collect()),
         ));
         columns.push((
             "probe_variant".to_string(),
-            (0..n).map(|i| launch(i).and_then(|l| l.variant).map(|v| v.to_string()).unwrap_or_default()).collect(),
+            ProbeValues::Count((0..n).map(|i| launch(i).and_then(|l| l.variant).map(u64::from)).collect()),
         ));
         columns
+    }
+}
+
+/// One probe column of the kernel table, typed: one value per kernel row.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ProbeValues {
+    /// `probe_status`.
+    Text(Vec<Option<String>>),
+    /// Totals and the variant.
+    Count(Vec<Option<u64>>),
+    /// `probe_blocks_inside_kernel`.
+    Flag(Vec<Option<bool>>),
+}
+
+impl ProbeValues {
+    /// Row `row` as the CSV writes it (blank when `None`).
+    pub fn text(&self, row: usize) -> String {
+        match self {
+            ProbeValues::Text(v) => v[row].clone().unwrap_or_default(),
+            ProbeValues::Count(v) => v[row].map(|x| x.to_string()).unwrap_or_default(),
+            ProbeValues::Flag(v) => v[row].map(|x| x.to_string()).unwrap_or_default(),
+        }
     }
 }

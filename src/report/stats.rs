@@ -300,12 +300,7 @@ impl Report {
     pub fn write_stats_csv_to<W: Write>(&self, mut out: W) -> Result<()> {
         const WHAT: &str = "statistics CSV";
         self.write_metadata(&mut out, "statistics", WHAT)?;
-        writeln!(
-            out,
-            "# statistics: percentiles by nearest rank (value at rank ceil(p*n/100) of n ascending \
-             values); share_pct of the sum over top-level ranges (range) or all kernels (kernel)"
-        )
-        .map_err(|e| Error::Serialize { what: WHAT, message: e.to_string() })?;
+        writeln!(out, "# {STATS_NOTE}").map_err(|e| Error::Serialize { what: WHAT, message: e.to_string() })?;
         let mut w = RecordWriter::new(out, WHAT);
         w.header(STATS_COLUMNS)?;
         let stats = self.stats();
@@ -333,6 +328,10 @@ impl Report {
         write_file(path.as_ref(), |out| self.write_stats_csv_to(out))
     }
 }
+
+/// The metadata line the statistics table adds to the report's.
+pub const STATS_NOTE: &str = "statistics: percentiles by nearest rank (value at rank ceil(p*n/100) of n ascending \
+     values); share_pct of the sum over top-level ranges (range) or all kernels (kernel)";
 
 /// Columns of the statistics CSV.
 pub const STATS_COLUMNS: [&str; 13] = [

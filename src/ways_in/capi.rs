@@ -236,11 +236,14 @@ pub unsafe extern "C" fn gmprof_init(options: *const Options) -> Status {
         // layout (and programs built against the older header) unchanged.
         builder = builder.pm_sampling(crate::capture::pm_sampling::PmSamplingConfig::from_env().map_err(fail)?);
         let profiler = builder.build().map_err(fail)?;
+        // The table formats, like PM sampling, come through the environment (GMPROF_FORMAT);
+        // checked before a directory is claimed.
+        let formats = crate::report::OutputFormats::from_env().map_err(fail)?;
         // Each process gets its own directory (ranks, workers, a second run): never an overwrite.
         let out = PathBuf::from(out.unwrap_or_else(|| "gmprof-out".into()));
         let dir = crate::ways_in::layout::claim_for_process(&out, &|k: &str| std::env::var(k).ok()).map_err(fail)?;
         *OUTPUT_DIR.lock() = CString::new(dir.as_os_str().as_encoded_bytes()).ok();
-        let outputs = std::sync::Arc::new(Outputs::new(dir));
+        let outputs = std::sync::Arc::new(Outputs::with_formats(dir, formats));
         install_exit_hooks();
         let settings = EndSettings::from_lookup(|k| std::env::var(k).ok()).map_err(fail)?;
         if let Some(every) = settings.checkpoint_every {

@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use crate::capture::profiler::Profiler;
 use crate::error::Result;
 use crate::model::RunEnd;
-use crate::report::Report;
+use crate::report::{OutputFormats, Report};
 
 /// How checkpoints and signals are set up, from `GMPROF_CHECKPOINT_SECS`, `GMPROF_SIGNALS` and
 /// `GMPROF_SIGNAL_TIMEOUT_SECS`: read the same way by the injected library and the C ABI.
@@ -64,15 +64,31 @@ pub fn next_wait(every: Duration, last_took: Duration) -> Duration {
 #[derive(Debug)]
 pub struct Outputs {
     dir: PathBuf,
+    formats: OutputFormats,
     /// Held while writing; true once the final outputs are written.
     finished: Mutex<bool>,
     checkpoints: AtomicU64,
 }
 
 impl Outputs {
-    /// Outputs into `dir`.
+    /// Outputs into `dir`, in the formats of `GMPROF_FORMAT` (CSV and Parquet when unset; a
+    /// value that is not a list of formats is warned about and the default written).
     pub fn new(dir: PathBuf) -> Self {
-        Self { dir, finished: Mutex::new(false), checkpoints: AtomicU64::new(0) }
+        let formats = OutputFormats::from_env().unwrap_or_else(|e| {
+            tracing::warn!("gmprof: {e}; writing {}", OutputFormats::default());
+            OutputFormats::default()
+        });
+        Self::with_formats(dir, formats)
+    }
+
+    /// Outputs into `dir` in `formats`.
+    pub fn with_formats(dir: PathBuf, formats: OutputFormats) -> Self {
+        Self { dir, formats, finished: Mutex::new(false), checkpoints: AtomicU64::new(0) }
+    }
+
+    /// The table formats written.
+    pub fn formats(&self) -> OutputFormats {
+        self.formats
     }
 
     /// The directory.
@@ -98,7 +114,7 @@ impl Outputs {
         if *finished {
             return Ok(false);
         }
-        with_device_timers(report, crate::device_timers::collected()).write_all(&self.dir)?;
+        with_device_timers(report, crate::device_timers::collected()).write_all_as(&self.dir, self.formats)?;
         self.checkpoints.fetch_add(1, Ordering::AcqRel);
         tracing::debug!(dir = %self.dir.display(), kernels = report.kernels.len(), "gmprof: checkpoint written");
         Ok(true)
@@ -107,7 +123,7 @@ impl Outputs {
     /// Writes the final outputs; later checkpoints write nothing.
     pub fn write_final(&self, report: &Report) -> Result<()> {
         let mut finished = self.finished.lock();
-        with_device_timers(report, crate::device_timers::take_all()).write_all(&self.dir)?;
+        with_device_timers(report, crate::device_timers::take_all()).write_all_as(&self.dir, self.formats)?;
         *finished = true;
         Ok(())
     }

@@ -193,6 +193,12 @@ pub fn write_outputs(dir: &Path, joined: bool) -> Result<Option<(usize, usize)>>
     if let Some(why) = &out.sass_off {
         eprintln!("gmprof: probes: {why}; kernels without PTX are not probed");
     }
+    if crate::report::OutputFormats::from_env().unwrap_or_default().parquet {
+        crate::report::parquet::tables::write_probe_kernels_parquet(dir, &out.kernels)?;
+        if let Some(sass) = &out.sass {
+            crate::report::parquet::tables::write_sass_hot_parquet(dir, &sass.hot)?;
+        }
+    }
     if !joined || out.launches.is_empty() {
         crate::report::probes::write_probe_csvs(dir, &out.launches)?;
         let trace = crate::report::probe_trace::globaltimer_probe_trace(&crate::device_timers::collected());

@@ -1,0 +1,129 @@
+//! `gmprof merge`: the processes under an output root read one at a time, merged, and the
+//! merge's files written.
+//!
+//! Layer 3. [`merge_dir_with`] finds the process directories ([`result_dirs`]), reads each
+//! one's range times ([`RankRanges::read`]: `ranges.parquet`'s few columns, or `report.json`
+//! when there is no Parquet) and folds it into a [`MergeBuilder`] before the next is read,
+//! so memory grows with range paths × processes and steps × processes (the numbers the
+//! merged tables hold), never with kernels: 512 ranks of 200 000 kernels each merge in
+//! seconds (BENCHMARKS.md). Then `merged.csv` (per range path, the spread across
+//! processes), `merged_kernels.csv` (the same per kernel name), `stragglers.csv` ([`crate::report::stragglers`]), `trace-index.json` and
+//! `merged-trace.json` of a few ranks ([`crate::report::merge_trace`]).
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::report::merge::{
+    result_dirs, MergeBuilder, MergeOptions, Merged, MERGED_CSV, MERGED_KERNELS_CSV, SCAN_DEPTH,
+};
+use crate::report::rank_ranges::{RankRanges, RANK_FILES};
+use crate::report::stragglers::STRAGGLERS_CSV;
+
+/// What `gmprof merge` wrote.
+#[derive(Clone, Debug)]
+pub struct MergeOutcome {
+    /// The merge.
+    pub merged: Merged,
+    /// The files written, in order.
+    pub files: Vec<PathBuf>,
+    /// What the merged trace holds, or why there is none.
+    pub trace_note: String,
+}
+
+/// Merges the processes under `root` with the default options; see [`merge_dir_with`].
+pub fn merge_dir(root: &Path) -> Result<Merged> {
+    merge_dir_with(root, &MergeOptions::default()).map(|o| o.merged)
+}
+
+/// Reads the processes under `root` one at a time (each process's `ranges.parquet` and
+/// `kernels.parquet`, or its `report.json` when it has no Parquet; dropped before the next is
+/// read), merges them and writes `root/merged.csv`, `root/merged_kernels.csv`,
+/// `root/stragglers.csv` (when a range repeats), `root/trace-index.json`
+/// and `root/merged-trace.json` of a few ranks ([`crate::report::merge_trace`]).
+pub fn merge_dir_with(root: &Path, options: &MergeOptions) -> Result<MergeOutcome> {
+    let dirs = result_dirs(root, &RANK_FILES);
+    if dirs.is_empty() {
+        return Err(Error::InvalidConfig(format!(
+            "{}: no report.json or ranges.parquet in it or in its subdirectories (to depth {SCAN_DEPTH}): \
+             point gmprof merge at the output directory of a run (gmprof run --out)",
+            root.display()
+        )));
+    }
+    let mut builder = MergeBuilder::new(options);
+    for dir in &dirs {
+        let rank = RankRanges::read(root, dir)?;
+        builder.add(&rank)?;
+    }
+    let merged = builder.finish();
+    let mut files = vec![root.join(MERGED_CSV), root.join(MERGED_KERNELS_CSV)];
+    merged.write_csv(&files[0])?;
+    merged.write_kernels_csv(&files[1])?;
+    if let Some(steps) = &merged.steps {
+        files.push(root.join(STRAGGLERS_CSV));
+        steps.write_csv(root.join(STRAGGLERS_CSV))?;
+    }
+    let (index, trace_note) = crate::report::merge_trace::write_traces(root, &dirs, &merged, options)?;
+    files.extend(index);
+    Ok(MergeOutcome { merged, files, trace_note })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::merge::tests::{rank_report, totals};
+
+    #[test]
+    fn merge_gives_min_median_max_and_the_slowest_rank() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        for (dir, scale) in [("node7-0", 1.0), ("node7-1", 1.5), ("node8-2", 0.5)] {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+            rank_report(scale, "NVIDIA H200").write_json(root.join(dir).join("report.json")).unwrap();
+        }
+        let merged = merge_dir(root).unwrap();
+        assert_eq!(merged.processes, ["node7-0", "node7-1", "node8-2"]);
+        let base = rank_report(1.0, "x");
+        let step = totals(&base, "train_step").expect("the golden report times train_step");
+        let row = merged.rows.iter().find(|r| r.path == "train_step").unwrap();
+        assert_eq!(row.instances, [2, 2, 2]);
+        let scaled = |scale: f64| totals(&rank_report(scale, "x"), "train_step");
+        assert_eq!(row.gpu_time_ns, [Some(step), scaled(1.5), scaled(0.5)]);
+        assert_eq!(row.min_ns, row.gpu_time_ns[2]);
+        assert_eq!(row.median_ns, Some(step));
+        assert_eq!(row.max_ns, row.gpu_time_ns[1]);
+        assert!(row.max_ns.unwrap() > step && row.min_ns.unwrap() < step);
+        assert_eq!(row.slowest.as_deref(), Some("node7-1"));
+        // Paths keep the order of the first report.
+        let first: Vec<&str> = merged.rows.iter().map(|r| r.path.as_str()).collect();
+        let mut expected: Vec<&str> = Vec::new();
+        for r in &base.ranges {
+            if !expected.contains(&r.path.as_str()) {
+                expected.push(&r.path);
+            }
+        }
+        assert_eq!(first, expected);
+
+        let csv = std::fs::read_to_string(root.join(MERGED_CSV)).unwrap();
+        let mut lines = csv.lines();
+        assert_eq!(
+            lines.next().unwrap(),
+            "\"path\",\"processes\",\"measured\",\"min_gpu_time_ns\",\"median_gpu_time_ns\",\"max_gpu_time_ns\",\"slowest\",\"gpu_time_ns[node7-0]\",\"gpu_time_ns[node7-1]\",\"gpu_time_ns[node8-2]\""
+        );
+        let step_line = csv.lines().find(|l| l.starts_with("\"train_step\",")).unwrap();
+        let (lo, hi) = (row.min_ns.unwrap(), row.max_ns.unwrap());
+        assert_eq!(step_line, format!("\"train_step\",3,3,{lo},{step},{hi},\"node7-1\",{step},{hi},{lo}"));
+        let text = merged.to_string();
+        assert!(text.contains("#   node7-1: NVIDIA H200"), "{text}");
+        assert!(
+            text.lines().any(|l| l.starts_with("train_step ") && l.contains("3/3") && l.ends_with("node7-1")),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn merging_an_empty_directory_says_so() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = merge_dir(tmp.path()).unwrap_err().to_string();
+        assert!(e.contains("no report.json or ranges.parquet"), "{e}");
+    }
+}

@@ -1,0 +1,277 @@
+//! Parquet exporters: the CSV tables as typed columns, for DuckDB, Polars, pandas and Spark.
+//!
+//! Layer 3 (the safe profiler), report output, beside [`crate::report::csv`]. Each table
+//! that has a CSV file has a Parquet file of the same name (`kernels.parquet` beside
+//! `kernels.csv`) with the same columns in the same order and the same values:
+//!
+//! - **Types.** Every integer column is `Int64` (signed, as Spark and every SQL engine read
+//!   them), the grid and block axes are `Int32`, measured quantities that are not whole
+//!   (metrics, bandwidths, means, shares) are `Float64`, flags are `Boolean`, and names and
+//!   enumerations (status, time source, granularity) are UTF-8 strings.
+//! - **Nulls.** A value the CSV leaves blank (not measured, not applicable) is null, never 0;
+//!   a column the CSV never leaves blank is declared not null.
+//! - **Metadata.** The lines of the CSV file's `# ` header go into the file's key-value
+//!   metadata as `gmprof.header` (one line each, in order), the table's name as
+//!   `gmprof.table`, and the report's whole metadata ([`crate::report::ReportMeta`], as in
+//!   `report.json`) as `gmprof.meta` (JSON), so a directory's Parquet files can be read and
+//!   merged without `report.json`. The same keys are the Arrow schema's metadata, which is
+//!   where pyarrow and Polars show them.
+//! - **Layout.** ZSTD compression, row groups of [`ROW_GROUP_ROWS`] rows, written atomically
+//!   like the CSV files (beside the target, then renamed).
+//!
+//! [`ParquetRows`] writes one table a row at a time, mirroring [`crate::report::csv`]'s
+//! `RecordWriter`; [`tables`] holds the tables of a [`crate::report::Report`];
+//! [`read`] reads files back (key-value metadata, whole tables, chosen columns).
+
+pub mod read;
+pub mod tables;
+
+use std::io::Write;
+use std::sync::Arc;
+
+use arrow_array::builder::{BooleanBuilder, Float64Builder, Int32Builder, Int64Builder, StringBuilder};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
+
+use crate::error::{Error, Result};
+
+/// Rows per row group (and per record batch handed to the writer).
+pub const ROW_GROUP_ROWS: usize = 128 * 1024;
+
+/// Key-value metadata key: the table's name (`per-kernel report`).
+pub const KEY_TABLE: &str = "gmprof.table";
+/// Key-value metadata key: the CSV file's `# ` header lines, joined by line breaks.
+pub const KEY_HEADER: &str = "gmprof.header";
+/// Key-value metadata key: the report's metadata as JSON (`report.json`'s `meta`).
+pub const KEY_META: &str = "gmprof.meta";
+
+/// A column's type in a gmprof Parquet file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColumnType {
+    /// Whole numbers (counts, ids, ns, bytes).
+    Int64,
+    /// Grid and block axes.
+    Int32,
+    /// Measured quantities that are not whole.
+    Float64,
+    /// Flags.
+    Bool,
+    /// Names and enumerations.
+    Text,
+}
+
+impl ColumnType {
+    fn data_type(self) -> DataType {
+        match self {
+            ColumnType::Int64 => DataType::Int64,
+            ColumnType::Int32 => DataType::Int32,
+            ColumnType::Float64 => DataType::Float64,
+            ColumnType::Bool => DataType::Boolean,
+            ColumnType::Text => DataType::Utf8,
+        }
+    }
+}
+
+/// One column of a table: name, type, and whether it may be null.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Column {
+    /// The column's name (the CSV header's).
+    pub name: String,
+    /// Its type.
+    pub ty: ColumnType,
+    /// Whether a value may be missing (blank in the CSV).
+    pub nullable: bool,
+}
+
+impl Column {
+    /// A column that may be null.
+    pub fn null(name: impl Into<String>, ty: ColumnType) -> Self {
+        Self { name: name.into(), ty, nullable: true }
+    }
+
+    /// A column that is never null.
+    pub fn required(name: impl Into<String>, ty: ColumnType) -> Self {
+        Self { name: name.into(), ty, nullable: false }
+    }
+}
+
+enum Builder {
+    Int64(Int64Builder),
+    Int32(Int32Builder),
+    Float64(Float64Builder),
+    Bool(BooleanBuilder),
+    Text(StringBuilder),
+}
+
+impl Builder {
+    fn new(ty: ColumnType) -> Self {
+        match ty {
+            ColumnType::Int64 => Builder::Int64(Int64Builder::with_capacity(ROW_GROUP_ROWS)),
+            ColumnType::Int32 => Builder::Int32(Int32Builder::with_capacity(ROW_GROUP_ROWS)),
+            ColumnType::Float64 => Builder::Float64(Float64Builder::with_capacity(ROW_GROUP_ROWS)),
+            ColumnType::Bool => Builder::Bool(BooleanBuilder::with_capacity(ROW_GROUP_ROWS)),
+            ColumnType::Text => Builder::Text(StringBuilder::new()),
+        }
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        match self {
+            Builder::Int64(b) => Arc::new(b.finish()),
+            Builder::Int32(b) => Arc::new(b.finish()),
+            Builder::Float64(b) => Arc::new(b.finish()),
+            Builder::Bool(b) => Arc::new(b.finish()),
+            Builder::Text(b) => Arc::new(b.finish()),
+        }
+    }
+}
+
+/// Writes one table to Parquet a row at a time: one call per column, in schema order, then
+/// [`ParquetRows::end_row`]; [`ParquetRows::finish`] writes the footer.
+pub struct ParquetRows<W: Write + Send> {
+    columns: Vec<Column>,
+    schema: SchemaRef,
+    builders: Vec<Builder>,
+    column: usize,
+    rows: usize,
+    writer: ArrowWriter<W>,
+    what: &'static str,
+}
+
+impl<W: Write + Send> ParquetRows<W> {
+    /// A writer of `columns` into `out`, with `metadata` as the file's key-value metadata.
+    pub fn new(out: W, columns: Vec<Column>, metadata: Vec<(String, String)>, what: &'static str) -> Result<Self> {
+        let fields: Vec<Field> = columns.iter().map(|c| Field::new(&c.name, c.ty.data_type(), c.nullable)).collect();
+        // In the Arrow schema too: readers that take the schema from `ARROW:schema` (pyarrow,
+        // Polars) show it as the schema's metadata.
+        let schema = Arc::new(Schema::new_with_metadata(fields, metadata.iter().cloned().collect()));
+        let level = ZstdLevel::try_new(1).map_err(|e| parquet_error(what, e))?;
+        let props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(level))
+            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+            .set_created_by(format!("gmprof {}", env!("CARGO_PKG_VERSION")))
+            .set_key_value_metadata(Some(metadata.into_iter().map(|(k, v)| KeyValue::new(k, v)).collect()))
+            .build();
+        let writer = ArrowWriter::try_new(out, schema.clone(), Some(props)).map_err(|e| parquet_error(what, e))?;
+        let builders = columns.iter().map(|c| Builder::new(c.ty)).collect();
+        Ok(Self { columns, schema, builders, column: 0, rows: 0, writer, what })
+    }
+
+    fn next(&mut self, wanted: ColumnType) -> Result<&mut Builder> {
+        let Some(column) = self.columns.get(self.column) else {
+            return Err(Error::InvalidState(format!(
+                "{}: more values than the {} columns",
+                self.what,
+                self.columns.len()
+            )));
+        };
+        if column.ty != wanted {
+            return Err(Error::InvalidState(format!(
+                "{}: column {} is {:?}, not {wanted:?} (a bug in gmprof)",
+                self.what, column.name, column.ty
+            )));
+        }
+        self.column += 1;
+        Ok(&mut self.builders[self.column - 1])
+    }
+
+    /// An `Int64` value from an unsigned one; a value past `i64::MAX` is an error.
+    pub fn u64(&mut self, value: Option<u64>) -> Result<()> {
+        let name = self.columns.get(self.column).map(|c| c.name.clone()).unwrap_or_default();
+        let value = value
+            .map(|v| {
+                i64::try_from(v).map_err(|_| Error::Serialize {
+                    what: self.what,
+                    message: format!("{name}: {v} does not fit a signed 64-bit integer"),
+                })
+            })
+            .transpose()?;
+        self.i64(value)
+    }
+
+    /// An `Int64` value.
+    pub fn i64(&mut self, value: Option<i64>) -> Result<()> {
+        match self.next(ColumnType::Int64)? {
+            Builder::Int64(b) => b.append_option(value),
+            _ => unreachable!("checked by next"),
+        }
+        Ok(())
+    }
+
+    /// An `Int32` value.
+    pub fn i32(&mut self, value: Option<i32>) -> Result<()> {
+        match self.next(ColumnType::Int32)? {
+            Builder::Int32(b) => b.append_option(value),
+            _ => unreachable!("checked by next"),
+        }
+        Ok(())
+    }
+
+    /// A `Float64` value.
+    pub fn f64(&mut self, value: Option<f64>) -> Result<()> {
+        match self.next(ColumnType::Float64)? {
+            Builder::Float64(b) => b.append_option(value),
+            _ => unreachable!("checked by next"),
+        }
+        Ok(())
+    }
+
+    /// A `Boolean` value.
+    pub fn bool(&mut self, value: Option<bool>) -> Result<()> {
+        match self.next(ColumnType::Bool)? {
+            Builder::Bool(b) => b.append_option(value),
+            _ => unreachable!("checked by next"),
+        }
+        Ok(())
+    }
+
+    /// A text value.
+    pub fn text(&mut self, value: Option<&str>) -> Result<()> {
+        match self.next(ColumnType::Text)? {
+            Builder::Text(b) => b.append_option(value),
+            _ => unreachable!("checked by next"),
+        }
+        Ok(())
+    }
+
+    /// Ends a row (every column must have had its value).
+    pub fn end_row(&mut self) -> Result<()> {
+        if self.column != self.columns.len() {
+            return Err(Error::InvalidState(format!(
+                "{}: a row of {} values for {} columns (a bug in gmprof)",
+                self.what,
+                self.column,
+                self.columns.len()
+            )));
+        }
+        self.column = 0;
+        self.rows += 1;
+        if self.rows % ROW_GROUP_ROWS == 0 {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        let arrays: Vec<ArrayRef> = self.builders.iter_mut().map(Builder::finish).collect();
+        if arrays.first().is_some_and(|a| a.is_empty()) {
+            return Ok(());
+        }
+        let batch = RecordBatch::try_new(self.schema.clone(), arrays).map_err(|e| parquet_error(self.what, e))?;
+        self.writer.write(&batch).map_err(|e| parquet_error(self.what, e))
+    }
+
+    /// Writes what is left and the footer; returns the number of rows.
+    pub fn finish(mut self) -> Result<usize> {
+        self.flush()?;
+        self.writer.close().map_err(|e| parquet_error(self.what, e))?;
+        Ok(self.rows)
+    }
+}
+
+pub(crate) fn parquet_error(what: &'static str, error: impl std::fmt::Display) -> Error {
+    Error::Serialize { what, message: error.to_string() }
+}

@@ -1,0 +1,169 @@
+//! Reading gmprof's Parquet files back: key-value metadata, the report's metadata, and the
+//! values of chosen columns, one record batch at a time.
+//!
+//! Errors name the file and say what to do: a file that is not Parquet (or was cut short by a
+//! copy) cannot have its footer read; a file without `gmprof.meta` was not written by gmprof;
+//! a column the caller needs that the file lacks is named.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::Path;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float64Type, Int32Type, Int64Type};
+use arrow_array::{Array, RecordBatch};
+use arrow_schema::DataType;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::ProjectionMask;
+
+use super::{KEY_META, ROW_GROUP_ROWS};
+use crate::error::{Error, Result};
+use crate::report::ReportMeta;
+
+fn unreadable(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::InvalidConfig(format!(
+        "{}: not a readable Parquet file ({e}); it may be truncated or not written by gmprof: \
+         write it again (gmprof writes Parquet files whole, through a rename), or remove it",
+        path.display()
+    ))
+}
+
+fn builder(path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| unreadable(path, e))
+}
+
+/// The key-value metadata of the Parquet file at `path`.
+pub fn key_values(path: &Path) -> Result<HashMap<String, String>> {
+    let b = builder(path)?;
+    Ok(b.metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .map(|kv| kv.iter().filter_map(|k| Some((k.key.clone(), k.value.clone()?))).collect())
+        .unwrap_or_default())
+}
+
+/// The number of rows of the Parquet file at `path` (from its footer; no data is read).
+pub fn row_count(path: &Path) -> Result<u64> {
+    let b = builder(path)?;
+    Ok(b.metadata().file_metadata().num_rows().max(0) as u64)
+}
+
+/// The report metadata (`gmprof.meta`) of a gmprof Parquet table.
+pub fn report_meta(path: &Path) -> Result<ReportMeta> {
+    let kv = key_values(path)?;
+    let json = kv.get(KEY_META).ok_or_else(|| {
+        Error::InvalidConfig(format!(
+            "{}: no '{KEY_META}' key-value metadata: not a gmprof table (gmprof's Parquet files carry the \
+             report's metadata)",
+            path.display()
+        ))
+    })?;
+    serde_json::from_str(json).map_err(|e| {
+        Error::InvalidConfig(format!("{}: '{KEY_META}' is not a gmprof report's metadata: {e}", path.display()))
+    })
+}
+
+/// Reads `columns` of the Parquet file at `path`, one record batch (about one row group) at
+/// a time, in the order asked; an error names a column the file lacks.
+pub fn batches(path: &Path, columns: &[&str]) -> Result<ColumnBatches> {
+    let b = builder(path)?;
+    let schema = b.schema().clone();
+    let mut indices = Vec::with_capacity(columns.len());
+    for name in columns {
+        let index = schema.index_of(name).map_err(|_| {
+            Error::InvalidConfig(format!(
+                "{}: no column '{name}' (a table of another gmprof version, or another table?)",
+                path.display()
+            ))
+        })?;
+        indices.push(index);
+    }
+    // The projection keeps file order; remember where each asked column lands.
+    let mut sorted = indices.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let order = indices.iter().map(|i| sorted.binary_search(i).unwrap_or(0)).collect();
+    let mask = ProjectionMask::roots(b.parquet_schema(), sorted.iter().copied());
+    let reader = b.with_projection(mask).with_batch_size(ROW_GROUP_ROWS).build().map_err(|e| unreadable(path, e))?;
+    Ok(ColumnBatches { path: path.to_owned(), reader, order })
+}
+
+/// Record batches of chosen columns; see [`batches`].
+pub struct ColumnBatches {
+    path: std::path::PathBuf,
+    reader: ParquetRecordBatchReader,
+    order: Vec<usize>,
+}
+
+impl Iterator for ColumnBatches {
+    type Item = Result<Columns>;
+    fn next(&mut self) -> Option<Self::Item> {
+        let batch = self.reader.next()?;
+        Some(batch.map_err(|e| unreadable(&self.path, e)).map(|b| Columns { batch: b, order: self.order.clone() }))
+    }
+}
+
+/// One batch of the asked columns, addressed by their position in the request.
+pub struct Columns {
+    batch: RecordBatch,
+    order: Vec<usize>,
+}
+
+impl Columns {
+    /// Rows in the batch.
+    pub fn len(&self) -> usize {
+        self.batch.num_rows()
+    }
+
+    /// Whether the batch has no rows.
+    pub fn is_empty(&self) -> bool {
+        self.batch.num_rows() == 0
+    }
+
+    fn column(&self, i: usize) -> &dyn Array {
+        self.batch.column(self.order[i]).as_ref()
+    }
+
+    /// Asked column `i`, row `row`, as an integer (`Int64` or `Int32`); `None` when null.
+    pub fn int(&self, i: usize, row: usize) -> Result<Option<i64>> {
+        let c = self.column(i);
+        if c.is_null(row) {
+            return Ok(None);
+        }
+        match c.data_type() {
+            DataType::Int64 => Ok(Some(c.as_primitive::<Int64Type>().value(row))),
+            DataType::Int32 => Ok(Some(c.as_primitive::<Int32Type>().value(row).into())),
+            other => Err(self.wrong_type(i, other, "an integer")),
+        }
+    }
+
+    /// Asked column `i`, row `row`, as a float; `None` when null.
+    pub fn float(&self, i: usize, row: usize) -> Result<Option<f64>> {
+        let c = self.column(i);
+        if c.is_null(row) {
+            return Ok(None);
+        }
+        match c.data_type() {
+            DataType::Float64 => Ok(Some(c.as_primitive::<Float64Type>().value(row))),
+            other => Err(self.wrong_type(i, other, "a float")),
+        }
+    }
+
+    /// Asked column `i`, row `row`, as text; `None` when null.
+    pub fn text(&self, i: usize, row: usize) -> Result<Option<&str>> {
+        let c = self.column(i);
+        if c.is_null(row) {
+            return Ok(None);
+        }
+        match c.data_type() {
+            DataType::Utf8 => Ok(Some(c.as_string::<i32>().value(row))),
+            other => Err(self.wrong_type(i, other, "text")),
+        }
+    }
+
+    fn wrong_type(&self, i: usize, found: &DataType, wanted: &str) -> Error {
+        let name = self.batch.schema().field(self.order[i]).name().clone();
+        Error::InvalidConfig(format!("column '{name}' is {found}, not {wanted} (a table of another gmprof version?)"))
+    }
+}

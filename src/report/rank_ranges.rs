@@ -1,0 +1,204 @@
+//! What `gmprof merge` reads of one process (a rank): its report's metadata, per range row
+//! the path, depth, instance, GPU time and wall time, and per kernel name the launches and
+//! total kernel time; nothing else.
+//!
+//! Layer 3, input of [`crate::report::merge`]. A directory with `ranges.parquet` is read
+//! from its Parquet files alone: those columns of `ranges.parquet` with the file's
+//! `gmprof.meta` key-value metadata, and `kernel_name` and `duration_ns` of
+//! `kernels.parquet`, one row group at a time, folded into one total per kernel name. That
+//! is what keeps a merge of hundreds of ranks in bounded memory ([`crate::report::merge`]).
+//! A directory with only `report.json` (a run written before Parquet, or with `--format
+//! csv`) is read whole and dropped once its totals are taken.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::report::parquet::read;
+use crate::report::parquet::tables::{KERNELS_PARQUET, RANGES_PARQUET};
+use crate::report::{Report, ReportMeta};
+
+/// The files a process directory is recognised by (either is enough).
+pub const RANK_FILES: [&str; 2] = ["report.json", RANGES_PARQUET];
+
+/// One range row's times.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RangeTimes {
+    /// The range path.
+    pub path: String,
+    /// Nesting depth (0 = the root row).
+    pub depth: u32,
+    /// The instance of the path.
+    pub instance: u32,
+    /// GPU time, ns (`None`: not measured).
+    pub gpu_time_ns: Option<u64>,
+    /// Wall time, ns (`None`: not measured).
+    pub wall_time_ns: Option<u64>,
+}
+
+/// One kernel name's launches and time in one process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelTotal {
+    /// The demangled name (`None`: the name was not recorded).
+    pub name: Option<String>,
+    /// Kernel rows with the name.
+    pub launches: u64,
+    /// Σ `duration_ns` of those with a duration (`None`: none had one).
+    pub duration_ns: Option<u64>,
+}
+
+/// Folds kernel rows into [`KernelTotal`]s, in order of first appearance.
+#[derive(Default)]
+struct KernelFold {
+    totals: Vec<KernelTotal>,
+    named: std::collections::HashMap<String, usize>,
+    unnamed: Option<usize>,
+}
+
+impl KernelFold {
+    fn add(&mut self, name: Option<&str>, duration_ns: Option<u64>) {
+        // Looked up by &str: no allocation per row, only per new name.
+        let known = match name {
+            Some(n) => self.named.get(n).copied(),
+            None => self.unnamed,
+        };
+        let i = match known {
+            Some(i) => i,
+            None => {
+                let i = self.totals.len();
+                self.totals.push(KernelTotal { name: name.map(str::to_owned), launches: 0, duration_ns: None });
+                match name {
+                    Some(n) => {
+                        self.named.insert(n.to_owned(), i);
+                    }
+                    None => self.unnamed = Some(i),
+                }
+                i
+            }
+        };
+        let t = &mut self.totals[i];
+        t.launches += 1;
+        if let Some(d) = duration_ns {
+            t.duration_ns = Some(t.duration_ns.unwrap_or(0).saturating_add(d));
+        }
+    }
+}
+
+/// One process's range times, kernel totals and metadata.
+#[derive(Clone, Debug)]
+pub struct RankRanges {
+    /// The directory's path relative to the root (`node7-0`); for the root itself, its name.
+    pub label: String,
+    /// The directory.
+    pub dir: PathBuf,
+    /// The report's metadata.
+    pub meta: ReportMeta,
+    /// Its range rows, in the report's order.
+    pub ranges: Vec<RangeTimes>,
+    /// Per kernel name, in order of first launch; `None` when the directory has
+    /// `ranges.parquet` but no `kernels.parquet`.
+    pub kernels: Option<Vec<KernelTotal>>,
+    /// The file read: `ranges.parquet` or `report.json`.
+    pub source: &'static str,
+    /// The line saying the run ended with errors, when it did.
+    pub ending: Option<String>,
+}
+
+impl RankRanges {
+    /// Takes the range times of `report`.
+    pub fn of_report(label: String, dir: PathBuf, report: &Report) -> Self {
+        RankRanges {
+            label,
+            dir,
+            meta: report.meta.clone(),
+            ranges: report
+                .ranges
+                .iter()
+                .map(|r| RangeTimes {
+                    path: r.path.clone(),
+                    depth: r.depth,
+                    instance: r.instance,
+                    gpu_time_ns: r.gpu_time_ns,
+                    wall_time_ns: r.wall_time_ns,
+                })
+                .collect(),
+            kernels: Some({
+                let mut fold = KernelFold::default();
+                for k in &report.kernels {
+                    fold.add(k.kernel_name.as_deref(), k.duration_ns);
+                }
+                fold.totals
+            }),
+            source: "report.json",
+            ending: crate::report::summary::ending_line(report),
+        }
+    }
+
+    /// Reads the process directory `dir` (labelled relative to `root`): `ranges.parquet` when
+    /// it has one, else `report.json`.
+    pub fn read(root: &Path, dir: &Path) -> Result<Self> {
+        let label = label(root, dir);
+        let parquet = dir.join(RANGES_PARQUET);
+        if !parquet.is_file() {
+            let report = Report::read_json(dir.join("report.json"))?;
+            return Ok(Self::of_report(label, dir.to_owned(), &report));
+        }
+        let meta = read::report_meta(&parquet)?;
+        let mut ranges = Vec::new();
+        let int = |v: Option<i64>| v.and_then(|v| u64::try_from(v).ok());
+        for batch in read::batches(&parquet, &["path", "depth", "instance", "gpu_time_ns", "wall_time_ns"])? {
+            let b = batch?;
+            for row in 0..b.len() {
+                let path = b
+                    .text(0, row)?
+                    .ok_or_else(|| Error::InvalidConfig(format!("{}: row {row} has no path", parquet.display())))?;
+                ranges.push(RangeTimes {
+                    path: path.to_owned(),
+                    depth: int(b.int(1, row)?).unwrap_or(0) as u32,
+                    instance: int(b.int(2, row)?).unwrap_or(0) as u32,
+                    gpu_time_ns: int(b.int(3, row)?),
+                    wall_time_ns: int(b.int(4, row)?),
+                });
+            }
+        }
+        let kernel_file = dir.join(KERNELS_PARQUET);
+        let kernels = if kernel_file.is_file() {
+            let mut fold = KernelFold::default();
+            for batch in read::batches(&kernel_file, &["kernel_name", "duration_ns"])? {
+                let b = batch?;
+                for row in 0..b.len() {
+                    fold.add(b.text(0, row)?, int(b.int(1, row)?));
+                }
+            }
+            Some(fold.totals)
+        } else {
+            None
+        };
+        // Without the kernel rows, the failed-run line names no kernel in flight.
+        let shell = Report {
+            meta: meta.clone(),
+            ranges: Vec::new(),
+            kernels: Vec::new(),
+            transfers: Vec::new(),
+            pm: None,
+            device_timers: Vec::new(),
+            device_regions: Vec::new(),
+            probes: Vec::new(),
+        };
+        let ending = crate::report::summary::ending_line(&shell);
+        Ok(RankRanges { label, dir: dir.to_owned(), meta, ranges, kernels, source: RANGES_PARQUET, ending })
+    }
+}
+
+/// `dir`'s label under `root`: its relative path, or the root's own name for the root.
+pub fn label(root: &Path, dir: &Path) -> String {
+    let rel = dir.strip_prefix(root).unwrap_or(dir);
+    if rel.as_os_str().is_empty() {
+        // The root's own process (the program `gmprof run` started) is named by the root.
+        root.canonicalize()
+            .ok()
+            .and_then(|r| r.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| ".".to_owned())
+    } else {
+        rel.display().to_string()
+    }
+}
