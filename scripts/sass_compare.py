@@ -46,10 +46,10 @@ def family(name):
     n = name.lower()
     if "triton" in n:
         return "Triton"
-    if "gemm" in n or "cublas" in n or "xmma" in n or n.startswith("sm90_") or "cutlass" in n:
-        return "cuBLAS"
     if "fmha" in n or "flash" in n or "cudnn" in n or "attention" in n:
         return "attention"
+    if "gemm" in n or "cublas" in n or "xmma" in n or n.startswith(("sm90_", "nvjet")) or "cutlass" in n:
+        return "cuBLAS"
     if "at6native" in n or "at::native" in n or "_zn2at" in n:
         return "aten"
     return "other"
