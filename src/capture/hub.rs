@@ -344,6 +344,17 @@ pub(crate) fn watch_driver(hook: DriverHook, cbids: &[DriverCbid]) -> Result<()>
     reg.subscriber.watch_driver(hook, cbids)
 }
 
+/// Hands the cubin of every module loaded from now on to `handler`, on the pinned
+/// registration (an injected gmprof).
+pub(crate) fn watch_modules(handler: crate::checked::callback::ModuleHandler) -> Result<()> {
+    let registration = REGISTRATION.lock();
+    let reg = registration
+        .as_ref()
+        .filter(|r| r.pinned)
+        .ok_or_else(|| Error::InvalidState("SASS source lines need gmprof run (an injected gmprof)".into()))?;
+    reg.subscriber.watch_modules(handler)
+}
+
 /// Membership of one session; leaving happens in [`HubMembership::leave`] or on drop.
 #[must_use = "dropping the membership detaches the session from CUPTI"]
 pub(crate) struct HubMembership {

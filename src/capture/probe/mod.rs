@@ -236,7 +236,14 @@ pub fn install(config: ProbeConfig) -> Result<()> {
     }
     if config.sass != SassUse::Never && sass_fields {
         match SassState::new(config.sass_launches, config.sass_dump.clone()) {
-            Ok(s) => state.sass = Some(s),
+            Ok(mut s) => {
+                // Cubins for the hottest instructions' source lines; without them the lines
+                // are blank.
+                if let Err(e) = super::hub::watch_modules(std::sync::Arc::new(sass::on_module)) {
+                    s.failures.push(format!("source lines unavailable: {e}"));
+                }
+                state.sass = Some(s)
+            }
             Err(e) if config.sass == SassUse::Always => return Err(e),
             Err(e) => state.sass_off = Some(format!("CUPTI's SASS metrics are unavailable: {e}")),
         }
@@ -615,6 +622,8 @@ pub struct SassOutputs {
     pub over_quota: u64,
     /// CUDA graph launches (their kernels counted apart, as not heard launched).
     pub graph_launches: u64,
+    /// Loaded modules whose cubins were not kept for source lines (over 1 GiB in all).
+    pub cubins_not_kept: u64,
 }
 
 /// Instructions per kernel in sass_hot.csv.
@@ -653,16 +662,18 @@ pub fn outputs() -> Option<ProbeOutputs> {
     let (_, s) = guard.as_ref()?;
     let sass = s.sass.as_ref().map(|x| {
         use crate::probe::sass::Counter;
-        let hot = x
-            .hot
-            .top(SASS_HOT_TOP)
+        let top = x.hot.top(SASS_HOT_TOP);
+        let wanted: Vec<(String, u32, u32)> =
+            top.iter().map(|h| (h.function.clone(), h.cubin_crc, h.pc_offset)).collect();
+        let lines = x.source_lines(&wanted);
+        let hot = top
             .into_iter()
             .map(|h| {
                 let n = h.counts.get(Counter::Instructions);
                 let t = h.counts.get(Counter::ThreadInstructions);
+                let at = lines.get(&(h.function.clone(), h.cubin_crc, h.pc_offset));
                 crate::report::sass_hot::SassHotRow {
                     kernel: demangle(&h.function),
-                    mangled: h.function,
                     cubin_crc: h.cubin_crc,
                     launches: h.launches,
                     rank: h.rank,
@@ -674,6 +685,9 @@ pub fn outputs() -> Option<ProbeOutputs> {
                     global_loads: h.counts.get(Counter::GlobalLoads),
                     global_stores: h.counts.get(Counter::GlobalStores),
                     global_sector_bytes: h.counts.get(Counter::GlobalSectors) * crate::probe::sass::SECTOR_BYTES,
+                    file: at.map(|a| a.0.clone()),
+                    line: at.map(|a| a.1),
+                    mangled: h.function,
                 }
             })
             .collect();
@@ -687,6 +701,7 @@ pub fn outputs() -> Option<ProbeOutputs> {
             failures: x.failures.clone(),
             over_quota: x.over_quota,
             graph_launches: x.graph_launches,
+            cubins_not_kept: sass::CUBINS.lock().skipped,
         }
     });
     let mut kernels = s.kernels.rows();

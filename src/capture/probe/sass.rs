@@ -320,6 +320,54 @@ impl SassState {
     }
 }
 
+/// The cubins of the modules loaded while the SASS path is on (CUPTI's module-load
+/// callback), for the source lines of the hottest instructions.
+#[derive(Default)]
+pub(super) struct CubinStore {
+    cubins: Vec<Vec<u8>>,
+    bytes: usize,
+    /// Modules not kept (over [`CUBIN_BYTES_MAX`]).
+    pub(super) skipped: u64,
+}
+
+/// Bytes of cubins kept at most.
+pub(super) const CUBIN_BYTES_MAX: usize = 1 << 30;
+
+pub(super) static CUBINS: Mutex<CubinStore> = Mutex::new(CubinStore { cubins: Vec::new(), bytes: 0, skipped: 0 });
+
+/// CUPTI's module-load callback: keeps the cubin.
+pub(super) fn on_module(cubin: &[u8]) {
+    let mut store = CUBINS.lock();
+    if store.bytes + cubin.len() > CUBIN_BYTES_MAX {
+        store.skipped += 1;
+        return;
+    }
+    store.bytes += cubin.len();
+    store.cubins.push(cubin.to_vec());
+}
+
+impl SassState {
+    /// The file and line of each `(function, cubin CRC, instruction offset)`, where a kept
+    /// cubin of that CRC has line information for it.
+    pub(super) fn source_lines(&self, wanted: &[(String, u32, u32)]) -> HashMap<(String, u32, u32), (String, u32)> {
+        let store = CUBINS.lock();
+        let mut by_crc: HashMap<u32, usize> = HashMap::new();
+        for (i, cubin) in store.cubins.iter().enumerate() {
+            if let Ok(crc) = sass_metrics::cubin_crc(&self.cupti, cubin) {
+                by_crc.entry(crc as u32).or_insert(i);
+            }
+        }
+        let mut out = HashMap::new();
+        for (function, crc, pc) in wanted {
+            let Some(&i) = by_crc.get(crc) else { continue };
+            if let Ok(Some(at)) = sass_metrics::source_line(&self.cupti, &store.cubins[i], function, *pc) {
+                out.insert((function.clone(), *crc, *pc), at);
+            }
+        }
+        out
+    }
+}
+
 /// The probe fields SASS metrics give for `probes` (the built-ins that have them).
 pub(super) fn totals(counts: &KernelCounts, probes: &[ProbeSpec]) -> Vec<ProbeTotal> {
     let records = counts.pcs.len() as u64;

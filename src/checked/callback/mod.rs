@@ -168,6 +168,9 @@ pub enum GraphEvent {
 /// The handler for graph node events; runs on the thread of the API call that made the node.
 pub type GraphHandler = Arc<dyn Fn(GraphEvent) + Send + Sync>;
 
+/// What a module-load handler gets: the loaded module's cubin, valid for the call only.
+pub type ModuleHandler = Arc<dyn Fn(&[u8]) + Send + Sync>;
+
 /// A driver API call as the probe engine hears it: the raw parameter struct of the call
 /// (`cuLaunchKernel_params`, `cuModuleLoadData_params`, ... of CUDA's
 /// `generated_cuda_meta.h`), which a hook may rewrite on [`CallbackSite::Enter`]: the driver
@@ -217,6 +220,7 @@ struct HandlerBox {
     nvtx: OnceLock<NvtxHandler>,
     contexts: OnceLock<ContextHandler>,
     graphs: OnceLock<GraphHandler>,
+    modules: OnceLock<ModuleHandler>,
     panics: AtomicU64,
     kinds: LaunchKinds,
 }
@@ -232,6 +236,7 @@ impl HandlerBox {
             nvtx: OnceLock::new(),
             contexts: OnceLock::new(),
             graphs: OnceLock::new(),
+            modules: OnceLock::new(),
             panics: AtomicU64::new(0),
             kinds: LaunchKinds::new(driver_transfers, runtime_transfers),
         }
@@ -383,6 +388,23 @@ unsafe extern "C" fn trampoline(
             let result = catch_unwind(AssertUnwindSafe(|| {
                 // SAFETY: for the resource domain CUPTI passes a CUpti_ResourceData.
                 let resource = unsafe { &*(data as *const CUpti_ResourceData) };
+                if cbid == CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_MODULE_LOADED.0 {
+                    let Some(handler) = boxed.modules.get() else { return };
+                    if resource.resourceDescriptor.is_null() {
+                        return;
+                    }
+                    // SAFETY: for module callbacks the descriptor is a CUpti_ModuleResourceData.
+                    let module = unsafe {
+                        &*(resource.resourceDescriptor as *const crate::sys::cupti::CUpti_ModuleResourceData)
+                    };
+                    if module.pCubin.is_null() || module.cubinSize == 0 {
+                        return;
+                    }
+                    // SAFETY: CUPTI hands the module's cubin, `cubinSize` bytes, for the call.
+                    let cubin = unsafe { std::slice::from_raw_parts(module.pCubin as *const u8, module.cubinSize) };
+                    handler(cubin);
+                    return;
+                }
                 if cbid == CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED.0
                     || cbid == CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED.0
                 {
@@ -681,6 +703,13 @@ impl Subscriber {
             CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED.0,
         ];
         self.watch(|b| &b.graphs, handler, "graph events", CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE, &cbids)
+    }
+
+    /// Calls `handler` with the cubin of every module loaded from now on. Set once per
+    /// subscriber.
+    pub fn watch_modules(&self, handler: ModuleHandler) -> Result<()> {
+        let cbids = [CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_MODULE_LOADED.0];
+        self.watch(|b| &b.modules, handler, "module loads", CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE, &cbids)
     }
 
     /// Sets one of the subscriber's handlers (once) and enables its callbacks.

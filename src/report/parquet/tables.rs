@@ -207,7 +207,7 @@ const PROBE_RANGE_COLUMNS: [(&str, ColumnType, bool); 6] = [
 ];
 
 /// Columns of `sass_hot.parquet` (`sass_hot.csv`'s).
-const SASS_HOT_COLUMNS: [(&str, ColumnType, bool); 13] = [
+const SASS_HOT_COLUMNS: [(&str, ColumnType, bool); 15] = [
     ("kernel", Text, false),
     ("mangled", Text, false),
     ("cubin_crc", Int64, false),
@@ -221,6 +221,8 @@ const SASS_HOT_COLUMNS: [(&str, ColumnType, bool); 13] = [
     ("global_loads", Int64, false),
     ("global_stores", Int64, false),
     ("global_sector_bytes", Int64, false),
+    ("file", Text, true),
+    ("line", Int64, true),
 ];
 
 /// Columns of `probe_kernels.parquet` (`probe_kernels.csv`'s).
@@ -606,6 +608,8 @@ pub fn write_sass_hot_parquet(dir: &Path, rows: &[crate::report::sass_hot::SassH
             w.u64(Some(r.global_loads))?;
             w.u64(Some(r.global_stores))?;
             w.u64(Some(r.global_sector_bytes))?;
+            w.text(r.file.as_deref())?;
+            w.u64(r.line.map(u64::from))?;
             w.end_row()?;
         }
         w.finish().map(drop)
