@@ -440,6 +440,11 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
             // Refuse an unknown probe or a bad spec before the program starts.
             gmprof::probe::parse_probe_list(list).map_err(|e| gmprof::Error::InvalidConfig(format!("--probe: {e}")))?;
         }
+        if probe_sass.as_deref() == Some("always") && mode.as_deref() != Some("trace") {
+            return Err(gmprof::Error::InvalidConfig(
+                "--probe-sass always: CUPTI's SASS metrics run beside --mode trace only; add --mode trace".into(),
+            ));
+        }
         let iteration_replay = iteration_replay.zip(iterations);
         if let Some((pattern, instances)) = &iteration_replay {
             check_iteration_replay_up_front(mode.as_deref(), &metrics, pattern, *instances)?;

@@ -87,6 +87,14 @@ pub fn config_from(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<Pro
             })?),
         },
         sass_dump: get(PROBE_SASS_DUMP_ENV).map(std::path::PathBuf::from),
+        sass_blocked: match get(crate::ways_in::injection::env::MODE).as_deref() {
+            Some("trace") => None,
+            mode => Some(format!(
+                "CUPTI's SASS metrics run beside --mode trace only (this run's mode: {}; SASS patching beside the \
+                 range profiler was not validated); add --mode trace",
+                mode.unwrap_or("the default, a counter mode")
+            )),
+        },
         sass: match get(PROBE_SASS_ENV).as_deref() {
             None | Some("auto") => SassUse::Auto,
             Some("always") => SassUse::Always,
@@ -259,6 +267,16 @@ mod tests {
         assert!(c.kernels.unwrap().matches("vector_add"));
         assert!(c.range.unwrap().matches("step 3"));
         assert_eq!(c.record_launches, 1);
+        // SASS metrics only beside trace mode: a counter mode (or the default) blocks them.
+        assert!(c.sass_blocked.as_deref().is_some_and(|w| w.contains("--mode trace only")));
+        let t = config(&[(PROBE_ENV, "exec_count"), ("GMPROF_MODE", "trace"), (PROBE_SASS_ENV, "always")])
+            .unwrap()
+            .unwrap();
+        assert_eq!((t.sass_blocked, t.sass), (None, SassUse::Always));
+        let e = config(&[(PROBE_ENV, "exec_count"), (PROBE_SASS_ENV, "sometimes")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_PROBE_SASS=sometimes"), "{e}");
+        let e = config(&[(PROBE_ENV, "exec_count"), (PROBE_SASS_LAUNCHES_ENV, "0")]).unwrap_err().to_string();
+        assert!(e.contains("at least 1"), "{e}");
         let e = config(&[(PROBE_ENV, "block_sched,bogus")]).unwrap_err().to_string();
         assert!(e.contains("GMPROF_PROBE=block_sched,bogus") && e.contains("bogus"), "{e}");
         let e = config(&[(PROBE_ENV, "exec_count"), (PROBE_RECORD_LAUNCHES_ENV, "x")]).unwrap_err().to_string();

@@ -87,6 +87,8 @@ pub struct ProbeConfig {
     /// A file the first flush of each kernel counted through SASS metrics is appended to,
     /// as JSON lines (recorded data for the CPU tests).
     pub sass_dump: Option<std::path::PathBuf>,
+    /// Why the SASS path may not run in this session (its mode), if so.
+    pub sass_blocked: Option<String>,
 }
 
 pub use crate::report::probe_kernels::{KernelTable, ProbeKernel};
@@ -234,7 +236,12 @@ pub fn install(config: ProbeConfig) -> Result<()> {
             )));
         }
     }
-    if config.sass != SassUse::Never && sass_fields {
+    if let (Some(why), SassUse::Always) = (&config.sass_blocked, config.sass) {
+        return Err(crate::error::Error::InvalidConfig(format!("--probe-sass always: {why}")));
+    }
+    if let (Some(why), true) = (&config.sass_blocked, config.sass != SassUse::Never && sass_fields) {
+        state.sass_off = Some(why.clone());
+    } else if config.sass != SassUse::Never && sass_fields {
         match SassState::new(config.sass_launches, config.sass_dump.clone()) {
             Ok(mut s) => {
                 // Cubins for the hottest instructions' source lines; without them the lines
