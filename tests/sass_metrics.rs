@@ -1,6 +1,6 @@
 //! The SASS metrics path on recorded data: flushes CUPTI returned on an H100 (driver 580,
 //! CUPTI 13.0.1) for bench/sass_metrics_floor.cu's `spin`, `axpy` and cuBLAS's SGEMM
-//! (`scripts/gpu-sass-validate.sh` with PART=cost, GMPROF_PROBE_SASS_DUMP), attributed as
+//! (`scripts/gpu-sass-record.sh`: GMPROF_PROBE_SASS_DUMP), attributed as
 //! gmprof attributes a launch's flush, against what ncu measured for the same launches
 //! (`ncu --metrics smsp__inst_executed.sum,smsp__thread_inst_executed.sum,
 //! smsp__inst_executed_op_global_ld.sum,smsp__inst_executed_op_global_st.sum`, same GPU).
@@ -51,8 +51,8 @@ fn recorded_flushes_give_ncus_instruction_counts() {
     // then global load and store instructions as CUPTI's SASS metrics classify them, by
     // opcode (LDG/LD, STG/ST). ncu's smsp__inst_executed_op_global_{ld,st}.sum agree for spin
     // and axpy; for the SGEMM ncu gives 1024 loads and 0 stores, while the SASS counts 0
-    // loads (its tiles come in through LDGSTS async copies: `other_bytes`) and 32768 stores,
-    // which is its 4 MB result (32768 warp stores x 32 lanes x 4 B).
+    // loads (its tiles come in through LDGSTS async copies) and 32768 stores, which is its
+    // 4 MB result (32768 warp stores x 32 lanes x 4 B).
     let ncu: [(&str, [u64; 4]); 3] = [
         ("_Z4spinPfi", [1_289_376, 41_260_032, 0, 1_056]),
         ("_Z4axpyPKfPffi", [622_592, 19_922_944, 65_536, 32_768]),
@@ -93,12 +93,14 @@ fn recorded_flushes_give_ncus_instruction_counts() {
     let axpy = attribute(records, &ids, "_Z4axpyPKfPffi").launch.unwrap();
     assert_eq!(axpy.read_bytes(), 2 * 4 * (1 << 20));
     assert_eq!(axpy.written_bytes(), 4 * (1 << 20));
-    // The SGEMM reads its A and B tiles through LDGSTS: global sectors of neither class.
+    // The SGEMM reads its A and B tiles through LDGSTS async copies, which count as reads:
+    // 798 720 of them, 96 MiB of sectors (each of the 128 blocks reads a 128-row panel of A
+    // and a 64-column panel of B, 1024 deep: 128 x (128 + 64) x 1024 x 4 B = 96 MiB).
     let sgemm_name = ncu[2].0;
     let (_, records) = flushes.iter().find(|(k, _)| k == sgemm_name).unwrap();
     let sgemm = attribute(records, &ids, sgemm_name).launch.unwrap();
-    assert_eq!((sgemm.read_bytes(), sgemm.written_bytes()), (0, 4 << 20));
-    assert_eq!(sgemm.other_bytes(), 100_663_296);
+    assert_eq!((sgemm.read_bytes(), sgemm.written_bytes(), sgemm.other_bytes()), (96 << 20, 4 << 20, 0));
+    assert_eq!(sgemm.field("gmem_bytes", "async_copies"), Some(798_720));
     // The spin loop (1000 iterations, unrolled 16 times: 62 trips) outweighs its prologue,
     // which runs once per warp (1056 warps).
     let top = hot.top(3);

@@ -13,11 +13,11 @@
 //! - [`KernelCounts::totals`] gives the built-in probes' fields ([`sass_fields`]):
 //!   `exec_count` as `instructions` (warp-level SASS instructions executed: ncu's
 //!   `smsp__inst_executed.sum`) and `thread_instructions`, `gmem_bytes` as `read_bytes` and
-//!   `written_bytes` (32-byte global sectors accessed by load and by store instructions,
-//!   classified by opcode as CUPTI's SASS metrics are: LDG/LD and STG/ST),
-//!   `other_bytes` (sectors of the other global instructions: LDGSTS async copies into
-//!   shared memory, which is how cuBLAS and CUTLASS load their tiles, atomics and
-//!   reductions), `loads` and `stores` (global load and store instructions);
+//!   `written_bytes` (32-byte global sectors accessed by reading and by store instructions,
+//!   classified by opcode as CUPTI's SASS metrics are: LDG/LD and LDGSTS, the async copies
+//!   into shared memory through which cuBLAS and CUTLASS load their tiles, read; STG/ST
+//!   write), `other_bytes` (sectors of global atomics and reductions), `loads`, `stores` and
+//!   `async_copies` (global load, store and LDGSTS instructions);
 //! - [`HotSpots`] keeps each kernel's instructions across launches, for its hottest ones.
 //!
 //! Pure Rust on plain data: the CPU tests drive it with recorded flushes.
@@ -27,12 +27,13 @@ use std::collections::{BTreeMap, HashMap};
 pub use crate::model::sass::SassRecord;
 
 /// The SASS metrics gmprof configures, in [`Counter`] order.
-pub const METRICS: [&str; 5] = [
+pub const METRICS: [&str; 6] = [
     "smsp__sass_inst_executed",
     "smsp__sass_thread_inst_executed",
     "smsp__sass_inst_executed_op_global_ld",
     "smsp__sass_inst_executed_op_global_st",
     "smsp__sass_sectors_mem_global",
+    "smsp__sass_inst_executed_op_ldgsts",
 ];
 
 /// Bytes of one global memory sector.
@@ -51,22 +52,25 @@ pub enum Counter {
     GlobalStores = 3,
     /// Global memory sectors accessed.
     GlobalSectors = 4,
+    /// LDGSTS instructions: asynchronous copies from global into shared memory.
+    AsyncCopies = 5,
 }
 
 impl Counter {
     /// Every counter, in [`METRICS`] order.
-    pub const ALL: [Counter; 5] = [
+    pub const ALL: [Counter; 6] = [
         Counter::Instructions,
         Counter::ThreadInstructions,
         Counter::GlobalLoads,
         Counter::GlobalStores,
         Counter::GlobalSectors,
+        Counter::AsyncCopies,
     ];
 }
 
 /// The metric ids CUPTI gave [`METRICS`] on a chip, in [`Counter`] order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MetricIds(pub [u64; 5]);
+pub struct MetricIds(pub [u64; 6]);
 
 impl MetricIds {
     /// The counter of a metric id.
@@ -80,14 +84,14 @@ impl MetricIds {
 pub fn sass_fields(probe: &str) -> Option<&'static [&'static str]> {
     match probe {
         "exec_count" => Some(&["instructions", "thread_instructions"]),
-        "gmem_bytes" => Some(&["read_bytes", "written_bytes", "other_bytes", "loads", "stores"]),
+        "gmem_bytes" => Some(&["read_bytes", "written_bytes", "other_bytes", "loads", "stores", "async_copies"]),
         _ => None,
     }
 }
 
 /// One instruction's counts, summed over instances, in [`Counter`] order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PcCounts(pub [u64; 5]);
+pub struct PcCounts(pub [u64; 6]);
 
 impl PcCounts {
     /// One counter.
@@ -124,19 +128,24 @@ impl KernelCounts {
         self.pcs.values().filter(|p| is(p)).map(|p| p.get(Counter::GlobalSectors)).sum::<u64>() * SECTOR_BYTES
     }
 
-    /// Global bytes read: the sectors of load instructions.
+    /// Whether an instruction reads global memory: a load or an LDGSTS async copy.
+    fn reads(p: &PcCounts) -> bool {
+        p.get(Counter::GlobalLoads) > 0 || p.get(Counter::AsyncCopies) > 0
+    }
+
+    /// Global bytes read: the sectors of load instructions and LDGSTS async copies.
     pub fn read_bytes(&self) -> u64 {
-        self.sector_bytes(|p| p.get(Counter::GlobalLoads) > 0)
+        self.sector_bytes(Self::reads)
     }
 
     /// Global bytes written: the sectors of store instructions.
     pub fn written_bytes(&self) -> u64 {
-        self.sector_bytes(|p| p.get(Counter::GlobalStores) > 0 && p.get(Counter::GlobalLoads) == 0)
+        self.sector_bytes(|p| p.get(Counter::GlobalStores) > 0 && !Self::reads(p))
     }
 
-    /// Global bytes of the other instructions (LDGSTS async copies, atomics, reductions).
+    /// Global bytes of the other instructions (atomics, reductions).
     pub fn other_bytes(&self) -> u64 {
-        self.sector_bytes(|p| p.get(Counter::GlobalLoads) == 0 && p.get(Counter::GlobalStores) == 0)
+        self.sector_bytes(|p| !Self::reads(p) && p.get(Counter::GlobalStores) == 0)
     }
 
     /// A built-in probe's field (see [`sass_fields`]).
@@ -149,6 +158,7 @@ impl KernelCounts {
             ("gmem_bytes", "other_bytes") => self.other_bytes(),
             ("gmem_bytes", "loads") => self.total(Counter::GlobalLoads),
             ("gmem_bytes", "stores") => self.total(Counter::GlobalStores),
+            ("gmem_bytes", "async_copies") => self.total(Counter::AsyncCopies),
             _ => return None,
         })
     }
@@ -315,7 +325,7 @@ impl HotSpots {
 mod tests {
     use super::*;
 
-    const IDS: MetricIds = MetricIds([10, 11, 12, 13, 14]);
+    const IDS: MetricIds = MetricIds([10, 11, 12, 13, 14, 15]);
 
     fn rec(function: &str, crc: u32, pc: u32, values: &[(u64, u64)]) -> SassRecord {
         SassRecord {
@@ -344,15 +354,19 @@ mod tests {
             rec("k", 1, 0x70, &[(14, 4000)]),
             rec("k", 1, 0x80, &[(10, 500)]),
             rec("k", 1, 0x80, &[(14, 100)]),
+            rec("k", 1, 0xa0, &[(10, 10)]),
+            rec("k", 1, 0xa0, &[(15, 10)]),
+            rec("k", 1, 0xa0, &[(14, 40)]),
             rec("graph_kernel", 2, 0x0, &[(10, 7)]),
             rec("k", 1, 0x90, &[(99, 5)]),
         ];
         let a = attribute(&records, &IDS, "k");
         let k = a.launch.unwrap();
-        assert_eq!(k.total(Counter::Instructions), 4500);
+        assert_eq!(k.total(Counter::Instructions), 4510);
         assert_eq!(k.total(Counter::ThreadInstructions), 32000);
-        assert_eq!(k.field("exec_count", "instructions"), Some(4500));
-        assert_eq!(k.read_bytes(), 8000 * 32);
+        assert_eq!(k.field("exec_count", "instructions"), Some(4510));
+        assert_eq!(k.read_bytes(), (8000 + 40) * 32);
+        assert_eq!(k.field("gmem_bytes", "async_copies"), Some(10));
         assert_eq!(k.written_bytes(), 4000 * 32);
         assert_eq!(k.other_bytes(), 100 * 32);
         assert_eq!((k.total(Counter::GlobalLoads), k.total(Counter::GlobalStores)), (2000, 1000));
@@ -371,7 +385,8 @@ mod tests {
                 "gmem_bytes.written_bytes",
                 "gmem_bytes.other_bytes",
                 "gmem_bytes.loads",
-                "gmem_bytes.stores"
+                "gmem_bytes.stores",
+                "gmem_bytes.async_copies"
             ]
         );
         assert!(attribute(&records, &IDS, "absent").launch.is_none());

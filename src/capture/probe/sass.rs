@@ -153,7 +153,7 @@ impl SassState {
         }
         let configured = self.devices.entry(device).or_insert_with(|| {
             let chip = chip_name(&cupti, device as usize).map_err(|e| e.to_string())?;
-            let mut ids = [0u64; 5];
+            let mut ids = [0u64; METRICS.len()];
             for (i, name) in METRICS.iter().enumerate() {
                 ids[i] = sass_metrics::metric(&cupti, &chip, name).map_err(|e| e.to_string())?.id;
             }
