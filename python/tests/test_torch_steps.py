@@ -54,14 +54,32 @@ SCRIPT = textwrap.dedent(
 )
 
 
+# Records torch's profiler ranges (record_function, which the optimizer's step opens) too.
+RECORD_FUNCTIONS = textwrap.dedent(
+    """
+    import os, torch.autograd.profiler as profiler
+    _log = open(os.environ["LOG"], "a")
+    _Base = profiler.record_function
+    class _Recorded(_Base):
+        def __enter__(self):
+            _log.write("enter " + self.name + "\\n"); _log.flush()
+            return super().__enter__()
+        def __exit__(self, *exc):
+            _log.write("exit\\n"); _log.flush()
+            return super().__exit__(*exc)
+    profiler.record_function = _Recorded
+    """
+)
+
+
 @unittest.skipIf(torch is None, "needs PyTorch")
 class TorchStepsTest(unittest.TestCase):
-    def run_script(self, extra_path=(), name="step", env_name=True):
+    def run_script(self, extra_path=(), name="step", env_name=True, record_functions=False):
         with tempfile.TemporaryDirectory() as tmp:
             log = os.path.join(tmp, "log")
             script = os.path.join(tmp, "train.py")
             with open(script, "w") as f:
-                f.write(SCRIPT)
+                f.write(RECORD_FUNCTIONS + SCRIPT if record_functions else SCRIPT)
             env = dict(os.environ)
             env["PYTHONPATH"] = os.pathsep.join([BOOTSTRAP, *extra_path, *sys.path[1:]])
             env["LOG"] = log
@@ -89,6 +107,26 @@ class TorchStepsTest(unittest.TestCase):
                 "pop",
             ],
         )
+
+    def test_step_ranges_open_outside_torchs_optimizer_step_range(self):
+        # torch's profiler (emit_nvtx turns it into NVTX ranges) opens a range around every
+        # optimizer step; the step range must not open or close inside it, or torch's pop
+        # closes the step range instead of its own.
+        lines = self.run_script(record_functions=True)
+        self.assertEqual(
+            lines[:8],
+            [
+                "enter Optimizer.step#SGD.step", "exit",
+                "push step",
+                "enter Optimizer.step#AdamW.step", "exit",
+                "enter Optimizer.zero_grad#SGD.zero_grad", "exit",
+                "iteration 0",
+            ],
+        )
+        for i, line in enumerate(lines):
+            if line.startswith("push") or line == "pop":
+                depth = sum(1 for l in lines[:i] if l.startswith("enter")) - lines[:i].count("exit")
+                self.assertEqual(depth, 0, "%s inside torch's Optimizer.step range: %s" % (line, lines))
 
     def test_nothing_happens_without_a_range_name(self):
         self.assertEqual(self.run_script(env_name=False), ["iteration %d" % i for i in range(5)])

@@ -6,7 +6,8 @@
 --compile-mode MODE  every torch.compile call gets mode=MODE unless it names one
                      ("reduce-overhead" turns on CUDA graphs)
 --step-ranges        an NVTX range "step" from the end of each optimizer step to the end of
-                     the next (torch.optim's global step post-hook), so every training
+                     the next (opened after the step returns, outside torch's own
+                     Optimizer.step range), so every training
                      iteration after the first is one range; nothing in the script changes
                      (`gmprof run --torch-steps` does the same for every Python process)
 --emit-nvtx          torch.autograd.profiler.emit_nvtx(): an NVTX range per aten op
@@ -81,9 +82,28 @@ def main() -> None:
                 torch.cuda.nvtx.range_pop()
                 state["open"] = False
 
-        from torch.optim.optimizer import register_optimizer_step_post_hook
+        # After each step has returned, outside torch's own "Optimizer.step#..." range (which
+        # emit_nvtx makes an NVTX range: a step post-hook would run inside it), as
+        # gmprof run --torch-steps does (python/gmprof/_bootstrap/sitecustomize.py).
+        from torch.optim.optimizer import Optimizer, register_optimizer_step_post_hook
 
-        register_optimizer_step_post_hook(after_step)
+        inner = getattr(Optimizer, "profile_hook_step", None)
+        if callable(inner):
+
+            def profile_hook_step(func):
+                profiled = inner(func)
+
+                @functools.wraps(profiled)
+                def step_then_mark(*args, **kwargs):
+                    out = profiled(*args, **kwargs)
+                    after_step(args[0], args[1:], kwargs)
+                    return out
+
+                return step_then_mark
+
+            Optimizer.profile_hook_step = staticmethod(profile_hook_step)
+        else:
+            register_optimizer_step_post_hook(after_step)
         atexit.register(close)
 
     sys.argv = [opts.script] + opts.args

@@ -3,9 +3,15 @@
 ``gmprof run --torch-steps[=NAME]`` puts this file's directory first on ``PYTHONPATH`` and sets
 ``GMPROF_TORCH_STEPS=NAME`` (default ``step``), so every Python process of the run (torchrun's
 workers included) imports it at start-up. It imports nothing heavy: when the script itself
-imports ``torch.optim.optimizer``, it registers a global optimizer step post-hook, which closes
-the open NVTX range ``NAME`` and opens the next one after every step of the first optimizer that
-steps. So each training iteration after the first is one range, whatever the script looks like;
+imports ``torch.optim.optimizer``, it wraps the function through which every optimizer's ``step``
+is profiled (``Optimizer.profile_hook_step``), so that after every step of the first optimizer
+that steps the open NVTX range ``NAME`` is closed and the next one opened, *after* the step has
+returned: outside the ``Optimizer.step#...`` range that torch's profiler (and
+``torch.autograd.profiler.emit_nvtx``) opens around the step, so the step ranges and torch's own
+nest properly. (An optimizer step post-hook runs inside that range: a step range opened there
+would be closed by torch's pop. The post-hook is the fallback where torch has no
+``profile_hook_step``.) So each training iteration after the first is one range, whatever the
+script looks like;
 the first (compilation, warm-up) stays outside, and the last runs until the program ends (its
 range is closed at exit). An iteration whose step the script skips (GradScaler after an
 overflow) joins the next range.
@@ -16,6 +22,7 @@ still runs after this one.
 """
 
 import atexit
+import functools
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -73,14 +80,38 @@ class _AfterOptimizerImport(importlib.abc.MetaPathFinder):
 
         def exec_then_hook(module):
             exec_module(module)
-            try:
-                module.register_optimizer_step_post_hook(ranges.after_step)
-                atexit.register(ranges.close)
-            except Exception as e:  # noqa: BLE001 - a profiler aid must never break the program
-                sys.stderr.write("gmprof: --torch-steps: could not hook the optimizer: %s\n" % e)
+            _hook(module, ranges)
 
         loader.exec_module = exec_then_hook
         return spec
+
+
+def _hook(module, ranges):
+    """Marks the step ranges of ``torch.optim.optimizer`` (``module``): after every step returns,
+    through the wrapper every ``Optimizer.step`` is patched with, else with a step post-hook."""
+    try:
+        optimizer = getattr(module, "Optimizer", None)
+        inner = getattr(optimizer, "profile_hook_step", None)
+        if callable(inner):
+
+            def profile_hook_step(func):
+                profiled = inner(func)
+
+                @functools.wraps(profiled)
+                def step_then_mark(*args, **kwargs):
+                    out = profiled(*args, **kwargs)
+                    if args:
+                        ranges.after_step(args[0], args[1:], kwargs)
+                    return out
+
+                return step_then_mark
+
+            optimizer.profile_hook_step = staticmethod(profile_hook_step)
+        else:
+            module.register_optimizer_step_post_hook(ranges.after_step)
+        atexit.register(ranges.close)
+    except Exception as e:  # noqa: BLE001 - a profiler aid must never break the program
+        sys.stderr.write("gmprof: --torch-steps: could not hook the optimizer: %s\n" % e)
 
 
 def _install():
@@ -89,8 +120,7 @@ def _install():
         return
     ranges = _StepRanges(name)
     if _MODULE in sys.modules:
-        sys.modules[_MODULE].register_optimizer_step_post_hook(ranges.after_step)
-        atexit.register(ranges.close)
+        _hook(sys.modules[_MODULE], ranges)
     else:
         sys.meta_path.insert(0, _AfterOptimizerImport(ranges))
 
