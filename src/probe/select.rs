@@ -168,7 +168,13 @@ impl Candidate {
 
 /// Every `.ptx` file under `dir` (recursively) that defines kernel `kernel`, sorted by path.
 pub fn candidates(dir: &Path, kernel: &str) -> Vec<Candidate> {
-    let Some(pattern) = dir.join("**").join("*.ptx").to_str().map(str::to_string) else { return Vec::new() };
+    matching(dir, "*.ptx", kernel)
+}
+
+/// The files under `dir` (recursively) whose names match the glob `file` and whose PTX
+/// defines `kernel`, sorted by path.
+fn matching(dir: &Path, file: &str, kernel: &str) -> Vec<Candidate> {
+    let Some(pattern) = dir.join("**").join(file).to_str().map(str::to_string) else { return Vec::new() };
     let Ok(paths) = glob::glob(&pattern) else { return Vec::new() };
     let mut found: Vec<Candidate> = paths
         .flatten()
@@ -184,19 +190,7 @@ pub fn candidates(dir: &Path, kernel: &str) -> Vec<Candidate> {
 /// kernel's files in its cache (`<hash>/<kernel>.ptx` beside `<kernel>.cubin` and
 /// `<kernel>.json`), so only those files are read.
 pub fn named_candidates(dir: &Path, kernel: &str) -> Vec<Candidate> {
-    let escaped = glob::Pattern::escape(kernel);
-    let Some(pattern) = dir.join("**").join(format!("{escaped}.ptx")).to_str().map(str::to_string) else {
-        return Vec::new();
-    };
-    let Ok(paths) = glob::glob(&pattern) else { return Vec::new() };
-    let mut found: Vec<Candidate> = paths
-        .flatten()
-        .filter_map(|p| std::fs::read_to_string(&p).ok().map(|t| (p, t)))
-        .filter(|(_, t)| super::host::defines(t, kernel))
-        .map(|(p, t)| Candidate::new(p, t, kernel))
-        .collect();
-    found.sort_by(|a, b| a.path.cmp(&b.path));
-    found
+    matching(dir, &format!("{}.ptx", glob::Pattern::escape(kernel)), kernel)
 }
 
 /// Where Triton and PyTorch Inductor keep compiled kernels, in the order searched:

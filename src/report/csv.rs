@@ -414,6 +414,19 @@ fn kind_name(kind: crate::model::MetricKind) -> &'static str {
 
 /// Creates `path`, hands a buffered writer to `write`, and flushes it; I/O errors name the
 /// file.
+/// Writes `rows` (serde records, a header row first) to `path` as CSV, atomically as
+/// [`write_file`] does.
+pub(crate) fn write_records<T: serde::Serialize>(path: &Path, rows: impl IntoIterator<Item = T>) -> Result<()> {
+    let fail = |e: ::csv::Error| Error::InvalidState(format!("{}: {e}", path.display()));
+    write_file(path, |out| {
+        let mut w = ::csv::Writer::from_writer(out);
+        for r in rows {
+            w.serialize(r).map_err(fail)?;
+        }
+        w.flush().map_err(|e| Error::io(path, e))
+    })
+}
+
 pub(crate) fn write_file(path: &Path, write: impl FnOnce(&mut BufWriter<File>) -> Result<()>) -> Result<()> {
     // Written beside the target and renamed over it: a reader (or a process killed halfway)
     // sees the previous complete file or the new complete file, never a torn one. This is

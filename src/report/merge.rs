@@ -388,17 +388,20 @@ impl fmt::Display for Merged {
             "{:<width$}  {:>8}  {:>12}  {:>12}  {:>12}  slowest",
             "range path", "measured", "min GPU", "median GPU", "max GPU"
         )?;
-        for r in &self.rows {
+        let line = |f: &mut fmt::Formatter<'_>, name: &str, width: usize, r: &MergedRow| {
             writeln!(
                 f,
                 "{:<width$}  {:>8}  {:>12}  {:>12}  {:>12}  {}",
-                cell(&r.path),
+                name,
                 format!("{}/{}", r.measured(), self.processes.len()),
                 ns(r.min_ns),
                 ns(r.median_ns),
                 ns(r.max_ns),
                 r.slowest.as_deref().map_or(BLANK.to_owned(), cell)
-            )?;
+            )
+        };
+        for r in &self.rows {
+            line(f, &cell(&r.path), width, r)?;
         }
         if self.processes.len() > 1 && !self.kernel_rows.is_empty() {
             let mut rows: Vec<&MergedRow> = self.kernel_rows.iter().filter(|r| r.measured() > 1).collect();
@@ -424,16 +427,7 @@ impl fmt::Display for Merged {
                 } else {
                     name
                 };
-                writeln!(
-                    f,
-                    "{:<kwidth$}  {:>8}  {:>12}  {:>12}  {:>12}  {}",
-                    name,
-                    format!("{}/{}", r.measured(), self.processes.len()),
-                    ns(r.min_ns),
-                    ns(r.median_ns),
-                    ns(r.max_ns),
-                    r.slowest.as_deref().map_or(BLANK.to_owned(), cell)
-                )?;
+                line(f, &name, kwidth, r)?;
             }
         }
         match &self.steps {

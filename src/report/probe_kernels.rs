@@ -24,8 +24,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::csv::write_file;
-use crate::error::{Error, Result};
+use super::csv::write_records;
+use crate::error::Result;
 
 /// File name of the per-variant kernel table.
 pub const PROBE_KERNELS_CSV: &str = "probe_kernels.csv";
@@ -165,13 +165,5 @@ impl KernelTable {
 
 /// Writes probe_kernels.csv (`rows` from [`KernelTable::rows`]) into `dir`.
 pub fn write_probe_kernels_csv(dir: &Path, rows: &[ProbeKernel]) -> Result<()> {
-    let path = dir.join(PROBE_KERNELS_CSV);
-    let fail = |e: ::csv::Error| Error::InvalidState(format!("{}: {e}", path.display()));
-    write_file(&path, |out| {
-        let mut w = ::csv::Writer::from_writer(out);
-        for r in rows {
-            w.serialize(r).map_err(fail)?;
-        }
-        w.flush().map_err(|e| Error::io(&path, e))
-    })
+    write_records(&dir.join(PROBE_KERNELS_CSV), rows)
 }

@@ -24,11 +24,11 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::csv::write_file;
+use super::csv::write_records;
 use super::Report;
 use crate::analysis::correlate::TimeSource;
 use crate::device_timers::clock::{Bracket, DeviceClock};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// File name of the per-launch probe table.
 pub const PROBE_LAUNCHES_CSV: &str = "probe_launches.csv";
@@ -139,17 +139,6 @@ struct TotalCsv<'a> {
     records: u64,
 }
 
-fn csv_rows<T: Serialize>(path: &Path, rows: impl IntoIterator<Item = T>) -> Result<()> {
-    let fail = |e: ::csv::Error| Error::InvalidState(format!("{}: {e}", path.display()));
-    write_file(path, |out| {
-        let mut w = ::csv::Writer::from_writer(out);
-        for r in rows {
-            w.serialize(r).map_err(fail)?;
-        }
-        w.flush().map_err(|e| Error::io(path, e))
-    })
-}
-
 /// File name of the per-range probe totals.
 pub const PROBE_RANGES_CSV: &str = "probe_ranges.csv";
 
@@ -203,8 +192,8 @@ pub fn range_totals(launches: &[ProbedLaunch]) -> Vec<ProbeRangeTotal> {
 
 /// Writes probe_launches.csv, probes.csv and probe_ranges.csv for `launches` into `dir`.
 pub fn write_probe_csvs(dir: &Path, launches: &[ProbedLaunch]) -> Result<()> {
-    csv_rows(&dir.join(PROBE_RANGES_CSV), range_totals(launches))?;
-    csv_rows(
+    write_records(&dir.join(PROBE_RANGES_CSV), range_totals(launches))?;
+    write_records(
         &dir.join(PROBE_LAUNCHES_CSV),
         launches.iter().map(|l| LaunchCsv {
             correlation_id: l.correlation_id,
@@ -227,7 +216,7 @@ pub fn write_probe_csvs(dir: &Path, launches: &[ProbedLaunch]) -> Result<()> {
             source: l.source.as_deref(),
         }),
     )?;
-    csv_rows(
+    write_records(
         &dir.join(PROBES_CSV),
         launches.iter().flat_map(|l| {
             l.totals.iter().map(move |t| TotalCsv {

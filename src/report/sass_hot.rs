@@ -19,8 +19,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::csv::write_file;
-use crate::error::{Error, Result};
+use super::csv::write_records;
+use crate::error::Result;
 
 /// File name of the hot-instruction table.
 pub const SASS_HOT_CSV: &str = "sass_hot.csv";
@@ -63,15 +63,7 @@ pub struct SassHotRow {
 
 /// Writes sass_hot.csv into `dir`.
 pub fn write_sass_hot_csv(dir: &Path, rows: &[SassHotRow]) -> Result<()> {
-    let path = dir.join(SASS_HOT_CSV);
-    let fail = |e: ::csv::Error| Error::InvalidState(format!("{}: {e}", path.display()));
-    write_file(&path, |out| {
-        let mut w = ::csv::Writer::from_writer(out);
-        for r in rows {
-            w.serialize(r).map_err(fail)?;
-        }
-        w.flush().map_err(|e| Error::io(&path, e))
-    })
+    write_records(&dir.join(SASS_HOT_CSV), rows)
 }
 
 #[cfg(test)]

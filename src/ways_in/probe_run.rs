@@ -137,15 +137,6 @@ pub fn on_pop() {
     }
 }
 
-fn write_csv<T: serde::Serialize>(dir: &Path, name: &str, rows: &[T]) -> Result<()> {
-    let path = dir.join(name);
-    let mut w = csv::Writer::from_path(&path).map_err(|e| Error::InvalidState(format!("{}: {e}", path.display())))?;
-    for r in rows {
-        w.serialize(r).map_err(|e| Error::InvalidState(format!("{}: {e}", path.display())))?;
-    }
-    w.flush().map_err(|e| Error::InvalidState(format!("{}: {e}", path.display())))
-}
-
 /// Joins the probed launches to `report`'s kernel rows ([`Report::attach_probes`]): the
 /// report then writes probe_launches.csv and probes.csv with their ranges and clock
 /// placement, and kernels.csv's probe columns. Returns whether probing was on.
@@ -212,7 +203,7 @@ pub fn write_outputs(dir: &Path, joined: bool) -> Result<Option<(usize, usize)>>
         let trace = crate::report::probe_trace::globaltimer_probe_trace(&crate::device_timers::collected());
         trace.write(dir.join(crate::report::probe_trace::PROBE_TRACE_JSON))?;
     }
-    write_csv(dir, "probe_records.csv", &out.records)?;
+    crate::report::csv::write_records(&dir.join("probe_records.csv"), &out.records)?;
     let probed = out.kernels.iter().filter(|k| k.status == "probed").count();
     Ok(Some((probed, out.kernels.len() - probed)))
 }

@@ -82,6 +82,8 @@ pub(super) struct SassState {
     /// Where the first flush of each kernel is recorded as JSON lines (for CPU tests).
     dump: Option<std::path::PathBuf>,
     dumped: std::collections::HashSet<String>,
+    /// Kept cubins by CUPTI's CRC, computed at the end ([`SassState::source_lines`]).
+    crc_index: std::sync::OnceLock<HashMap<u32, usize>>,
     pub(super) hot: HotSpots,
     pub(super) others: BTreeMap<String, OtherCounts>,
     pub(super) unknown_values: u64,
@@ -122,6 +124,7 @@ impl SassState {
             graph_launches: 0,
             dump,
             dumped: Default::default(),
+            crc_index: std::sync::OnceLock::new(),
             hot: HotSpots::default(),
             others: BTreeMap::new(),
             unknown_values: 0,
@@ -351,12 +354,17 @@ impl SassState {
     /// cubin of that CRC has line information for it.
     pub(super) fn source_lines(&self, wanted: &[(String, u32, u32)]) -> HashMap<(String, u32, u32), (String, u32)> {
         let store = CUBINS.lock();
-        let mut by_crc: HashMap<u32, usize> = HashMap::new();
-        for (i, cubin) in store.cubins.iter().enumerate() {
-            if let Ok(crc) = sass_metrics::cubin_crc(&self.cupti, cubin) {
-                by_crc.entry(crc as u32).or_insert(i);
+        // The CRCs once (the outputs are taken twice at the end: for the report and for the
+        // probe files), after the last module was loaded.
+        let by_crc = self.crc_index.get_or_init(|| {
+            let mut by_crc = HashMap::new();
+            for (i, cubin) in store.cubins.iter().enumerate() {
+                if let Ok(crc) = sass_metrics::cubin_crc(&self.cupti, cubin) {
+                    by_crc.entry(crc as u32).or_insert(i);
+                }
             }
-        }
+            by_crc
+        });
         let mut out = HashMap::new();
         for (function, crc, pc) in wanted {
             let Some(&i) = by_crc.get(crc) else { continue };

@@ -40,9 +40,19 @@ mod tests {
 
     #[test]
     fn the_page_has_each_slot_once_and_loads_nothing() {
-        for slot in ["{{ECHARTS_VERSION}}", "/*{{SCRIPT}}*/", "/*{{ECHARTS}}*/", "{{DATA}}"] {
-            assert_eq!(BODY.matches(slot).count(), 1, "{slot}");
+        // The body stops at its `</main>`: the footer and the slots are the report
+        // template's, filled once each.
+        for slot in ["{{ECHARTS_VERSION}}", "/*{{SCRIPT}}*/", "/*{{ECHARTS}}*/", "{{DATA}}", "<footer>"] {
+            assert_eq!(BODY.matches(slot).count(), 0, "{slot}");
         }
+        assert!(BODY.trim_end().ends_with("</main>"));
+        let html = crate::report::html::page("t", BODY, SCRIPT, &serde_json::json!({"k": 1}), "test page").unwrap();
+        assert!(
+            !html.contains("{{ECHARTS_VERSION}}") && !html.contains("/*{{SCRIPT}}*/") && !html.contains("{{DATA}}")
+        );
+        assert_eq!(html.matches("<footer>").count(), 1);
+        assert_eq!(html.matches("id=\"gmprof-data\">{\"k\":1}</script>").count(), 1);
+        assert!(html.trim_end().ends_with("</html>"));
         assert!(!SCRIPT.contains("{{") && !SCRIPT.contains("http"), "the script loads nothing");
         assert!(SCRIPT.contains("data-render', 'ok'"), "the script reports its health");
     }

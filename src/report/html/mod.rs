@@ -62,16 +62,22 @@ pub(crate) fn escape_html(text: &str) -> String {
     out
 }
 
-/// The report template's head (through `</head>`) and body.
-fn template_parts() -> Result<(&'static str, &'static str)> {
+/// The report template's head (through `</head>`), its body up to the footer, and the
+/// footer with the script slots, which every page shares.
+fn template_parts() -> Result<(&'static str, &'static str, &'static str)> {
     const END: &str = "</head>\n";
+    const FOOTER: &str = "<footer>";
     let at = TEMPLATE.find(END).ok_or_else(|| Error::InvalidState("the HTML template lacks its head".into()))?;
-    Ok(TEMPLATE.split_at(at + END.len()))
+    let (head, rest) = TEMPLATE.split_at(at + END.len());
+    let foot = rest.find(FOOTER).ok_or_else(|| Error::InvalidState("the HTML template lacks its footer".into()))?;
+    let (body, tail) = rest.split_at(foot);
+    Ok((head, body, tail))
 }
 
-/// One self-contained page: the report template's head with `title`, then `body`, whose
-/// slots are filled: `{{ECHARTS_VERSION}}`, `/*{{SCRIPT}}*/` (the shared helpers, then
-/// `script`), `/*{{ECHARTS}}*/` (the library) and `{{DATA}}` (`data` as JSON).
+/// One self-contained page: the report template's head with `title`, then `body`, then
+/// the template's footer and script slots, which are filled: `{{ECHARTS_VERSION}}`,
+/// `/*{{SCRIPT}}*/` (the shared helpers, then `script`), `/*{{ECHARTS}}*/` (the library)
+/// and `{{DATA}}` (`data` as JSON).
 pub(crate) fn page<T: serde::Serialize>(
     title: &str,
     body: &str,
@@ -79,10 +85,10 @@ pub(crate) fn page<T: serde::Serialize>(
     data: &T,
     what: &'static str,
 ) -> Result<String> {
-    let head = template_parts()?.0;
+    let (head, _, tail) = template_parts()?;
     // Each part is inserted once, in this order; the library and the data go last so
     // that no text of theirs is searched for a placeholder.
-    let page = format!("{}{}", head.replacen("{{TITLE}}", &escape_html(title), 1), body)
+    let page = format!("{}{}{}", head.replacen("{{TITLE}}", &escape_html(title), 1), body, tail)
         .replacen("{{ECHARTS_VERSION}}", ECHARTS_VERSION, 1)
         .replacen("/*{{SCRIPT}}*/", &format!("{COMMON}\n{script}"), 1);
     let (before, tail) = page
