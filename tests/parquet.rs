@@ -80,6 +80,7 @@ fn recorded_reports() -> Vec<(&'static str, Report)> {
         ),
         ("torch_gpt_base", zst(&manifest().join("tests/data/diff/torch_gpt_base.json.zst"))),
         ("pm_100us", pm_report()),
+        ("two_gpus_per_kernel", zst(&manifest().join("tests/data/devices/pipeline_per_kernel.json.zst"))),
     ]
 }
 
@@ -167,6 +168,9 @@ fn csv_and_parquet_hold_the_same_values_blanks_included() {
         if !report.probes.is_empty() {
             tables.extend(["probe_launches", "probes", "probe_ranges"]);
         }
+        if !report.range_devices.is_empty() {
+            tables.push("range_devices");
+        }
         let mut blanks = 0;
         for table in tables {
             let (rows, b) = same_values(dir.path(), table);
@@ -175,6 +179,7 @@ fn csv_and_parquet_hold_the_same_values_blanks_included() {
                 "ranges" => report.ranges.len(),
                 "kernels" => report.kernels.len(),
                 "transfers" => report.transfers.len(),
+                "range_devices" => report.range_devices.len(),
                 _ => rows,
             };
             assert_eq!(rows, expected, "{label} {table}");

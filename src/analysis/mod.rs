@@ -118,6 +118,7 @@ impl Report {
             self_time: info.self_time,
             driver_version: info.driver_version,
             unprofiled_contexts: info.unprofiled_contexts,
+            devices: Vec::new(),
         };
         Report {
             meta,
@@ -128,6 +129,7 @@ impl Report {
             device_timers: Vec::new(),
             device_regions: Vec::new(),
             probes: Vec::new(),
+            range_devices: Vec::new(),
         }
     }
 

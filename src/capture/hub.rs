@@ -88,7 +88,7 @@ fn note_unprofiled(context_id: u32, launches: u64, kernels: u64, device_id: Opti
 
 /// The contexts other than `own` whose launches or kernels no session took, so far.
 pub(crate) fn unprofiled_contexts(own: u32) -> Vec<UnprofiledContext> {
-    UNPROFILED.lock().iter().filter(|c| c.context_id != own).copied().collect()
+    UNPROFILED.lock().iter().filter(|c| c.context_id != own).cloned().collect()
 }
 
 /// Bumped by every change of [`ROUTES`], under its write lock.
@@ -111,8 +111,59 @@ thread_local! {
 fn change_routes<R>(change: impl FnOnce(&mut Vec<Route>) -> R) -> R {
     let mut routes = ROUTES.write();
     let result = change(&mut routes);
+    SEVERAL_ROUTES.store(routes.len() > 1, Ordering::Release);
     ROUTES_GENERATION.fetch_add(1, Ordering::Release);
     result
+}
+
+/// Whether more than one session is routed (a process profiling several contexts).
+static SEVERAL_ROUTES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Memcpy and memset calls heard while several sessions are routed: correlation id → the
+/// context the call was made in. A copy between two GPUs is called in one context and its
+/// activity record may carry the other's id (PyTorch's `.to("cuda:1")`, seen on two H100s);
+/// the record goes to the session that heard the call, which attributes it to the call's
+/// range.
+static TRANSFER_CALLS: Mutex<TransferCalls> = Mutex::new(TransferCalls::new());
+
+/// [`TRANSFER_CALLS`]: bounded, the oldest calls forgotten first.
+struct TransferCalls {
+    owner: Option<std::collections::HashMap<u32, u32>>,
+    order: std::collections::VecDeque<u32>,
+}
+
+impl TransferCalls {
+    /// Calls remembered at most: far more than are ever in flight between two flushes.
+    const CAPACITY: usize = 1 << 16;
+
+    const fn new() -> Self {
+        TransferCalls { owner: None, order: std::collections::VecDeque::new() }
+    }
+
+    fn note(&mut self, correlation_id: u32, context_id: u32) {
+        let owner = self.owner.get_or_insert_with(Default::default);
+        if owner.insert(correlation_id, context_id).is_none() {
+            self.order.push_back(correlation_id);
+        }
+        while self.order.len() > Self::CAPACITY {
+            if let Some(old) = self.order.pop_front() {
+                owner.remove(&old);
+            }
+        }
+    }
+
+    fn owner(&self, correlation_id: u32) -> Option<u32> {
+        self.owner.as_ref()?.get(&correlation_id).copied()
+    }
+}
+
+/// The context whose session gets `record`: its own, or for a transfer, the context of the
+/// call that made it.
+fn route_key(record: &ActivityRecord, calls: Option<&TransferCalls>) -> u32 {
+    match (record, calls) {
+        (ActivityRecord::Transfer(t), Some(calls)) => calls.owner(t.correlation_id).unwrap_or(t.context_id),
+        _ => record.context_id(),
+    }
 }
 
 fn session_for(context_id: u32) -> Option<Arc<dyn CaptureSession>> {
@@ -160,6 +211,9 @@ fn route_callback(cb: &ApiCallback<'_>) {
                 }
                 return;
             };
+            if cb.launch == crate::checked::callback::LaunchKind::Transfer && SEVERAL_ROUTES.load(Ordering::Acquire) {
+                TRANSFER_CALLS.lock().note(cb.correlation_id, cb.context_uid);
+            }
             let routed = ROUTED_LEVELS.with(|r| {
                 r.set(r.get() | bit);
                 r.get().count_ones()
@@ -231,10 +285,16 @@ impl Drop for BenchRoute {
 }
 
 fn route_records(records: Vec<ActivityRecord>) {
-    let mut records = records;
-    while let Some(first) = records.first() {
-        let ctx = first.context_id();
-        let (mine, rest): (Vec<_>, Vec<_>) = records.into_iter().partition(|r| r.context_id() == ctx);
+    let several =
+        SEVERAL_ROUTES.load(Ordering::Acquire) && records.iter().any(|r| matches!(r, ActivityRecord::Transfer(_)));
+    let calls = several.then(|| TRANSFER_CALLS.lock());
+    let mut records: Vec<(u32, ActivityRecord)> =
+        records.into_iter().map(|r| (route_key(&r, calls.as_deref()), r)).collect();
+    drop(calls);
+    while let Some((ctx, _)) = records.first() {
+        let ctx = *ctx;
+        let (mine, rest): (Vec<_>, Vec<_>) = records.into_iter().partition(|(key, _)| *key == ctx);
+        let mine: Vec<ActivityRecord> = mine.into_iter().map(|(_, r)| r).collect();
         if let Some(session) = session_for(ctx) {
             session.on_records(mine);
         } else {
@@ -398,6 +458,7 @@ pub(crate) fn join(
             reg.activity =
                 Some(ActivityTracing::start(cupti, kinds, PREALLOCATED_ACTIVITY_BUFFERS, Arc::new(route_records))?);
         } else if let Some(activity) = registration.as_mut().and_then(|r| r.activity.as_mut()) {
+            crate::checked::activity::grow_pool(PREALLOCATED_ACTIVITY_BUFFERS * ROUTES.read().len().max(1));
             // One set of kinds per process: the newest profiler's (kernel replay must not
             // have memset records; see ActivityKinds::KernelsAndMemcpy).
             if activity.kinds() != kinds {
@@ -489,6 +550,40 @@ impl Drop for HubMembership {
 mod tests {
     use super::*;
 
+    fn copy(correlation_id: u32, context_id: u32) -> ActivityRecord {
+        ActivityRecord::Transfer(crate::model::TransferActivity {
+            correlation_id,
+            kind: crate::model::TransferKind::MemcpyPtoP,
+            bytes: 4 << 20,
+            start_ns: 10,
+            end_ns: 20,
+            stream_id: 7,
+            context_id,
+            device_id: 1,
+            graph_id: 0,
+            graph_node_id: 0,
+        })
+    }
+
+    #[test]
+    fn a_copy_between_gpus_goes_to_the_session_that_heard_its_call() {
+        // `.to("cuda:1")` called in context 1 (GPU 0); CUPTI's peer copy record carries
+        // context 2 (GPU 1), as on two H100s.
+        let mut calls = TransferCalls::new();
+        calls.note(41, 1);
+        calls.note(42, 1);
+        assert_eq!(route_key(&copy(42, 2), Some(&calls)), 1, "the caller's context");
+        assert_eq!(route_key(&copy(43, 2), Some(&calls)), 2, "a call nobody heard: the record's own");
+        assert_eq!(route_key(&copy(42, 2), None), 2, "one session: records go by their context");
+        // Bounded: the oldest calls are forgotten first.
+        for id in 0..TransferCalls::CAPACITY as u32 + 100 {
+            calls.note(1_000 + id, 3);
+        }
+        assert_eq!(calls.owner(41), None);
+        assert_eq!(calls.owner(1_000 + TransferCalls::CAPACITY as u32 + 99), Some(3));
+        assert_eq!(calls.order.len(), TransferCalls::CAPACITY);
+    }
+
     #[test]
     fn launches_and_kernels_of_unprofiled_contexts_are_counted_per_context() {
         // Context ids of this test only: the table is process-wide.
@@ -507,11 +602,14 @@ mod tests {
         assert_eq!(
             mine(1),
             [
-                UnprofiledContext { context_id: a, device_id: Some(0), launches: 2, kernels: 2 },
-                UnprofiledContext { context_id: b, device_id: Some(1), launches: 0, kernels: 3 },
+                UnprofiledContext { context_id: a, device_id: Some(0), launches: 2, kernels: 2, why: None },
+                UnprofiledContext { context_id: b, device_id: Some(1), launches: 0, kernels: 3, why: None },
             ]
         );
         // A session's own context is never among the others.
-        assert_eq!(mine(a), [UnprofiledContext { context_id: b, device_id: Some(1), launches: 0, kernels: 3 }]);
+        assert_eq!(
+            mine(a),
+            [UnprofiledContext { context_id: b, device_id: Some(1), launches: 0, kernels: 3, why: None }]
+        );
     }
 }

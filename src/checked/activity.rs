@@ -17,7 +17,7 @@ use crate::error::Result;
 use crate::model::{KernelActivity, TransferActivity, TransferKind};
 use crate::sys::cupti::{
     CUcontext, CUptiResult, CUpti_Activity, CUpti_ActivityFlag, CUpti_ActivityKernel10, CUpti_ActivityKind,
-    CUpti_ActivityMemcpy6, CUpti_ActivityMemset4,
+    CUpti_ActivityMemcpy6, CUpti_ActivityMemcpyPtoP4, CUpti_ActivityMemset4,
 };
 
 /// Size of one activity buffer. CUPTI recommends a few MB; 8 MB holds ~25k kernel records.
@@ -182,6 +182,23 @@ unsafe fn decode_buffer(cupti: &Cupti, buffer: *mut u8, valid: usize) -> Vec<Act
                     graph_node_id: m.graphNodeId,
                 }));
             }
+            CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY2 => {
+                // SAFETY: MEMCPY2 (peer-to-peer) records are CUpti_ActivityMemcpyPtoP4 in
+                // CUPTI 13.
+                let m = unsafe { &*(record as *const CUpti_ActivityMemcpyPtoP4) };
+                out.push(ActivityRecord::Transfer(TransferActivity {
+                    correlation_id: m.correlationId,
+                    bytes: m.bytes,
+                    kind: TransferKind::from_cupti_copy_kind(m.copyKind),
+                    start_ns: m.start,
+                    end_ns: m.end,
+                    stream_id: m.streamId,
+                    context_id: m.contextId,
+                    device_id: m.deviceId,
+                    graph_id: m.graphId,
+                    graph_node_id: m.graphNodeId,
+                }));
+            }
             CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET => {
                 // SAFETY: MEMSET records are CUpti_ActivityMemset4 in CUPTI 13.
                 let m = unsafe { &*(record as *const CUpti_ActivityMemset4) };
@@ -233,18 +250,27 @@ impl ActivityKinds {
         match (self, serial) {
             (ActivityKinds::Kernels, false) => &[K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL],
             (ActivityKinds::Kernels, true) => &[K::CUPTI_ACTIVITY_KIND_KERNEL],
+            // MEMCPY2: copies between two GPUs (peer to peer), recorded apart from MEMCPY.
             (ActivityKinds::KernelsAndMemory, false) => &[
                 K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
                 K::CUPTI_ACTIVITY_KIND_MEMCPY,
+                K::CUPTI_ACTIVITY_KIND_MEMCPY2,
                 K::CUPTI_ACTIVITY_KIND_MEMSET,
             ],
-            (ActivityKinds::KernelsAndMemory, true) => {
-                &[K::CUPTI_ACTIVITY_KIND_KERNEL, K::CUPTI_ACTIVITY_KIND_MEMCPY, K::CUPTI_ACTIVITY_KIND_MEMSET]
+            (ActivityKinds::KernelsAndMemory, true) => &[
+                K::CUPTI_ACTIVITY_KIND_KERNEL,
+                K::CUPTI_ACTIVITY_KIND_MEMCPY,
+                K::CUPTI_ACTIVITY_KIND_MEMCPY2,
+                K::CUPTI_ACTIVITY_KIND_MEMSET,
+            ],
+            (ActivityKinds::KernelsAndMemcpy, false) => &[
+                K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                K::CUPTI_ACTIVITY_KIND_MEMCPY,
+                K::CUPTI_ACTIVITY_KIND_MEMCPY2,
+            ],
+            (ActivityKinds::KernelsAndMemcpy, true) => {
+                &[K::CUPTI_ACTIVITY_KIND_KERNEL, K::CUPTI_ACTIVITY_KIND_MEMCPY, K::CUPTI_ACTIVITY_KIND_MEMCPY2]
             }
-            (ActivityKinds::KernelsAndMemcpy, false) => {
-                &[K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, K::CUPTI_ACTIVITY_KIND_MEMCPY]
-            }
-            (ActivityKinds::KernelsAndMemcpy, true) => &[K::CUPTI_ACTIVITY_KIND_KERNEL, K::CUPTI_ACTIVITY_KIND_MEMCPY],
         }
     }
 }
@@ -296,6 +322,17 @@ fn global_stats() -> ActivityStats {
         records_dropped: RECORDS_DROPPED.load(Ordering::Relaxed),
         buffers_allocated_late: BUFFERS_ALLOCATED_LATE.load(Ordering::Relaxed),
         callback_panics: CALLBACK_PANICS.load(Ordering::Relaxed),
+    }
+}
+
+/// Fills the buffer pool up to `total` buffers (a process that profiles another context
+/// produces records on both: a pool sized for one ran dry on two GPUs).
+pub fn grow_pool(total: usize) {
+    let mut reg = REGISTRATION.lock();
+    if let Some(r) = reg.as_mut() {
+        while r.pool.len() < total {
+            r.pool.push(new_buffer());
+        }
     }
 }
 

@@ -505,7 +505,7 @@ mod tests {
 /// A CUDA context of the process that no profiler measured: its kernel launches were heard
 /// and its kernels ran, but none of them is in the report's rows. Reported in the summary's
 /// first line and in `injection.json`, never only as a warning.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UnprofiledContext {
     /// CUPTI's context id.
     pub context_id: u32,
@@ -516,4 +516,7 @@ pub struct UnprofiledContext {
     pub launches: u64,
     /// Kernel activity records of it that arrived and were left out.
     pub kernels: u64,
+    /// Why gmprof did not profile it (its profiler could not start), when it tried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }

@@ -192,6 +192,11 @@ impl Report {
                 m.chip.as_deref().unwrap_or("unknown")
             ),
         ];
+        if !m.devices.is_empty() {
+            let each: Vec<String> =
+                m.devices.iter().map(|d| format!("{} ({} kernels)", d.device_id, d.kernel_count)).collect();
+            lines.push(format!("devices: {}", each.join(", ")));
+        }
         for rule in &m.metrics {
             lines.push(format!(
                 "metric: {} kind={} unit={} rule={} inputs={}",
@@ -257,19 +262,45 @@ impl Report {
     }
 
     /// Writes the per-range CSV (metadata lines, header, one record per range row) to `out`.
-    pub fn write_csv_to<W: Write>(&self, mut out: W) -> Result<()> {
-        const WHAT: &str = "per-range CSV";
-        self.write_metadata(&mut out, "per-range report", WHAT)?;
-        let mut w = RecordWriter::new(out, WHAT);
+    pub fn write_csv_to<W: Write>(&self, out: W) -> Result<()> {
+        self.write_range_table(out, "per-range report", "per-range CSV", self.ranges.iter().map(|r| (None, r)), false)
+    }
+
+    /// Writes `range_devices.csv`'s content (each range instance's row on each device, when
+    /// the process profiled several GPUs; [`Report::range_devices`]) to `out`.
+    pub fn write_range_devices_csv_to<W: Write>(&self, out: W) -> Result<()> {
+        let rows = self.range_devices.iter().map(|d| (Some(d.device_id), &d.row));
+        self.write_range_table(out, "per-range report by device", "per-range-by-device CSV", rows, true)
+    }
+
+    /// Writes `range_devices.csv` to a file.
+    pub fn write_range_devices_csv(&self, path: impl AsRef<Path>) -> Result<()> {
+        write_file(path.as_ref(), |out| self.write_range_devices_csv_to(out))
+    }
+
+    fn write_range_table<'a, W: Write>(
+        &self,
+        mut out: W,
+        table: &str,
+        what: &'static str,
+        rows: impl Iterator<Item = (Option<u32>, &'a crate::analysis::aggregate::RangeRow)>,
+        device_column: bool,
+    ) -> Result<()> {
+        self.write_metadata(&mut out, table, what)?;
+        let mut w = RecordWriter::new(out, what);
         let metric_names = self.metric_names();
         w.header(
-            RANGE_COLUMNS
-                .iter()
-                .copied()
+            device_column
+                .then_some("device_id")
+                .into_iter()
+                .chain(RANGE_COLUMNS.iter().copied())
                 .chain(metric_names.iter().copied())
                 .chain(RANGE_DERIVED_COLUMNS.iter().copied()),
         )?;
-        for row in &self.ranges {
+        for (device, row) in rows {
+            if device_column {
+                w.optional(device)?;
+            }
             w.range_id(row.range_id)?;
             w.text(&row.path)?;
             w.text(&row.name)?;

@@ -27,6 +27,7 @@
 
 pub mod csv;
 pub mod device_timers;
+pub mod devices;
 pub mod diff;
 pub mod formats;
 pub mod group;
@@ -199,6 +200,10 @@ pub struct ReportMeta {
     /// heard and kernel records left out on each: the summary's first line names them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unprofiled_contexts: Vec<UnprofiledContext>,
+    /// The GPUs (CUDA contexts) this report combines, when the process profiled more than
+    /// one ([`devices::combine`]): each with its kernels and GPU time. Empty for one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<devices::DeviceShare>,
 }
 
 /// A session's report: metadata, per-range rows, per-kernel rows, per-transfer rows.
@@ -227,6 +232,10 @@ pub struct Report {
     /// correlation id; see [`probes`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub probes: Vec<probes::ProbedLaunch>,
+    /// When the process profiled several GPUs: each range instance's share on each device
+    /// (`range_devices.csv`); [`Report::ranges`] holds the totals over all devices.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub range_devices: Vec<devices::RangeDeviceRow>,
 }
 
 impl Report {
@@ -255,6 +264,14 @@ impl Report {
             self.write_kernels_parquet(dir.join(pq::KERNELS_PARQUET))?;
             self.write_transfers_parquet(dir.join(pq::TRANSFERS_PARQUET))?;
             self.write_stats_parquet(dir.join(pq::STATS_PARQUET))?;
+        }
+        if !self.range_devices.is_empty() {
+            if formats.csv {
+                self.write_range_devices_csv(dir.join(devices::RANGE_DEVICES_CSV))?;
+            }
+            if formats.parquet {
+                self.write_range_devices_parquet(dir.join(pq::RANGE_DEVICES_PARQUET))?;
+            }
         }
         self.write_json(dir.join("report.json"))?;
         if self.pm.is_some() {

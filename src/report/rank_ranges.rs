@@ -183,6 +183,7 @@ impl RankRanges {
             device_timers: Vec::new(),
             device_regions: Vec::new(),
             probes: Vec::new(),
+            range_devices: Vec::new(),
         };
         let ending = crate::report::summary::ending_line(&shell);
         Ok(RankRanges { label, dir: dir.to_owned(), meta, ranges, kernels, source: RANGES_PARQUET, ending })

@@ -93,6 +93,10 @@ pub struct SummaryRow {
     pub warmup_count: u64,
     /// Their mean GPU time, ns.
     pub warmup_mean_ns: Option<f64>,
+    /// When the process profiled several GPUs: Σ GPU time over steady-state instances on
+    /// each device (device ordinal, ns), from [`Report::range_devices`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_device: Vec<(u32, u64)>,
 }
 
 /// The summary of a report; its `Display` is the text table.
@@ -124,6 +128,9 @@ pub struct Summary {
     /// Other CUDA contexts of the process that were not profiled (the first line names them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unprofiled_contexts: Vec<crate::model::UnprofiledContext>,
+    /// The `GPUs:` line, when the process profiled several GPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devices_line: Option<String>,
     /// Memcpy and memset rows.
     #[serde(default)]
     pub transfer_count: u64,
@@ -204,6 +211,11 @@ impl Summary {
             .filter_map(|(r, _)| r.gpu_time_ns)
             .fold(0u64, u64::saturating_add);
         let groups = group_rows(&report.ranges, options.group_by);
+        let mut device_rows: std::collections::HashMap<_, Vec<&crate::report::devices::RangeDeviceRow>> =
+            std::collections::HashMap::new();
+        for d in &report.range_devices {
+            device_rows.entry(d.row.range_id).or_default().push(d);
+        }
         let group_count = groups.len() as u64;
         let mut rows: Vec<SummaryRow> = groups
             .into_iter()
@@ -225,6 +237,7 @@ impl Summary {
                     dram_gbps: None,
                     warmup_count: 0,
                     warmup_mean_ns: None,
+                    by_device: Vec::new(),
                 };
                 let (mut warm_total, mut warm_timed) = (0u64, 0u64);
                 let (mut dram_bytes, mut dram_time) = (0.0f64, 0u64);
@@ -241,6 +254,14 @@ impl Summary {
                     }
                     row.kernels += r.kernel_count;
                     row.flagged_kernels += r.flagged_kernel_count;
+                    for d in device_rows.get(&r.range_id).into_iter().flatten() {
+                        if let Some(t) = d.row.gpu_time_ns {
+                            match row.by_device.iter_mut().find(|(id, _)| *id == d.device_id) {
+                                Some((_, total)) => *total = total.saturating_add(t),
+                                None => row.by_device.push((d.device_id, t)),
+                            }
+                        }
+                    }
                     let Some(t) = r.gpu_time_ns else {
                         row.missing += 1;
                         continue;
@@ -268,6 +289,7 @@ impl Summary {
                 }
                 row.dram_gbps = (dram_known && dram_time > 0).then(|| dram_bytes / dram_time as f64);
                 row.warmup_mean_ns = (warm_timed > 0).then(|| warm_total as f64 / warm_timed as f64);
+                row.by_device.sort_unstable();
                 row
             })
             .collect();
@@ -301,6 +323,7 @@ impl Summary {
             warning_count: meta.warnings.len(),
             clock_drift_ns: meta.clock_drift_ns,
             unprofiled_contexts: meta.unprofiled_contexts.clone(),
+            devices_line: devices_line(&meta.devices),
             transfer_count: report.transfers.len() as u64,
             graph_launches: meta.counts.graph_launches,
             graph_node_kernels: meta.counts.graph_node_rows,
@@ -480,6 +503,29 @@ fn self_time_line(t: crate::model::SelfTime) -> String {
     )
 }
 
+/// `GPUs: 2 profiled | device 0 (NVIDIA H100 80GB HBM3): 70 kernels, 1.21 ms | device 1
+/// (...): 120 kernels, 2.34 ms`; `None` for a process that profiled one GPU.
+pub fn devices_line(devices: &[crate::report::devices::DeviceShare]) -> Option<String> {
+    if devices.len() < 2 {
+        return None;
+    }
+    let each: Vec<String> = devices
+        .iter()
+        .map(|d| {
+            let name = d.device_name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+            let flagged =
+                if d.flagged_kernel_rows > 0 { format!(", {} flagged", d.flagged_kernel_rows) } else { String::new() };
+            format!(
+                "device {}{name}: {} kernels, {}{flagged}",
+                d.device_id,
+                d.kernel_count,
+                d.gpu_time_ns.map_or_else(|| BLANK.to_owned(), |t| format_duration_ns(t as f64))
+            )
+        })
+        .collect();
+    Some(format!("GPUs: {} profiled | {}", devices.len(), each.join(" | ")))
+}
+
 /// `NOT PROFILED: 1 other CUDA context (device 1: 312 kernel launches, 300 kernels not in
 /// this report)`; `None` when every context was profiled.
 pub fn unprofiled_text(contexts: &[crate::model::UnprofiledContext]) -> Option<String> {
@@ -490,7 +536,8 @@ pub fn unprofiled_text(contexts: &[crate::model::UnprofiledContext]) -> Option<S
         .iter()
         .map(|c| {
             let device = c.device_id.map_or_else(|| format!("context {}", c.context_id), |d| format!("device {d}"));
-            format!("{device}: {} kernel launches, {} kernels", c.launches, c.kernels)
+            let why = c.why.as_deref().map(|w| format!(", because {w}")).unwrap_or_default();
+            format!("{device}: {} kernel launches, {} kernels{why}", c.launches, c.kernels)
         })
         .collect();
     Some(format!(
@@ -552,6 +599,9 @@ impl fmt::Display for Summary {
             write!(f, " | {line}")?;
         }
         writeln!(f)?;
+        if let Some(line) = &self.devices_line {
+            writeln!(f, "{line}")?;
+        }
         writeln!(
             f,
             "dropped counter ranges: {} | dropped activity records: {} | flagged kernel rows: {} | orphan counter ranges: {} | warnings: {}",
@@ -598,6 +648,10 @@ impl fmt::Display for Summary {
             header.push("flagged");
         }
         header.push("DRAM GB/s");
+        let by_device = self.rows.iter().any(|r| !r.by_device.is_empty());
+        if by_device {
+            header.push("GPU time by device");
+        }
         let blank = || BLANK.to_owned();
         let duration = |v: Option<u64>| v.map_or_else(blank, |v| format_duration_ns(v as f64));
         let table: Vec<Vec<String>> = self
@@ -625,6 +679,11 @@ impl fmt::Display for Summary {
                     line.push(r.flagged_kernels.to_string());
                 }
                 line.push(r.dram_gbps.map_or_else(blank, |g| format!("{g:.1}")));
+                if by_device {
+                    let each: Vec<String> =
+                        r.by_device.iter().map(|(d, t)| format!("{d}: {}", format_duration_ns(*t as f64))).collect();
+                    line.push(if each.is_empty() { blank() } else { each.join(", ") });
+                }
                 line
             })
             .collect();
@@ -693,8 +752,8 @@ mod tests {
         // As recorded on an H100 (scripts/gpu-contexts-validate.sh): a second context of
         // device 0 ran 80 kernels, one of device 1 was only heard launching.
         report.meta.unprofiled_contexts = vec![
-            UnprofiledContext { context_id: 2, device_id: Some(0), launches: 80, kernels: 80 },
-            UnprofiledContext { context_id: 3, device_id: None, launches: 5, kernels: 0 },
+            UnprofiledContext { context_id: 2, device_id: Some(0), launches: 80, kernels: 80, why: None },
+            UnprofiledContext { context_id: 3, device_id: None, launches: 5, kernels: 0, why: None },
         ];
         let text = report.summary().to_string();
         let first = text.lines().next().unwrap();

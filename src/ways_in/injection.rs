@@ -7,19 +7,23 @@
 //! CUPTI's NVTX callbacks). gmprof then:
 //! - pins the capture hub's CUPTI subscriber and listens to context creation and to NVTX
 //!   range pushes and pops, from the program's first NVTX call on;
-//! - starts a [`Profiler`] on the first context the program creates, inside the creation
-//!   callback, before the program can launch anything on it; ranges the creating thread
-//!   pushed before (around model setup, or before CUDA was initialized) are adopted;
+//! - starts a [`Profiler`] on every context the program creates (every GPU it uses, and
+//!   contexts created late), inside the creation callback, before the program can launch
+//!   anything on it; ranges the creating thread has open (around model setup, or before
+//!   CUDA was initialized) are adopted ([`crate::ways_in::contexts`]);
 //! - turns default-domain NVTX ranges (`nvtxRangePushA/W/Ex`, `nvtxRangePop`, and so
 //!   `torch.cuda.nvtx.range_push/pop`) into gmprof ranges, optionally only those under a
 //!   named range ([`InjectionConfig::nvtx_include`]);
-//! - finishes and writes its outputs when that context starts being destroyed or, at the
-//!   latest, when the process exits (an `atexit` handler), closing ranges the program left
-//!   open; and writes `injection.json`, which says what happened even when nothing was
-//!   profiled (no CUDA context, a start failure) and what started gmprof.
+//! - finishes a context's profiler when that context starts being destroyed, and writes the
+//!   process's outputs (every context's report, combined by [`crate::report::devices`])
+//!   when the last one is, or at the latest when the process exits (an `atexit` handler),
+//!   closing ranges the program left open; and writes `injection.json`, which says what
+//!   happened even when nothing was profiled (no CUDA context, a start failure) and what
+//!   started gmprof.
 //!
-//! Configuration comes from the environment ([`InjectionConfig::from_env`]). Only the
-//! first context is profiled (one GPU); later contexts are counted and reported.
+//! Configuration comes from the environment ([`InjectionConfig::from_env`]). A context
+//! whose profiler cannot start (a busy or unsupported device) is counted and named, with
+//! why, on the summary's first line and in `injection.json`; the others are measured.
 //! NVTX domain ranges (`nvtxDomainRangePushEx`) and start/end ranges are not followed. With
 //! `NVTX_INJECTION64_PATH` naming libcupti instead (set by hand), gmprof starts with CUDA
 //! and does not hear NVTX ranges pushed before that; their pops are counted as unbalanced,
@@ -43,6 +47,7 @@ use crate::checked::driver::Context;
 use crate::checked::Cupti;
 use crate::error::{Error, Result};
 use crate::model::{ProfilingMode, RunEnd};
+use crate::ways_in::contexts::ContextProfilers;
 use crate::ways_in::layout::{self, ProcessIdentity, Target};
 pub use crate::ways_in::nvtx_stack::{NvtxRangeStack, PopAction};
 use crate::ways_in::outputs::{self, Outputs};
@@ -205,12 +210,16 @@ pub struct InjectionStatus {
     pub mode: Option<String>,
     /// CUDA contexts the program created.
     pub contexts_created: u64,
-    /// The contexts after the first, which gmprof did not profile, with the kernel launches
-    /// heard and the kernels that ran on each (none of them is in the outputs).
+    /// Contexts gmprof did not profile (their profiler could not start, with why), with the
+    /// kernel launches heard and the kernels that ran on each (none of them is in the
+    /// outputs).
     #[serde(default)]
     pub unprofiled_contexts: Vec<crate::model::UnprofiledContext>,
-    /// Whether a profiler ran on the first of them.
+    /// Whether a profiler ran on any of them.
     pub profiled: bool,
+    /// Contexts profiled (one per GPU the process used, and contexts created later).
+    #[serde(default)]
+    pub contexts_profiled: u64,
     /// Why profiling did not start or failed to finish.
     pub error: Option<String>,
     /// What ended the session: `context destroyed`, `process exit`, or none.
@@ -279,7 +288,8 @@ struct Injected {
     under_launcher: bool,
     /// What started gmprof (set once the hub is pinned).
     started_by: Mutex<Option<Start>>,
-    profiler: Mutex<Option<(Context, Profiler)>>,
+    /// One profiler per CUDA context.
+    profilers: ContextProfilers,
     contexts_created: AtomicU64,
     nvtx_pushes: AtomicU64,
     nvtx_followed: AtomicU64,
@@ -309,77 +319,120 @@ fn on_context(state: &'static Injected, event: ContextEvent) {
     match event {
         ContextEvent::Created(ctx) => {
             tracing::debug!(?ctx, "gmprof: context created");
-            if state.contexts_created.fetch_add(1, Ordering::AcqRel) > 0 || state.done.load(Ordering::Acquire) {
+            state.contexts_created.fetch_add(1, Ordering::AcqRel);
+            if state.done.load(Ordering::Acquire) {
                 return;
             }
-            let config = &state.config;
-            match state.target.claim() {
-                Ok(dir) => {
-                    let _ = state.outputs.set(Outputs::new(dir));
+            if !state.profilers.has_room() {
+                let why = format!(
+                    "gmprof profiles at most {} contexts per process",
+                    crate::ways_in::contexts::MAX_PROFILED_CONTEXTS
+                );
+                return state.profilers.refuse(None, why);
+            }
+            if state.outputs.get().is_none() {
+                match state.target.claim() {
+                    Ok(dir) => {
+                        let _ = state.outputs.set(Outputs::new(dir));
+                    }
+                    Err(e) => return note_error(state, format!("could not create the output directory: {e}")),
                 }
-                Err(e) => return note_error(state, format!("could not create the output directory: {e}")),
             }
-            let mut builder = Profiler::builder().context(ctx).range_scope(config.range_scope);
-            if let Some(mode) = config.mode {
-                builder = builder.mode(mode);
-            }
-            if let Some(metrics) = &config.metrics {
-                builder = builder.metrics(metrics.iter().cloned());
-            }
-            if let Some(n) = config.ranges_per_cycle {
-                builder = builder.max_ranges_per_cycle(n);
-            }
-            if let Some((pattern, instances)) = &config.iteration_replay {
-                builder = builder.iteration_replay(pattern.clone(), *instances);
-            }
-            builder = builder.pm_sampling(config.pm_sampling.clone());
-            // Range boundaries arrive inside CUPTI's NVTX callbacks, where flushing the
-            // activity buffers crashed CUPTI 13.0 (seen on an H200); the report does not
-            // depend on when records arrive, so injected sessions never flush there.
-            builder = builder.synchronize_on_pop(config.synchronize_on_pop).flush_on_range_boundaries(false);
-            match builder.build() {
+            match build_profiler(&state.config, ctx) {
                 Ok(profiler) => {
-                    tracing::debug!("gmprof: profiler started on the first context");
-                    // Ranges this thread opened before the context existed are adopted, so
-                    // a range around model setup still holds the first kernels.
-                    let adopted = NVTX_STACK.with(|s| s.borrow_mut().adopt_open(&config.nvtx_include));
+                    let device = profiler.device_id();
+                    let slot = state.profilers.add(ctx, profiler.clone());
+                    tracing::debug!(slot, ?device, "gmprof: profiler started on a context");
+                    if slot == 1 && profiler.mode() == crate::model::ProfilingMode::KernelReplay {
+                        // Kernel replay makes each launch wait for its kernel; a collective's
+                        // kernel waits for its peer on the other GPU, which the same thread
+                        // launches next (nn.DataParallel's NCCL broadcast hung so on two H100s).
+                        eprintln!(
+                            "gmprof: kernel_replay on several GPUs of one process: a collective over them (NCCL, \
+                             nn.DataParallel) hangs under kernel replay; use --mode per_kernel for such programs"
+                        );
+                    }
+                    // Ranges this thread has open are adopted, so a range around model setup
+                    // (or the step that first touched this GPU) holds its first kernels.
+                    let adopted = NVTX_STACK.with(|s| s.borrow_mut().adopt_open(slot, &state.config.nvtx_include));
                     for name in adopted {
-                        if profiler.push_range(&name).is_ok() {
+                        if profiler.push_range(&name).is_ok() && slot == 0 {
                             state.nvtx_followed.fetch_add(1, Ordering::Relaxed);
                         }
                     }
-                    *state.profiler.lock() = Some((ctx, profiler));
                     state.profiled.store(true, Ordering::Release);
                     install_exit_hooks(state);
                 }
-                Err(e) => note_error(state, format!("could not start profiling the first CUDA context: {e}")),
+                Err(e) => {
+                    let device = crate::checked::Cupti::load()
+                        .ok()
+                        .and_then(|c| crate::checked::target::device_ordinal(&c, ctx).ok());
+                    let which = device.map_or_else(|| "a CUDA context".to_owned(), |d| format!("device {d}"));
+                    eprintln!("gmprof: could not start profiling {which}: {e}; its kernels are counted, not measured");
+                    if !state.profilers.any() {
+                        state.error.lock().get_or_insert(format!("could not start profiling {which}: {e}"));
+                    }
+                    state.profilers.refuse(device, e.to_string());
+                }
             }
         }
         ContextEvent::DestroyStarting(ctx) => {
-            let ours = state.profiler.lock().as_ref().is_some_and(|(c, _)| *c == ctx);
-            if ours {
-                finish(state, RunEnd::Finished { by: "context destroyed".into() }, Teardown::Release);
+            if !state.profilers.profiles(ctx) || state.done.load(Ordering::Acquire) {
+                return;
+            }
+            let run_end = RunEnd::Finished { by: "context destroyed".into() };
+            match state.profilers.finish_context(ctx, run_end.clone()) {
+                Ok(0) => finish(state, run_end, Teardown::Release),
+                Ok(_) => tracing::debug!("gmprof: a context's profiler finished; the others go on"),
+                Err(e) => note_error(state, format!("could not finish profiling a destroyed context: {e}")),
             }
         }
     }
 }
 
+/// A profiler for `ctx` as the environment asks.
+fn build_profiler(config: &InjectionConfig, ctx: Context) -> Result<Profiler> {
+    let mut builder = Profiler::builder().context(ctx).range_scope(config.range_scope);
+    if let Some(mode) = config.mode {
+        builder = builder.mode(mode);
+    }
+    if let Some(metrics) = &config.metrics {
+        builder = builder.metrics(metrics.iter().cloned());
+    }
+    if let Some(n) = config.ranges_per_cycle {
+        builder = builder.max_ranges_per_cycle(n);
+    }
+    if let Some((pattern, instances)) = &config.iteration_replay {
+        builder = builder.iteration_replay(pattern.clone(), *instances);
+    }
+    builder = builder.pm_sampling(config.pm_sampling.clone());
+    // Range boundaries arrive inside CUPTI's NVTX callbacks, where flushing the activity
+    // buffers crashed CUPTI 13.0 (seen on an H200); the report does not depend on when
+    // records arrive, so injected sessions never flush there.
+    builder = builder.synchronize_on_pop(config.synchronize_on_pop).flush_on_range_boundaries(false);
+    builder.build()
+}
+
 fn on_nvtx(state: &Injected, event: NvtxEvent<'_>) {
-    let profiler = state.profiler.lock().as_ref().map(|(_, p)| p.clone());
     match event {
         NvtxEvent::Push(name) => {
-            tracing::trace!(%name, live = profiler.is_some(), "gmprof: NVTX push");
+            let (mask, live) = state.profilers.live();
+            tracing::trace!(%name, live = live.len(), "gmprof: NVTX push");
             crate::ways_in::probe_run::on_push(&name);
             state.nvtx_pushes.fetch_add(1, Ordering::Relaxed);
             NVTX_STACK.with(|s| {
                 let mut stack = s.borrow_mut();
-                if stack.push(&name, profiler.is_some(), &state.config.nvtx_include) {
-                    match profiler.as_ref().map(|p| p.push_range(&name)) {
-                        Some(Ok(())) => {
-                            state.nvtx_followed.fetch_add(1, Ordering::Relaxed);
-                        }
-                        _ => stack.forward_failed(),
+                let send = stack.push(&name, mask, &state.config.nvtx_include);
+                let mut failed = 0;
+                for (slot, profiler) in live.iter().filter(|(slot, _)| send & (1 << slot) != 0) {
+                    if let Err(e) = profiler.push_range(&name) {
+                        tracing::debug!("gmprof: NVTX push on profiler {slot}: {e}");
+                        failed |= 1 << slot;
                     }
+                }
+                stack.forward_failed(failed);
+                if send & !failed != 0 {
+                    state.nvtx_followed.fetch_add(1, Ordering::Relaxed);
                 }
             });
         }
@@ -387,9 +440,11 @@ fn on_nvtx(state: &Injected, event: NvtxEvent<'_>) {
             crate::ways_in::probe_run::on_pop();
             let action = NVTX_STACK.with(|s| s.borrow_mut().pop());
             match action {
-                PopAction::Forward => {
-                    if let Some(Err(e)) = profiler.map(|p| p.pop_range()) {
-                        tracing::warn!("gmprof: NVTX pop: {e}");
+                PopAction::Forward(mask) => {
+                    for profiler in state.profilers.in_mask(mask) {
+                        if let Err(e) = profiler.pop_range() {
+                            tracing::warn!("gmprof: NVTX pop: {e}");
+                        }
                     }
                 }
                 PopAction::Ignore => {}
@@ -411,23 +466,16 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
         return;
     }
     tracing::debug!(?run_end, "gmprof: finishing");
-    let taken = state.profiler.lock().take();
     let mut outputs_written = false;
     let mut probes_joined = false;
     let contexts = state.contexts_created.load(Ordering::Acquire);
     let ended = run_end.describe();
     // How the run ended as the report records it: with the steps of finishing that failed.
     let mut recorded_end = run_end.clone();
-    if let Some((_, profiler)) = taken {
-        let result = profiler.finish_with(run_end, teardown, |report| {
+    if state.profilers.any() {
+        let (report, errors) = state.profilers.finish_all(run_end, teardown, |report| {
             if let Some(end) = &report.meta.run_end {
                 recorded_end = end.clone();
-            }
-            if contexts > 1 {
-                report
-                    .meta
-                    .warnings
-                    .push(format!("the program created {contexts} CUDA contexts; gmprof profiled the first only"));
             }
             state.unprofiled.lock().clone_from(&report.meta.unprofiled_contexts);
             let unbalanced = state.nvtx_unbalanced.load(Ordering::Relaxed);
@@ -444,8 +492,12 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
             match outputs.write_final(report) {
                 Ok(()) => {
                     outputs_written = true;
+                    let devices = match report.meta.devices.len() {
+                        0 | 1 => String::new(),
+                        n => format!(", {n} GPUs"),
+                    };
                     eprintln!(
-                        "gmprof: wrote {} ({} ranges, {} kernels; {ended})",
+                        "gmprof: wrote {} ({} ranges, {} kernels{devices}; {ended})",
                         outputs.dir().display(),
                         report.ranges.len(),
                         report.kernels.len()
@@ -454,8 +506,10 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
                 Err(e) => note_error(state, format!("could not write the outputs: {e}")),
             }
         });
-        if let Err(e) = result {
+        for e in &errors {
             note_error(state, format!("could not finish profiling: {e}"));
+        }
+        if report.is_none() {
             // The last checkpoint, if any, is what is left; the status says so.
             if state.outputs.get().is_some_and(|o| o.checkpoints() > 0) {
                 note_error(state, "the outputs are the last checkpoint".into());
@@ -500,6 +554,7 @@ fn write_status(state: &Injected, run_end: Option<RunEnd>, outputs_written: bool
         contexts_created: state.contexts_created.load(Ordering::Acquire),
         unprofiled_contexts: state.unprofiled.lock().clone(),
         profiled: state.profiled.load(Ordering::Acquire),
+        contexts_profiled: state.profilers.count() as u64,
         error,
         finished_by: run_end.as_ref().map(RunEnd::describe),
         outputs_written: outputs_written || checkpoints > 0,
@@ -523,9 +578,12 @@ fn checkpoint(state: &Injected, reason: &str) -> bool {
     if state.done.load(Ordering::Acquire) || std::process::id() != state.identity.pid {
         return false;
     }
-    let Some(profiler) = state.profiler.lock().as_ref().map(|(_, p)| p.clone()) else { return false };
     let Some(outputs) = state.outputs.get() else { return false };
-    match outputs.write_checkpoint(&profiler, reason) {
+    let written = state.profilers.checkpoint(reason).and_then(|report| match report {
+        Some(report) => Ok(outputs.write_checkpoint_report(&report)?.then(|| report.meta.run_end.clone()).flatten()),
+        None => Ok(None),
+    });
+    match written {
         Ok(Some(run_end)) => write_status(state, Some(run_end), false),
         Ok(None) => {}
         Err(e) => tracing::warn!("gmprof: checkpoint failed: {e}"),
@@ -564,6 +622,27 @@ fn install_exit_hooks(state: &'static Injected) {
             }
         }
     });
+}
+
+/// The process is ending through `_exit` ([`crate::ways_in::immediate_exit`]): finish and
+/// write as the exit handler does, when this process profiles.
+pub(crate) fn before_immediate_exit() {
+    let Some(state) = INJECTED.get() else { return };
+    if std::process::id() != state.identity.pid || state.done.load(Ordering::Acquire) || !state.profilers.any() {
+        return;
+    }
+    // As at exit: a fresh thread, whatever the calling thread holds.
+    let worker = std::thread::Builder::new().name("gmprof-exit".into()).spawn(|| {
+        if let Some(state) = INJECTED.get() {
+            finish(state, RunEnd::Finished { by: "process _exit".into() }, Teardown::Skip);
+        }
+    });
+    match worker {
+        Ok(handle) => {
+            let _ = handle.join();
+        }
+        Err(_) => eprintln!("gmprof: could not start a thread to write the outputs at _exit"),
+    }
 }
 
 extern "C" fn at_exit() {
@@ -658,7 +737,7 @@ pub(crate) fn initialize(start: Start) -> std::result::Result<(), StartFailure> 
         target,
         under_launcher: launcher.is_some(),
         started_by: Mutex::new(None),
-        profiler: Mutex::new(None),
+        profilers: ContextProfilers::default(),
         contexts_created: AtomicU64::new(0),
         nvtx_pushes: AtomicU64::new(0),
         nvtx_followed: AtomicU64::new(0),

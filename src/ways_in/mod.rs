@@ -9,8 +9,10 @@
 //! May import every stage below it. Nothing imports `ways_in` except the `gmprof` binary.
 
 pub mod capi;
+pub mod contexts;
 pub mod device_timers;
 pub(crate) mod global;
+pub mod immediate_exit;
 pub mod inject_entry;
 pub mod injection;
 pub mod launch;

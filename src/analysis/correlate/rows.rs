@@ -451,6 +451,41 @@ pub struct CorrelationCounts {
     pub untimed_transfers: u64,
 }
 
+impl CorrelationCounts {
+    /// Adds `other`'s counts to these (the contexts of one process, combined).
+    pub fn add(&mut self, other: &CorrelationCounts) {
+        self.launches += other.launches;
+        self.activity_records += other.activity_records;
+        self.counter_ranges += other.counter_ranges;
+        self.counter_cycles += other.counter_cycles;
+        self.kernel_rows += other.kernel_rows;
+        self.missing_activity += other.missing_activity;
+        self.missing_counters += other.missing_counters;
+        self.count_mismatch += other.count_mismatch;
+        self.name_mismatch += other.name_mismatch;
+        self.unlaunched_activity += other.unlaunched_activity;
+        self.not_completed += other.not_completed;
+        self.graph_node_rows += other.graph_node_rows;
+        self.graph_launches += other.graph_launches;
+        self.captured_launches += other.captured_launches;
+        self.captured_transfers += other.captured_transfers;
+        self.repeated_graph_node_records += other.repeated_graph_node_records;
+        self.replay_mismatch += other.replay_mismatch;
+        self.profiler_internal_kernels += other.profiler_internal_kernels;
+        self.profiler_internal_transfers += other.profiler_internal_transfers;
+        self.flagged_rows += other.flagged_rows;
+        self.orphan_counter_ranges += other.orphan_counter_ranges;
+        self.unknown_range_ids += other.unknown_range_ids;
+        self.transfer_calls += other.transfer_calls;
+        self.transfer_records += other.transfer_records;
+        self.transfer_rows += other.transfer_rows;
+        self.unlaunched_transfers += other.unlaunched_transfers;
+        self.graph_transfers += other.graph_transfers;
+        self.transfer_calls_without_activity += other.transfer_calls_without_activity;
+        self.untimed_transfers += other.untimed_transfers;
+    }
+}
+
 /// The joined result of a session.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Correlation {

@@ -153,6 +153,7 @@ impl LaunchHarness {
             clock_start: ClockPair { cupti_ns: 0, unix_ns: 0 },
             memsets_unread: std::sync::atomic::AtomicU64::new(0),
             device_id: Some(DEVICE_ID),
+            context_id,
             mode,
             metric_set: harness_metrics(mode),
             metric_names: harness_metrics(mode).metrics.into_iter().map(|m| m.name).collect(),
@@ -204,6 +205,18 @@ impl LaunchHarness {
     pub fn pop_range(&mut self) -> Result<()> {
         self.clock += 1;
         self.shared.close_user_range(None, thread(), self.clock)
+    }
+
+    /// Sets the session's clock (push and pop times), e.g. to drive two sessions of one
+    /// process, as the injection does, on one time line.
+    pub fn set_clock(&mut self, ns: u64) {
+        self.clock = ns;
+    }
+
+    /// Sets the next launch's correlation id: CUPTI numbers calls process-wide, so two
+    /// sessions of one process never share one.
+    pub fn set_next_correlation(&mut self, id: u32) {
+        self.next_correlation = id;
     }
 
     /// The context id the session's records carry.
@@ -330,6 +343,18 @@ impl LaunchHarness {
     /// `end_ns` on stream 7, launched under `correlation_id` (for a runtime launch, the inner
     /// driver call's id, as CUPTI gives it).
     pub fn kernel_record(&self, correlation_id: u32, name: &str, start_ns: u64, end_ns: u64) -> ActivityRecord {
+        self.kernel_record_on(DEVICE_ID, correlation_id, name, start_ns, end_ns)
+    }
+
+    /// [`LaunchHarness::kernel_record`] on device `device_id`.
+    pub fn kernel_record_on(
+        &self,
+        device_id: u32,
+        correlation_id: u32,
+        name: &str,
+        start_ns: u64,
+        end_ns: u64,
+    ) -> ActivityRecord {
         ActivityRecord::Kernel(crate::model::KernelActivity {
             correlation_id,
             name: name.into(),
@@ -337,7 +362,7 @@ impl LaunchHarness {
             block: [256, 1, 1],
             stream_id: 7,
             context_id: self.context_id,
-            device_id: DEVICE_ID,
+            device_id,
             start_ns,
             end_ns,
             ..Default::default()

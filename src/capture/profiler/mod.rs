@@ -43,6 +43,8 @@
 
 mod builder;
 mod counters;
+#[cfg(test)]
+mod devices_tests;
 mod evaluator;
 mod finish;
 #[cfg(test)]
@@ -146,6 +148,8 @@ struct Shared {
     /// Ordinal of the session's device (CUPTI's device id), for transfers no activity
     /// record describes.
     device_id: Option<u32>,
+    /// CUPTI's id of the profiled context.
+    context_id: u32,
     mode: ProfilingMode,
     metric_set: MetricSet,
     metric_names: Vec<String>,
@@ -274,6 +278,7 @@ impl Profiler {
             clock_start,
             memsets_unread: std::sync::atomic::AtomicU64::new(0),
             device_id,
+            context_id,
             mode,
             metric_set,
             metric_names: names,
@@ -335,6 +340,16 @@ impl Profiler {
             }
         }
         Ok(Profiler { shared })
+    }
+
+    /// The device ordinal of the profiled context (CUPTI's device id), when CUPTI said.
+    pub fn device_id(&self) -> Option<u32> {
+        self.shared.device_id
+    }
+
+    /// CUPTI's id of the profiled context.
+    pub fn context_id(&self) -> u32 {
+        self.shared.context_id
     }
 
     /// The collection mode.

@@ -20,6 +20,8 @@ use ColumnType::{Bool, Float64, Int32, Int64, Text};
 
 /// File names of the Parquet tables, by the CSV file they mirror.
 pub const RANGES_PARQUET: &str = "ranges.parquet";
+/// Each range instance on each device, when the process profiled several GPUs.
+pub const RANGE_DEVICES_PARQUET: &str = "range_devices.parquet";
 /// `kernels.csv`'s twin.
 pub const KERNELS_PARQUET: &str = "kernels.parquet";
 /// `transfers.csv`'s twin.
@@ -265,14 +267,43 @@ impl Report {
 
     /// Writes `ranges.parquet`'s content to `out`.
     pub fn write_ranges_parquet_to<W: Write + Send>(&self, out: W) -> Result<usize> {
-        const TABLE: &str = "per-range report";
+        let rows = self.ranges.iter().map(|r| (None, r));
+        self.write_range_parquet_table(out, "per-range report", "per-range Parquet", rows, false)
+    }
+
+    /// Writes `range_devices.parquet`'s content ([`Report::range_devices`]) to `out`.
+    pub fn write_range_devices_parquet_to<W: Write + Send>(&self, out: W) -> Result<usize> {
+        let rows = self.range_devices.iter().map(|d| (Some(d.device_id), &d.row));
+        self.write_range_parquet_table(out, "per-range report by device", "per-range-by-device Parquet", rows, true)
+    }
+
+    /// Writes `range_devices.parquet` to a file (replaced whole).
+    pub fn write_range_devices_parquet(&self, path: impl AsRef<Path>) -> Result<()> {
+        write_file(path.as_ref(), |out| self.write_range_devices_parquet_to(out).map(drop))
+    }
+
+    fn write_range_parquet_table<'a, W: Write + Send>(
+        &self,
+        out: W,
+        table: &str,
+        what: &'static str,
+        rows: impl Iterator<Item = (Option<u32>, &'a crate::analysis::aggregate::RangeRow)>,
+        device_column: bool,
+    ) -> Result<usize> {
         let metric_names = self.metric_names();
-        let mut columns = typed(&RANGE_COLUMNS, &RANGE_TYPES);
+        let mut columns = Vec::new();
+        if device_column {
+            columns.push(Column::null("device_id", Int64));
+        }
+        columns.extend(typed(&RANGE_COLUMNS, &RANGE_TYPES));
         columns.extend(metric_names.iter().map(|m| Column::null(*m, Float64)));
         columns.extend(RANGE_DERIVED_COLUMNS.iter().map(|m| Column::null(*m, Float64)));
-        let metadata = self.parquet_metadata(TABLE, self.csv_metadata_lines(TABLE))?;
-        let mut w = ParquetRows::new(out, columns, metadata, "per-range Parquet")?;
-        for row in &self.ranges {
+        let metadata = self.parquet_metadata(table, self.csv_metadata_lines(table))?;
+        let mut w = ParquetRows::new(out, columns, metadata, what)?;
+        for (device, row) in rows {
+            if device_column {
+                w.u64(u32s(device))?;
+            }
             w.u64(u32s(row.range_id.map(|i| i.slot)))?;
             w.u64(u32s(row.range_id.map(|i| i.generation)))?;
             w.text(Some(&row.path))?;
