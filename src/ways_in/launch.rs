@@ -21,6 +21,16 @@ use crate::ways_in::injection::env;
 use crate::ways_in::layout::{self, LAUNCHER_PID_ENV};
 use crate::ways_in::processes::{self, ProcessOutputs};
 
+/// `LD_PRELOAD` with libgmprof.so first, before what the environment preloads already.
+fn preload(library: &Path, existing: Option<OsString>) -> OsString {
+    let mut value = OsString::from(library);
+    if let Some(existing) = existing.filter(|e| !e.is_empty()) {
+        value.push(":");
+        value.push(existing);
+    }
+    value
+}
+
 /// Environment variable naming libgmprof.so explicitly (also read by the Python module).
 pub const LIBRARY_ENV: &str = "GMPROF_LIBRARY";
 
@@ -165,6 +175,9 @@ impl LaunchPlan {
             // is initialized; gmprof starts there and hands NVTX on to libcupti
             // (crate::ways_in::inject_entry).
             ("NVTX_INJECTION64_PATH".into(), library.clone().into()),
+            // Preloaded, so that a process ending through `_exit` (a forked multiprocessing
+            // worker) still writes its outputs (crate::ways_in::immediate_exit).
+            ("LD_PRELOAD".into(), preload(&library, std::env::var_os("LD_PRELOAD"))),
             // The libcupti the injected library loads, and hands NVTX to.
             (crate::checked::library::CUPTI_LIB_ENV.into(), cupti.clone().into()),
             (env::OUT.into(), output_dir.clone().into()),
@@ -423,6 +436,17 @@ impl Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn libgmprof_is_preloaded_before_what_was_preloaded() {
+        let lib = Path::new("/opt/gmprof/libgmprof.so");
+        assert_eq!(preload(lib, None), OsString::from("/opt/gmprof/libgmprof.so"));
+        assert_eq!(preload(lib, Some("".into())), OsString::from("/opt/gmprof/libgmprof.so"));
+        assert_eq!(
+            preload(lib, Some("libjemalloc.so".into())),
+            OsString::from("/opt/gmprof/libgmprof.so:libjemalloc.so")
+        );
+    }
     use crate::ways_in::injection::InjectionStatus;
     use std::os::unix::process::ExitStatusExt;
 
@@ -455,6 +479,7 @@ mod tests {
         let get = |k: &str| plan.env.iter().find(|(key, _)| key == k).map(|(_, v)| v.to_string_lossy().into_owned());
         assert_eq!(get("CUDA_INJECTION64_PATH").unwrap(), dir.path().join("libgmprof.so").display().to_string());
         assert_eq!(get("NVTX_INJECTION64_PATH").unwrap(), dir.path().join("libgmprof.so").display().to_string());
+        assert!(get("LD_PRELOAD").unwrap().starts_with(&dir.path().join("libgmprof.so").display().to_string()));
         assert_eq!(get("GMPROF_CUPTI_LIB").unwrap(), cupti.display().to_string());
         assert_eq!(get("GMPROF_MODE").unwrap(), "trace");
         assert_eq!(get("GMPROF_METRICS").unwrap(), "dram__bytes_read.sum,gpu__time_duration.sum");
