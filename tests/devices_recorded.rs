@@ -155,3 +155,23 @@ fn range_devices_csv_is_pinned() {
         text.lines().filter(|l| !l.starts_with("# clock") && !l.starts_with("# gmprof")).take(20).collect();
     golden::check_golden("range_devices_head.csv", &(head.join("\n") + "\n"));
 }
+
+#[test]
+fn merge_and_report_read_processes_that_used_two_gpus() {
+    // Two ranks, each a process that drove two GPUs.
+    let report = recorded("pipeline_per_kernel.json.zst");
+    let root = tempfile::tempdir().unwrap();
+    for rank in ["vm-0", "vm-1"] {
+        report.write_all(root.path().join(rank)).unwrap();
+    }
+    let gmprof = env!("CARGO_BIN_EXE_gmprof");
+    let out = std::process::Command::new(gmprof).arg("merge").arg(root.path()).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("#   vm-0: 2 GPUs: NVIDIA H100 80GB HBM3"), "{text}");
+    let step = text.lines().find(|l| l.starts_with("step ")).unwrap();
+    assert!(step.contains("2/2") && step.contains("15.913 ms"), "{step}");
+    let out = std::process::Command::new(gmprof).arg("report").arg(root.path().join("vm-1")).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().nth(1).unwrap().starts_with("GPUs: 2 profiled | device 0"), "{text}");
+}

@@ -241,7 +241,11 @@ impl MergeBuilder {
             ));
         }
         self.processes.push(rank.label.clone());
-        self.devices.push(rank.meta.device_name.clone());
+        // A process that profiled several GPUs says how many.
+        self.devices.push(match rank.meta.devices.len() {
+            0 | 1 => rank.meta.device_name.clone(),
+            n => rank.meta.device_name.as_ref().map(|d| format!("{n} GPUs: {d}")),
+        });
         self.modes.push(rank.meta.mode);
         self.kernels.push(rank.meta.kernel_count);
         Ok(())
