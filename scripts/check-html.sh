@@ -5,7 +5,8 @@
 #   scripts/check-html.sh [--screenshot PNG] [REPORT.json ...]
 #
 # Default reports: docs/recorded/torch_train_per_kernel.json (a PyTorch training run recorded
-# on an H200, see docs/recorded/README.md) and tests/golden/report.json. Each is turned into
+# on an H200, see docs/recorded/README.md), tests/golden/report.json and a process that used
+# two GPUs (tests/data/devices/pipeline_per_kernel.json.zst). Each is turned into
 # HTML with `gmprof report REPORT --skip-first 1 --html`, loaded from a file:// URL with every
 # host name unresolvable, and checked three ways: <body data-render="ok"> (set by the page's
 # script after the last chart), <body data-errors="0"> (the page counts window errors,
@@ -30,7 +31,8 @@ while [ $# -gt 0 ]; do
     *) reports+=("$1"); shift ;;
   esac
 done
-[ ${#reports[@]} -gt 0 ] || reports=(docs/recorded/torch_train_per_kernel.json tests/golden/report.json)
+[ ${#reports[@]} -gt 0 ] || reports=(docs/recorded/torch_train_per_kernel.json tests/golden/report.json
+  tests/data/devices/pipeline_per_kernel.json.zst)
 [ ${#diffs[@]} -gt 0 ] || diffs=(docs/recorded/torch_train_per_kernel.json tests/golden/report.json)
 
 browser=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)

@@ -45,11 +45,18 @@ impl Report {
         serde_json::from_reader(std::io::BufReader::new(reader)).map_err(not_a_report)
     }
 
-    /// Reads a report from a JSON file.
+    /// Reads a report from a JSON file, or a zstd-compressed one (`report.json.zst`).
     pub fn read_json(path: impl AsRef<Path>) -> Result<Report> {
         let path = path.as_ref();
         let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        Self::from_json_reader(file).map_err(|e| match e {
+        let read = if path.extension().is_some_and(|e| e == "zst") {
+            ruzstd::decoding::StreamingDecoder::new(std::io::BufReader::new(file))
+                .map_err(|e| Error::InvalidConfig(format!("{}: not zstd: {e}", path.display())))
+                .and_then(Self::from_json_reader)
+        } else {
+            Self::from_json_reader(file)
+        };
+        read.map_err(|e| match e {
             Error::InvalidConfig(message) => Error::InvalidConfig(format!("{}: {message}", path.display())),
             other => other,
         })

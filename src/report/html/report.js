@@ -140,6 +140,18 @@
   function rangeTime() {
     var rows = data.groups.filter(function (g) { return known(g.total_ns); }).slice(0, 25);
     if (!rows.length) { empty('range-time', 'No range has a measured GPU time.'); return; }
+    var devices = [];
+    rows.forEach(function (g) {
+      (g.by_device || []).forEach(function (d) { if (devices.indexOf(d[0]) < 0) devices.push(d[0]); });
+    });
+    devices.sort(function (a, b) { return a - b; });
+    var share = { show: true, position: 'right', formatter: function (p) { return fmtPct(rows[p.dataIndex].share_pct); } };
+    var series = devices.length > 1 ? deviceSeries(rows, devices, share) : [{
+      type: 'bar', barMaxWidth: 18,
+      data: rows.map(function (g) { return g.total_ns / 1e6; }),
+      itemStyle: { color: '#2f6fdf' },
+      label: share
+    }];
     var c = chart('range-time');
     c.setOption({
       animation: false,
@@ -150,18 +162,31 @@
           var text = g.label.replace(/[<>&]/g, '') + '<br>' + g.count + ' instances, total ' + fmtDur(g.total_ns) +
             ', mean ' + fmtDur(g.mean_ns) + ', p50 ' + fmtDur(g.p50_ns) + ', p99 ' + fmtDur(g.p99_ns) + ', share ' + fmtPct(g.share_pct);
           if (g.warmup_count) text += '<br>warm-up: ' + g.warmup_count + '\u00d7 ' + fmtDur(g.warmup_mean_ns);
+          (g.by_device || []).forEach(function (d) { text += '<br>GPU ' + d[0] + ': ' + fmtDur(d[1]); });
           return text;
         }
       },
-      grid: { left: 300, right: 90, top: 10, bottom: 30 },
+      grid: { left: 300, right: 90, top: devices.length > 1 ? 30 : 10, bottom: 30 },
+      legend: devices.length > 1 ? { top: 0 } : undefined,
       xAxis: { type: 'value', name: 'ms', axisLabel: { formatter: function (v) { return (v).toFixed(1); } } },
       yAxis: { type: 'category', inverse: true, data: rows.map(function (g) { return shorten(g.label, 46); }), axisLabel: { fontSize: 11 } },
-      series: [{
-        type: 'bar', barMaxWidth: 18,
-        data: rows.map(function (g) { return g.total_ns / 1e6; }),
-        itemStyle: { color: '#2f6fdf' },
-        label: { show: true, position: 'right', formatter: function (p) { return fmtPct(rows[p.dataIndex].share_pct); } }
-      }]
+      series: series
+    });
+  }
+
+  /* Several GPUs in one process: one stacked bar segment per device (GPU time on it). */
+  function deviceSeries(rows, devices, share) {
+    var colors = ['#2f6fdf', '#e8833a', '#3aa76d', '#b04fc4', '#c9a227', '#d9534f', '#5bc0de', '#777777'];
+    return devices.map(function (dev, i) {
+      return {
+        type: 'bar', stack: 'gpu', name: 'GPU ' + dev, barMaxWidth: 18,
+        itemStyle: { color: colors[i % colors.length] },
+        data: rows.map(function (g) {
+          var d = (g.by_device || []).filter(function (x) { return x[0] === dev; })[0];
+          return d ? d[1] / 1e6 : 0;
+        }),
+        label: i === devices.length - 1 ? share : undefined
+      };
     });
   }
 
