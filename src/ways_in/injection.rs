@@ -312,6 +312,17 @@ fn on_context(state: &'static Injected, event: ContextEvent) {
             if state.contexts_created.fetch_add(1, Ordering::AcqRel) > 0 || state.done.load(Ordering::Acquire) {
                 return;
             }
+            if crate::ways_in::on_demand::injected::active() {
+                // Idle until a capture: no profiler now (crate::ways_in::on_demand).
+                match crate::ways_in::on_demand::injected::attach(ctx, &state.target, &state.identity, &state.config) {
+                    Ok(dir) => {
+                        let _ = state.outputs.set(Outputs::new(dir));
+                        install_exit_hooks(state);
+                    }
+                    Err(e) => note_error(state, format!("could not start on-demand capture: {e}")),
+                }
+                return;
+            }
             let config = &state.config;
             match state.target.claim() {
                 Ok(dir) => {
@@ -365,6 +376,9 @@ fn on_context(state: &'static Injected, event: ContextEvent) {
 }
 
 fn on_nvtx(state: &Injected, event: NvtxEvent<'_>) {
+    if crate::ways_in::on_demand::injected::on_nvtx(&event) {
+        return;
+    }
     let profiler = state.profiler.lock().as_ref().map(|(_, p)| p.clone());
     match event {
         NvtxEvent::Push(name) => {
@@ -411,6 +425,7 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
         return;
     }
     tracing::debug!(?run_end, "gmprof: finishing");
+    crate::ways_in::on_demand::injected::on_run_end(&run_end, teardown);
     let taken = state.profiler.lock().take();
     let mut outputs_written = false;
     let mut probes_joined = false;
@@ -522,6 +537,9 @@ fn write_status(state: &Injected, run_end: Option<RunEnd>, outputs_written: bool
 fn checkpoint(state: &Injected, reason: &str) -> bool {
     if state.done.load(Ordering::Acquire) || std::process::id() != state.identity.pid {
         return false;
+    }
+    if let Some(go_on) = crate::ways_in::on_demand::injected::checkpoint(reason) {
+        return go_on;
     }
     let Some(profiler) = state.profiler.lock().as_ref().map(|(_, p)| p.clone()) else { return false };
     let Some(outputs) = state.outputs.get() else { return false };
@@ -644,6 +662,7 @@ pub(crate) fn initialize(start: Start) -> std::result::Result<(), StartFailure> 
         let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
     }
     let config = InjectionConfig::from_env().map_err(retry)?;
+    crate::ways_in::on_demand::injected::configure().map_err(retry)?;
     tracing::debug!(?config, ?start, "gmprof: injected");
     let lookup = |k: &str| std::env::var(k).ok();
     let identity = ProcessIdentity::current(&lookup);
@@ -688,6 +707,7 @@ pub(crate) fn initialize(start: Start) -> std::result::Result<(), StartFailure> 
     .map_err(retry)?;
     *state.started_by.lock() = Some(start);
     let final_failure = |error| StartFailure { error, retry: false };
+    crate::ways_in::on_demand::injected::after_pin().map_err(final_failure)?;
     if crate::ways_in::probe_run::install_from_env().map_err(final_failure)? {
         eprintln!("gmprof: probing kernels loaded as PTX ({})", std::env::var("GMPROF_PROBE").unwrap_or_default());
     }
