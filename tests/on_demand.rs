@@ -35,8 +35,8 @@ impl CaptureBackend for Recorder {
     fn arm(&self, _: bool) -> gmprof::Result<()> {
         Ok(())
     }
-    fn start(&self, _: &CaptureSettings, dir: &Path) -> gmprof::Result<Box<dyn LiveCapture>> {
-        Ok(Box::new(Recording { dir: dir.to_owned(), ranges: Default::default() }))
+    fn start(&self, _: &CaptureSettings, dir: &Path) -> gmprof::Result<Arc<dyn LiveCapture>> {
+        Ok(Arc::new(Recording { dir: dir.to_owned(), ranges: Default::default() }))
     }
     fn disarm(&self) {}
 }
@@ -53,7 +53,7 @@ impl LiveCapture for Recording {
     fn checkpoint(&self, _: &str) -> gmprof::Result<()> {
         Ok(())
     }
-    fn finish(self: Box<Self>, end: RunEnd, _: Teardown) -> gmprof::Result<Written> {
+    fn finish(&self, end: RunEnd, _: Teardown) -> gmprof::Result<Written> {
         let ranges = self.ranges.lock().clone();
         std::fs::write(self.dir.join("ranges.txt"), ranges.join("\n")).unwrap();
         Ok(Written { kernels: 0, ranges: ranges.len() as u64, run_end: Some(end) })

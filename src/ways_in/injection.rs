@@ -367,6 +367,7 @@ fn on_context(state: &'static Injected, event: ContextEvent) {
             }
         }
         ContextEvent::DestroyStarting(ctx) => {
+            crate::ways_in::on_demand::injected::on_context_destroyed(ctx);
             let ours = state.profiler.lock().as_ref().is_some_and(|(c, _)| *c == ctx);
             if ours {
                 finish(state, RunEnd::Finished { by: "context destroyed".into() }, Teardown::Release);

@@ -41,8 +41,8 @@ pub trait LiveCapture: Send + Sync {
     fn seal(&self);
     /// Writes what is complete so far into the capture's directory.
     fn checkpoint(&self, reason: &str) -> Result<()>;
-    /// Finishes and writes the outputs into the capture's directory.
-    fn finish(self: Box<Self>, end: RunEnd, teardown: Teardown) -> Result<Written>;
+    /// Finishes and writes the outputs into the capture's directory (once).
+    fn finish(&self, end: RunEnd, teardown: Teardown) -> Result<Written>;
 }
 
 /// Makes captures.
@@ -52,7 +52,7 @@ pub trait CaptureBackend: Send + Sync {
     /// is then called from inside the call).
     fn arm(&self, at_next_call: bool) -> Result<()>;
     /// Starts collecting into `dir`, on the calling thread.
-    fn start(&self, settings: &CaptureSettings, dir: &Path) -> Result<Box<dyn LiveCapture>>;
+    fn start(&self, settings: &CaptureSettings, dir: &Path) -> Result<Arc<dyn LiveCapture>>;
     /// Back to idle: nothing armed, no capture running.
     fn disarm(&self);
 }
@@ -133,7 +133,7 @@ impl CaptureBackend for ProfilerBackend {
         Ok(())
     }
 
-    fn start(&self, settings: &CaptureSettings, dir: &Path) -> Result<Box<dyn LiveCapture>> {
+    fn start(&self, settings: &CaptureSettings, dir: &Path) -> Result<Arc<dyn LiveCapture>> {
         crate::capture::hub::set_launch_hook(None);
         self.launches(true)?;
         let d = self.defaults;
@@ -155,7 +155,7 @@ impl CaptureBackend for ProfilerBackend {
             builder = builder.max_ranges_per_cycle(n);
         }
         let profiler = builder.build()?;
-        Ok(Box::new(ProfiledCapture { profiler, outputs: Outputs::new(dir.to_owned()) }))
+        Ok(Arc::new(ProfiledCapture { profiler, outputs: Outputs::new(dir.to_owned()) }))
     }
 
     fn disarm(&self) {
@@ -189,11 +189,11 @@ impl LiveCapture for ProfiledCapture {
         self.outputs.write_checkpoint(&self.profiler, reason).map(|_| ())
     }
 
-    fn finish(self: Box<Self>, end: RunEnd, teardown: Teardown) -> Result<Written> {
-        let ProfiledCapture { profiler, outputs } = *self;
+    fn finish(&self, end: RunEnd, teardown: Teardown) -> Result<Written> {
         let mut written = Err(crate::error::Error::InvalidState("the capture's report was never built".into()));
-        profiler.finish_with(end, teardown, |report| {
-            written = outputs.write_final(report).map(|()| Written {
+        // A second finish fails in the profiler ("finish was already called").
+        self.profiler.clone().finish_with(end, teardown, |report| {
+            written = self.outputs.write_final(report).map(|()| Written {
                 kernels: report.kernels.len() as u64,
                 ranges: report.ranges.len() as u64,
                 run_end: report.meta.run_end.clone(),

@@ -1,10 +1,11 @@
 //! The hooks the injected library calls: an on-demand start instead of a profiler.
 //!
-//! Layer 3, called from [`crate::ways_in::injection`] at five places, each a line or two there:
+//! Layer 3, called from [`crate::ways_in::injection`], each a line or a few there:
 //! [`configure`] when it reads its configuration, [`after_pin`] once the hub's subscriber is
-//! pinned, [`attach`] at the first CUDA context (instead of starting a profiler), [`on_nvtx`]
-//! for every NVTX push and pop, and [`on_run_end`] / [`checkpoint`] on its end and checkpoint
-//! paths. Nothing here runs unless `GMPROF_ON_DEMAND=1` or `GMPROF_CAPTURE_RANGE` is set.
+//! pinned, [`attach`] at the first CUDA context (instead of starting a profiler),
+//! [`on_context_destroyed`] when a context starts being destroyed, [`on_nvtx`] for every NVTX
+//! push and pop, and [`on_run_end`] / [`checkpoint`] on its end and checkpoint paths.
+//! Nothing here runs unless `GMPROF_ON_DEMAND=1` or `GMPROF_CAPTURE_RANGE` is set.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -24,6 +25,8 @@ use crate::ways_in::on_demand::service::{ProcessInfo, Service};
 use crate::ways_in::on_demand::{CaptureRange, OnDemandConfig};
 
 static SERVICE: OnceLock<Arc<Service>> = OnceLock::new();
+/// The context captures profile.
+static CONTEXT: OnceLock<Context> = OnceLock::new();
 /// The control socket and its registry link, removed at the end of the run.
 static LEFT_BEHIND: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
@@ -105,6 +108,7 @@ pub fn attach(
         }),
     )?;
     let run_dir = layout::template_root(&config.output_dir);
+    let _ = CONTEXT.set(context);
     service.attach(
         ProcessInfo {
             pid: identity.pid,
@@ -154,6 +158,14 @@ pub fn on_run_end(run_end: &RunEnd, teardown: Teardown) {
     service.end_of_run(run_end, teardown);
     for path in LEFT_BEHIND.lock().drain(..) {
         let _ = std::fs::remove_file(&path);
+    }
+}
+
+/// The profiled context starts being destroyed: a capture under way is written now (with
+/// the context still usable), and none starts afterwards.
+pub fn on_context_destroyed(context: Context) {
+    if CONTEXT.get() == Some(&context) {
+        on_run_end(&RunEnd::Finished { by: "context destroyed".into() }, Teardown::Release);
     }
 }
 

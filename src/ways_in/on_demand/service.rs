@@ -98,7 +98,7 @@ struct Pending {
 /// A capture collecting.
 struct Live {
     pending: Pending,
-    capture: Box<dyn LiveCapture>,
+    capture: Arc<dyn LiveCapture>,
     first_step: Option<u64>,
     steps_done: u64,
     started_unix_ns: u64,
@@ -606,14 +606,16 @@ impl Service {
     /// Writes a checkpoint of the capture under way into its directory; true when there was
     /// one (the periodic checkpoint thread's tick).
     pub fn checkpoint(&self, reason: &str) -> bool {
-        let phase = self.phase.lock();
-        if let Phase::Running(live) = &*phase {
-            if let Err(e) = live.capture.checkpoint(reason) {
-                tracing::warn!("gmprof: capture {}: checkpoint failed: {e}", live.pending.id);
-            }
-            return true;
+        // Written outside the lock: the program's NVTX calls take it while a capture runs.
+        let running = match &*self.phase.lock() {
+            Phase::Running(live) => Some((live.pending.id, Arc::clone(&live.capture))),
+            _ => None,
+        };
+        let Some((id, capture)) = running else { return false };
+        if let Err(e) = capture.checkpoint(reason) {
+            tracing::warn!("gmprof: capture {id}: checkpoint failed: {e}");
         }
-        false
+        true
     }
 
     /// The end of the run (exit, signal, context destroyed): a capture under way is finished

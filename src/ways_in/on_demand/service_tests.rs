@@ -53,12 +53,12 @@ impl CaptureBackend for FakeBackend {
         Ok(())
     }
 
-    fn start(&self, settings: &CaptureSettings, dir: &Path) -> Result<Box<dyn LiveCapture>> {
+    fn start(&self, settings: &CaptureSettings, dir: &Path) -> Result<Arc<dyn LiveCapture>> {
         if let Some(e) = self.fail_start.lock().clone() {
             return Err(Error::InvalidConfig(e));
         }
         self.log.say(format!("start {}", settings.mode.as_deref().unwrap_or("?")));
-        Ok(Box::new(FakeLive {
+        Ok(Arc::new(FakeLive {
             log: Arc::clone(&self.log),
             dir: dir.to_owned(),
             ranges: Mutex::new(Vec::new()),
@@ -98,7 +98,7 @@ impl LiveCapture for FakeLive {
         std::fs::write(self.dir.join("ranges.txt"), self.ranges.lock().join(" ")).map_err(|e| Error::io(&self.dir, e))
     }
 
-    fn finish(self: Box<Self>, end: RunEnd, teardown: Teardown) -> Result<Written> {
+    fn finish(&self, end: RunEnd, teardown: Teardown) -> Result<Written> {
         self.log.say(format!("finish {} {teardown:?}", end.describe()));
         let ranges = self.ranges.lock().clone();
         std::fs::write(self.dir.join("ranges.txt"), ranges.join(" ")).map_err(|e| Error::io(&self.dir, e))?;
