@@ -19,7 +19,8 @@
 //! CUPTI's callbacks. At the end of the run ([`Service::end_of_run`]) a capture under way is
 //! finished and written on the ending thread, as a run's outputs are; an armed one is
 //! cancelled. The work that touches CUPTI is behind [`CaptureBackend`], so the CPU tests drive
-//! all of this with a fake.
+//! all of this with a fake. The triggers a program pulls itself (the profiler API, the
+//! capture signal, `gmprof_capture_start`) are in the `triggers` submodule.
 
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -31,7 +32,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 
 use crate::capture::profiler::Teardown;
-use crate::checked::callback::ProfilerApiCall;
 use crate::error::Error;
 use crate::model::{ProfilingMode, RunEnd};
 use crate::ways_in::on_demand::backend::{CaptureBackend, LiveCapture, Written};
@@ -141,6 +141,8 @@ impl std::fmt::Debug for Service {
         f.debug_struct("Service").field("uid", &self.uid).field("config", &self.config).finish_non_exhaustive()
     }
 }
+
+mod triggers;
 
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
@@ -423,7 +425,13 @@ impl Service {
             // Steps always: the capture counts them (and `--nvtx-include` names what else).
             if open.trigger || step || inside || include.is_empty() || include.iter().any(|i| i == name) {
                 match live.capture.push_range(name) {
-                    Ok(()) => open.capture = Some(id),
+                    Ok(()) => {
+                        open.capture = Some(id);
+                        // The first step it holds (a capture range may start between steps).
+                        if live.first_step.is_none() {
+                            live.first_step = index;
+                        }
+                    }
                     Err(e) => tracing::warn!("gmprof: capture {id}: NVTX push '{name}': {e}"),
                 }
             }
@@ -483,107 +491,6 @@ impl Service {
         if let Some(p) = pending {
             self.start(p, None);
         }
-    }
-
-    /// `cudaProfilerStart` or `cudaProfilerStop` on the calling thread.
-    pub fn on_profiler_api(&self, call: ProfilerApiCall) {
-        if self.config.capture_range != Some(CaptureRange::CudaProfilerApi) {
-            return;
-        }
-        match call {
-            ProfilerApiCall::Start => {
-                if self.ended.load(Ordering::Acquire) || !self.range_capture_left() {
-                    return;
-                }
-                let pending = {
-                    let mut phase = self.phase.lock();
-                    if !matches!(*phase, Phase::Idle) {
-                        eprintln!(
-                            "gmprof: cudaProfilerStart while {}: not a capture of its own",
-                            self.describe_locked(&phase)
-                        );
-                        return;
-                    }
-                    match self.own_pending(Trigger::ProfilerApi, Span::UntilStopped) {
-                        Ok(p) => {
-                            *phase = Phase::Starting(p.id);
-                            self.active.store(true, Ordering::Release);
-                            self.range_captures.fetch_add(1, Ordering::AcqRel);
-                            p
-                        }
-                        Err(e) => return eprintln!("gmprof: cudaProfilerStart: no capture: {e}"),
-                    }
-                };
-                self.start(pending, None);
-            }
-            ProfilerApiCall::Stop => {
-                let phase = self.phase.lock();
-                if matches!(&*phase, Phase::Running(live) if live.pending.trigger == Trigger::ProfilerApi) {
-                    self.end_in_background(phase, "cudaProfilerStop".into());
-                }
-            }
-        }
-    }
-
-    /// The capture signal: a capture of the run's defaults, at the next step.
-    pub fn on_signal(&self, name: &str) {
-        let settings = CaptureSettings::default();
-        match self.request(Trigger::Signal(name.to_owned()), None, &settings, self.config.signal_span, StartAt::Next) {
-            Ok(id) => {
-                eprintln!("gmprof: {name}: capture {id} ({}) at the next step", self.config.signal_span.describe())
-            }
-            Err(e) => eprintln!("gmprof: {name}: no capture: {e}"),
-        }
-    }
-
-    /// Starts a capture now, on the calling thread, until [`Service::api_stop`]
-    /// (`gmprof_capture_start`). Returns its number and this process's directory of it.
-    pub fn api_start(&self, settings: &CaptureSettings) -> Result<(u64, PathBuf), String> {
-        let (Some(process), Some(_)) = (self.process.get(), self.backend.get()) else {
-            return Err(not_attached());
-        };
-        let settings = settings.or(&self.config.defaults);
-        settings.validate().map_err(|e| e.to_string())?;
-        let pending = {
-            let mut phase = self.phase.lock();
-            if !matches!(*phase, Phase::Idle) {
-                return Err(format!("{}; one capture at a time", self.describe_locked(&phase)));
-            }
-            let id = captures::own_next(&process.run_dir, &process.process);
-            let dir = captures::claim(&process.run_dir, id, &process.process).map_err(|e| e.to_string())?;
-            *phase = Phase::Starting(id);
-            self.active.store(true, Ordering::Release);
-            Pending { id, trigger: Trigger::Api, settings, span: Span::UntilStopped, start: StartAt::Next, dir }
-        };
-        let (id, dir) = (pending.id, pending.dir.clone());
-        self.start(pending, None);
-        self.started_or_failed(id).map(|id| (id, dir))
-    }
-
-    /// Ends the capture [`Service::api_start`] started and writes it, on the calling thread.
-    pub fn api_stop(&self) -> Result<CaptureRecord, String> {
-        let live = {
-            let mut phase = self.phase.lock();
-            match &*phase {
-                Phase::Running(live) if live.pending.trigger == Trigger::Api => {
-                    let id = live.pending.id;
-                    let Phase::Running(live) = std::mem::replace(&mut *phase, Phase::Finishing(id, None)) else {
-                        unreachable!()
-                    };
-                    live.capture.seal();
-                    live
-                }
-                other => {
-                    return Err(format!(
-                        "no capture of gmprof_capture_start is running ({})",
-                        self.describe_locked(other)
-                    ))
-                }
-            }
-        };
-        let end = RunEnd::Finished { by: "capture end: gmprof_capture_stop".into() };
-        self.finish(*live, end, "gmprof_capture_stop".into(), Teardown::Release);
-        self.last().ok_or_else(|| "the capture left no record".into())
     }
 
     /// A duration's end (the timer thread of capture `id`): with a step range the capture
@@ -777,18 +684,24 @@ impl Service {
             Ok(w) => Outcome::Written { kernels: w.kernels, ranges: w.ranges },
             Err(e) => Outcome::Failed { error: e.to_string() },
         };
-        let record = self.record(&pending, first_step, steps_done, Some(ended_by), Some(started_unix_ns), outcome);
+        let record = self.record_of(&pending, first_step, steps_done, Some(ended_by), Some(started_unix_ns), outcome);
+        if let Err(e) = captures::write_record(&record) {
+            eprintln!("gmprof: capture {}: could not write {}: {e}", pending.id, captures::RECORD_FILE);
+        }
         eprintln!("gmprof: {}", record.line());
         if let Some(backend) = self.backend.get() {
             if teardown == Teardown::Release {
                 backend.disarm();
             }
         }
+        // Idle before the record is published: whoever sees the capture ended may ask for the
+        // next one at once.
         let mut phase = self.phase.lock();
         if matches!(*phase, Phase::Finishing(id, _) if id == pending.id) {
             *phase = Phase::Idle;
             self.active.store(false, Ordering::Release);
         }
+        *self.last.lock() = Some(record);
     }
 
     fn record_of(

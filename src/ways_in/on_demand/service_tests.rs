@@ -459,6 +459,7 @@ fn cuda_profiler_api_ranges_start_and_stop_captures() {
         assert_eq!(record.trigger, "cudaProfilerStart");
         assert_eq!(record.ended_by.as_deref(), Some("cudaProfilerStop"));
         assert_eq!(record.steps, 2, "capture {k}");
+        assert_eq!(record.first_step, Some(1 + (k - 1) * 3), "the first step it holds");
         assert_eq!(ranges(&dir).matches("+step").count(), 2);
     }
 }
