@@ -4,7 +4,7 @@
 //! Layer 3, a way in beside [`crate::ways_in::injection`]. `gmprof run --on-demand` starts the
 //! program with gmprof injected but collecting nothing: CUPTI's subscriber hears context
 //! creation and NVTX ranges (to count steps), and nothing else: no activity kinds, no
-//! counters, not even the launch callbacks ([`crate::capture::hub::set_launch_callbacks`]).
+//! counters, not even the launch callbacks (the capture hub turns them off).
 //! A capture is one [`crate::capture::profiler::Profiler`], started at a step boundary on the
 //! program's thread and finished into `DIR/capture-K/<process>/` ([`captures`]), after which
 //! the process is idle again. What asks for one:

@@ -159,7 +159,7 @@ mod tests {
         t.push(OpenRange { step: false, trigger: false, capture: Some(3) });
         assert_eq!(t.depth(), 3);
         assert_eq!(t.pop(), Some(OpenRange { step: false, trigger: false, capture: Some(3) }));
-        assert_eq!(t.pop().unwrap().step, true);
+        assert!(t.pop().unwrap().step);
         assert!(!t.inside(3));
         assert_eq!(t.pop().unwrap().capture, None, "popped, but never handed to a capture");
         assert_eq!(t.pop(), None);
