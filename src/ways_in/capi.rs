@@ -307,6 +307,16 @@ fn current_profiler() -> Result<Option<Profiler>, (Status, String)> {
     Err((Status::NotInitialized, "gmprof is not initialized: call gmprof_init first (or it has finished)".to_owned()))
 }
 
+/// Under `gmprof run --on-demand` with no session of its own, the program's gmprof ranges
+/// are ranges of the injected service, as its NVTX ranges are (counted as steps, held by a
+/// capture under way).
+fn on_demand_ranges() -> Option<&'static std::sync::Arc<crate::ways_in::on_demand::service::Service>> {
+    if SESSION.lock().is_some() {
+        return None;
+    }
+    crate::ways_in::on_demand::injected::service()
+}
+
 /// Opens a range on the calling thread.
 ///
 /// # Safety
@@ -317,6 +327,10 @@ pub unsafe extern "C" fn gmprof_push_range(name: *const c_char) -> Status {
         // SAFETY: the caller passes NULL or a NUL-terminated string.
         let name = unsafe { opt_str(name, "the range name") }?
             .ok_or_else(|| (Status::InvalidArgument, "the range name is NULL".to_owned()))?;
+        if let Some(service) = on_demand_ranges() {
+            service.on_push(&name);
+            return Ok(());
+        }
         match current_profiler()? {
             Some(profiler) => profiler.push_range(&name).map_err(fail),
             None => Ok(()),
@@ -327,6 +341,12 @@ pub unsafe extern "C" fn gmprof_push_range(name: *const c_char) -> Status {
 /// Closes the calling thread's innermost range.
 #[no_mangle]
 pub extern "C" fn gmprof_pop_range() -> Status {
+    if let Some(service) = on_demand_ranges() {
+        return guarded("gmprof_pop_range", || {
+            service.on_pop();
+            Ok(())
+        });
+    }
     guarded("gmprof_pop_range", || match current_profiler()? {
         Some(profiler) => profiler.pop_range().map_err(fail),
         None => Ok(()),

@@ -107,7 +107,9 @@ pub fn attach(
             }
         }),
     )?;
+    // Absolute: `gmprof capture` makes `capture-K` in it from another directory.
     let run_dir = layout::template_root(&config.output_dir);
+    let run_dir = std::path::absolute(&run_dir).map_err(|e| Error::io(&run_dir, e))?;
     let _ = CONTEXT.set(context);
     service.attach(
         ProcessInfo {

@@ -316,8 +316,20 @@ impl Service {
             return self.started_or_failed(id);
         }
         let at_next_call = step_range.is_none();
+        let dir = pending.dir.clone();
         *phase = Phase::Armed(pending);
-        self.active.store(true, Ordering::Release);
+        self.active.store(true, Ordering::SeqCst);
+        if let StartAt::AtStep(step) = start {
+            // Armed first, then the step count read again (a pusher counts, then reads
+            // `active`): either this read sees the push of `step` (refused here) or that push
+            // saw the capture armed and starts it once the lock is free. Never missed.
+            if let Err(e) = check_start(self.next_step.load(Ordering::SeqCst), step) {
+                *phase = Phase::Idle;
+                self.active.store(false, Ordering::SeqCst);
+                let _ = std::fs::remove_dir(&dir);
+                return Err(e);
+            }
+        }
         drop(phase);
         // Outside the lock: it calls into CUPTI, which may be dispatching a callback of the
         // program's that waits for the lock.
@@ -377,13 +389,14 @@ impl Service {
     /// An NVTX push on the calling thread.
     pub fn on_push(&self, name: &str) {
         let step = self.config.step_range.as_ref().is_some_and(|s| s.matches(name));
-        let index = step.then(|| self.next_step.fetch_add(1, Ordering::AcqRel));
+        // SeqCst with `active` below: see `request`.
+        let index = step.then(|| self.next_step.fetch_add(1, Ordering::SeqCst));
         let trigger = match &self.config.capture_range {
             Some(CaptureRange::Nvtx(range)) => range.matches(name) && self.range_capture_left(),
             _ => false,
         };
         let mut open = OpenRange { step, trigger: false, capture: None };
-        if !self.active.load(Ordering::Acquire) && !trigger {
+        if !self.active.load(Ordering::SeqCst) && !trigger {
             self.with_ranges(|t| t.push(open));
             return;
         }

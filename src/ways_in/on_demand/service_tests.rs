@@ -529,3 +529,40 @@ fn requests_before_the_first_context_are_refused() {
     let r = s.handle(Request::Status);
     assert!(!r.ok && r.status.is_none());
 }
+
+/// A step pushed on another thread while the request is being armed is never missed: the
+/// capture starts exactly at the step asked for, or the request is refused.
+#[test]
+fn a_start_step_racing_with_the_program_is_kept_or_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut accepted, mut refused) = (0, 0);
+    for round in 0..200u64 {
+        let (s, _) = service(tmp.path(), &format!("p{round}"), config(Some("step")));
+        let stop = Arc::new(AtomicBool::new(false));
+        let pusher = {
+            let (s, stop) = (Arc::clone(&s), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Acquire) {
+                    s.on_push("step");
+                    s.on_pop();
+                    std::thread::sleep(Duration::from_micros(20));
+                }
+            })
+        };
+        // Margins of 1 to 10 steps: the small ones race with the pusher.
+        let start = s.status().unwrap().next_step + 1 + round % 10;
+        let asked =
+            s.request(Trigger::Client, Some(1), &CaptureSettings::default(), Span::Steps(1), StartAt::AtStep(start));
+        if asked.is_ok() {
+            wait_idle(&s);
+            let record = s.last().unwrap();
+            assert_eq!(record.first_step, Some(start), "round {round}");
+            accepted += 1;
+        } else {
+            refused += 1;
+        }
+        stop.store(true, Ordering::Release);
+        pusher.join().unwrap();
+    }
+    assert!(accepted > 0, "{accepted} accepted, {refused} refused");
+}
