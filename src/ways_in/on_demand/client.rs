@@ -403,6 +403,26 @@ mod tests {
         assert!(e.contains("there is no process"), "{e}");
     }
 
+    #[test]
+    fn a_pid_names_its_own_socket_or_its_descendants() {
+        let tmp = tempfile::tempdir().unwrap();
+        // A child process stands for a rank that registered its socket.
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let socket = tmp.path().join("rank-socket");
+        let links = server::register(child.id(), &socket);
+        if !links.is_empty() {
+            assert_eq!(sockets_of_pid(child.id()), [socket.clone()]);
+            // This test's own pid registered nothing: its descendant's socket is found.
+            assert_eq!(sockets_of_pid(std::process::id()), [socket.clone()]);
+            assert_eq!(resolve(&std::process::id().to_string()).unwrap(), [socket]);
+            server::unregister(&links);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        let e = resolve(&child.id().to_string()).unwrap_err().to_string();
+        assert!(e.contains("there is no process") || e.contains("has no gmprof on-demand process"), "{e}");
+    }
+
     /// Two ranks of one run, each a service behind a real socket, stepping on their own
     /// threads at different paces: one `gmprof capture DIR --steps 3` gives both the same
     /// steps, in `capture-1/<rank>/`; a second gives `capture-2`.

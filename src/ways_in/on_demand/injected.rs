@@ -131,8 +131,8 @@ fn serve(service: &Arc<Service>, process_dir: &Path, pid: u32, run_dir: &Path) -
     let socket = ControlSocket::bind(process_dir)?;
     let path = socket.path().to_owned();
     socket.serve(service.clone())?;
-    let link = server::register(pid, &path);
-    LEFT_BEHIND.lock().extend(std::iter::once(path).chain(link));
+    let links = server::register(pid, &path);
+    LEFT_BEHIND.lock().extend(std::iter::once(path).chain(links));
     let signal = service
         .config()
         .signal

@@ -11,7 +11,7 @@
 //! reach the socket through `/proc/self/fd/N/socket`, `N` a descriptor of its directory.
 //!
 //! For `gmprof capture PID`, each process also links its socket from a per-user directory
-//! ([`registry_dirs`]: `$XDG_RUNTIME_DIR/gmprof`, else `/tmp/gmprof-<uid>`, mode 0700, owned
+//! ([`registry_dirs`]: `/tmp/gmprof-<uid>` and `$XDG_RUNTIME_DIR/gmprof`, mode 0700, owned
 //! by the user or not used) under its pid.
 
 use std::io::BufReader;
@@ -252,20 +252,24 @@ fn connect_error(path: &Path, e: std::io::Error) -> Error {
     Error::InvalidState(format!("could not reach {}: {why}", path.display()))
 }
 
-/// The per-user directories where processes link their sockets by pid, most specific first.
+/// The per-user directories where processes link their sockets by pid:
+/// `$XDG_RUNTIME_DIR/gmprof` when that is set, and `/tmp/gmprof-<uid>` (not `$TMPDIR`, which a
+/// batch job often has of its own).
 pub fn registry_dirs() -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     if let Some(runtime) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
         dirs.push(PathBuf::from(runtime).join("gmprof"));
     }
-    dirs.push(std::env::temp_dir().join(format!("gmprof-{}", own_uid())));
+    dirs.push(PathBuf::from(format!("/tmp/gmprof-{}", own_uid())));
     dirs
 }
 
-/// Links `socket` as `<registry>/<pid>`; the link is removed by [`unregister`]. Best effort:
-/// where no registry directory is this user's, `gmprof capture PID` cannot find the process
-/// (the run directory still works).
-pub fn register(pid: u32, socket: &Path) -> Option<PathBuf> {
+/// Links `socket` as `<registry>/<pid>` in every registry directory that is this user's (a
+/// shell with or without `XDG_RUNTIME_DIR` finds it); the links are removed by [`unregister`].
+/// Best effort: with none, `gmprof capture PID` cannot find the process (the run directory
+/// still works).
+pub fn register(pid: u32, socket: &Path) -> Vec<PathBuf> {
+    let mut links = Vec::new();
     for dir in registry_dirs() {
         if private_dir(&dir).is_err() {
             continue;
@@ -273,16 +277,20 @@ pub fn register(pid: u32, socket: &Path) -> Option<PathBuf> {
         let link = dir.join(pid.to_string());
         let _ = std::fs::remove_file(&link);
         if std::os::unix::fs::symlink(socket, &link).is_ok() {
-            return Some(link);
+            links.push(link);
         }
     }
-    tracing::debug!("gmprof: no registry directory for gmprof capture PID");
-    None
+    if links.is_empty() {
+        tracing::debug!("gmprof: no registry directory for gmprof capture PID");
+    }
+    links
 }
 
-/// Removes a link [`register`] made.
-pub fn unregister(link: &Path) {
-    let _ = std::fs::remove_file(link);
+/// Removes the links [`register`] made.
+pub fn unregister(links: &[PathBuf]) {
+    for link in links {
+        let _ = std::fs::remove_file(link);
+    }
 }
 
 /// The socket a pid registered, if any.
@@ -371,9 +379,12 @@ mod tests {
         let socket = tmp.path().join("s");
         // A pid no process of this test uses.
         let pid = u32::MAX - 7;
-        let Some(link) = register(pid, &socket) else { return };
+        let links = register(pid, &socket);
+        if links.is_empty() {
+            return; // no registry directory of this user's on this machine
+        }
         assert_eq!(registered(pid), Some(socket));
-        unregister(&link);
+        unregister(&links);
         assert_eq!(registered(pid), None);
     }
 }
