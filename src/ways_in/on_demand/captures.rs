@@ -137,7 +137,8 @@ pub fn run_lines(run_dir: &Path) -> Vec<String> {
     }
     if captures.is_empty() {
         lines.push(format!(
-            "no capture was taken (gmprof capture {} from another shell, or the capture signal, starts one)",
+            "no capture was taken into {} (gmprof capture, the capture signal, a capture range or gmprof.capture \
+             start one)",
             run_dir.display()
         ));
     }
