@@ -341,15 +341,15 @@ pub unsafe extern "C" fn gmprof_push_range(name: *const c_char) -> Status {
 /// Closes the calling thread's innermost range.
 #[no_mangle]
 pub extern "C" fn gmprof_pop_range() -> Status {
-    if let Some(service) = on_demand_ranges() {
-        return guarded("gmprof_pop_range", || {
+    guarded("gmprof_pop_range", || {
+        if let Some(service) = on_demand_ranges() {
             service.on_pop();
-            Ok(())
-        });
-    }
-    guarded("gmprof_pop_range", || match current_profiler()? {
-        Some(profiler) => profiler.pop_range().map_err(fail),
-        None => Ok(()),
+            return Ok(());
+        }
+        match current_profiler()? {
+            Some(profiler) => profiler.pop_range().map_err(fail),
+            None => Ok(()),
+        }
     })
 }
 

@@ -93,17 +93,20 @@ pub fn install(signal: c_int, on_signal: impl Fn() + Send + 'static) -> Result<(
     Ok(())
 }
 
-/// The handler: async-signal-safe (getpid, write).
+/// The handler: async-signal-safe (getpid, write; nothing in it allocates or can panic, and
+/// the unwind guard costs nothing unless one did).
 extern "C" fn on_capture_signal(_signal: c_int) {
-    // SAFETY: getpid is async-signal-safe.
-    if unsafe { libc::getpid() } as u32 != OWNER.load(Ordering::Acquire) {
-        return;
-    }
-    let fd = PIPE.load(Ordering::Acquire);
-    if fd >= 0 {
-        // SAFETY: write(2) of one byte on our pipe; a full pipe drops it (a capture is asked already).
-        unsafe { libc::write(fd, [1u8].as_ptr().cast(), 1) };
-    }
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: getpid is async-signal-safe.
+        if unsafe { libc::getpid() } as u32 != OWNER.load(Ordering::Acquire) {
+            return;
+        }
+        let fd = PIPE.load(Ordering::Acquire);
+        if fd >= 0 {
+            // SAFETY: write(2) of one byte on our pipe; a full pipe drops it (a capture is asked already).
+            unsafe { libc::write(fd, [1u8].as_ptr().cast(), 1) };
+        }
+    });
 }
 
 #[cfg(test)]
