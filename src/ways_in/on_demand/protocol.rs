@@ -170,6 +170,11 @@ pub enum CaptureState {
         /// How long it lasts.
         span: Span,
     },
+    /// Its profiler is being started.
+    Starting {
+        /// The capture's number.
+        id: u64,
+    },
     /// Collecting.
     Running {
         /// The capture's number.
@@ -193,9 +198,10 @@ impl CaptureState {
     pub fn id(&self) -> Option<u64> {
         match self {
             CaptureState::Idle => None,
-            CaptureState::Armed { id, .. } | CaptureState::Running { id, .. } | CaptureState::Finishing { id } => {
-                Some(*id)
-            }
+            CaptureState::Armed { id, .. }
+            | CaptureState::Starting { id }
+            | CaptureState::Running { id, .. }
+            | CaptureState::Finishing { id } => Some(*id),
         }
     }
 
@@ -209,6 +215,7 @@ impl CaptureState {
             CaptureState::Armed { id, start: StartAt::Next, span } => {
                 format!("capture {id} waits for its start ({})", span.describe())
             }
+            CaptureState::Starting { id } => format!("capture {id} is starting"),
             CaptureState::Running { id, first_step, steps_done, span } => {
                 let since = first_step.map(|s| format!("since step {s}, ")).unwrap_or_default();
                 match span {

@@ -203,20 +203,7 @@ impl Service {
 
     /// Where its capture stands.
     pub fn state(&self) -> CaptureState {
-        match &*self.phase.lock() {
-            Phase::Idle => CaptureState::Idle,
-            Phase::Armed(p) => CaptureState::Armed { id: p.id, start: p.start, span: p.span },
-            Phase::Starting(id) => {
-                CaptureState::Running { id: *id, first_step: None, steps_done: 0, span: Span::UntilStopped }
-            }
-            Phase::Running(live) => CaptureState::Running {
-                id: live.pending.id,
-                first_step: live.first_step,
-                steps_done: live.steps_done,
-                span: live.pending.span,
-            },
-            Phase::Finishing(id, _) => CaptureState::Finishing { id: *id },
-        }
+        state_of(&self.phase.lock())
     }
 
     /// The process's status; `None` before it is attached.
@@ -574,19 +561,7 @@ impl Service {
     }
 
     fn describe_locked(&self, phase: &Phase) -> String {
-        match phase {
-            Phase::Idle => "idle".into(),
-            Phase::Armed(p) => CaptureState::Armed { id: p.id, start: p.start, span: p.span }.describe(),
-            Phase::Starting(id) => format!("capture {id} is starting"),
-            Phase::Running(live) => CaptureState::Running {
-                id: live.pending.id,
-                first_step: live.first_step,
-                steps_done: live.steps_done,
-                span: live.pending.span,
-            }
-            .describe(),
-            Phase::Finishing(id, _) => CaptureState::Finishing { id: *id }.describe(),
-        }
+        state_of(phase).describe()
     }
 
     fn range_capture_left(&self) -> bool {
@@ -758,6 +733,22 @@ impl Service {
         }
         *self.last.lock() = Some(record.clone());
         record
+    }
+}
+
+/// What the protocol says of `phase`.
+fn state_of(phase: &Phase) -> CaptureState {
+    match phase {
+        Phase::Idle => CaptureState::Idle,
+        Phase::Armed(p) => CaptureState::Armed { id: p.id, start: p.start, span: p.span },
+        Phase::Starting(id) => CaptureState::Starting { id: *id },
+        Phase::Running(live) => CaptureState::Running {
+            id: live.pending.id,
+            first_step: live.first_step,
+            steps_done: live.steps_done,
+            span: live.pending.span,
+        },
+        Phase::Finishing(id, _) => CaptureState::Finishing { id: *id },
     }
 }
 
