@@ -85,6 +85,20 @@ const char *gmprof_version(void);
    until the next gmprof_init. */
 const char *gmprof_output_dir(void);
 
+/* ---- Captures: profile a window the program chooses ----
+   Under `gmprof run --on-demand` (or --capture-range) the program starts idle, and a capture
+   is the run's next DIR/capture-K/<process>/, as one `gmprof capture` asks for; elsewhere it is
+   a session of its own (as gmprof_init's) written to output_dir/capture-K/<process>/.
+     gmprof_capture_start(NULL);     // mode and metrics of options, or the run's defaults
+     ...the work to profile, ranges included...
+     gmprof_capture_stop();          // writes it; gmprof_output_dir() names the directory
+   One capture at a time: a start while one runs (or `gmprof capture` has one armed) fails
+   with GMPROF_ERROR_NOT_INITIALIZED and says which. */
+gmprof_status gmprof_capture_start(const gmprof_options *options);
+
+/* Ends the capture gmprof_capture_start started and writes its outputs. */
+gmprof_status gmprof_capture_stop(void);
+
 /* ---- In-kernel region timers (device side: include/gmprof_device.cuh) ----
    gmprof_dt_buffer *t; unsigned long long *p;
    gmprof_dt_alloc(1 << 16, &t);  gmprof_dt_device_ptr(t, &p);

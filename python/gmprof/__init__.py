@@ -28,6 +28,9 @@ Before loading, the lib directories of NVIDIA's pip wheels on ``sys.path`` (see
 :func:`cuda_lib_dirs`) are added to ``$GMPROF_CUDA_LIB_DIRS``, where the library looks for
 libcupti.
 
+Captures: ``with gmprof.capture(mode="per_kernel"):`` profiles a block the program chooses; under
+``gmprof run --on-demand`` it is the run's next ``capture-K`` (see :mod:`gmprof._capture`).
+
 Results: :func:`load` reads an output directory back (pandas DataFrames when pandas is
 installed); it needs neither a GPU nor the library. :func:`diff` compares two runs (the
 ``gmprof diff`` command's rows, each change judged against the runs' noise).
@@ -68,6 +71,9 @@ __all__ = [
     "load",
     "diff",
     "Report",
+    "capture",
+    "capture_start",
+    "capture_stop",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -238,6 +244,11 @@ def _configure(lib: Any) -> Any:
     if hasattr(lib, "gmprof_output_dir"):
         lib.gmprof_output_dir.argtypes = []
         lib.gmprof_output_dir.restype = ctypes.c_char_p
+    if hasattr(lib, "gmprof_capture_start"):
+        lib.gmprof_capture_start.argtypes = [ctypes.POINTER(GmprofOptions)]
+        lib.gmprof_capture_start.restype = status
+        lib.gmprof_capture_stop.argtypes = []
+        lib.gmprof_capture_stop.restype = status
     return lib
 
 
@@ -605,6 +616,7 @@ def range(name: Any = None) -> Any:  # noqa: A001 - shadows the builtin on purpo
 
 
 from .report import Report, load  # noqa: E402  (pure Python; no library needed)
+from ._capture import capture, capture_start, capture_stop  # noqa: E402
 from .diff import diff  # noqa: E402  (runs the gmprof command; no library needed)
 
 

@@ -10,6 +10,8 @@
 //!   HTML report); on a directory of several processes' outputs, the merged summary.
 //! - `gmprof merge OUT` merges several processes' outputs, one at a time: one summary,
 //!   merged.csv, stragglers.csv, trace-index.json and merged-trace.json (of at most 8).
+//! - `gmprof capture TARGET --steps N` captures a running `gmprof run --on-demand` job: every
+//!   process from the same step, into `OUT/capture-K/`.
 //! - `gmprof diff BASE NEW` compares two runs, marks the changes beyond noise and, with
 //!   `--fail-if-slower PCT` (or `--fail-if-higher`/`--fail-if-lower METRIC=PCT`), exits with
 //!   status 3 when a range tripped the gate.
@@ -18,6 +20,9 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+#[path = "gmprof/on_demand.rs"]
+mod on_demand;
 
 use clap::{Parser, Subcommand};
 use gmprof::checked::{driver, target, Cupti};
@@ -206,11 +211,17 @@ enum Command {
         #[arg(long, value_name = "FORMATS", default_value = "csv,parquet")]
         format: gmprof::report::OutputFormats,
         #[command(flatten)]
+        on_demand: on_demand::OnDemandArgs,
+        #[command(flatten)]
         view: ViewArgs,
         /// The program and its arguments (after `--`).
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         program: Vec<std::ffi::OsString>,
     },
+    /// Capture a job running under `gmprof run --on-demand`, without restarting it: every
+    /// process of TARGET (the run's output directory, or a pid) from the same step, for N steps
+    /// or S seconds, into OUT/capture-K/<process>/; then back to idle. One capture at a time.
+    Capture(on_demand::CaptureArgs),
     /// One summary across the processes of a run (ranks, workers): per range path, the min,
     /// median and max of GPU time across processes and the slowest one; writes merged.csv
     /// and merged-trace.json (one Perfetto trace, processes side by side).
@@ -432,10 +443,18 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         probe_sass_launches,
         torch_steps,
         format,
+        on_demand,
         view,
         program,
     } = cli.command
     {
+        let on_demand = on_demand.options();
+        if probe.is_some() && on_demand.idle_start() {
+            return Err(gmprof::Error::InvalidConfig(
+                "--probe profiles from the program's start: it does not run beside --on-demand or --capture-range"
+                    .into(),
+            ));
+        }
         if let Some(list) = &probe {
             // Refuse an unknown probe or a bad spec before the program starts.
             gmprof::probe::parse_probe_list(list).map_err(|e| gmprof::Error::InvalidConfig(format!("--probe: {e}")))?;
@@ -461,6 +480,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
             pm_sampling,
             pm_interval,
             torch_steps,
+            on_demand: on_demand.clone(),
             program,
         };
         let mut plan = LaunchPlan::new(&opts)?;
@@ -481,7 +501,16 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
             }
         }
         plan.env.push((gmprof::report::formats::FORMAT_ENV.into(), format.to_string().into()));
-        let outcome = plan.run()?;
+        let mut outcome = plan.run()?;
+        if on_demand.idle_start() {
+            // The captures are the outputs; the processes' own directories hold their status.
+            on_demand::print_captures(&outcome.output_dir);
+            outcome.processes.retain(|p| {
+                !p.dir.components().any(|c| {
+                    gmprof::ways_in::on_demand::captures::capture_number(&c.as_os_str().to_string_lossy()).is_some()
+                })
+            });
+        }
         let profiled: Vec<_> = outcome.profiled().collect();
         if let [only] = profiled.as_slice() {
             println!();
@@ -509,6 +538,9 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
     }
     if let Command::Diff { .. } = cli.command {
         return run_diff(cli.command);
+    }
+    if let Command::Capture(args) = cli.command {
+        return on_demand::run_capture(args);
     }
     run_tool(cli).map(|()| ExitCode::SUCCESS)
 }
@@ -610,7 +642,7 @@ fn run_diff(command: Command) -> gmprof::Result<ExitCode> {
 
 fn run_tool(cli: Cli) -> gmprof::Result<()> {
     match cli.command {
-        Command::Run { .. } | Command::Diff { .. } => Ok(()),
+        Command::Run { .. } | Command::Diff { .. } | Command::Capture(_) => Ok(()),
         Command::Metrics { filter, full, pm_sampling, chip } => {
             let cupti = Cupti::load()?;
             let chip = chip_name(&chip, &cupti)?;

@@ -9,17 +9,19 @@
 //!
 //! An injected gmprof (see the `injection` module) pins the subscriber for the life of
 //! the process: it must hear NVTX ranges and context creation before any session exists.
-//! Then only the activity registration comes and goes with the sessions.
+//! Then only the activity registration comes and goes with the sessions. An on-demand gmprof
+//! also turns the launch callbacks off while no capture runs ([`set_launch_callbacks`]), and
+//! may start a capture inside the next launch it hears ([`set_launch_hook`]).
 
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::{Mutex, RwLock};
 
 use crate::checked::activity::{self, ActivityKinds, ActivityRecord, ActivityStats, ActivityTracing};
 use crate::checked::callback::{
-    ApiCallback, CallbackSite, ContextHandler, DriverHook, GraphEvent, NvtxHandler, Subscriber,
+    ApiCallback, CallbackSite, ContextHandler, DriverHook, GraphEvent, NvtxHandler, ProfilerApiHandler, Subscriber,
 };
 use crate::checked::Cupti;
 use crate::error::{Error, Result};
@@ -196,8 +198,12 @@ fn session_for(context_id: u32) -> Option<Arc<dyn CaptureSession>> {
 /// driver call inside it, made once the session has joined, is then the session's outermost
 /// call, as if the runtime call had not been heard.
 fn route_callback(cb: &ApiCallback<'_>) {
+    forget_calls_of_an_earlier_epoch();
     match cb.site {
         CallbackSite::Enter => {
+            if LAUNCH_HOOK_SET.load(Ordering::Acquire) && CALL_DEPTH.with(Cell::get) == 0 {
+                run_launch_hook(cb.context_uid);
+            }
             let depth = CALL_DEPTH.with(|d| {
                 d.set(d.get() + 1);
                 d.get()
@@ -251,6 +257,74 @@ fn route_callback(cb: &ApiCallback<'_>) {
             }
         }
     }
+}
+
+/// Bumped each time the launch callbacks are turned on ([`set_launch_callbacks`]).
+static LAUNCH_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// A thread that was inside a call when the callbacks were turned off never heard its exit:
+/// its depth and routing bits are stale once they are on again, so the first callback of a
+/// new epoch starts the thread's bookkeeping afresh.
+fn forget_calls_of_an_earlier_epoch() {
+    let epoch = LAUNCH_EPOCH.load(Ordering::Relaxed);
+    if SEEN_EPOCH.with(Cell::get) == epoch {
+        return;
+    }
+    SEEN_EPOCH.with(|e| e.set(epoch));
+    CALL_DEPTH.with(|d| d.set(0));
+    ROUTED_LEVELS.with(|r| r.set(0));
+    IN_CALL.with(|c| c.set(false));
+    EXIT_WANTED.with(|w| w.set(false));
+    CREATED_NODES.with(|n| n.borrow_mut().clear());
+}
+
+/// What runs at the entry of the next outermost launch or transfer call: an on-demand capture
+/// that starts "at the next CUDA call" starts there, on the launching thread, before the hub
+/// looks the call's session up (so the call is already the new session's). Given the
+/// call's context id; it clears itself ([`set_launch_hook`] with `None`) once it has run.
+pub(crate) type LaunchHook = Arc<dyn Fn(u32) + Send + Sync>;
+
+static LAUNCH_HOOK: Mutex<Option<LaunchHook>> = Mutex::new(None);
+/// Whether [`LAUNCH_HOOK`] is set: the only cost to a call while none is.
+static LAUNCH_HOOK_SET: AtomicBool = AtomicBool::new(false);
+
+/// Sets (or clears, with `None`) the hook run at the next outermost launch or transfer call.
+pub(crate) fn set_launch_hook(hook: Option<LaunchHook>) {
+    let mut slot = LAUNCH_HOOK.lock();
+    LAUNCH_HOOK_SET.store(hook.is_some(), Ordering::Release);
+    *slot = hook;
+}
+
+fn run_launch_hook(context_uid: u32) {
+    // Not held while the hook runs: it starts a session, which joins the hub.
+    let hook = LAUNCH_HOOK.lock().clone();
+    if let Some(hook) = hook {
+        hook(context_uid);
+    }
+}
+
+/// Turns the pinned subscriber's launch, transfer and graph node callbacks on or off (an
+/// on-demand gmprof: off while idle). Needs [`pin`].
+pub(crate) fn set_launch_callbacks(on: bool) -> Result<()> {
+    let registration = REGISTRATION.lock();
+    let reg = registration
+        .as_ref()
+        .filter(|r| r.pinned)
+        .ok_or_else(|| Error::InvalidState("launch callbacks are switched only by an injected gmprof".into()))?;
+    if on {
+        LAUNCH_EPOCH.fetch_add(1, Ordering::AcqRel);
+    }
+    reg.subscriber.set_launch_callbacks(on)
+}
+
+/// Hears the program's `cuProfilerStart`/`cuProfilerStop` on the pinned registration.
+pub(crate) fn watch_profiler_api(handler: ProfilerApiHandler) -> Result<()> {
+    let registration = REGISTRATION.lock();
+    let reg = registration
+        .as_ref()
+        .filter(|r| r.pinned)
+        .ok_or_else(|| Error::InvalidState("the profiler API is heard only by an injected gmprof".into()))?;
+    reg.subscriber.watch_profiler_api(handler)
 }
 
 /// The bit of [`ROUTED_LEVELS`] for call depth `depth` (1-based); none past 64 levels, whose
@@ -322,6 +396,8 @@ thread_local! {
     /// Graph nodes created inside this thread's call in flight: nodes made while the call's
     /// stream was capturing.
     static CREATED_NODES: RefCell<Vec<CapturedNode>> = const { RefCell::new(Vec::new()) };
+    /// The [`LAUNCH_EPOCH`] this thread's bookkeeping belongs to.
+    static SEEN_EPOCH: Cell<u64> = const { Cell::new(0) };
 }
 
 /// Asks for the exit callback of this thread's outermost call in flight
@@ -582,6 +658,40 @@ mod tests {
         assert_eq!(calls.owner(41), None);
         assert_eq!(calls.owner(1_000 + TransferCalls::CAPACITY as u32 + 99), Some(3));
         assert_eq!(calls.order.len(), TransferCalls::CAPACITY);
+    }
+
+    #[test]
+    fn calls_of_an_earlier_epoch_are_forgotten() {
+        // A thread inside a routed call when the callbacks went off never heard its exit.
+        forget_calls_of_an_earlier_epoch();
+        CALL_DEPTH.with(|d| d.set(2));
+        ROUTED_LEVELS.with(|r| r.set(0b11));
+        IN_CALL.with(|c| c.set(true));
+        forget_calls_of_an_earlier_epoch();
+        assert_eq!(CALL_DEPTH.with(Cell::get), 2, "same epoch: nothing changes");
+        LAUNCH_EPOCH.fetch_add(1, Ordering::AcqRel); // the callbacks came on again
+        forget_calls_of_an_earlier_epoch();
+        assert_eq!((CALL_DEPTH.with(Cell::get), ROUTED_LEVELS.with(Cell::get)), (0, 0));
+        assert!(!IN_CALL.with(Cell::get));
+    }
+
+    #[test]
+    fn the_launch_hook_runs_at_the_next_outermost_call_of_its_context() {
+        let mut h = crate::capture::profiler::harness::LaunchHarness::trace().unwrap();
+        let own = h.context_id();
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&heard);
+        set_launch_hook(Some(Arc::new(move |context| {
+            // Other tests' harnesses launch too: only this context's call counts.
+            if context == own {
+                log.lock().push(context);
+                set_launch_hook(None);
+            }
+        })));
+        h.launch(true); // a runtime launch: the hook runs once, at the outer call
+        h.launch(false);
+        assert_eq!(*heard.lock(), [own]);
+        assert!(!LAUNCH_HOOK_SET.load(Ordering::Acquire));
     }
 
     #[test]

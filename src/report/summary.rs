@@ -509,10 +509,15 @@ pub fn devices_line(devices: &[crate::report::devices::DeviceShare]) -> Option<S
     if devices.len() < 2 {
         return None;
     }
+    let repeated = |id: u32| devices.iter().filter(|d| d.device_id == id).count() > 1;
     let each: Vec<String> = devices
         .iter()
         .map(|d| {
-            let name = d.device_name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+            let mut name = d.device_name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+            if let (true, Some(ctx)) = (repeated(d.device_id), d.context_id) {
+                // Two contexts on one GPU: told apart by their context.
+                name = format!(" context {ctx}{name}");
+            }
             let flagged =
                 if d.flagged_kernel_rows > 0 { format!(", {} flagged", d.flagged_kernel_rows) } else { String::new() };
             format!(
@@ -742,6 +747,31 @@ mod tests {
         assert_eq!(format_duration_ns(4_560_000.0), "4.560 ms");
         assert_eq!(format_duration_ns(1.234e9), "1.234 s");
         assert_eq!(cell("a\nb"), "a\\nb");
+    }
+
+    #[test]
+    fn the_gpus_line_tells_two_contexts_of_one_gpu_apart() {
+        let share = |device_id, context_id, kernel_count| crate::report::devices::DeviceShare {
+            device_id,
+            context_id: Some(context_id),
+            device_name: Some("NVIDIA H100 80GB HBM3".into()),
+            kernel_count,
+            gpu_time_ns: Some(1_500_000),
+            flagged_kernel_rows: 0,
+            dropped_activity_records: 0,
+        };
+        assert_eq!(devices_line(&[share(0, 1, 80)]), None, "one context: no line");
+        let two_gpus = devices_line(&[share(0, 1, 80), share(1, 2, 40)]).unwrap();
+        assert_eq!(
+            two_gpus,
+            "GPUs: 2 profiled | device 0 (NVIDIA H100 80GB HBM3): 80 kernels, 1.500 ms | \
+             device 1 (NVIDIA H100 80GB HBM3): 40 kernels, 1.500 ms"
+        );
+        let one_gpu = devices_line(&[share(0, 1, 80), share(0, 2, 80)]).unwrap();
+        assert!(
+            one_gpu.contains("device 0 context 1 (NVIDIA") && one_gpu.contains("device 0 context 2 ("),
+            "{one_gpu}"
+        );
     }
 
     #[test]

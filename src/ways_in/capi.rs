@@ -114,9 +114,13 @@ pub struct Options {
     pub synchronize_on_pop: c_int,
 }
 
+mod capture;
+
 /// The C functions the header declares, checked against `include/gmprof.h` by the tests.
-pub const EXPORTED_FUNCTIONS: [&str; 16] = [
+pub const EXPORTED_FUNCTIONS: [&str; 18] = [
     "gmprof_init",
+    "gmprof_capture_start",
+    "gmprof_capture_stop",
     "gmprof_push_range",
     "gmprof_pop_range",
     "gmprof_finish",
@@ -198,68 +202,91 @@ fn env_or(value: Option<String>, var: &str) -> Option<String> {
 /// NUL-terminated.
 #[no_mangle]
 pub unsafe extern "C" fn gmprof_init(options: *const Options) -> Status {
-    guarded("gmprof_init", || {
-        // SAFETY: the caller passes NULL or a valid options struct.
-        let opts = unsafe { options.as_ref() };
-        // SAFETY: the strings in a valid options struct are NULL or NUL-terminated.
-        let mode = env_or(unsafe { opts.map_or(Ok(None), |o| opt_str(o.mode, "options.mode")) }?, "GMPROF_MODE");
-        // SAFETY: as above.
-        let metrics =
-            env_or(unsafe { opts.map_or(Ok(None), |o| opt_str(o.metrics, "options.metrics")) }?, "GMPROF_METRICS");
-        // SAFETY: as above.
-        let out =
-            env_or(unsafe { opts.map_or(Ok(None), |o| opt_str(o.output_dir, "options.output_dir")) }?, "GMPROF_OUT");
-        let mut session = SESSION.lock();
-        if session.is_some() {
-            return Err((
-                Status::AlreadyInitialized,
-                "gmprof_init was already called; call gmprof_finish first".to_owned(),
-            ));
+    // SAFETY: the caller's guarantee, passed on.
+    guarded("gmprof_init", || unsafe { start_session(options, false) })
+}
+
+/// The mode, metrics and output directory of `options`, each falling back to its variable.
+///
+/// # Safety
+/// As [`gmprof_init`].
+unsafe fn option_strings(options: *const Options) -> Result<[Option<String>; 3], (Status, String)> {
+    // SAFETY: the caller passes NULL or a valid options struct.
+    let opts = unsafe { options.as_ref() };
+    // SAFETY: the strings in a valid options struct are NULL or NUL-terminated.
+    let mode = env_or(unsafe { opts.map_or(Ok(None), |o| opt_str(o.mode, "options.mode")) }?, "GMPROF_MODE");
+    // SAFETY: as above.
+    let metrics =
+        env_or(unsafe { opts.map_or(Ok(None), |o| opt_str(o.metrics, "options.metrics")) }?, "GMPROF_METRICS");
+    // SAFETY: as above.
+    let out = env_or(unsafe { opts.map_or(Ok(None), |o| opt_str(o.output_dir, "options.output_dir")) }?, "GMPROF_OUT");
+    Ok([mode, metrics, out])
+}
+
+/// Starts the session of `gmprof_init`, or with `capture` that of `gmprof_capture_start`
+/// outside an injected run (written to `OUT/capture-K/<process>/`).
+///
+/// # Safety
+/// As [`gmprof_init`].
+unsafe fn start_session(options: *const Options, capture: bool) -> Result<(), (Status, String)> {
+    // SAFETY: the caller's guarantee, passed on.
+    let [mode, metrics, out] = unsafe { option_strings(options) }?;
+    // SAFETY: the caller passes NULL or a valid options struct.
+    let opts = unsafe { options.as_ref() };
+    let mut session = SESSION.lock();
+    if session.is_some() {
+        return Err((
+            Status::AlreadyInitialized,
+            "gmprof_init was already called; call gmprof_finish first".to_owned(),
+        ));
+    }
+    let mut builder = Profiler::builder();
+    if let Some(mode) = mode {
+        builder = builder.mode(mode.parse::<ProfilingMode>().map_err(fail)?);
+    }
+    if let Some(metrics) = metrics {
+        builder = builder.metrics(metrics.split(',').map(str::trim).filter(|m| !m.is_empty()).map(String::from));
+    }
+    if let Some(scope) = env_or(None, "GMPROF_RANGE_SCOPE") {
+        builder = builder.range_scope(scope.parse::<crate::capture::profiler::RangeScope>().map_err(fail)?);
+    }
+    if let Some(o) = opts {
+        if o.device >= 0 {
+            builder = builder.device(o.device as usize);
         }
-        let mut builder = Profiler::builder();
-        if let Some(mode) = mode {
-            builder = builder.mode(mode.parse::<ProfilingMode>().map_err(fail)?);
-        }
-        if let Some(metrics) = metrics {
-            builder = builder.metrics(metrics.split(',').map(str::trim).filter(|m| !m.is_empty()).map(String::from));
-        }
-        if let Some(scope) = env_or(None, "GMPROF_RANGE_SCOPE") {
-            builder = builder.range_scope(scope.parse::<crate::capture::profiler::RangeScope>().map_err(fail)?);
-        }
-        if let Some(o) = opts {
-            if o.device >= 0 {
-                builder = builder.device(o.device as usize);
+        builder = builder.synchronize_on_pop(o.synchronize_on_pop != 0);
+    }
+    // PM sampling is asked for through the environment, which keeps gmprof_options'
+    // layout (and programs built against the older header) unchanged.
+    builder = builder.pm_sampling(crate::capture::pm_sampling::PmSamplingConfig::from_env().map_err(fail)?);
+    let profiler = builder.build().map_err(fail)?;
+    // The table formats, like PM sampling, come through the environment (GMPROF_FORMAT);
+    // checked before a directory is claimed.
+    let formats = crate::report::OutputFormats::from_env().map_err(fail)?;
+    // Each process gets its own directory (ranks, workers, a second run): never an overwrite.
+    let out = PathBuf::from(out.unwrap_or_else(|| "gmprof-out".into()));
+    let dir = if capture {
+        crate::ways_in::on_demand::api::claim_own(&out).map_err(fail)?.1
+    } else {
+        crate::ways_in::layout::claim_for_process(&out, &|k: &str| std::env::var(k).ok()).map_err(fail)?
+    };
+    *OUTPUT_DIR.lock() = CString::new(dir.as_os_str().as_encoded_bytes()).ok();
+    let outputs = std::sync::Arc::new(Outputs::with_formats(dir, formats));
+    install_exit_hooks();
+    let settings = EndSettings::from_lookup(|k| std::env::var(k).ok()).map_err(fail)?;
+    if let Some(every) = settings.checkpoint_every {
+        let (weak_outputs, weak_profiler) = (std::sync::Arc::downgrade(&outputs), profiler.clone());
+        spawn_checkpoints(every, move || {
+            let Some(outputs) = weak_outputs.upgrade() else { return false };
+            if let Err(e) = outputs.write_checkpoint(&weak_profiler, "periodic") {
+                tracing::debug!("gmprof: checkpoint: {e}");
             }
-            builder = builder.synchronize_on_pop(o.synchronize_on_pop != 0);
-        }
-        // PM sampling is asked for through the environment, which keeps gmprof_options'
-        // layout (and programs built against the older header) unchanged.
-        builder = builder.pm_sampling(crate::capture::pm_sampling::PmSamplingConfig::from_env().map_err(fail)?);
-        let profiler = builder.build().map_err(fail)?;
-        // The table formats, like PM sampling, come through the environment (GMPROF_FORMAT);
-        // checked before a directory is claimed.
-        let formats = crate::report::OutputFormats::from_env().map_err(fail)?;
-        // Each process gets its own directory (ranks, workers, a second run): never an overwrite.
-        let out = PathBuf::from(out.unwrap_or_else(|| "gmprof-out".into()));
-        let dir = crate::ways_in::layout::claim_for_process(&out, &|k: &str| std::env::var(k).ok()).map_err(fail)?;
-        *OUTPUT_DIR.lock() = CString::new(dir.as_os_str().as_encoded_bytes()).ok();
-        let outputs = std::sync::Arc::new(Outputs::with_formats(dir, formats));
-        install_exit_hooks();
-        let settings = EndSettings::from_lookup(|k| std::env::var(k).ok()).map_err(fail)?;
-        if let Some(every) = settings.checkpoint_every {
-            let (weak_outputs, weak_profiler) = (std::sync::Arc::downgrade(&outputs), profiler.clone());
-            spawn_checkpoints(every, move || {
-                let Some(outputs) = weak_outputs.upgrade() else { return false };
-                if let Err(e) = outputs.write_checkpoint(&weak_profiler, "periodic") {
-                    tracing::debug!("gmprof: checkpoint: {e}");
-                }
-                true
-            });
-        }
-        SESSION_PID.store(std::process::id(), std::sync::atomic::Ordering::Release);
-        *session = Some(Session { profiler, outputs });
-        Ok(())
-    })
+            true
+        });
+    }
+    SESSION_PID.store(std::process::id(), std::sync::atomic::Ordering::Release);
+    *session = Some(Session { profiler, outputs });
+    Ok(())
 }
 
 /// Set when a signal ended the session: the program runs on for a moment before the signal
@@ -280,6 +307,16 @@ fn current_profiler() -> Result<Option<Profiler>, (Status, String)> {
     Err((Status::NotInitialized, "gmprof is not initialized: call gmprof_init first (or it has finished)".to_owned()))
 }
 
+/// Under `gmprof run --on-demand` with no session of its own, the program's gmprof ranges
+/// are ranges of the injected service, as its NVTX ranges are (counted as steps, held by a
+/// capture under way).
+fn on_demand_ranges() -> Option<&'static std::sync::Arc<crate::ways_in::on_demand::service::Service>> {
+    if SESSION.lock().is_some() {
+        return None;
+    }
+    crate::ways_in::on_demand::injected::service()
+}
+
 /// Opens a range on the calling thread.
 ///
 /// # Safety
@@ -290,6 +327,10 @@ pub unsafe extern "C" fn gmprof_push_range(name: *const c_char) -> Status {
         // SAFETY: the caller passes NULL or a NUL-terminated string.
         let name = unsafe { opt_str(name, "the range name") }?
             .ok_or_else(|| (Status::InvalidArgument, "the range name is NULL".to_owned()))?;
+        if let Some(service) = on_demand_ranges() {
+            service.on_push(&name);
+            return Ok(());
+        }
         match current_profiler()? {
             Some(profiler) => profiler.push_range(&name).map_err(fail),
             None => Ok(()),
@@ -300,9 +341,15 @@ pub unsafe extern "C" fn gmprof_push_range(name: *const c_char) -> Status {
 /// Closes the calling thread's innermost range.
 #[no_mangle]
 pub extern "C" fn gmprof_pop_range() -> Status {
-    guarded("gmprof_pop_range", || match current_profiler()? {
-        Some(profiler) => profiler.pop_range().map_err(fail),
-        None => Ok(()),
+    guarded("gmprof_pop_range", || {
+        if let Some(service) = on_demand_ranges() {
+            service.on_pop();
+            return Ok(());
+        }
+        match current_profiler()? {
+            Some(profiler) => profiler.pop_range().map_err(fail),
+            None => Ok(()),
+        }
     })
 }
 

@@ -32,22 +32,25 @@
 use std::cell::RefCell;
 use std::ffi::c_int;
 use std::panic::catch_unwind;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
-use crate::capture::pm_sampling::PmSamplingConfig;
+use crate::capture::profiler::Profiler;
 use crate::capture::profiler::Teardown;
-use crate::capture::profiler::{Profiler, RangeScope};
 use crate::checked::callback::{ContextEvent, NvtxEvent};
 use crate::checked::driver::Context;
 use crate::checked::Cupti;
 use crate::error::{Error, Result};
-use crate::model::{ProfilingMode, RunEnd};
+use crate::model::RunEnd;
 use crate::ways_in::contexts::ContextProfilers;
+pub(crate) use crate::ways_in::injection_config::parse_flag;
+pub use crate::ways_in::injection_config::{
+    env, InjectionConfig, DEFAULT_CHECKPOINT_SECS, DEFAULT_SIGNAL_TIMEOUT_SECS,
+};
 use crate::ways_in::layout::{self, ProcessIdentity, Target};
 pub use crate::ways_in::nvtx_stack::{NvtxRangeStack, PopAction};
 use crate::ways_in::outputs::{self, Outputs};
@@ -55,149 +58,6 @@ use crate::ways_in::signals::{self, Request};
 
 /// The file in the output directory that records how an injected run went.
 pub const STATUS_FILE: &str = "injection.json";
-
-/// Environment variables the injected library reads.
-pub mod env {
-    /// Profiling mode (`kernel_replay`, `trace`, ...).
-    pub const MODE: &str = "GMPROF_MODE";
-    /// Comma-separated metric names.
-    pub const METRICS: &str = "GMPROF_METRICS";
-    /// Output directory (default `gmprof-out`) or a per-process template (`out/%h-%p`);
-    /// each process writes into its own directory of it, see [`crate::ways_in::layout`].
-    pub const OUT: &str = "GMPROF_OUT";
-    /// Comma-separated NVTX range names: only these ranges and ranges nested in them become
-    /// gmprof ranges.
-    pub const NVTX_INCLUDE: &str = "GMPROF_NVTX_INCLUDE";
-    /// `thread` or `process` (default `process` when injected: frameworks launch from
-    /// helper threads, like PyTorch's autograd thread).
-    pub const RANGE_SCOPE: &str = "GMPROF_RANGE_SCOPE";
-    /// `1` to synchronize before every range closes.
-    pub const SYNC_ON_POP: &str = "GMPROF_SYNC_ON_POP";
-    /// Seconds between checkpoints of the outputs while the program runs (default 30; `0`
-    /// turns them off).
-    pub const CHECKPOINT_SECS: &str = "GMPROF_CHECKPOINT_SECS";
-    /// `0` to leave the program's signals alone (default: outputs are written before a
-    /// terminating signal takes effect).
-    pub const SIGNALS: &str = "GMPROF_SIGNALS";
-    /// Seconds a terminating signal waits for the outputs to be written (default 120).
-    pub const SIGNAL_TIMEOUT_SECS: &str = "GMPROF_SIGNAL_TIMEOUT_SECS";
-    /// Kernels (kernel_replay, per_kernel) or ranges (per_range) per counter cycle: counters
-    /// reach a checkpoint when their cycle ends, so this bounds what a SIGKILL loses.
-    pub const RANGES_PER_CYCLE: &str = "GMPROF_RANGES_PER_CYCLE";
-    /// Iteration replay: the name or glob (`Train step *`) of the repeating NVTX range whose
-    /// instances run the replay passes; needs [`ITERATIONS`].
-    pub const ITERATION_REPLAY: &str = "GMPROF_ITERATION_REPLAY";
-    /// Iteration replay: how many instances of that range the program runs.
-    pub const ITERATIONS: &str = "GMPROF_ITERATIONS";
-    /// PM sampling: `default`, `1` or comma-separated metric names.
-    pub const PM_SAMPLING: &str = crate::capture::pm_sampling::PM_SAMPLING_ENV;
-    /// PM sampling interval: ns (`20000`, `20us`) or SYSCLK cycles (`30000cycles`).
-    pub const PM_INTERVAL: &str = crate::capture::pm_sampling::PM_INTERVAL_ENV;
-}
-
-/// Default seconds between checkpoints.
-pub const DEFAULT_CHECKPOINT_SECS: u64 = 30;
-/// Default seconds a terminating signal waits for the outputs.
-pub const DEFAULT_SIGNAL_TIMEOUT_SECS: u64 = 120;
-
-/// What the injected profiler is told by the environment.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct InjectionConfig {
-    /// The profiling mode (`None`: the library default).
-    pub mode: Option<ProfilingMode>,
-    /// The metrics (`None`: the library default).
-    pub metrics: Option<Vec<String>>,
-    /// Where outputs go.
-    pub output_dir: PathBuf,
-    /// NVTX range names to follow, with everything nested in them; empty follows all.
-    pub nvtx_include: Vec<String>,
-    /// How helper threads' kernels are attributed.
-    pub range_scope: RangeScope,
-    /// Synchronize before each pop.
-    pub synchronize_on_pop: bool,
-    /// Time between checkpoints of the outputs (`None`: none).
-    pub checkpoint_every: Option<std::time::Duration>,
-    /// Whether terminating signals write the outputs first.
-    pub handle_signals: bool,
-    /// How long a terminating signal waits for the outputs.
-    pub signal_timeout: std::time::Duration,
-    /// Counter ranges per cycle (`None`: the library default).
-    pub ranges_per_cycle: Option<usize>,
-    /// Iteration replay: range pattern and instance count.
-    pub iteration_replay: Option<(String, usize)>,
-    /// PM sampling (`GMPROF_PM_SAMPLING`, `GMPROF_PM_INTERVAL`), when asked for.
-    pub pm_sampling: Option<PmSamplingConfig>,
-}
-
-impl InjectionConfig {
-    /// Reads the configuration from the process environment.
-    pub fn from_env() -> Result<Self> {
-        Self::from_lookup(|k| std::env::var(k).ok())
-    }
-
-    /// Reads the configuration through `lookup` (the seam tests use).
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self> {
-        let get = |k: &str| lookup(k).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
-        let list = |v: String| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
-        let seconds = |key: &str, default: u64| -> Result<u64> {
-            match get(key) {
-                None => Ok(default),
-                Some(v) => v.parse::<u64>().map_err(|_| {
-                    Error::InvalidConfig(format!("{key}={v}: use a whole number of seconds (0 turns it off)"))
-                }),
-            }
-        };
-        let flag = |key: &str, default: bool| parse_flag(key, get(key), default);
-        let ends = crate::ways_in::outputs::EndSettings::from_lookup(&lookup)?;
-        Ok(InjectionConfig {
-            mode: get(env::MODE).map(|m| m.parse()).transpose()?,
-            metrics: get(env::METRICS).map(list),
-            output_dir: PathBuf::from(get(env::OUT).unwrap_or_else(|| "gmprof-out".into())),
-            nvtx_include: get(env::NVTX_INCLUDE).map(list).unwrap_or_default(),
-            range_scope: get(env::RANGE_SCOPE).map(|s| s.parse()).transpose()?.unwrap_or(RangeScope::Process),
-            synchronize_on_pop: flag(env::SYNC_ON_POP, false)?,
-            checkpoint_every: ends.checkpoint_every,
-            handle_signals: ends.handle_signals,
-            signal_timeout: ends.signal_timeout,
-            ranges_per_cycle: match seconds(env::RANGES_PER_CYCLE, 0)? {
-                0 => None,
-                n => Some(n as usize),
-            },
-            iteration_replay: iteration_replay(get(env::ITERATION_REPLAY), get(env::ITERATIONS))?,
-            pm_sampling: PmSamplingConfig::from_lookup(&lookup)?,
-        })
-    }
-}
-
-/// A yes/no setting: `1`, `true`, `yes` or `0`, `false`, `no`; `default` when unset.
-pub(crate) fn parse_flag(key: &str, value: Option<String>, default: bool) -> Result<bool> {
-    match value.as_deref() {
-        None => Ok(default),
-        Some("0") | Some("false") | Some("no") => Ok(false),
-        Some("1") | Some("true") | Some("yes") => Ok(true),
-        Some(other) => Err(Error::InvalidConfig(format!("{key}={other}: use 1 or 0"))),
-    }
-}
-
-/// The iteration-replay setting from its two variables: both or neither.
-fn iteration_replay(pattern: Option<String>, iterations: Option<String>) -> Result<Option<(String, usize)>> {
-    match (pattern, iterations) {
-        (None, None) => Ok(None),
-        (Some(pattern), Some(n)) => {
-            let n = n.parse::<usize>().map_err(|_| {
-                Error::InvalidConfig(format!("{}={n}: use the number of instances the program runs", env::ITERATIONS))
-            })?;
-            crate::capture::profiler::iteration_pattern(&pattern)?;
-            Ok(Some((pattern, n)))
-        }
-        (Some(_), None) => Err(Error::InvalidConfig(format!(
-            "{} needs {} (how many instances of the range the program runs)",
-            env::ITERATION_REPLAY,
-            env::ITERATIONS
-        ))),
-        (None, Some(_)) => Err(Error::InvalidConfig(format!("{} needs {}", env::ITERATIONS, env::ITERATION_REPLAY))),
-    }
-}
 
 /// How an injected run went; written to [`STATUS_FILE`].
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -323,6 +183,21 @@ fn on_context(state: &'static Injected, event: ContextEvent) {
             if state.done.load(Ordering::Acquire) {
                 return;
             }
+            if crate::ways_in::on_demand::injected::active() {
+                // Idle until a capture: no profiler now (crate::ways_in::on_demand). Captures
+                // profile the process's first context.
+                if state.outputs.get().is_some() {
+                    return;
+                }
+                match crate::ways_in::on_demand::injected::attach(ctx, &state.target, &state.identity, &state.config) {
+                    Ok(dir) => {
+                        let _ = state.outputs.set(Outputs::new(dir));
+                        install_exit_hooks(state);
+                    }
+                    Err(e) => note_error(state, format!("could not start on-demand capture: {e}")),
+                }
+                return;
+            }
             if !state.profilers.has_room() {
                 let why = format!(
                     "gmprof profiles at most {} contexts per process",
@@ -377,6 +252,7 @@ fn on_context(state: &'static Injected, event: ContextEvent) {
             }
         }
         ContextEvent::DestroyStarting(ctx) => {
+            crate::ways_in::on_demand::injected::on_context_destroyed(ctx);
             if !state.profilers.profiles(ctx) || state.done.load(Ordering::Acquire) {
                 return;
             }
@@ -414,6 +290,9 @@ fn build_profiler(config: &InjectionConfig, ctx: Context) -> Result<Profiler> {
 }
 
 fn on_nvtx(state: &Injected, event: NvtxEvent<'_>) {
+    if crate::ways_in::on_demand::injected::on_nvtx(&event) {
+        return;
+    }
     match event {
         NvtxEvent::Push(name) => {
             let (mask, live) = state.profilers.live();
@@ -466,6 +345,7 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
         return;
     }
     tracing::debug!(?run_end, "gmprof: finishing");
+    crate::ways_in::on_demand::injected::on_run_end(&run_end, teardown);
     let mut outputs_written = false;
     let mut probes_joined = false;
     let contexts = state.contexts_created.load(Ordering::Acquire);
@@ -577,6 +457,9 @@ fn write_status(state: &Injected, run_end: Option<RunEnd>, outputs_written: bool
 fn checkpoint(state: &Injected, reason: &str) -> bool {
     if state.done.load(Ordering::Acquire) || std::process::id() != state.identity.pid {
         return false;
+    }
+    if let Some(go_on) = crate::ways_in::on_demand::injected::checkpoint(reason) {
+        return go_on;
     }
     let Some(outputs) = state.outputs.get() else { return false };
     let written = state.profilers.checkpoint(reason).and_then(|report| match report {
@@ -723,6 +606,7 @@ pub(crate) fn initialize(start: Start) -> std::result::Result<(), StartFailure> 
         let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
     }
     let config = InjectionConfig::from_env().map_err(retry)?;
+    crate::ways_in::on_demand::injected::configure().map_err(retry)?;
     tracing::debug!(?config, ?start, "gmprof: injected");
     let lookup = |k: &str| std::env::var(k).ok();
     let identity = ProcessIdentity::current(&lookup);
@@ -767,6 +651,7 @@ pub(crate) fn initialize(start: Start) -> std::result::Result<(), StartFailure> 
     .map_err(retry)?;
     *state.started_by.lock() = Some(start);
     let final_failure = |error| StartFailure { error, retry: false };
+    crate::ways_in::on_demand::injected::after_pin().map_err(final_failure)?;
     if crate::ways_in::probe_run::install_from_env().map_err(final_failure)? {
         eprintln!("gmprof: probing kernels loaded as PTX ({})", std::env::var("GMPROF_PROBE").unwrap_or_default());
     }
@@ -800,54 +685,6 @@ pub(crate) fn report_failure(error: &Error) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn config(pairs: &[(&str, &str)]) -> Result<InjectionConfig> {
-        InjectionConfig::from_lookup(|k| pairs.iter().find(|(key, _)| *key == k).map(|(_, v)| v.to_string()))
-    }
-
-    #[test]
-    fn config_defaults_and_values() {
-        let c = config(&[]).unwrap();
-        assert_eq!(c.mode, None);
-        assert_eq!(c.output_dir, PathBuf::from("gmprof-out"));
-        assert_eq!(c.range_scope, RangeScope::Process);
-        assert!(c.nvtx_include.is_empty() && !c.synchronize_on_pop);
-        let c = config(&[
-            (env::MODE, "trace"),
-            (env::METRICS, "dram__bytes_read.sum, gpu__time_duration.sum"),
-            (env::OUT, "/tmp/x"),
-            (env::NVTX_INCLUDE, "step,eval"),
-            (env::RANGE_SCOPE, "thread"),
-            (env::SYNC_ON_POP, "1"),
-        ])
-        .unwrap();
-        assert_eq!(c.mode, Some(ProfilingMode::Trace));
-        assert_eq!(c.metrics.unwrap(), ["dram__bytes_read.sum", "gpu__time_duration.sum"]);
-        assert_eq!(c.nvtx_include, ["step", "eval"]);
-        assert_eq!(c.range_scope, RangeScope::Thread);
-        assert!(c.synchronize_on_pop);
-    }
-
-    #[test]
-    fn config_rejects_bad_values_with_the_variable() {
-        let e = config(&[(env::MODE, "fast")]).unwrap_err().to_string();
-        assert!(e.contains("unknown mode 'fast'"), "{e}");
-        let e = config(&[(env::SYNC_ON_POP, "maybe")]).unwrap_err().to_string();
-        assert!(e.contains("GMPROF_SYNC_ON_POP=maybe"), "{e}");
-    }
-
-    #[test]
-    fn iteration_replay_needs_a_pattern_and_a_count() {
-        assert_eq!(config(&[]).unwrap().iteration_replay, None);
-        let c = config(&[(env::ITERATION_REPLAY, "Train step *"), (env::ITERATIONS, "50")]).unwrap();
-        assert_eq!(c.iteration_replay, Some(("Train step *".to_owned(), 50)));
-        let e = config(&[(env::ITERATION_REPLAY, "Train step *")]).unwrap_err().to_string();
-        assert!(e.contains("GMPROF_ITERATION_REPLAY needs GMPROF_ITERATIONS"), "{e}");
-        let e = config(&[(env::ITERATION_REPLAY, "step"), (env::ITERATIONS, "many")]).unwrap_err().to_string();
-        assert!(e.contains("GMPROF_ITERATIONS=many"), "{e}");
-        let e = config(&[(env::ITERATION_REPLAY, "step [0-"), (env::ITERATIONS, "8")]).unwrap_err().to_string();
-        assert!(e.contains("pattern 'step [0-'"), "{e}");
-    }
 
     #[test]
     fn the_unbalanced_warning_says_why_when_gmprof_started_with_cuda() {

@@ -69,6 +69,9 @@ pub struct LaunchOptions {
     /// `--torch-steps`: the name of the NVTX range opened per optimizer step interval in the
     /// program's Python processes ([`TORCH_STEPS_BOOTSTRAP`]).
     pub torch_steps: Option<String>,
+    /// On-demand capture: start idle (`--on-demand`, `--capture-range`) and what captures take
+    /// ([`crate::ways_in::on_demand::RunOptions`]).
+    pub on_demand: crate::ways_in::on_demand::RunOptions,
     /// The program and its arguments.
     pub program: Vec<OsString>,
 }
@@ -223,6 +226,14 @@ impl LaunchPlan {
             }
             None => None,
         };
+        for (key, value) in opts.on_demand.env(torch_steps.as_deref())? {
+            env.push((key, value.into()));
+        }
+        if opts.on_demand.idle_start() {
+            // The program's own gmprof (Python's `gmprof.capture`, the C ABI) must be the
+            // injected library, whose idle service it drives.
+            env.push((LIBRARY_ENV.into(), library.clone().into()));
+        }
         Ok(LaunchPlan { library, cupti, output_dir, env, torch_steps, program: opts.program.clone() })
     }
 
@@ -465,6 +476,7 @@ mod tests {
             pm_sampling: Some("default".into()),
             pm_interval: Some("10us".into()),
             torch_steps: None,
+            on_demand: Default::default(),
             program: vec!["python3".into(), "train.py".into()],
         }
     }
@@ -491,6 +503,24 @@ mod tests {
         assert_eq!(get("GMPROF_ITERATIONS").unwrap(), "50");
         assert_eq!(get("GMPROF_PM_SAMPLING").unwrap(), "default");
         assert_eq!(get("GMPROF_PM_INTERVAL").unwrap(), "10us");
+    }
+
+    #[test]
+    fn an_on_demand_plan_starts_idle_with_the_torch_steps_as_its_steps() {
+        let dir = tempfile::tempdir().unwrap();
+        let cupti = dir.path().join("libcupti.so");
+        std::fs::write(&cupti, b"").unwrap();
+        let mut o = opts(dir.path());
+        o.torch_steps = Some("step".into());
+        o.on_demand.on_demand = true;
+        let plan = LaunchPlan::with_cupti_candidates(&o, &[cupti.display().to_string()]).unwrap();
+        let get = |k: &str| plan.env.iter().find(|(key, _)| key == k).map(|(_, v)| v.to_string_lossy().into_owned());
+        assert_eq!(get("GMPROF_ON_DEMAND").as_deref(), Some("1"));
+        assert_eq!(get("GMPROF_STEP_RANGE").as_deref(), Some("step"));
+        assert_eq!(get(LIBRARY_ENV), get("CUDA_INJECTION64_PATH"), "the program's gmprof is the injected one");
+        o.on_demand = crate::ways_in::on_demand::RunOptions { capture_steps: Some(3), ..Default::default() };
+        let e = LaunchPlan::with_cupti_candidates(&o, &[cupti.display().to_string()]).unwrap_err().to_string();
+        assert!(e.contains("--capture-steps needs --on-demand"), "{e}");
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! The top of the pipeline (`ways_in → capture → analysis → report`): the process-wide
 //! functions ([`crate::push_range`] and friends, in `global`), the C ABI of libgmprof.so
 //! ([`capi`], declared in `include/gmprof.h`), CUDA injection for unmodified programs
-//! ([`injection`], NVTX ranges become gmprof ranges, started through [`inject_entry`]) and
+//! ([`injection`], NVTX ranges become gmprof ranges, started through [`inject_entry`]),
+//! on-demand capture of a program that runs idle until asked ([`on_demand`]) and
 //! `gmprof run`'s [`launch`]er.
 //!
 //! May import every stage below it. Nothing imports `ways_in` except the `gmprof` binary.
@@ -15,9 +16,11 @@ pub(crate) mod global;
 pub mod immediate_exit;
 pub mod inject_entry;
 pub mod injection;
+pub mod injection_config;
 pub mod launch;
 pub mod layout;
 pub mod nvtx_stack;
+pub mod on_demand;
 pub mod outputs;
 pub mod probe_run;
 pub mod processes;

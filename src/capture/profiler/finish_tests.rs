@@ -251,3 +251,29 @@ fn an_undecoded_last_cycle_is_counted_dropped_and_said() {
     assert!(undecoded_cycle_warning(0, 3, "range(s)", FinishStep::RangeProfilerStop)
         .starts_with("counter cycle 0 could not be stopped, so it was not decoded: the counters of its 3 range(s)"));
 }
+
+/// An on-demand capture ends at a step boundary on the program's thread (the seal) and is
+/// finished on a thread of its own: launches between the two belong to the next step, not to
+/// the capture, and are neither rows nor warnings.
+#[test]
+fn launches_after_the_seal_are_left_out_without_a_warning() {
+    let mut h = LaunchHarness::trace().unwrap();
+    h.push_range("step").unwrap();
+    let inside = h.launch_kernel(true, c"_Z6insidev");
+    h.pop_range().unwrap();
+    h.seal();
+    let after = h.launch_kernel(true, c"_Z5afterv");
+    let driver_after = h.launch_kernel(false, c"_Z6after2v");
+    h.deliver(vec![
+        completed(&h, inside + 1, "_Z6insidev", 1_000),
+        completed(&h, after + 1, "_Z5afterv", 20_000),
+        completed(&h, driver_after, "_Z6after2v", 40_000),
+    ]);
+    let report = h.finish(RunEnd::Finished { by: "capture end: 1 step(s)".into() }, Faults::default()).unwrap();
+    let kernels: Vec<(u32, Option<&str>)> =
+        report.kernels.iter().map(|k| (k.correlation_id, k.mangled_name.as_deref())).collect();
+    assert_eq!(kernels, [(inside, Some("_Z6insidev"))]);
+    assert_eq!(report.meta.flagged_kernel_rows, 0);
+    assert!(report.meta.warnings.is_empty(), "{:?}", report.meta.warnings);
+    assert_eq!(report.ranges.iter().filter(|r| r.name == "step").count(), 1);
+}

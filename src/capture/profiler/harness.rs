@@ -176,6 +176,7 @@ impl LaunchHarness {
             incoming: Arc::new(Mutex::new(Vec::new())),
             launch_gate: Mutex::new(()),
             finished: std::sync::atomic::AtomicBool::new(false),
+            sealed: std::sync::atomic::AtomicBool::new(false),
             replay: Mutex::new(ReplayState::default()),
             iteration_range: None,
             pm: Mutex::new(None),
@@ -373,6 +374,11 @@ impl LaunchHarness {
     /// (they carry the inner driver call's correlation id for a runtime launch).
     pub fn deliver(&self, records: Vec<ActivityRecord>) {
         self.shared.on_records(records);
+    }
+
+    /// Ends the session's window ([`Profiler::seal`]).
+    pub fn seal(&self) {
+        Profiler { shared: Arc::clone(&self.shared) }.seal();
     }
 
     /// Finishes the session as [`Profiler::finish_with`] does, with the synchronize, the

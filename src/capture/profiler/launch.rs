@@ -124,6 +124,9 @@ impl Shared {
                         state.records_after_finish += 1;
                         continue;
                     }
+                    if state.after_seal.contains(&k.correlation_id) {
+                        continue;
+                    }
                     if replay.tracks(k.correlation_id) && !crate::analysis::correlate::is_profiler_internal_kernel(&k) {
                         replay.signatures.insert(k.correlation_id, (k.name.clone(), k.grid, k.block));
                     }
@@ -138,6 +141,9 @@ impl Shared {
                     }
                     if state.after_finish.contains(&t.correlation_id) {
                         state.records_after_finish += 1;
+                        continue;
+                    }
+                    if state.after_seal.contains(&t.correlation_id) {
                         continue;
                     }
                     state.correlator.add_transfer_activity(t);
@@ -165,6 +171,11 @@ impl Shared {
             // Launched while the session finishes (another thread, after a signal): its
             // records are left out and counted, not reported as unlaunched.
             self.state.lock().after_finish.insert(cb.correlation_id);
+            return;
+        }
+        if self.sealed.load(Ordering::Acquire) {
+            // After the session's window (an on-demand capture's last step): not its work.
+            self.state.lock().after_seal.insert(cb.correlation_id);
             return;
         }
         if cb.launch == LaunchKind::Transfer {

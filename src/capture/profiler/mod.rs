@@ -108,6 +108,9 @@ struct SessionState {
     after_finish: std::collections::HashSet<u32>,
     /// Activity records of those launches, left out.
     records_after_finish: u64,
+    /// Correlation ids of launches made after [`Profiler::seal`]: past the end of the
+    /// session's window by design, so left out without a warning.
+    after_seal: std::collections::HashSet<u32>,
     /// The names of the last kernel launches (named rows for kernels that never completed).
     recent: recent::RecentLaunches,
     /// Launches numbered so far where no counter image numbers them (trace, per_range).
@@ -124,6 +127,7 @@ impl SessionState {
             alias_log: Vec::new(),
             after_finish: Default::default(),
             records_after_finish: 0,
+            after_seal: Default::default(),
             recent: Default::default(),
             launches_numbered: 0,
         }
@@ -168,6 +172,8 @@ struct Shared {
     incoming: Arc<Mutex<Vec<ActivityRecord>>>,
     launch_gate: Mutex<()>,
     finished: AtomicBool,
+    /// Set by [`Profiler::seal`]: the session's window has ended, its finish is still to come.
+    sealed: AtomicBool,
     replay: Mutex<ReplayState>,
     /// Iteration replay: the pattern of the repeating range whose instances are the passes.
     iteration_range: Option<glob::Pattern>,
@@ -296,6 +302,7 @@ impl Profiler {
             incoming: Arc::new(Mutex::new(Vec::new())),
             launch_gate: Mutex::new(()),
             finished: AtomicBool::new(false),
+            sealed: AtomicBool::new(false),
             replay: Mutex::new(ReplayState::default()),
             iteration_range,
             pm: Mutex::new(None),
@@ -396,7 +403,20 @@ impl Profiler {
         if self.shared.finished.load(Ordering::Acquire) {
             return Err(Error::InvalidState("the profiler has finished; build a new one to profile again".into()));
         }
+        if self.shared.sealed.load(Ordering::Acquire) {
+            return Err(Error::InvalidState("the profiler's window has ended (sealed); finish it".into()));
+        }
         Ok(())
+    }
+
+    /// Ends the session's window now, without finishing it: launches and transfers made from
+    /// now on, on any thread, are not part of the session (left out without a warning, as
+    /// work after its end), and range calls fail. Cheap and safe inside a CUPTI callback: an
+    /// on-demand capture seals at the step boundary where it ends, on the program's thread,
+    /// and finishes on a thread of its own ([`Profiler::finish_with`], which may then
+    /// synchronize and flush where that is allowed).
+    pub fn seal(&self) {
+        self.shared.sealed.store(true, Ordering::Release);
     }
 
     fn open_range(&self, name: &str, thread: ThreadId) -> Result<RangeId> {

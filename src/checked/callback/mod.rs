@@ -22,7 +22,11 @@ use crate::sys::cupti::{
 };
 use crate::sys::nvtx;
 
+#[cfg(any(test, feature = "bench-internals"))]
+mod bench;
 mod ids;
+#[cfg(any(test, feature = "bench-internals"))]
+pub(crate) use self::bench::{BenchCall, BenchTrampoline};
 use self::ids::{transfer_cbids, LaunchKinds};
 pub use self::ids::{DRIVER_GRAPH_LAUNCHES, DRIVER_KERNEL_LAUNCHES, RUNTIME_GRAPH_LAUNCHES, RUNTIME_KERNEL_LAUNCHES};
 
@@ -171,6 +175,23 @@ pub type GraphHandler = Arc<dyn Fn(GraphEvent) + Send + Sync>;
 /// What a module-load handler gets: the loaded module's cubin, valid for the call only.
 pub type ModuleHandler = Arc<dyn Fn(&[u8]) + Send + Sync>;
 
+/// The program's own profiler-API calls (`cudaProfilerStart`/`Stop`, which call the driver's
+/// `cuProfilerStart`/`Stop`): nsys's `cudaProfilerApi` capture range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProfilerApiCall {
+    /// `cuProfilerStart`, heard on entry.
+    Start,
+    /// `cuProfilerStop`, heard on entry.
+    Stop,
+}
+
+/// The handler for [`ProfilerApiCall`]s; runs on the calling thread, inside the call.
+pub type ProfilerApiHandler = Arc<dyn Fn(ProfilerApiCall) + Send + Sync>;
+
+/// The driver callback ids of the profiler API.
+const PROFILER_API_CBIDS: [DriverCbid; 2] =
+    [DriverCbid::CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, DriverCbid::CUPTI_DRIVER_TRACE_CBID_cuProfilerStop];
+
 /// A driver API call as the probe engine hears it: the raw parameter struct of the call
 /// (`cuLaunchKernel_params`, `cuModuleLoadData_params`, ... of CUDA's
 /// `generated_cuda_meta.h`), which a hook may rewrite on [`CallbackSite::Enter`]: the driver
@@ -221,6 +242,7 @@ struct HandlerBox {
     contexts: OnceLock<ContextHandler>,
     graphs: OnceLock<GraphHandler>,
     modules: OnceLock<ModuleHandler>,
+    profiler_api: OnceLock<ProfilerApiHandler>,
     panics: AtomicU64,
     kinds: LaunchKinds,
 }
@@ -237,11 +259,18 @@ impl HandlerBox {
             contexts: OnceLock::new(),
             graphs: OnceLock::new(),
             modules: OnceLock::new(),
+            profiler_api: OnceLock::new(),
             panics: AtomicU64::new(0),
             kinds: LaunchKinds::new(driver_transfers, runtime_transfers),
         }
     }
 }
+
+/// The resource callbacks of graph nodes ([`GraphEvent`]).
+const GRAPH_NODE_CBIDS: [CUpti_CallbackIdResource; 2] = [
+    CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED,
+    CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED,
+];
 
 /// The default-domain NVTX range callbacks gmprof listens to.
 pub const NVTX_RANGE_CALLBACKS: &[NvtxCbid] = &[
@@ -483,6 +512,18 @@ unsafe fn function_name(ptr: *const c_char) -> &'static str {
 /// # Safety
 /// `data` must point at the `CUpti_CallbackData` of this callback, valid for the call.
 unsafe fn api_callback(boxed: &HandlerBox, domain: ApiDomain, cbid: CUpti_CallbackId, data: *const c_void) {
+    if domain == ApiDomain::Driver && PROFILER_API_CBIDS.iter().any(|c| c.0 == cbid) {
+        // Never a launch: heard only for its own handler.
+        // SAFETY: for the API domains CUPTI passes a CUpti_CallbackData valid for this call.
+        let cb = unsafe { &*(data as *const CUpti_CallbackData) };
+        if let (Some(handler), CUpti_ApiCallbackSite::CUPTI_API_ENTER) = (boxed.profiler_api.get(), cb.callbackSite) {
+            let call = if cbid == PROFILER_API_CBIDS[0].0 { ProfilerApiCall::Start } else { ProfilerApiCall::Stop };
+            if catch_unwind(AssertUnwindSafe(|| handler(call))).is_err() {
+                boxed.panics.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        return;
+    }
     if domain == ApiDomain::Driver {
         if let Some(hooks) = boxed.driver_hook.get().filter(|h| h.cbids.binary_search(&cbid).is_ok()) {
             let result = catch_unwind(AssertUnwindSafe(|| {
@@ -539,76 +580,6 @@ unsafe fn api_callback(boxed: &HandlerBox, domain: ApiDomain, cbid: CUpti_Callba
     }
 }
 
-/// The callback trampoline of a subscriber CUPTI never saw, for the launch-path benchmark
-/// (feature `bench-internals`) and CPU tests of the capture path: callback data made up by
-/// the caller goes through the code CUPTI's calls go through, from [`trampoline`] to the
-/// handler.
-#[cfg(any(test, feature = "bench-internals"))]
-pub(crate) struct BenchTrampoline(Box<HandlerBox>);
-
-/// One made-up API callback for [`BenchTrampoline::call_with`].
-#[cfg(any(test, feature = "bench-internals"))]
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct BenchCall {
-    pub(crate) domain: ApiDomain,
-    pub(crate) cbid: u32,
-    pub(crate) site: CallbackSite,
-    pub(crate) correlation_id: u32,
-    pub(crate) context_uid: u32,
-    pub(crate) function_name: &'static CStr,
-    /// The call's parameter structure (`functionParams`), or NULL.
-    pub(crate) params: *mut c_void,
-    /// On exit, the call's return value.
-    pub(crate) result: Option<i32>,
-    /// For a kernel launch, the kernel's name (`symbolName`).
-    pub(crate) symbol_name: Option<&'static CStr>,
-}
-
-#[cfg(any(test, feature = "bench-internals"))]
-impl BenchTrampoline {
-    /// A trampoline calling `handler` for launches, and for the transfers among these
-    /// driver and runtime callback ids (CUPTI's names tell a subscriber which they are).
-    pub(crate) fn with_transfers(
-        cupti: Cupti,
-        handler: ApiHandler,
-        driver_transfers: Vec<u32>,
-        runtime_transfers: Vec<u32>,
-    ) -> BenchTrampoline {
-        BenchTrampoline(Box::new(HandlerBox::new(cupti, handler, &driver_transfers, &runtime_transfers)))
-    }
-
-    /// One API callback, as CUPTI would make it.
-    pub(crate) fn call_with(&self, call: &BenchCall) {
-        let result = call.result.unwrap_or(0);
-        let data = CUpti_CallbackData {
-            symbolName: call.symbol_name.map_or(std::ptr::null(), CStr::as_ptr),
-            callbackSite: match call.site {
-                CallbackSite::Enter => CUpti_ApiCallbackSite::CUPTI_API_ENTER,
-                CallbackSite::Exit => CUpti_ApiCallbackSite::CUPTI_API_EXIT,
-            },
-            functionName: call.function_name.as_ptr(),
-            functionParams: call.params,
-            functionReturnValue: match call.result {
-                Some(_) => &result as *const i32 as *mut c_void,
-                None => std::ptr::null_mut(),
-            },
-            contextUid: call.context_uid,
-            correlationId: call.correlation_id,
-            ..Default::default()
-        };
-        let domain = match call.domain {
-            ApiDomain::Driver => CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API,
-            ApiDomain::Runtime => CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RUNTIME_API,
-        };
-        let userdata = &*self.0 as *const HandlerBox as *mut c_void;
-        // SAFETY: `userdata` is a live HandlerBox and `data` a CUpti_CallbackData of an API
-        // domain, both valid for the call, as CUPTI passes them; `functionParams` is the
-        // caller's structure of the layout `cbid` passes (or NULL), and
-        // `functionReturnValue` points at `result`, which outlives the call.
-        unsafe { trampoline(userdata, domain, call.cbid, &data as *const CUpti_CallbackData as *const c_void) };
-    }
-}
-
 /// A CUPTI callback subscriber; unsubscribed on drop. Only one may exist per process
 /// (CUPTI refuses a second with CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED).
 #[must_use = "dropping it unsubscribes"]
@@ -616,6 +587,9 @@ pub struct Subscriber {
     cupti: Cupti,
     handle: CUpti_SubscriberHandle,
     userdata: *mut HandlerBox,
+    /// The launch and transfer callbacks [`Subscriber::subscribe_launches`] enabled, which
+    /// [`Subscriber::set_launch_callbacks`] turns off and on again.
+    launch_cbids: Vec<(CUpti_CallbackDomain, u32)>,
 }
 
 impl std::fmt::Debug for Subscriber {
@@ -661,21 +635,18 @@ impl Subscriber {
             drop(unsafe { Box::from_raw(userdata) });
             return Err(e);
         }
-        let sub = Subscriber { cupti: *cupti, handle, userdata };
         let driver = CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API;
         let runtime = CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RUNTIME_API;
-        for cbid in DRIVER_KERNEL_LAUNCHES.iter().chain(DRIVER_GRAPH_LAUNCHES) {
-            sub.enable(driver, cbid.0)?;
-        }
-        for cbid in RUNTIME_KERNEL_LAUNCHES.iter().chain(RUNTIME_GRAPH_LAUNCHES) {
-            sub.enable(runtime, cbid.0)?;
-        }
-        for cbid in driver_transfers {
-            sub.enable(driver, cbid)?;
-        }
-        for cbid in runtime_transfers {
-            sub.enable(runtime, cbid)?;
-        }
+        let launch_cbids = DRIVER_KERNEL_LAUNCHES
+            .iter()
+            .chain(DRIVER_GRAPH_LAUNCHES)
+            .map(|c| (driver, c.0))
+            .chain(RUNTIME_KERNEL_LAUNCHES.iter().chain(RUNTIME_GRAPH_LAUNCHES).map(|c| (runtime, c.0)))
+            .chain(driver_transfers.iter().map(|&c| (driver, c)))
+            .chain(runtime_transfers.iter().map(|&c| (runtime, c)))
+            .collect();
+        let sub = Subscriber { cupti: *cupti, handle, userdata, launch_cbids };
+        sub.set_launch_callbacks(true)?;
         Ok(sub)
     }
 
@@ -698,10 +669,7 @@ impl Subscriber {
 
     /// Calls `handler` when a CUDA graph node is created or cloned. Set once per subscriber.
     pub fn watch_graphs(&self, handler: GraphHandler) -> Result<()> {
-        let cbids = [
-            CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED.0,
-            CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED.0,
-        ];
+        let cbids = GRAPH_NODE_CBIDS.map(|c| c.0);
         self.watch(|b| &b.graphs, handler, "graph events", CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE, &cbids)
     }
 
@@ -750,11 +718,46 @@ impl Subscriber {
         Ok(())
     }
 
+    /// Turns the launch and transfer callbacks of [`Subscriber::subscribe_launches`] on or off,
+    /// with the graph node callbacks of [`Subscriber::watch_graphs`] when they are watched. An
+    /// on-demand gmprof keeps them off while it is idle: a program's CUDA calls then pay for no
+    /// callback of gmprof's.
+    pub fn set_launch_callbacks(&self, on: bool) -> Result<()> {
+        for &(domain, cbid) in &self.launch_cbids {
+            self.set_callback(on, domain, cbid)?;
+        }
+        // SAFETY: `userdata` lives until `close`, which needs `&mut self`.
+        if unsafe { &*self.userdata }.graphs.get().is_some() {
+            for cbid in GRAPH_NODE_CBIDS {
+                self.set_callback(on, CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE, cbid.0)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls `handler` on entry of `cuProfilerStart` and `cuProfilerStop` (which
+    /// `cudaProfilerStart`/`Stop` call). Set once per subscriber.
+    pub fn watch_profiler_api(&self, handler: ProfilerApiHandler) -> Result<()> {
+        let cbids: Vec<u32> = PROFILER_API_CBIDS.iter().map(|c| c.0).collect();
+        self.watch(
+            |b| &b.profiler_api,
+            handler,
+            "profiler API calls",
+            CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API,
+            &cbids,
+        )
+    }
+
     fn enable(&self, domain: CUpti_CallbackDomain, cbid: u32) -> Result<()> {
+        self.set_callback(true, domain, cbid)
+    }
+
+    fn set_callback(&self, on: bool, domain: CUpti_CallbackDomain, cbid: u32) -> Result<()> {
         let handle = self.handle;
-        call_cupti!(self.cupti, cuptiEnableCallback, "enabling a launch callback", |f| {
+        let what = if on { "enabling a callback" } else { "disabling a callback" };
+        call_cupti!(self.cupti, cuptiEnableCallback, what, |f| {
             // SAFETY: `handle` is our live subscriber.
-            unsafe { f(1, handle, domain, cbid) }
+            unsafe { f(u32::from(on), handle, domain, cbid) }
         })
     }
 

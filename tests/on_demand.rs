@@ -1,0 +1,237 @@
+//! `gmprof capture` end to end on the CPU: the real command against processes' control
+//! sockets, each served by an on-demand service whose backend collects nothing (the seam the
+//! GPU backend fills), the processes stepping on their own threads at their own pace.
+//!
+//! Checked: one capture of two ranks holds the same steps on both and numbers on (`capture-1`,
+//! `capture-2`), never overwriting; `--status`; a refusal while a capture is armed; a socket
+//! of another user refused with a message; `gmprof run --on-demand` with a program that never
+//! uses CUDA.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use gmprof::capture::profiler::Teardown;
+use gmprof::model::RunEnd;
+use gmprof::ways_in::on_demand::backend::{CaptureBackend, LiveCapture, Written};
+use gmprof::ways_in::on_demand::captures;
+use gmprof::ways_in::on_demand::protocol::{CaptureSettings, Outcome, Span, StartAt};
+use gmprof::ways_in::on_demand::server::ControlSocket;
+use gmprof::ways_in::on_demand::service::{ProcessInfo, Service, Trigger};
+use gmprof::ways_in::on_demand::steps::StepRange;
+use gmprof::ways_in::on_demand::OnDemandConfig;
+
+/// Writes the ranges it was handed into `ranges.txt`: what a capture held.
+struct Recorder;
+
+struct Recording {
+    dir: PathBuf,
+    ranges: parking_lot::Mutex<Vec<String>>,
+}
+
+impl CaptureBackend for Recorder {
+    fn arm(&self, _: bool) -> gmprof::Result<()> {
+        Ok(())
+    }
+    fn start(&self, _: &CaptureSettings, dir: &Path) -> gmprof::Result<Arc<dyn LiveCapture>> {
+        Ok(Arc::new(Recording { dir: dir.to_owned(), ranges: Default::default() }))
+    }
+    fn disarm(&self) {}
+}
+
+impl LiveCapture for Recording {
+    fn push_range(&self, name: &str) -> gmprof::Result<()> {
+        self.ranges.lock().push(name.to_owned());
+        Ok(())
+    }
+    fn pop_range(&self) -> gmprof::Result<()> {
+        Ok(())
+    }
+    fn seal(&self) {}
+    fn checkpoint(&self, _: &str) -> gmprof::Result<()> {
+        Ok(())
+    }
+    fn finish(&self, end: RunEnd, _: Teardown) -> gmprof::Result<Written> {
+        let ranges = self.ranges.lock().clone();
+        std::fs::write(self.dir.join("ranges.txt"), ranges.join("\n")).unwrap();
+        Ok(Written { kernels: 0, ranges: ranges.len() as u64, run_end: Some(end) })
+    }
+}
+
+fn config() -> OnDemandConfig {
+    OnDemandConfig {
+        on_demand: true,
+        step_range: Some(StepRange::new("step").unwrap()),
+        capture_range: None,
+        range_captures: Some(1),
+        signal: None,
+        defaults: CaptureSettings { mode: Some("trace".into()), ..Default::default() },
+        signal_span: Span::Steps(2),
+        nvtx_include: Vec::new(),
+    }
+}
+
+/// A rank of a run in `run`: its service behind its socket in `run/node7-<rank>`.
+fn rank(run: &Path, rank: u32, owner: Option<u32>) -> Arc<Service> {
+    let service = Service::new(config());
+    let process = format!("node7-{rank}");
+    service.attach(
+        ProcessInfo {
+            pid: 1000 + rank,
+            host: "node7".into(),
+            rank: Some(rank),
+            process: process.clone(),
+            run_dir: run.to_owned(),
+        },
+        Arc::new(Recorder),
+    );
+    let mut socket = ControlSocket::bind(&run.join(&process)).unwrap();
+    if let Some(uid) = owner {
+        socket = socket.with_owner(uid);
+    }
+    socket.serve(service.clone()).unwrap();
+    service
+}
+
+/// Steps `service` on a thread of its own until `stop`: a step range with a forward inside.
+fn train(service: Arc<Service>, stop: Arc<AtomicBool>, pause: Duration) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Acquire) {
+            service.on_push("step");
+            service.on_push("forward");
+            service.on_pop();
+            service.on_pop();
+            std::thread::sleep(pause);
+        }
+    })
+}
+
+fn gmprof(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gmprof")).args(args).output().unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+#[test]
+fn gmprof_capture_gives_every_rank_the_same_steps_and_numbers_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    let ranks = [rank(&run, 0, None), rank(&run, 1, None)];
+    let stop = Arc::new(AtomicBool::new(false));
+    // Rank 1 steps 40 times before rank 0 starts, and then more slowly.
+    for _ in 0..40 {
+        ranks[1].on_push("step");
+        ranks[1].on_pop();
+    }
+    let threads = [
+        train(ranks[0].clone(), stop.clone(), Duration::from_millis(2)),
+        train(ranks[1].clone(), stop.clone(), Duration::from_millis(3)),
+    ];
+    let dir = run.display().to_string();
+    let (code, stdout, stderr) = gmprof(&["capture", &dir, "--status"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout.lines().count(), 2, "{stdout}");
+    assert!(stdout.starts_with("rank 0 (pid 1000 on node7): step range 'step', next step "), "{stdout}");
+    for k in 1..=2 {
+        let (code, _, stderr) = gmprof(&["capture", &dir, "--steps", "3", "--mode", "per_kernel", "--margin", "4"]);
+        assert_eq!(code, Some(0), "{stderr}");
+        assert!(stderr.contains(&format!("gmprof: capture {k}: 2 process(es), at step ")), "{stderr}");
+        assert!(stderr.contains(&format!("read it with: gmprof merge {dir}/capture-{k}")), "{stderr}");
+        let records: Vec<_> =
+            (0..2).map(|r| captures::read_record(&run.join(format!("capture-{k}/node7-{r}"))).unwrap()).collect();
+        assert_eq!(records[0].first_step, records[1].first_step, "{stderr}");
+        for record in &records {
+            assert_eq!(record.steps, 3);
+            assert_eq!(record.settings.mode.as_deref(), Some("per_kernel"));
+            assert_eq!(record.outcome, Outcome::Written { kernels: 0, ranges: 6 });
+            let held = std::fs::read_to_string(record.dir.join("ranges.txt")).unwrap();
+            assert_eq!(held, "step\nforward\nstep\nforward\nstep\nforward");
+        }
+    }
+    stop.store(true, Ordering::Release);
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+#[test]
+fn an_overlapping_capture_and_a_bad_request_are_refused_plainly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    let service = rank(&run, 0, None);
+    service
+        .request(Trigger::Client, Some(1), &CaptureSettings::default(), Span::Steps(2), StartAt::AtStep(1000))
+        .unwrap();
+    let dir = run.display().to_string();
+    let (code, _, stderr) = gmprof(&["capture", &dir, "--steps", "2"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains(
+            "gmprof: error: one capture at a time, and rank 0 (pid 1000 on node7): capture 1 waits for step 1000"
+        ),
+        "{stderr}"
+    );
+    let (code, _, stderr) = gmprof(&["capture", &dir]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("say how long: --steps N"), "{stderr}");
+    let (code, _, stderr) = gmprof(&["capture", &dir, "--steps", "2", "--mode", "fastest"]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("unknown mode 'fastest'"), "{stderr}");
+    let (code, _, stderr) = gmprof(&["capture", tmp.path().join("nothing").to_str().unwrap(), "--steps", "2"]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("neither a run directory nor a pid"), "{stderr}");
+    assert_eq!(captures::scan(&run).len(), 1, "only the armed capture's directory");
+}
+
+#[test]
+fn another_users_capture_is_refused_with_a_message() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    // SAFETY: getuid cannot fail.
+    let me = unsafe { libc::getuid() };
+    let _service = rank(&run, 0, Some(me + 1));
+    let (code, _, stderr) = gmprof(&["capture", &run.display().to_string(), "--steps", "1"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains(&format!("refused: this process belongs to uid {} and you are uid {me}", me + 1)),
+        "{stderr}"
+    );
+    assert!(captures::scan(&run).is_empty(), "nothing reserved");
+}
+
+#[path = "common/cdylib.rs"]
+mod common;
+
+#[test]
+fn an_on_demand_run_of_a_program_without_cuda_says_no_capture_was_taken() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let cupti = tmp.path().join("libcupti.so");
+    std::fs::write(&cupti, b"").unwrap();
+    let lib = common::cdylib();
+    let run = |extra: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_gmprof"))
+            .env("GMPROF_CUPTI_LIB", &cupti)
+            .args(["run", "--lib", lib.to_str().unwrap(), "-o", out.to_str().unwrap()])
+            .args(extra)
+            .args(["--", "sh", "-c", "echo on_demand=$GMPROF_ON_DEMAND step=$GMPROF_STEP_RANGE lib=$GMPROF_LIBRARY"])
+            .output()
+            .unwrap();
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, stderr) = run(&["--on-demand", "--torch-steps"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout.trim(), format!("on_demand=1 step=step lib={}", std::path::absolute(&lib).unwrap().display()));
+    assert!(stderr.contains("gmprof: no capture was taken"), "{stderr}");
+    let (code, _, stderr) = run(&["--on-demand", "--probe", "gmem_bytes"]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("--probe profiles from the program's start"), "{stderr}");
+    let (code, _, stderr) = run(&["--capture-range", "nvtx"]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("use cudaProfilerApi or nvtx:NAME"), "{stderr}");
+}
