@@ -10,13 +10,7 @@
 # Logs and outputs go to ${LOGS:-out/multi-gpu}.
 set -u
 cd "$(dirname "$0")/.."
-export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-export PATH=$CUDA_HOME/bin:$PATH
-export LD_LIBRARY_PATH=$CUDA_HOME/targets/x86_64-linux/lib:$CUDA_HOME/extras/CUPTI/lib64:$CUDA_HOME/lib64:${LD_LIBRARY_PATH:-}
-export GMPROF_LIBRARY=$PWD/.gpu/lib/libgmprof.so PYTHONPATH=$PWD/.gpu/python${PYTHONPATH:+:$PYTHONPATH}
-ROOT=$PWD
-R=$PWD/${REAL:-.real}
-G=$PWD/.gpu/bin/gmprof
+. scripts/gpu-env.sh
 T2=$ROOT/scripts/multi/two_gpus.py
 CHECK=$ROOT/scripts/multi/check_devices.py
 out=$(mkdir -p "${LOGS:-out/multi-gpu}" && cd "${LOGS:-out/multi-gpu}" && pwd)

@@ -28,18 +28,12 @@
 #   SECTIONS=ranges bash scripts/gpu-on-demand-validate.sh
 #   SECTIONS=ddp bash scripts/gpu-on-demand-validate.sh            (on two GPUs)
 # Lines to paste into a validation log start with "==", PASS or FAIL; logs and outputs go to
-# ${OUT:-out/on-demand} (a tarball of the small files at the end).
+# ${LOGS:-out/on-demand} (a tarball of the small files at the end).
 set -u
 cd "$(dirname "$0")/.."
-export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-export PATH=$CUDA_HOME/bin:$PATH
-export LD_LIBRARY_PATH=$CUDA_HOME/targets/x86_64-linux/lib:$CUDA_HOME/extras/CUPTI/lib64:$CUDA_HOME/lib64:${LD_LIBRARY_PATH:-}
-export GMPROF_LIBRARY=$PWD/.gpu/lib/libgmprof.so PYTHONPATH=$PWD/.gpu/python${PYTHONPATH:+:$PYTHONPATH}
+. scripts/gpu-env.sh
 export PYTHONUNBUFFERED=1
-ROOT=$PWD
-G=$ROOT/.gpu/bin/gmprof
-R=$ROOT/${REAL:-.real}
-out=$(mkdir -p "${OUT:-out/on-demand}" && cd "${OUT:-out/on-demand}" && pwd)
+out=$(mkdir -p "${LOGS:-out/on-demand}" && cd "${LOGS:-out/on-demand}" && pwd)
 W=${WORK:-/tmp/gmprof-on-demand}
 rm -rf "$W" && mkdir -p "$W"
 want() { case " ${SECTIONS:-overhead captures} " in *" $1 "*) return 0;; esac; return 1; }

@@ -12,13 +12,7 @@
 # nanogpt, multi (two nanoGPT processes under one gmprof run).
 set -u
 cd "$(dirname "$0")/.."
-export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-export PATH=$CUDA_HOME/bin:$PATH
-export LD_LIBRARY_PATH=$CUDA_HOME/targets/x86_64-linux/lib:$CUDA_HOME/extras/CUPTI/lib64:$CUDA_HOME/lib64:${LD_LIBRARY_PATH:-}
-export GMPROF_LIBRARY=$PWD/.gpu/lib/libgmprof.so PYTHONPATH=$PWD/.gpu/python${PYTHONPATH:+:$PYTHONPATH}
-ROOT=$PWD
-R=$PWD/${REAL:-.real}
-G=$PWD/.gpu/bin/gmprof
+. scripts/gpu-env.sh
 out=$(mkdir -p "${OUT:-out/real}" && cd "${OUT:-out/real}" && pwd)
 want() { case " ${SECTIONS:-llmc ncu nanogpt multi} " in *" $1 "*) return 0;; esac; return 1; }
 run() { echo; echo "\$ $*"; local t0=$SECONDS; timeout "${T:-240}" "$@"; local rc=$?; echo "[exit $rc, $((SECONDS - t0)) s]"; return $rc; }

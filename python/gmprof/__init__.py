@@ -316,6 +316,22 @@ def _decode(raw: Any) -> str:
     return str(raw)
 
 
+def _with_env(settings: "dict[str, str]", call: Callable[[], int]) -> int:
+    """Runs ``call`` (a C entry point that reads settings from the environment) with
+    ``settings`` in the environment, then puts the caller's values back, so that child
+    processes do not inherit ours."""
+    saved = {key: os.environ.get(key) for key in settings}
+    os.environ.update(settings)
+    try:
+        return call()
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def _check(lib: Any, status: int, function: str) -> None:
     status = int(status)
     if status != GMPROF_OK:
@@ -450,16 +466,7 @@ def init(
         settings["GMPROF_PM_INTERVAL"] = str(pm_interval)
     if format is not None:
         settings["GMPROF_FORMAT"] = format
-    saved = {key: os.environ.get(key) for key in settings}
-    os.environ.update(settings)
-    try:
-        status = lib.gmprof_init(ctypes.pointer(options))
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    status = _with_env(settings, lambda: lib.gmprof_init(ctypes.pointer(options)))
     _check(lib, status, "gmprof_init")
     _initialized = True
     # Each process writes into its own directory of output_dir (a rank's, a worker's): the

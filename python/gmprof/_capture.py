@@ -81,16 +81,7 @@ def capture_start(
         settings["GMPROF_PM_SAMPLING"] = pm_sampling
     if pm_interval is not None:
         settings["GMPROF_PM_INTERVAL"] = str(pm_interval)
-    saved = {key: os.environ.get(key) for key in settings}
-    os.environ.update(settings)
-    try:
-        status = lib.gmprof_capture_start(ctypes.pointer(options))
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    status = g._with_env(settings, lambda: lib.gmprof_capture_start(ctypes.pointer(options)))
     g._check(lib, status, "gmprof_capture_start")
 
 

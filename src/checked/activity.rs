@@ -49,6 +49,25 @@ impl ActivityRecord {
 /// that a flushing thread holds.
 pub type ActivitySink = Arc<dyn Fn(Vec<ActivityRecord>) + Send + Sync>;
 
+/// A [`TransferActivity`] from a memcpy, peer-to-peer memcpy or memset record: CUPTI's three
+/// record types name these fields alike.
+macro_rules! transfer {
+    ($m:expr, $kind:expr) => {
+        TransferActivity {
+            correlation_id: $m.correlationId,
+            bytes: $m.bytes,
+            kind: $kind,
+            start_ns: $m.start,
+            end_ns: $m.end,
+            stream_id: $m.streamId,
+            context_id: $m.contextId,
+            device_id: $m.deviceId,
+            graph_id: $m.graphId,
+            graph_node_id: $m.graphNodeId,
+        }
+    };
+}
+
 struct Registration {
     sink: ActivitySink,
     pool: Vec<Box<[u64]>>,
@@ -169,51 +188,18 @@ unsafe fn decode_buffer(cupti: &Cupti, buffer: *mut u8, valid: usize) -> Vec<Act
             CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY => {
                 // SAFETY: MEMCPY records are CUpti_ActivityMemcpy6 in CUPTI 13.
                 let m = unsafe { &*(record as *const CUpti_ActivityMemcpy6) };
-                out.push(ActivityRecord::Transfer(TransferActivity {
-                    correlation_id: m.correlationId,
-                    bytes: m.bytes,
-                    kind: TransferKind::from_cupti_copy_kind(m.copyKind),
-                    start_ns: m.start,
-                    end_ns: m.end,
-                    stream_id: m.streamId,
-                    context_id: m.contextId,
-                    device_id: m.deviceId,
-                    graph_id: m.graphId,
-                    graph_node_id: m.graphNodeId,
-                }));
+                out.push(ActivityRecord::Transfer(transfer!(m, TransferKind::from_cupti_copy_kind(m.copyKind))));
             }
             CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY2 => {
                 // SAFETY: MEMCPY2 (peer-to-peer) records are CUpti_ActivityMemcpyPtoP4 in
                 // CUPTI 13.
                 let m = unsafe { &*(record as *const CUpti_ActivityMemcpyPtoP4) };
-                out.push(ActivityRecord::Transfer(TransferActivity {
-                    correlation_id: m.correlationId,
-                    bytes: m.bytes,
-                    kind: TransferKind::from_cupti_copy_kind(m.copyKind),
-                    start_ns: m.start,
-                    end_ns: m.end,
-                    stream_id: m.streamId,
-                    context_id: m.contextId,
-                    device_id: m.deviceId,
-                    graph_id: m.graphId,
-                    graph_node_id: m.graphNodeId,
-                }));
+                out.push(ActivityRecord::Transfer(transfer!(m, TransferKind::from_cupti_copy_kind(m.copyKind))));
             }
             CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET => {
                 // SAFETY: MEMSET records are CUpti_ActivityMemset4 in CUPTI 13.
                 let m = unsafe { &*(record as *const CUpti_ActivityMemset4) };
-                out.push(ActivityRecord::Transfer(TransferActivity {
-                    correlation_id: m.correlationId,
-                    bytes: m.bytes,
-                    kind: TransferKind::Memset,
-                    start_ns: m.start,
-                    end_ns: m.end,
-                    stream_id: m.streamId,
-                    context_id: m.contextId,
-                    device_id: m.deviceId,
-                    graph_id: m.graphId,
-                    graph_node_id: m.graphNodeId,
-                }));
+                out.push(ActivityRecord::Transfer(transfer!(m, TransferKind::Memset)));
             }
             _ => {}
         }

@@ -130,13 +130,16 @@ pub fn combine(mut parts: Vec<ContextReport>) -> Option<Report> {
 
     // The combined rows: identity from the first context that saw the range, values summed.
     let busy = busy_union(&ids.rows, &kernels);
+    let mut shares_of: HashMap<Option<RangeId>, Vec<&RangeRow>> = HashMap::new();
+    for d in &per_device {
+        shares_of.entry(d.row.range_id).or_default().push(&d.row);
+    }
     let mut ranges: Vec<RangeRow> = ids
         .rows
         .iter()
         .map(|identity| {
-            let shares: Vec<&RangeRow> =
-                per_device.iter().filter(|d| d.row.range_id == identity.range_id).map(|d| &d.row).collect();
-            let mut row = combine_rows(identity, &shares, &rules);
+            let shares = shares_of.get(&identity.range_id).map(Vec::as_slice).unwrap_or_default();
+            let mut row = combine_rows(identity, shares, &rules);
             if let Some(b) = busy.get(&identity.range_id) {
                 row.gpu_busy_ns = row.gpu_busy_ns.map(|_| *b);
             }
@@ -226,7 +229,12 @@ impl RangeMatcher {
     fn add(&mut self, row: RangeRow) -> usize {
         let index = self.rows.len();
         if row.range_id.is_some() {
-            self.by_key.entry((row.thread, row.path.clone())).or_default().push(index);
+            // Kept in push-time order, so a lookup starts at the latest push before its own.
+            let start = row.start_ns;
+            let rows = &self.rows;
+            let list = self.by_key.entry((row.thread, row.path.clone())).or_default();
+            let at = list.partition_point(|c| rows[*c].start_ns <= start);
+            list.insert(at, index);
         }
         self.rows.push(row);
         index
@@ -256,17 +264,15 @@ impl RangeMatcher {
             // The latest instance of this thread and path open at the push, under the same
             // parent.
             let found = self.by_key.get(&(r.thread, r.path.clone())).and_then(|candidates| {
-                candidates
-                    .iter()
-                    .copied()
-                    .filter(|c| !taken.contains(c))
-                    .filter(|c| {
-                        let x = &self.rows[*c];
-                        let opened = x.start_ns.is_none_or(|s| s <= start);
-                        let open = x.end_ns.is_none_or(|e| e >= start);
-                        opened && open && (r.parent_id.is_none() || x.parent_id == parent)
-                    })
-                    .max_by_key(|c| self.rows[*c].start_ns)
+                // From the latest instance pushed before this one, back to the first still
+                // open at that moment.
+                let before = candidates.partition_point(|c| self.rows[*c].start_ns.is_none_or(|s| s <= start));
+                candidates[..before].iter().rev().copied().find(|c| {
+                    let x = &self.rows[*c];
+                    !taken.contains(c)
+                        && x.end_ns.is_none_or(|e| e >= start)
+                        && (r.parent_id.is_none() || x.parent_id == parent)
+                })
             });
             let index = match found {
                 Some(c) => c,

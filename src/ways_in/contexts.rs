@@ -142,15 +142,15 @@ impl ContextProfilers {
     }
 
     /// Finishes every live profiler and hands the process's report (every context's,
-    /// combined) to `write` before the last one's CUPTI objects are released. Errors of
-    /// finishing come back beside it; `None` when no profiler ran or none could finish.
+    /// combined) to `write` before the last one's CUPTI objects are released. Returns whether
+    /// a report was written, and the errors of finishing.
     pub fn finish_all(
         &self,
         run_end: RunEnd,
         teardown: Teardown,
         write: impl FnOnce(&mut Report),
-    ) -> (Option<Report>, Vec<String>) {
-        let live: Vec<(usize, Profiler)> = {
+    ) -> (bool, Vec<String>) {
+        let mut live: Vec<(usize, Profiler)> = {
             let mut slots = self.slots.lock();
             slots.iter_mut().enumerate().filter_map(|(i, s)| s.profiler.take().map(|p| (i, p))).collect()
         };
@@ -161,44 +161,39 @@ impl ContextProfilers {
                 w(r);
             }
         };
-        let Some(((last_index, last), others)) = live.split_last().map(|(l, o)| (l.clone(), o.to_vec())) else {
-            // Every context was destroyed before: the reports wait here.
-            let mut report = self.combined(Vec::new());
-            if let Some(r) = report.as_mut() {
-                write_once(r);
-            }
-            return (report, errors);
+        let Some((last_index, last)) = live.pop() else {
+            // Every context was destroyed before: their reports wait here.
+            let mut report = self.combined(Vec::new(), true);
+            report.as_mut().map(&mut write_once);
+            return (report.is_some(), errors);
         };
-        drop(live);
-        for (i, profiler) in others {
+        for (i, profiler) in live {
             match profiler.finish_with(run_end.clone(), teardown, |_| {}) {
                 Ok(report) => self.slots.lock()[i].report = Some(report),
                 Err(e) => errors.push(format!("device {}: {e}", self.slots.lock()[i].device_id)),
             }
         }
-        let mut combined = None;
+        let mut written = false;
         let result = last.finish_with(run_end, teardown, |report| {
-            let mut r = self.combined(vec![(last_index, report.clone())]);
-            if let Some(r) = r.as_mut() {
-                write_once(r);
+            written = true;
+            if self.slots.lock().iter().all(|s| s.report.is_none()) {
+                // One context (the usual run): its report as it is, not copied.
+                self.note_refused(report);
+                write_once(report);
+            } else if let Some(mut r) = self.combined(vec![(last_index, report.clone())], true) {
+                write_once(&mut r);
             }
-            combined = r;
         });
-        match result {
-            Ok(report) => self.slots.lock()[last_index].report = Some(report),
-            Err(e) => {
-                errors.push(format!("device {}: {e}", self.slots.lock()[last_index].device_id));
-                if combined.is_none() {
-                    // The last profiler failed: what the others finished is still written.
-                    let mut r = self.combined(Vec::new());
-                    if let Some(r) = r.as_mut() {
-                        write_once(r);
-                    }
-                    combined = r;
-                }
+        if let Err(e) = result {
+            errors.push(format!("device {}: {e}", self.slots.lock()[last_index].device_id));
+            if !written {
+                // The last profiler failed: what the others finished is still written.
+                let mut report = self.combined(Vec::new(), true);
+                report.as_mut().map(&mut write_once);
+                written = report.is_some();
             }
         }
-        (combined, errors)
+        (written, errors)
     }
 
     /// A checkpoint of every context: live profilers' checkpoints and finished reports.
@@ -208,29 +203,38 @@ impl ContextProfilers {
         for (slot, profiler) in live {
             now.push((slot as usize, profiler.checkpoint(reason)?));
         }
-        Ok(self.combined(now))
+        Ok(self.combined(now, false))
     }
 
-    /// The finished reports with `extra` (slot, report) in their slots, combined.
-    fn combined(&self, extra: Vec<(usize, Report)>) -> Option<Report> {
-        let slots = self.slots.lock();
+    /// The finished reports, taken out of their slots (`take`, at the end) or copied, with
+    /// `extra` (slot, report) in their slots, combined.
+    fn combined(&self, mut extra: Vec<(usize, Report)>, take: bool) -> Option<Report> {
+        let mut slots = self.slots.lock();
         let mut parts = Vec::new();
-        for (i, s) in slots.iter().enumerate() {
-            let report = extra.iter().find(|(j, _)| *j == i).map(|(_, r)| r.clone()).or_else(|| s.report.clone());
+        for (i, s) in slots.iter_mut().enumerate() {
+            let report = match extra.iter().position(|(j, _)| *j == i) {
+                Some(k) => Some(extra.swap_remove(k).1),
+                None if take => s.report.take(),
+                None => s.report.clone(),
+            };
             if let Some(report) = report {
                 parts.push(ContextReport { device_id: s.device_id, context_id: Some(s.context_id), report });
             }
         }
         drop(slots);
-        let refused = self.refused();
         let mut report = devices::combine(parts)?;
-        for r in refused {
+        self.note_refused(&mut report);
+        Some(report)
+    }
+
+    /// Names the contexts whose profiler did not start, with why, in `report`.
+    fn note_refused(&self, report: &mut Report) {
+        for r in self.refused() {
             let device = r.device_id.map_or_else(|| "a device".to_owned(), |d| format!("device {d}"));
             report.meta.warnings.push(format!("{device} was not profiled: {}", r.why));
             if let Some(c) = report.meta.unprofiled_contexts.iter_mut().find(|c| c.device_id == r.device_id) {
-                c.why.get_or_insert(r.why.clone());
+                c.why.get_or_insert(r.why);
             }
         }
-        Some(report)
     }
 }

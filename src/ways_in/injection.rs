@@ -353,7 +353,7 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
     // How the run ended as the report records it: with the steps of finishing that failed.
     let mut recorded_end = run_end.clone();
     if state.profilers.any() {
-        let (report, errors) = state.profilers.finish_all(run_end, teardown, |report| {
+        let (written, errors) = state.profilers.finish_all(run_end, teardown, |report| {
             if let Some(end) = &report.meta.run_end {
                 recorded_end = end.clone();
             }
@@ -389,7 +389,7 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
         for e in &errors {
             note_error(state, format!("could not finish profiling: {e}"));
         }
-        if report.is_none() {
+        if !written {
             // The last checkpoint, if any, is what is left; the status says so.
             if state.outputs.get().is_some_and(|o| o.checkpoints() > 0) {
                 note_error(state, "the outputs are the last checkpoint".into());
@@ -514,41 +514,34 @@ pub(crate) fn before_immediate_exit() {
     if std::process::id() != state.identity.pid || state.done.load(Ordering::Acquire) || !state.profilers.any() {
         return;
     }
-    // As at exit: a fresh thread, whatever the calling thread holds.
-    let worker = std::thread::Builder::new().name("gmprof-exit".into()).spawn(|| {
+    finish_on_a_fresh_thread("process _exit");
+}
+
+extern "C" fn at_exit() {
+    let _ = catch_unwind(|| {
+        if INJECTED.get().is_some() {
+            finish_on_a_fresh_thread("process exit");
+        }
+    });
+}
+
+/// Finishes (ended `by`) on a thread of its own and waits for it. glibc destroys the exiting
+/// thread's thread-locals before it runs atexit handlers, and finishing touches thread-locals
+/// (gmprof's, tracing's, parking_lot's): done on that thread it panicked and then crashed
+/// (seen with a statically linked cudart). A fresh thread has fresh thread-locals, whatever
+/// the calling thread holds.
+fn finish_on_a_fresh_thread(by: &'static str) {
+    let worker = std::thread::Builder::new().name("gmprof-exit".into()).spawn(move || {
         if let Some(state) = INJECTED.get() {
-            finish(state, RunEnd::Finished { by: "process _exit".into() }, Teardown::Skip);
+            finish(state, RunEnd::Finished { by: by.into() }, Teardown::Skip);
         }
     });
     match worker {
         Ok(handle) => {
             let _ = handle.join();
         }
-        Err(_) => eprintln!("gmprof: could not start a thread to write the outputs at _exit"),
+        Err(_) => eprintln!("gmprof: could not start a thread to write the outputs at {by}"),
     }
-}
-
-extern "C" fn at_exit() {
-    let _ = catch_unwind(|| {
-        if INJECTED.get().is_none() {
-            return;
-        }
-        // glibc destroys the exiting thread's thread-locals before it runs atexit handlers,
-        // and finishing touches thread-locals (gmprof's, tracing's, parking_lot's): done on
-        // this thread it panicked and then crashed (seen with a statically linked cudart).
-        // A fresh thread has fresh thread-locals.
-        let worker = std::thread::Builder::new().name("gmprof-exit".into()).spawn(|| {
-            if let Some(state) = INJECTED.get() {
-                finish(state, RunEnd::Finished { by: "process exit".into() }, Teardown::Skip);
-            }
-        });
-        match worker {
-            Ok(handle) => {
-                let _ = handle.join();
-            }
-            Err(_) => eprintln!("gmprof: could not start a thread to write the outputs at exit"),
-        }
-    });
 }
 
 extern "C" {
