@@ -277,3 +277,29 @@ fn launches_after_the_seal_are_left_out_without_a_warning() {
     assert!(report.meta.warnings.is_empty(), "{:?}", report.meta.warnings);
     assert_eq!(report.ranges.iter().filter(|r| r.name == "step").count(), 1);
 }
+
+/// An on-demand capture starts in a running program. The record of a kernel the program ran
+/// in the idle time before it can still be in CUPTI's buffer and arrive with the capture's
+/// first flush (seen on an H100: one nll_loss kernel, 4 s before a per_kernel capture of
+/// nanoGPT, under `<root>` as `unlaunched_activity`). It is not the capture's: left out
+/// without a warning. A record that ended after the start and whose launch nobody heard is
+/// still flagged.
+#[test]
+fn records_of_work_that_ended_before_the_start_are_left_out() {
+    let start = 5_000_000_000;
+    let mut h = LaunchHarness::started_at(ProfilingMode::Trace, start).unwrap();
+    h.set_next_correlation(101_870);
+    h.push_range("step").unwrap();
+    let inside = h.launch_kernel(false, c"_Z6insidev");
+    h.pop_range().unwrap();
+    h.deliver(vec![
+        completed(&h, 71_391, "_Z8nll_lossv", start - 4_300_000_000),
+        completed(&h, inside, "_Z6insidev", start + 1_000),
+        completed(&h, 200_000, "_Z7unheardv", start + 50_000),
+    ]);
+    let report = h.finish(RunEnd::Finished { by: "capture end: 1 step(s)".into() }, Faults::default()).unwrap();
+    let kernels: Vec<(u32, Option<&str>, &str)> =
+        report.kernels.iter().map(|k| (k.correlation_id, k.mangled_name.as_deref(), k.status.as_str())).collect();
+    assert_eq!(kernels, [(inside, Some("_Z6insidev"), "ok"), (200_000, Some("_Z7unheardv"), "unlaunched_activity")]);
+    assert_eq!(report.meta.flagged_kernel_rows, 1);
+}

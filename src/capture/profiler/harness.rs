@@ -145,12 +145,18 @@ impl LaunchHarness {
 
     /// A session of `mode` (without counters), routed by the hub.
     pub fn new(mode: ProfilingMode) -> Result<LaunchHarness> {
+        Self::started_at(mode, 0)
+    }
+
+    /// A session of `mode` whose start, on CUPTI's clock, is `cupti_ns`: an on-demand
+    /// capture starts long after the process's first kernel.
+    pub fn started_at(mode: ProfilingMode, cupti_ns: u64) -> Result<LaunchHarness> {
         let context_id = NEXT_CONTEXT_ID.fetch_sub(1, Ordering::Relaxed);
         let shared = Arc::new(Shared {
             launch_clock: LaunchClock::monotonic_stand_in(),
             cupti: Cupti::stand_in()?,
             driver: Driver::stand_in()?,
-            clock_start: ClockPair { cupti_ns: 0, unix_ns: 0 },
+            clock_start: ClockPair { cupti_ns, unix_ns: 0 },
             memsets_unread: std::sync::atomic::AtomicU64::new(0),
             device_id: Some(DEVICE_ID),
             context_id,
@@ -193,7 +199,7 @@ impl LaunchHarness {
             driver_transfers.collect(),
             runtime_transfers.collect(),
         );
-        Ok(LaunchHarness { shared, context_id, trampoline, _route: route, next_correlation: 1, clock: 1 })
+        Ok(LaunchHarness { shared, context_id, trampoline, _route: route, next_correlation: 1, clock: cupti_ns + 1 })
     }
 
     /// Opens a range on the calling thread.

@@ -124,7 +124,7 @@ impl Shared {
                         state.records_after_finish += 1;
                         continue;
                     }
-                    if state.after_seal.contains(&k.correlation_id) {
+                    if state.after_seal.contains(&k.correlation_id) || self.ended_before_start(k.end_ns) {
                         continue;
                     }
                     if replay.tracks(k.correlation_id) && !crate::analysis::correlate::is_profiler_internal_kernel(&k) {
@@ -143,13 +143,22 @@ impl Shared {
                         state.records_after_finish += 1;
                         continue;
                     }
-                    if state.after_seal.contains(&t.correlation_id) {
+                    if state.after_seal.contains(&t.correlation_id) || self.ended_before_start(t.end_ns) {
                         continue;
                     }
                     state.correlator.add_transfer_activity(t);
                 }
             }
         }
+    }
+
+    /// Whether a record that ended at `end_ns` (CUPTI clock) ended before the session
+    /// started: work launched before it, whose record CUPTI still held when the session's
+    /// activity began (an on-demand capture starts in a running program, and the last
+    /// record of the idle time before it can arrive in its first buffer). Left out without
+    /// a warning, as launches after the seal are. An incomplete record (`end_ns` 0) is kept.
+    fn ended_before_start(&self, end_ns: u64) -> bool {
+        end_ns != 0 && end_ns < self.clock_start.cupti_ns
     }
 
     /// The enter callback of a launch or transfer call. Runs inside the launching thread's
