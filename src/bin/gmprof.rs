@@ -510,6 +510,9 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
                     gmprof::ways_in::on_demand::captures::capture_number(&c.as_os_str().to_string_lossy()).is_some()
                 })
             });
+            for p in &mut outcome.processes {
+                p.idle_on_demand = true;
+            }
         }
         let profiled: Vec<_> = outcome.profiled().collect();
         if let [only] = profiled.as_slice() {

@@ -607,6 +607,7 @@ mod tests {
                 kernels: None,
                 run_end: None,
                 report_error: None,
+                idle_on_demand: false,
             })
             .into_iter()
             .collect();

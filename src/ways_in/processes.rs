@@ -29,6 +29,9 @@ pub struct ProcessOutputs {
     pub run_end: Option<RunEnd>,
     /// Why `report.json` could not be read, when it is there.
     pub report_error: Option<String>,
+    /// Started idle (`gmprof run --on-demand`): no report of its own is expected, its
+    /// captures are the outputs.
+    pub idle_on_demand: bool,
 }
 
 impl ProcessOutputs {
@@ -55,6 +58,7 @@ impl ProcessOutputs {
             status,
             run_end,
             report_error,
+            idle_on_demand: false,
         }
     }
 
@@ -82,9 +86,16 @@ impl ProcessOutputs {
 
     /// One line: who, GPU, kernels, run end, where the outputs are.
     pub fn line(&self) -> String {
+        let end = self.run_end.as_ref().map_or_else(|| "run end unknown".to_owned(), RunEnd::describe);
+        if self.idle_on_demand && self.kernels.is_none() {
+            return format!(
+                "{}: idle on demand (its captures are listed above), {end}: {}",
+                self.who(),
+                self.dir.display()
+            );
+        }
         let gpu = self.device_name.as_deref().unwrap_or("GPU unknown");
         let kernels = self.kernels.map_or_else(|| "no report".to_owned(), |k| format!("{k} kernels"));
-        let end = self.run_end.as_ref().map_or_else(|| "run end unknown".to_owned(), RunEnd::describe);
         format!("{}: {gpu}, {kernels}, {end}: {}", self.who(), self.dir.display())
     }
 }
@@ -171,6 +182,16 @@ pub(crate) mod tests {
             found[2].line(),
             format!(
                 "pid 5 on node7: GPU unknown, no report, finished (process exit): {}",
+                root.join("node7-pid5").display()
+            )
+        );
+        // A rank of `gmprof run --on-demand` that ended idle: its captures are its outputs.
+        let mut idle = found[2].clone();
+        idle.idle_on_demand = true;
+        assert_eq!(
+            idle.line(),
+            format!(
+                "pid 5 on node7: idle on demand (its captures are listed above), finished (process exit): {}",
                 root.join("node7-pid5").display()
             )
         );

@@ -72,6 +72,10 @@ pub fn name(signal: c_int) -> String {
         libc::SIGFPE => "SIGFPE".into(),
         libc::SIGILL => "SIGILL".into(),
         libc::SIGKILL => "SIGKILL".into(),
+        libc::SIGUSR1 => "SIGUSR1".into(),
+        libc::SIGUSR2 => "SIGUSR2".into(),
+        libc::SIGPIPE => "SIGPIPE".into(),
+        libc::SIGALRM => "SIGALRM".into(),
         other => format!("signal {other}"),
     }
 }

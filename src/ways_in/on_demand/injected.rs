@@ -133,11 +133,7 @@ fn serve(service: &Arc<Service>, process_dir: &Path, pid: u32, run_dir: &Path) -
     socket.serve(service.clone())?;
     let links = server::register(pid, &path);
     LEFT_BEHIND.lock().extend(std::iter::once(path).chain(links));
-    let signal = service
-        .config()
-        .signal
-        .map(|s| format!(" or kill -{} {pid}", crate::ways_in::signals::name(s).trim_start_matches("SIG")))
-        .unwrap_or_default();
+    let signal = service.config().signal.map(|s| format!(" or {}", kill_command(s, pid))).unwrap_or_default();
     eprintln!("gmprof: on demand, idle: capture with gmprof capture {} --steps N{signal}", run_dir.display());
     Ok(())
 }
@@ -177,4 +173,23 @@ pub fn checkpoint(reason: &str) -> Option<bool> {
     let service = SERVICE.get()?;
     service.checkpoint(reason);
     Some(true)
+}
+
+/// The shell command that sends `signal` to `pid`: `kill -USR2 4242`, or by number for a
+/// signal without a name here (`kill -40 4242`).
+fn kill_command(signal: i32, pid: u32) -> String {
+    let name = crate::ways_in::signals::name(signal);
+    match name.strip_prefix("SIG") {
+        Some(short) => format!("kill -{short} {pid}"),
+        None => format!("kill -{signal} {pid}"),
+    }
+}
+
+#[cfg(test)]
+mod kill_tests {
+    #[test]
+    fn the_printed_command_is_one_a_shell_runs() {
+        assert_eq!(super::kill_command(libc::SIGUSR2, 4242), "kill -USR2 4242");
+        assert_eq!(super::kill_command(40, 7), "kill -40 7");
+    }
 }

@@ -547,8 +547,7 @@ impl Service {
                 *phase = Phase::Finishing(id, None);
                 drop(phase);
                 live.capture.seal();
-                let ended_by = run_end.describe();
-                self.finish(*live, run_end.clone(), ended_by, teardown);
+                self.finish(*live, run_end.clone(), ended_by_run(run_end), teardown);
             }
             Phase::Finishing(id, handle) => {
                 *phase = Phase::Finishing(id, None);
@@ -763,4 +762,14 @@ fn starts_at(start: StartAt, index: Option<u64>) -> bool {
 
 fn not_attached() -> String {
     "this process has no CUDA context yet (gmprof attaches at its first): try again once it uses the GPU".into()
+}
+
+/// What a capture cut by the run's end records as its end, to follow "ended by":
+/// `signal 15 (SIGTERM)`, `the run's end (process exit)`.
+fn ended_by_run(run_end: &RunEnd) -> String {
+    match run_end {
+        RunEnd::Signal { signal, name } => format!("signal {signal} ({name})"),
+        RunEnd::Finished { by } => format!("the run's end ({by})"),
+        other => format!("the run's end: {}", other.describe()),
+    }
 }

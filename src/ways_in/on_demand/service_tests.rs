@@ -303,7 +303,8 @@ fn the_end_of_the_run_writes_the_capture_under_way() {
     let dir = tmp.path().join("capture-1/p");
     let record = captures::read_record(&dir).unwrap();
     assert_eq!(record.steps, 1, "one whole step; the open one is in the outputs too");
-    assert_eq!(record.ended_by.as_deref(), Some(signal.describe().as_str()));
+    assert_eq!(record.ended_by.as_deref(), Some("signal 15 (SIGTERM)"));
+    assert!(record.line().contains(", ended by signal 15 (SIGTERM): "), "{}", record.line());
     assert_eq!(ranges(&dir), "+step +forward - +backward - - +step +forward");
     assert!(backend
         .log
