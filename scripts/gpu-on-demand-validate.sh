@@ -2,11 +2,12 @@
 # On-demand capture on the GPU (README "On-demand capture"), on nanoGPT's train.py (public,
 # unmodified; steps from --torch-steps). Sections (SECTIONS, default "overhead captures"):
 #
-#   overhead  idle cost: ROUNDS (4) interleaved pairs (ABBA) of native and `gmprof run
-#             --on-demand --torch-steps` runs of OVERHEAD_ITERS (300) eager iterations; the
+#   overhead  idle cost: ROUNDS (3) interleaved pairs (ABBA) of native and `gmprof run
+#             --on-demand --torch-steps` runs of OVERHEAD_ITERS (60) eager iterations (about
+#             0.64 s each on an H100: 40 micro-steps per iteration); the
 #             median iteration time of each side (iterations >= 10, all runs pooled), the
 #             per-run medians and the ratio against the 1.005 limit. The on-demand runs must
-#             have taken no capture.                                       ~3 min, one GPU
+#             have taken no capture.                                       ~6 min, one GPU
 #   captures  one training of at least CAPTURE_SECS (130) s under --on-demand; from another
 #             shell (this script) three `gmprof capture DIR --steps N` (N = CAPTURE_STEPS, 5):
 #             trace, per_kernel, per_range; then SIGTERM. Each capture-K must hold exactly N
@@ -77,11 +78,11 @@ PY
 }
 
 if want overhead; then
-  ITERS=${OVERHEAD_ITERS:-300}
+  ITERS=${OVERHEAD_ITERS:-60}
   cd "$R/nanogpt"
   # One warm-up run (caches, clocks), not counted.
   run python3 torch_launch.py "${NG_ARGS[@]}" --max_iters=30 > "$W/oh-warmup.txt" 2>&1
-  for r in $(seq "${ROUNDS:-4}"); do
+  for r in $(seq "${ROUNDS:-3}"); do
     for side in $( [ $((r % 2)) = 1 ] && echo "native ondemand" || echo "ondemand native" ); do
       if [ "$side" = native ]; then
         run python3 torch_launch.py "${NG_ARGS[@]}" --max_iters="$ITERS" > "$W/oh-native-$r.txt" 2>&1
