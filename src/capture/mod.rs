@@ -18,6 +18,7 @@ pub(crate) mod hub;
 pub mod last_launch;
 pub mod metrics;
 pub mod pm_decode;
+pub mod pm_interval;
 pub mod pm_sampling;
 pub mod probe;
 pub mod profiler;

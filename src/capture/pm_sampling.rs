@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use crate::capture::metrics::MetricCatalog;
 use crate::capture::pm_decode::{CuptiSource, Decoder, HostEvaluator, SampleEvaluator};
+use crate::capture::pm_interval;
 use crate::checked::host::ProfilerHost;
 use crate::checked::pm_sampling::{self as pm, PmSampler, Trigger};
 use crate::checked::target::ProfilerApi;
@@ -112,6 +113,9 @@ pub struct PmSamplingConfig {
     pub decode_period: Duration,
     /// Samples one counter data image holds (a fuller buffer takes several decodes).
     pub max_samples_per_image: u32,
+    /// `--pm-interval auto`: [`crate::capture::pm_interval`] measures the decode before
+    /// sampling starts and chooses the interval (`interval` is then unused).
+    pub auto_interval: bool,
     /// Threads that evaluate samples, each with a host object of its own
     /// ([`crate::capture::pm_decode`]); [`default_eval_threads`] unless
     /// [`PM_EVAL_THREADS_ENV`] says.
@@ -137,6 +141,7 @@ impl Default for PmSamplingConfig {
             decode_period: Duration::from_millis(20),
             max_samples_per_image: 20_000,
             eval_threads: default_eval_threads(),
+            auto_interval: false,
         }
     }
 }
@@ -162,6 +167,19 @@ pub fn parse_metrics(list: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// Parses `--pm-interval`'s value: `auto` (`None`: chosen at start,
+/// [`crate::capture::pm_interval`]) or an interval ([`parse_interval`]).
+pub fn parse_interval_setting(text: &str) -> Result<Option<PmInterval>> {
+    if text.trim().eq_ignore_ascii_case("auto") {
+        return Ok(None);
+    }
+    parse_interval(text).map(Some).map_err(|_| {
+        Error::InvalidConfig(format!(
+            "PM sampling interval '{text}': use auto, or e.g. 20000 (ns), 20us, 1ms or 30000cycles"
+        ))
+    })
 }
 
 /// Parses an interval: nanoseconds (`20000`, `20000ns`, `20us`, `1ms`) or SYSCLK cycles
@@ -241,7 +259,10 @@ impl PmSamplingConfig {
         };
         let mut cfg = PmSamplingConfig { metrics: parse_metrics(&list), ..Default::default() };
         if let Some(interval) = lookup(PM_INTERVAL_ENV).filter(|v| !v.trim().is_empty()) {
-            cfg.interval = parse_interval(&interval)?;
+            match parse_interval_setting(&interval)? {
+                Some(fixed) => cfg.interval = fixed,
+                None => cfg.auto_interval = true,
+            }
         }
         if let Some(threads) = lookup(PM_EVAL_THREADS_ENV).filter(|v| !v.trim().is_empty()) {
             cfg.eval_threads = match threads.trim().parse::<usize>() {
@@ -334,6 +355,16 @@ impl PmSession {
                  (sm__throughput alone needs 19 on GH100)"
             )));
         }
+        let mut chosen = cfg.clone();
+        let mut interval_chosen_by = None;
+        if cfg.auto_interval {
+            let calibration = pm_interval::calibrate(cupti, device_index, &config_image, &refs, &host)?;
+            let ns = pm_interval::choose_interval(&calibration, cfg.eval_threads.max(1));
+            chosen.interval = PmInterval::TimeNs(ns);
+            interval_chosen_by = Some(pm_interval::describe(&calibration, cfg.eval_threads.max(1), ns));
+            tracing::info!("gmprof: PM sampling interval {}", interval_chosen_by.as_deref().unwrap_or_default());
+        }
+        let cfg = &chosen;
         let mut sampler = PmSampler::enable(cupti, device_index)?;
         let trigger = match cfg.interval {
             PmInterval::TimeNs(ns) => Trigger::TimeNs(ns),
@@ -351,7 +382,12 @@ impl PmSession {
             evaluators.push(Box::new(HostEvaluator { host: more, names: names.clone() }));
         }
         sampler.start()?;
-        let kept = Arc::new(Mutex::new(PmCapture { metrics, interval: Some(cfg.interval), ..Default::default() }));
+        let kept = Arc::new(Mutex::new(PmCapture {
+            metrics,
+            interval: Some(cfg.interval),
+            interval_chosen_by,
+            ..Default::default()
+        }));
         let kept_for_thread = Arc::clone(&kept);
         let source = CuptiSource { cupti: *cupti, sampler, image, metrics: names, image_samples, spares: Vec::new() };
         // A pool that cannot start drops the source: the sampler is disabled.
@@ -475,6 +511,10 @@ mod tests {
         assert_eq!(on.interval, PmInterval::TimeNs(5_000));
         let e = PmSamplingConfig::from_lookup(env(&[(PM_SAMPLING_ENV, "1"), (PM_INTERVAL_ENV, "soon")])).unwrap_err();
         assert!(e.to_string().contains("'soon'"), "{e}");
+        let auto = PmSamplingConfig::from_lookup(env(&[(PM_SAMPLING_ENV, "1"), (PM_INTERVAL_ENV, "Auto")])).unwrap();
+        assert!(auto.unwrap().auto_interval);
+        let e = parse_interval_setting("fastest").unwrap_err();
+        assert!(e.to_string().contains("use auto, or e.g. 20000"), "{e}");
         let two = PmSamplingConfig::from_lookup(env(&[(PM_SAMPLING_ENV, "1"), (PM_EVAL_THREADS_ENV, "2")])).unwrap();
         assert_eq!(two.unwrap().eval_threads, 2);
         let e = PmSamplingConfig::from_lookup(env(&[(PM_SAMPLING_ENV, "1"), (PM_EVAL_THREADS_ENV, "0")])).unwrap_err();

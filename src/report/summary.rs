@@ -579,8 +579,9 @@ fn pm_line(pm: &crate::analysis::pm_fold::PmReport) -> String {
         Some(crate::model::pm::PmInterval::Cycles(c)) => format!("every {c} cycles"),
         None => "at an unknown interval".to_owned(),
     };
+    let chosen = pm.interval_chosen_by.as_deref().map(|c| format!(" ({c})")).unwrap_or_default();
     format!(
-        "PM sampling: {} samples {every} | hardware-buffer overflows: {} | missing samples: {} | left out: {} | \
+        "PM sampling: {} samples {every}{chosen} | hardware-buffer overflows: {} | missing samples: {} | left out: {} | \
          per range and kernel in pm.csv",
         pm.sample_count, pm.hw_buffer_overflows, pm.missing_samples, pm.empty_samples
     )
