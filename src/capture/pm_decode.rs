@@ -12,9 +12,9 @@
 //! whose threads each own a host object and evaluate a contiguous share of the samples. The
 //! drain then keeps the *previous* batch's values (waiting for them if need be) and goes on
 //! decoding: CUPTI's decode, on this thread, and the host's evaluation, on the pool, overlap.
-//! On an H100 with the default metrics a sample costs about 20 to 35 µs to decode and 13 to
-//! 28 µs to evaluate (BENCHMARKS.md), so evaluating on the decode thread bounded a long run
-//! to about 70 µs per sample.
+//! On an H100 with the default metrics a sample costs about 35 µs to decode and 13 to 28 µs
+//! to evaluate (BENCHMARKS.md), so evaluating on the decode thread bounded a long run to
+//! about 70 µs per sample; now the decode alone bounds it.
 //!
 //! **Never stops for good.** The sampler overwrites its oldest records when its buffer is
 //! full, so an overflow loses samples (a gap in the sample times, counted as missing) but

@@ -86,12 +86,12 @@ pub fn resolve_metrics(cupti: &Cupti, host: &ProfilerHost, names: &[String]) -> 
     Ok(metrics)
 }
 
-/// Default sampling interval: 100 µs of GPU time. On an H100 with the default metrics CUPTI
-/// decodes about 20k samples per second (a sample is about 64 KiB of raw records) and the
-/// host evaluates them at 13 to 28 µs each, so 100 µs is the shortest interval a long run
-/// sustains; shorter ones overflow the hardware buffer once it fills (a 10 s run at 20 µs
-/// kept 35 000 of 500 000 samples). Attribution to kernels keeps 100 µs samples within 0.7 %
-/// of per_range's DRAM bytes on ranges of 1 ms or more (BENCHMARKS.md).
+/// Default sampling interval: 100 µs of GPU time. On an H100 with the default metrics
+/// CUPTI's decode takes 34 to 36 µs per sample on llm.c (a sample is about 64 KiB of raw
+/// records), so an interval under about 50 µs loses samples there; 100 µs keeps a margin.
+/// Attribution to kernels keeps 100 µs samples within 0.7 % of per_range's DRAM bytes on
+/// ranges of 1 ms or more (BENCHMARKS.md). `--pm-interval auto` measures the decode and picks
+/// the interval (the two DRAM metrics sustain 20 µs).
 pub const DEFAULT_INTERVAL_NS: u64 = 100_000;
 
 /// Environment variable with the metrics to sample (`default` or a comma-separated list);
@@ -127,7 +127,7 @@ pub const PM_EVAL_THREADS_ENV: &str = "GMPROF_PM_EVAL_THREADS";
 
 /// Evaluation threads unless told: a quarter of the CPUs this process may use, from 1 to 4.
 /// On an H100 a sample takes 13 to 28 µs to evaluate with the default metrics, so 4 threads
-/// keep up with a 10 µs interval; the decode itself stays on one thread (CUPTI's).
+/// keep up with intervals the decode keeps up with; the decode stays on one thread (CUPTI's).
 pub fn default_eval_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get() / 4).clamp(1, 4)
 }
