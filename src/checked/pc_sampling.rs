@@ -342,11 +342,12 @@ impl PcSampling {
         };
         // The buffer's heap parts do not move when the owner moves into `self`.
         self.final_buffer = Some(final_buffer);
-        let result = call_cupti!(self.cupti, cuptiPCSamplingSetConfigurationAttribute, "configuring PC sampling", |f| {
-            // SAFETY: `infos` has `numAttributes` entries; the reason indices and the data
-            // buffer they point at are owned by `self` and outlive the sampling.
-            unsafe { f(&mut p) }
-        });
+        let result =
+            call_cupti!(self.cupti, cuptiPCSamplingSetConfigurationAttribute, "configuring PC sampling", |f| {
+                // SAFETY: `infos` has `numAttributes` entries; the reason indices and the data
+                // buffer they point at are owned by `self` and outlive the sampling.
+                unsafe { f(&mut p) }
+            });
         if let Err(e) = result {
             let refused: Vec<String> = infos
                 .iter()
