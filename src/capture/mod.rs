@@ -16,6 +16,7 @@
 pub(crate) mod hub;
 pub mod last_launch;
 pub mod metrics;
+pub mod pc_sampling;
 pub mod pm_sampling;
 pub mod probe;
 pub mod profiler;

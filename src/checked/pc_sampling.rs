@@ -362,6 +362,29 @@ impl PcSampling {
         Ok(())
     }
 
+    /// The sampling period CUPTI uses (`cuptiPCSamplingGetConfigurationAttribute`): every
+    /// 2^N cycles.
+    pub fn period_exponent(&self) -> Result<u32> {
+        let mut info = CUpti_PCSamplingConfigurationInfo {
+            attributeType:
+                CUpti_PCSamplingConfigurationAttributeType::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD,
+            ..Default::default()
+        };
+        let mut p = CUpti_PCSamplingConfigurationInfoParams {
+            size: std::mem::size_of::<CUpti_PCSamplingConfigurationInfoParams>(),
+            pPriv: std::ptr::null_mut(),
+            ctx: self.ctx.as_raw(),
+            numAttributes: 1,
+            pPCSamplingConfigurationInfo: &mut info,
+        };
+        call_cupti!(self.cupti, cuptiPCSamplingGetConfigurationAttribute, "reading the PC sampling period", |f| {
+            // SAFETY: one attribute for CUPTI to fill; `info` outlives the call.
+            unsafe { f(&mut p) }
+        })?;
+        // SAFETY: CUPTI filled the sampling period member of the union, the one asked for.
+        Ok(unsafe { info.attributeData.samplingPeriodData.samplingPeriod })
+    }
+
     /// `cuptiPCSamplingGetData`: the records CUPTI parsed since the last drain. A full
     /// hardware buffer (`CUPTI_ERROR_OUT_OF_MEMORY`) is no error here: it comes back as
     /// [`Drained::hardware_buffer_full`].
