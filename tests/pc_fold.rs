@@ -278,3 +278,31 @@ fn stalls_and_pc_samples_csv_match_golden_and_json_round_trips() {
     plain.write_all(dir.path()).unwrap();
     assert!(!dir.path().join("stalls.csv").exists());
 }
+
+#[test]
+fn the_summary_names_the_top_reasons_of_the_top_ranges() {
+    let mut report = nested_report();
+    report.attach_pc(&continuous_capture());
+    let text = report.summary().to_string();
+    check_golden("pc_summary.txt", &text);
+    assert!(text.contains("PC sampling: 1265 samples every 2^12 = 4096 cycles | dropped: 7"), "{text}");
+    assert!(
+        text.contains("stalls in step (1240 samples): Stall Long Scoreboard 32.3%, Stall Barrier 24.2%, Selected 21.8%"),
+        "{text}"
+    );
+    // `tiny` is not among the top three; a lone few-sample range says so instead of shares.
+    let mut capture = continuous_capture();
+    capture.records.retain(|r| r.function == "k3");
+    let mut report = nested_report();
+    report.attach_pc(&capture);
+    let text = report.summary().to_string();
+    assert!(text.contains("stalls in step (40 samples): too few samples for shares (< 100)"), "{text}");
+}
+
+#[test]
+fn no_samples_while_kernels_ran_is_said() {
+    let mut report = nested_report();
+    report.attach_pc(&PcCapture { reasons: reasons(), collection: "continuous".into(), ..Default::default() });
+    let w = report.meta.warnings.join("\n");
+    assert!(w.contains("PC sampling recorded no samples although 4 kernel(s) ran"), "{w}");
+}

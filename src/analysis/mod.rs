@@ -149,6 +149,18 @@ impl Report {
     pub fn attach_pc(&mut self, capture: &PcCapture) {
         let pc = pc_fold::fold(capture, &self.ranges, &self.kernels);
         self.meta.warnings.extend(pc.warnings());
+        if pc.total_samples == 0 && self.meta.kernel_count > 0 {
+            // Never an empty stalls.csv without a word.
+            self.meta.warnings.push(format!(
+                "PC sampling recorded no samples although {} kernel(s) ran{}",
+                self.meta.kernel_count,
+                if self.meta.mode == crate::model::ProfilingMode::Trace {
+                    String::new()
+                } else {
+                    format!(" (beside {} mode: CUPTI may not sample PCs while the range profiler holds the counters; use --mode trace)", self.meta.mode.as_str())
+                }
+            ));
+        }
         self.pc = Some(pc);
     }
 

@@ -39,6 +39,7 @@ pub mod merge_run;
 pub mod merge_trace;
 pub mod parquet;
 pub mod pc_csv;
+pub mod pc_summary;
 mod placement;
 pub mod pm_csv;
 pub mod probe_kernels;
