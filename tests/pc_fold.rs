@@ -287,7 +287,9 @@ fn the_summary_names_the_top_reasons_of_the_top_ranges() {
     check_golden("pc_summary.txt", &text);
     assert!(text.contains("PC sampling: 1265 samples every 2^12 = 4096 cycles | dropped: 7"), "{text}");
     assert!(
-        text.contains("stalls in step (1240 samples): Stall Long Scoreboard 32.3%, Stall Barrier 24.2%, Selected 21.8%"),
+        text.contains(
+            "stalls in step (1240 samples): Stall Long Scoreboard 32.3%, Stall Barrier 24.2%, Selected 21.8%"
+        ),
         "{text}"
     );
     // `tiny` is not among the top three; a lone few-sample range says so instead of shares.
@@ -305,4 +307,24 @@ fn no_samples_while_kernels_ran_is_said() {
     report.attach_pc(&PcCapture { reasons: reasons(), collection: "continuous".into(), ..Default::default() });
     let w = report.meta.warnings.join("\n");
     assert!(w.contains("PC sampling recorded no samples although 4 kernel(s) ran"), "{w}");
+}
+
+#[test]
+fn the_html_report_gets_a_stacked_bar_per_range_group_and_a_hot_spot_table() {
+    let mut report = nested_report();
+    report.attach_pc(&continuous_capture());
+    let page = report.to_html(&gmprof::report::SummaryOptions::default()).unwrap();
+    assert!(page.contains("id=\"pc-section\""));
+    let view = gmprof::report::html::pc::pc_view(report.pc.as_ref().unwrap());
+    assert_eq!(view.groups.iter().map(|g| g.label.as_str()).collect::<Vec<_>>()[..3], ["step", "step/bwd", "step/fwd"]);
+    let tiny = view.groups.iter().find(|g| g.label == "step/tiny").unwrap();
+    assert!(tiny.few && tiny.shares.iter().all(Option::is_none), "no bar for too few samples");
+    let fwd = view.groups.iter().find(|g| g.label == "step/fwd").unwrap();
+    assert_eq!(fwd.shares.iter().flatten().sum::<f64>().round(), 100.0);
+    assert_eq!(view.kernels[0].name, "k1");
+    assert_eq!(view.kernels[0].hot[0], "+0x80 (520 samples, Stall Long Scoreboard) at /src/train_gpt2.cu:412");
+    // The report as JSON, for scripts/check-html.sh (`gmprof report FILE --html`).
+    if let Ok(path) = std::env::var("GMPROF_PC_REPORT_JSON") {
+        report.write_json(path).unwrap();
+    }
 }
