@@ -13,6 +13,7 @@
 //!
 //! May import: `checked`, `model`, `error`, `analysis`, `report`, `probe`. Never `ways_in`.
 
+pub(crate) mod cubins;
 pub(crate) mod hub;
 pub mod last_launch;
 pub mod metrics;

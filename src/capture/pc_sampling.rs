@@ -25,7 +25,7 @@ use crate::checked::driver::Context;
 use crate::checked::pc_sampling::{self as pcs, Collection, Drained, PcSampling, PcSamplingSetup};
 use crate::checked::Cupti;
 use crate::error::{Error, Result};
-use crate::model::pc::{PcCapture, PcRecord, PcStallReason};
+use crate::model::pc::{PcCapture, PcRecord, PcSource, PcStallReason};
 
 /// Environment variable that turns PC sampling on: `1`/`on`/`default` (CUPTI's interval) or
 /// an interval ([`parse_interval`]); `0`/`off` or unset: off.
@@ -191,6 +191,27 @@ fn drain_all(sampling: &mut PcSampling, capture: &Mutex<PcCapture>, rounds: usiz
     Ok(())
 }
 
+/// Instructions whose source line is looked up at most (those with the most samples).
+pub const MAX_SOURCE_LOOKUPS: usize = 5_000;
+
+/// The file and line of the instructions with the most samples, from the kept cubins.
+fn add_source_lines(cupti: &Cupti, capture: &mut PcCapture) {
+    let mut samples: std::collections::HashMap<(String, u64, u64), u64> = std::collections::HashMap::new();
+    for r in &capture.records {
+        *samples.entry((r.function.clone(), r.cubin_crc, r.pc_offset)).or_default() +=
+            r.stalls.iter().map(|(_, n)| n).sum::<u64>();
+    }
+    let mut wanted: Vec<((String, u64, u64), u64)> = samples.into_iter().collect();
+    wanted.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let wanted: Vec<(String, u64, u64)> = wanted.into_iter().take(MAX_SOURCE_LOOKUPS).map(|(k, _)| k).collect();
+    let mut found: Vec<PcSource> = crate::capture::cubins::source_lines(cupti, &wanted)
+        .into_iter()
+        .map(|((function, cubin_crc, pc_offset), (file, line))| PcSource { cubin_crc, function, pc_offset, file, line })
+        .collect();
+    found.sort_by(|a, b| (&a.function, a.cubin_crc, a.pc_offset).cmp(&(&b.function, b.cubin_crc, b.pc_offset)));
+    capture.sources = found;
+}
+
 /// A running PC sampler and its drain thread.
 #[derive(Debug)]
 pub struct PcSession {
@@ -221,6 +242,12 @@ impl PcSession {
             max_pcs: cfg.max_pcs,
         })?;
         let mut errors = Vec::new();
+        // Cubins for the source lines of the sampled instructions; without them the lines are
+        // blank.
+        let lines = crate::capture::cubins::watch();
+        if let Err(e) = &lines {
+            errors.push(format!("source lines unavailable: {e}"));
+        }
         let period_exponent = match sampling.period_exponent() {
             Ok(e) => Some(e),
             Err(e) => {
@@ -239,6 +266,7 @@ impl PcSession {
         let (stop, stopped) = mpsc::channel::<()>();
         let period = cfg.drain_period;
         let record_to = cfg.record_to.clone();
+        let cupti = *cupti;
         let thread = std::thread::Builder::new()
             .name("gmprof-pc-drain".into())
             .spawn(move || {
@@ -265,7 +293,10 @@ impl PcSession {
                         final_error = Some(e.to_string());
                     }
                 }
-                let capture = std::mem::take(&mut *capture.lock());
+                let mut capture = std::mem::take(&mut *capture.lock());
+                if lines.is_ok() {
+                    add_source_lines(&cupti, &mut capture);
+                }
                 tracing::info!(
                     "gmprof: PC sampling: {} drain(s), {} sample(s), {} dropped, {} PC record(s)",
                     capture.drains,
