@@ -126,6 +126,12 @@ fn continuous_capture() -> PcCapture {
             file: "/src/train_gpt2.cu".into(),
             line: 412,
         }],
+        instructions: vec![gmprof::model::pc::PcInstruction {
+            cubin_crc: 0xC0FFEE,
+            function: "k1".into(),
+            pc_offset: 0x80,
+            sass: "LDG.E.128 R4, desc[UR6][R2.64]".into(),
+        }],
         errors: Vec::new(),
     }
 }
@@ -322,7 +328,10 @@ fn the_html_report_gets_a_stacked_bar_per_range_group_and_a_hot_spot_table() {
     let fwd = view.groups.iter().find(|g| g.label == "step/fwd").unwrap();
     assert_eq!(fwd.shares.iter().flatten().sum::<f64>().round(), 100.0);
     assert_eq!(view.kernels[0].name, "k1");
-    assert_eq!(view.kernels[0].hot[0], "+0x80 (520 samples, Stall Long Scoreboard) at /src/train_gpt2.cu:412");
+    assert_eq!(
+        view.kernels[0].hot[0],
+        "+0x80 `LDG.E.128 R4, desc[UR6][R2.64]` (520 samples, Stall Long Scoreboard) at /src/train_gpt2.cu:412"
+    );
     // The report as JSON, for scripts/check-html.sh (`gmprof report FILE --html`).
     if let Ok(path) = std::env::var("GMPROF_PC_REPORT_JSON") {
         report.write_json(path).unwrap();

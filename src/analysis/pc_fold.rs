@@ -172,6 +172,9 @@ pub struct PcRow {
     pub file: Option<String>,
     /// Source line.
     pub line: Option<u32>,
+    /// The SASS instruction, where `nvdisasm` was found at the end of the run.
+    #[serde(default)]
+    pub sass: Option<String>,
 }
 
 /// One function's samples.
@@ -470,10 +473,16 @@ pub fn fold(capture: &PcCapture, ranges: &[RangeRow], kernels: &[KernelRow]) -> 
     // Instructions with their source lines.
     let sources: HashMap<(&str, u64, u64), &PcSource> =
         capture.sources.iter().map(|s| ((s.function.as_str(), s.cubin_crc, s.pc_offset), s)).collect();
+    let texts: HashMap<(&str, u64, u64), &str> = capture
+        .instructions
+        .iter()
+        .map(|i| ((i.function.as_str(), i.cubin_crc, i.pc_offset), i.sass.as_str()))
+        .collect();
     let mut pc_rows: Vec<PcRow> = pcs
         .into_iter()
         .map(|((function, crc, pc), counts)| {
             let src = sources.get(&(function, crc, pc));
+            let sass = texts.get(&(function, crc, pc)).map(|s| (*s).to_owned());
             PcRow {
                 function: function.to_owned(),
                 cubin_crc: crc,
@@ -481,6 +490,7 @@ pub fn fold(capture: &PcCapture, ranges: &[RangeRow], kernels: &[KernelRow]) -> 
                 counts,
                 file: src.map(|s| s.file.clone()),
                 line: src.map(|s| s.line),
+                sass,
             }
         })
         .collect();

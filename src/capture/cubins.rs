@@ -47,9 +47,13 @@ pub(crate) fn watch() -> Result<(), String> {
         .clone()
 }
 
+/// What [`annotate`] found: file and line, and SASS text, by `(function, cubin CRC, offset)`.
+pub(crate) type Annotations = (HashMap<(String, u64, u64), (String, u32)>, HashMap<(String, u64, u64), String>);
+
 /// The file and line of each `(function, cubin CRC, offset)` of `wanted` where a kept cubin of
-/// that CRC has line information for it.
-pub(crate) fn source_lines(cupti: &Cupti, wanted: &[(String, u64, u64)]) -> HashMap<(String, u64, u64), (String, u32)> {
+/// that CRC has line information for it, and its SASS text where `nvdisasm` is found
+/// ([`super::sass_text`]).
+pub(crate) fn annotate(cupti: &Cupti, wanted: &[(String, u64, u64)]) -> Annotations {
     let store = CUBINS.lock();
     let mut by_crc: HashMap<u64, usize> = HashMap::new();
     for (i, cubin) in store.cubins.iter().enumerate() {
@@ -57,6 +61,13 @@ pub(crate) fn source_lines(cupti: &Cupti, wanted: &[(String, u64, u64)]) -> Hash
             by_crc.entry(crc).or_insert(i);
         }
     }
+    let text = match super::sass_text::nvdisasm() {
+        Some(tool) => {
+            let cubins: HashMap<u64, &[u8]> = by_crc.iter().map(|(c, i)| (*c, store.cubins[*i].as_slice())).collect();
+            super::sass_text::instructions(&tool, &cubins, wanted)
+        }
+        None => HashMap::new(),
+    };
     let mut out = HashMap::new();
     for (function, crc, pc) in wanted {
         let (Some(&i), Ok(pc32)) = (by_crc.get(crc), u32::try_from(*pc)) else { continue };
@@ -64,5 +75,5 @@ pub(crate) fn source_lines(cupti: &Cupti, wanted: &[(String, u64, u64)]) -> Hash
             out.insert((function.clone(), *crc, *pc), at);
         }
     }
-    out
+    (out, text)
 }

@@ -21,3 +21,4 @@ pub mod pc_sampling;
 pub mod pm_sampling;
 pub mod probe;
 pub mod profiler;
+pub mod sass_text;

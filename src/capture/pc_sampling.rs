@@ -25,7 +25,7 @@ use crate::checked::driver::Context;
 use crate::checked::pc_sampling::{self as pcs, Collection, Drained, PcSampling, PcSamplingSetup};
 use crate::checked::Cupti;
 use crate::error::{Error, Result};
-use crate::model::pc::{PcCapture, PcRecord, PcSource, PcStallReason};
+use crate::model::pc::{PcCapture, PcInstruction, PcRecord, PcSource, PcStallReason};
 
 /// Environment variable that turns PC sampling on: `1`/`on`/`default` (CUPTI's interval) or
 /// an interval ([`parse_interval`]); `0`/`off` or unset: off.
@@ -194,7 +194,8 @@ fn drain_all(sampling: &mut PcSampling, capture: &Mutex<PcCapture>, rounds: usiz
 /// Instructions whose source line is looked up at most (those with the most samples).
 pub const MAX_SOURCE_LOOKUPS: usize = 5_000;
 
-/// The file and line of the instructions with the most samples, from the kept cubins.
+/// The file and line (and SASS text, with nvdisasm) of the instructions with the most
+/// samples, from the kept cubins.
 fn add_source_lines(cupti: &Cupti, capture: &mut PcCapture) {
     let mut samples: std::collections::HashMap<(String, u64, u64), u64> = std::collections::HashMap::new();
     for r in &capture.records {
@@ -204,7 +205,14 @@ fn add_source_lines(cupti: &Cupti, capture: &mut PcCapture) {
     let mut wanted: Vec<((String, u64, u64), u64)> = samples.into_iter().collect();
     wanted.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let wanted: Vec<(String, u64, u64)> = wanted.into_iter().take(MAX_SOURCE_LOOKUPS).map(|(k, _)| k).collect();
-    let mut found: Vec<PcSource> = crate::capture::cubins::source_lines(cupti, &wanted)
+    let (lines, text) = crate::capture::cubins::annotate(cupti, &wanted);
+    let mut instructions: Vec<PcInstruction> = text
+        .into_iter()
+        .map(|((function, cubin_crc, pc_offset), sass)| PcInstruction { cubin_crc, function, pc_offset, sass })
+        .collect();
+    instructions.sort_by(|a, b| (&a.function, a.cubin_crc, a.pc_offset).cmp(&(&b.function, b.cubin_crc, b.pc_offset)));
+    capture.instructions = instructions;
+    let mut found: Vec<PcSource> = lines
         .into_iter()
         .map(|((function, cubin_crc, pc_offset), (file, line))| PcSource { cubin_crc, function, pc_offset, file, line })
         .collect();

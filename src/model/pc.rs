@@ -50,6 +50,19 @@ pub struct PcSource {
     pub line: u32,
 }
 
+/// The SASS text of an instruction, where `nvdisasm` was found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PcInstruction {
+    /// CUPTI's CRC of the cubin.
+    pub cubin_crc: u64,
+    /// The function's name as CUPTI gives it.
+    pub function: String,
+    /// Offset of the instruction, bytes.
+    pub pc_offset: u64,
+    /// The instruction, as nvdisasm prints it (`@!P0 LDG.E R2, desc[UR4][R2.64]`).
+    pub sass: String,
+}
+
 /// A session's PC samples.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PcCapture {
@@ -74,6 +87,9 @@ pub struct PcCapture {
     /// Source lines of the sampled instructions, where known.
     #[serde(default)]
     pub sources: Vec<PcSource>,
+    /// SASS text of the sampled instructions, where `nvdisasm` was found.
+    #[serde(default)]
+    pub instructions: Vec<PcInstruction>,
     /// Errors of the sampler (the samples before them are kept).
     #[serde(default)]
     pub errors: Vec<String>,

@@ -11,7 +11,8 @@
 //!   [`MIN_SAMPLES`](crate::analysis::pc_fold::MIN_SAMPLES) samples (`few_samples=true`).
 //! - `pc_samples.csv`: one record per (function, instruction, reason) with samples: the
 //!   CUPTI name (`_not_issued` twins as their own records), the source file and line where
-//!   the cubin has line information (blank otherwise).
+//!   the cubin has line information, and the SASS text where `nvdisasm` was found (blank
+//!   otherwise).
 
 use std::io::Write;
 use std::path::Path;
@@ -57,6 +58,7 @@ struct PcSampleRecord<'a> {
     kernel_samples: u64,
     file: Option<&'a str>,
     line: Option<u32>,
+    sass: Option<&'a str>,
 }
 
 fn round2(v: f64) -> f64 {
@@ -166,6 +168,7 @@ impl Report {
                     kernel_samples,
                     file: p.file.as_deref(),
                     line: p.line,
+                    sass: p.sass.as_deref(),
                 })
                 .map_err(err)
             };

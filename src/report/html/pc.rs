@@ -105,7 +105,8 @@ pub fn pc_view(pc: &PcReport) -> PcView {
                         (Some(f), Some(l)) => format!(" at {f}:{l}"),
                         _ => String::new(),
                     };
-                    format!("+{:#x} ({} samples, {top}){at}", p.pc_offset, p.counts.samples)
+                    let sass = p.sass.as_ref().map(|s| format!(" `{s}`")).unwrap_or_default();
+                    format!("+{:#x}{sass} ({} samples, {top}){at}", p.pc_offset, p.counts.samples)
                 })
                 .collect(),
         })
