@@ -288,9 +288,15 @@ impl Report {
                 self.write_pm_parquet(dir.join(pq::PM_PARQUET))?;
             }
         }
-        if self.pc.is_some() && formats.csv {
-            self.write_stalls_csv(dir.join(pc_csv::STALLS_CSV))?;
-            self.write_pc_samples_csv(dir.join(pc_csv::PC_SAMPLES_CSV))?;
+        if self.pc.is_some() {
+            if formats.csv {
+                self.write_stalls_csv(dir.join(pc_csv::STALLS_CSV))?;
+                self.write_pc_samples_csv(dir.join(pc_csv::PC_SAMPLES_CSV))?;
+            }
+            if formats.parquet {
+                self.write_stalls_parquet(dir.join(parquet::pc::STALLS_PARQUET))?;
+                self.write_pc_samples_parquet(dir.join(parquet::pc::PC_SAMPLES_PARQUET))?;
+            }
         }
         if !self.device_timers.is_empty() {
             self.write_regions_csv(dir.join(device_timers::REGIONS_CSV))?;

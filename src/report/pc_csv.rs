@@ -30,35 +30,98 @@ const WHAT: &str = "PC sampling CSV";
 pub const STALLS_CSV: &str = "stalls.csv";
 /// The file of per-instruction samples.
 pub const PC_SAMPLES_CSV: &str = "pc_samples.csv";
+/// The title of `stalls.csv` (its first metadata line and its Parquet twin's table name).
+pub const STALLS_TITLE: &str = "PC sampling stall reasons per range";
+/// The title of `pc_samples.csv`.
+pub const PC_SAMPLES_TITLE: &str = "PC sampling samples per instruction";
 
+/// One record of `stalls.csv` (and `stalls.parquet`).
 #[derive(Serialize)]
-struct StallRecord<'a> {
-    path: &'a str,
-    instance: u32,
-    depth: u32,
-    range_samples: u64,
-    few_samples: bool,
-    issued_pct: Option<f64>,
-    reason: &'a str,
-    warp_state: &'a str,
-    samples: u64,
-    not_issued_samples: Option<u64>,
-    share_pct: Option<f64>,
+pub(crate) struct StallRecord<'a> {
+    pub(crate) path: &'a str,
+    pub(crate) instance: u32,
+    pub(crate) depth: u32,
+    pub(crate) range_samples: u64,
+    pub(crate) few_samples: bool,
+    pub(crate) issued_pct: Option<f64>,
+    pub(crate) reason: &'a str,
+    pub(crate) warp_state: &'a str,
+    pub(crate) samples: u64,
+    pub(crate) not_issued_samples: Option<u64>,
+    pub(crate) share_pct: Option<f64>,
 }
 
+/// One record of `pc_samples.csv` (and `pc_samples.parquet`).
 #[derive(Serialize)]
-struct PcSampleRecord<'a> {
-    kernel_name: Option<&'a str>,
-    function: &'a str,
-    cubin_crc: String,
-    pc_offset: String,
-    reason: &'a str,
-    warp_state: &'a str,
-    samples: u64,
-    kernel_samples: u64,
-    file: Option<&'a str>,
-    line: Option<u32>,
-    sass: Option<&'a str>,
+pub(crate) struct PcSampleRecord<'a> {
+    pub(crate) kernel_name: Option<&'a str>,
+    pub(crate) function: &'a str,
+    pub(crate) cubin_crc: String,
+    pub(crate) pc_offset: String,
+    pub(crate) reason: &'a str,
+    pub(crate) warp_state: &'a str,
+    pub(crate) samples: u64,
+    pub(crate) kernel_samples: u64,
+    pub(crate) file: Option<&'a str>,
+    pub(crate) line: Option<u32>,
+    pub(crate) sass: Option<&'a str>,
+}
+
+/// The records of `stalls.csv`: every range row × every reason column.
+pub(crate) fn stall_records(pc: &PcReport) -> Vec<StallRecord<'_>> {
+    let selected = pc.reasons.iter().position(|r| r.warp_state == "Selected");
+    let mut out = Vec::with_capacity(pc.ranges.len() * pc.reasons.len());
+    for r in &pc.ranges {
+        let c = &r.counts;
+        for (i, reason) in pc.reasons.iter().enumerate() {
+            out.push(StallRecord {
+                path: &r.path,
+                instance: r.instance,
+                depth: r.depth,
+                range_samples: c.samples,
+                few_samples: c.few_samples(),
+                issued_pct: selected.and_then(|s| c.share_pct(s)).map(round2),
+                reason: &reason.name,
+                warp_state: &reason.warp_state,
+                samples: c.by_reason[i],
+                not_issued_samples: reason.not_issued_name.as_ref().map(|_| c.not_issued[i]),
+                share_pct: c.share_pct(i).map(round2),
+            });
+        }
+    }
+    out
+}
+
+/// The records of `pc_samples.csv`: every instruction × reason with samples.
+pub(crate) fn pc_sample_records(pc: &PcReport) -> Vec<PcSampleRecord<'_>> {
+    let kernels: std::collections::HashMap<&str, (Option<&str>, u64)> =
+        pc.kernels.iter().map(|k| (k.function.as_str(), (k.kernel_name.as_deref(), k.counts.samples))).collect();
+    let mut out = Vec::new();
+    for p in &pc.pcs {
+        let (kernel_name, kernel_samples) = kernels.get(p.function.as_str()).copied().unwrap_or((None, 0));
+        for (i, reason) in pc.reasons.iter().enumerate() {
+            let twin = reason.not_issued_name.as_deref().map(|n| (n, p.counts.not_issued[i]));
+            for (name, samples) in std::iter::once((reason.name.as_str(), p.counts.by_reason[i])).chain(twin) {
+                if samples == 0 {
+                    continue;
+                }
+                out.push(PcSampleRecord {
+                    kernel_name,
+                    function: &p.function,
+                    cubin_crc: format!("{:#x}", p.cubin_crc),
+                    pc_offset: format!("{:#x}", p.pc_offset),
+                    reason: name,
+                    warp_state: &reason.warp_state,
+                    samples,
+                    kernel_samples,
+                    file: p.file.as_deref(),
+                    line: p.line,
+                    sass: p.sass.as_deref(),
+                });
+            }
+        }
+    }
+    out
 }
 
 fn round2(v: f64) -> f64 {
@@ -100,7 +163,7 @@ fn err(e: impl ToString) -> Error {
 }
 
 impl Report {
-    fn pc_or_error(&self) -> Result<&PcReport> {
+    pub(crate) fn pc_or_error(&self) -> Result<&PcReport> {
         self.pc
             .as_ref()
             .ok_or_else(|| Error::InvalidState("the report has no PC sampling (enable it with --pc-sampling)".into()))
@@ -117,27 +180,10 @@ impl Report {
     /// Writes `stalls.csv` to `out`; an error when the report has no PC sampling.
     pub fn write_stalls_csv_to<W: Write>(&self, mut out: W) -> Result<()> {
         let pc = self.pc_or_error()?;
-        self.write_pc_header(&mut out, "PC sampling stall reasons per range", pc)?;
+        self.write_pc_header(&mut out, STALLS_TITLE, pc)?;
         let mut w = WriterBuilder::new().quote_style(QuoteStyle::NonNumeric).from_writer(out);
-        let selected = pc.reasons.iter().position(|r| r.warp_state == "Selected");
-        for r in &pc.ranges {
-            let c = &r.counts;
-            for (i, reason) in pc.reasons.iter().enumerate() {
-                w.serialize(StallRecord {
-                    path: &r.path,
-                    instance: r.instance,
-                    depth: r.depth,
-                    range_samples: c.samples,
-                    few_samples: c.few_samples(),
-                    issued_pct: selected.and_then(|s| c.share_pct(s)).map(round2),
-                    reason: &reason.name,
-                    warp_state: &reason.warp_state,
-                    samples: c.by_reason[i],
-                    not_issued_samples: reason.not_issued_name.as_ref().map(|_| c.not_issued[i]),
-                    share_pct: c.share_pct(i).map(round2),
-                })
-                .map_err(err)?;
-            }
+        for record in stall_records(pc) {
+            w.serialize(record).map_err(err)?;
         }
         w.flush().map_err(err)
     }
@@ -150,36 +196,10 @@ impl Report {
     /// Writes `pc_samples.csv` to `out`; an error when the report has no PC sampling.
     pub fn write_pc_samples_csv_to<W: Write>(&self, mut out: W) -> Result<()> {
         let pc = self.pc_or_error()?;
-        self.write_pc_header(&mut out, "PC sampling samples per instruction", pc)?;
+        self.write_pc_header(&mut out, PC_SAMPLES_TITLE, pc)?;
         let mut w = WriterBuilder::new().quote_style(QuoteStyle::NonNumeric).from_writer(out);
-        let kernels: std::collections::HashMap<&str, (Option<&str>, u64)> =
-            pc.kernels.iter().map(|k| (k.function.as_str(), (k.kernel_name.as_deref(), k.counts.samples))).collect();
-        for p in &pc.pcs {
-            let (kernel_name, kernel_samples) = kernels.get(p.function.as_str()).copied().unwrap_or((None, 0));
-            let mut emit = |reason: &str, warp_state: &str, samples: u64| {
-                w.serialize(PcSampleRecord {
-                    kernel_name,
-                    function: &p.function,
-                    cubin_crc: format!("{:#x}", p.cubin_crc),
-                    pc_offset: format!("{:#x}", p.pc_offset),
-                    reason,
-                    warp_state,
-                    samples,
-                    kernel_samples,
-                    file: p.file.as_deref(),
-                    line: p.line,
-                    sass: p.sass.as_deref(),
-                })
-                .map_err(err)
-            };
-            for (i, reason) in pc.reasons.iter().enumerate() {
-                if p.counts.by_reason[i] > 0 {
-                    emit(&reason.name, &reason.warp_state, p.counts.by_reason[i])?;
-                }
-                if let (Some(name), true) = (&reason.not_issued_name, p.counts.not_issued[i] > 0) {
-                    emit(name, &reason.warp_state, p.counts.not_issued[i])?;
-                }
-            }
+        for record in pc_sample_records(pc) {
+            w.serialize(record).map_err(err)?;
         }
         w.flush().map_err(err)
     }
