@@ -1,5 +1,5 @@
 //! SASS instruction text of sampled instructions, where the machine has `nvdisasm` (CUDA
-//! toolkit): the cubins of the most-sampled functions (kept by [`super::cubins`]) are
+//! toolkit): the cubins of the most-sampled functions (kept by `capture::cubins`) are
 //! disassembled and each instruction is found by function and offset. Without `nvdisasm` the
 //! text is blank: gmprof needs no tool beyond CUPTI.
 
