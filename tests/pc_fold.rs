@@ -337,3 +337,22 @@ fn the_html_report_gets_a_stacked_bar_per_range_group_and_a_hot_spot_table() {
         report.write_json(path).unwrap();
     }
 }
+
+#[test]
+fn records_match_launches_by_mangled_or_demangled_name() {
+    let mut tree = SessionTree::new();
+    let mut correlator = Correlator::new();
+    let thread: ThreadId = 1;
+    tree.push("step", thread, T0);
+    launch_kernel(&tree, &mut correlator, thread, 1, "_Z2k4v", T0 + 10 * US, T0 + 20 * US);
+    tree.pop(thread, T0 + 30 * US).unwrap();
+    let mut report = Report::analyze(CaptureInfo::new(ProfilingMode::Trace), &MetricSet::default(), &tree, correlator);
+    assert_eq!(report.kernels[0].kernel_name.as_deref(), Some("k4()"));
+    let mut capture = continuous_capture();
+    capture.records = vec![rec("_Z2k4v", 0x10, 0, &[("wait", 150, 0)]), rec("k4()", 0x20, 0, &[("selected", 50, 0)])];
+    report.attach_pc(&capture);
+    let pc = report.pc.as_ref().unwrap();
+    assert_eq!(pc.unattributed_samples, 0);
+    assert_eq!(range(pc, "step").counts.samples, 200);
+    assert!(pc.kernels.iter().all(|k| k.launches == 1 && k.kernel_name.as_deref() == Some("k4()")));
+}

@@ -361,10 +361,6 @@ pub fn apportion(total: u64, weights: &[u64]) -> Vec<u64> {
     out
 }
 
-fn function_of(k: &KernelRow) -> Option<&str> {
-    k.mangled_name.as_deref().or(k.kernel_name.as_deref())
-}
-
 /// Folds `capture` into `ranges` and `kernels` (see the module doc).
 pub fn fold(capture: &PcCapture, ranges: &[RangeRow], kernels: &[KernelRow]) -> PcReport {
     let (reasons, index) = columns(capture);
@@ -376,7 +372,11 @@ pub fn fold(capture: &PcCapture, ranges: &[RangeRow], kernels: &[KernelRow]) -> 
         if k.granularity == Granularity::Graph {
             continue;
         }
-        if let Some(f) = function_of(k) {
+        // PC records name the function as CUPTI's activity records do (mangled); the
+        // demangled name is a second key, in case a record has that one.
+        let mangled = k.mangled_name.as_deref();
+        let demangled = k.kernel_name.as_deref().filter(|d| Some(*d) != mangled);
+        for f in mangled.into_iter().chain(demangled) {
             launches.entry(f).or_default().push(i);
         }
         by_corr.insert(k.correlation_id, i);

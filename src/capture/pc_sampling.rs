@@ -248,6 +248,7 @@ impl PcSession {
             collection: cfg.collection,
             worker_sleep_ms: None,
             max_pcs: cfg.max_pcs,
+            final_max_pcs: cfg.max_pcs * 4,
         })?;
         let mut errors = Vec::new();
         // Cubins for the source lines of the sampled instructions; without them the lines are
@@ -295,7 +296,17 @@ impl PcSession {
                     }
                 }
                 match sampling.shutdown() {
-                    Ok(last) => keep(&mut capture.lock(), last),
+                    Ok((last, full)) => {
+                        let mut capture = capture.lock();
+                        if full {
+                            capture.errors.push(format!(
+                                "the records CUPTI handed over at the end filled gmprof's buffer ({} instructions): \
+                                 CUPTI discards the ones that do not fit",
+                                last.records.len()
+                            ));
+                        }
+                        keep(&mut capture, last);
+                    }
                     Err(e) => {
                         capture.lock().errors.push(format!("disabling PC sampling: {e}"));
                         final_error = Some(e.to_string());

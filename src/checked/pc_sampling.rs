@@ -116,6 +116,8 @@ pub struct PcSamplingSetup {
     pub worker_sleep_ms: Option<u32>,
     /// PC records one drain takes at most.
     pub max_pcs: usize,
+    /// PC records the buffer CUPTI fills at disable holds (more are discarded by CUPTI).
+    pub final_max_pcs: usize,
 }
 
 /// One PC record, copied out of CUPTI's buffer.
@@ -281,7 +283,7 @@ impl PcSampling {
     pub fn configure(&mut self, setup: &PcSamplingSetup) -> Result<()> {
         use CUpti_PCSamplingConfigurationAttributeType as A;
         self.reasons = setup.reasons.clone();
-        let mut final_buffer = DataBuffer::new(setup.max_pcs, self.reasons.len());
+        let mut final_buffer = DataBuffer::new(setup.final_max_pcs, self.reasons.len());
         self.drain_buffer = Some(DataBuffer::new(setup.max_pcs, self.reasons.len()));
         let mut infos: Vec<CUpti_PCSamplingConfigurationInfo> = Vec::new();
         let mut push = |kind: A, fill: &dyn Fn(&mut CUpti_PCSamplingConfigurationInfo__bindgen_ty_1)| {
@@ -433,10 +435,14 @@ impl PcSampling {
     }
 
     /// Disables sampling and returns the records CUPTI copied into the configured buffer
-    /// (those parsed after the last drain).
-    pub fn shutdown(mut self) -> Result<Drained> {
+    /// (those parsed after the last drain), and whether they filled it (CUPTI discards
+    /// the records that do not fit).
+    pub fn shutdown(mut self) -> Result<(Drained, bool)> {
         self.disable()?;
-        Ok(self.final_buffer.as_mut().map(DataBuffer::take).unwrap_or_default())
+        let drained = self.final_buffer.as_mut().map(DataBuffer::take).unwrap_or_default();
+        let capacity = self.final_buffer.as_ref().map_or(0, |b| b.data.collectNumPcs);
+        let full = capacity > 0 && drained.records.len() >= capacity;
+        Ok((drained, full))
     }
 }
 
