@@ -29,6 +29,8 @@
 # repo root with .gpu/ and .real/ carried, e.g.
 #   SECTIONS="overhead invariant" bash scripts/gpu-pc-sampling-validate.sh
 #   SECTIONS="ncu record" bash scripts/gpu-pc-sampling-validate.sh
+# If the drain thread misbehaves (CUPTI documents no thread rule for cuptiPCSamplingGetData),
+# rerun with GMPROF_PC_DRAIN_MS=0 exported (records taken at the end, on the finishing thread).
 # Lines to paste into a validation log start with "==", PASS or FAIL; logs and outputs go to
 # ${LOGS:-out/pc} (a tarball of the small files at the end).
 set -u

@@ -6,9 +6,13 @@
 //! correlation id, is an opt-in) and reads back the period CUPTI uses. A thread of its own
 //! then drains CUPTI's parsed records every [`PcSamplingConfig::drain_period`] (again at once
 //! while CUPTI says more are waiting) and merges them into a [`PcCapture`], counting dropped
-//! samples and drains that found the hardware buffer full. [`PcSession::finish`] disables
-//! sampling, which makes CUPTI copy the last records into the configured buffer, and hands the
-//! capture to [`crate::analysis::pc_fold`].
+//! samples and drains that found the hardware buffer full. [`PcSession::finish`] stops that
+//! thread and, on the finishing thread, drains the rest and disables sampling, which makes
+//! CUPTI copy the last records into the configured buffer; the capture goes to
+//! [`crate::analysis::pc_fold`]. CUPTI's samples and Proton call `cuptiPCSamplingGetData` from
+//! the application's threads; whether a thread of gmprof's own may call it while kernels run
+//! is not documented, so `GMPROF_PC_DRAIN_MS=0` turns the drain thread off (everything is then
+//! taken at the end, into a buffer 25 drains large).
 //!
 //! It runs beside trace mode. Whether CUPTI lets it run beside the range profiler is CUPTI's
 //! decision: a refusal at start becomes an error that says what to do, never an empty file.
@@ -35,6 +39,9 @@ pub const PC_COLLECTION_ENV: &str = "GMPROF_PC_COLLECTION";
 /// Environment variable with a file to write the raw capture to (JSON of [`PcCapture`]), for
 /// recorded CPU tests.
 pub const PC_RECORD_ENV: &str = "GMPROF_PC_RECORD";
+/// Environment variable with the drain period in ms (default 100); `0`: no drain thread, the
+/// records are taken at the end only, on the finishing thread.
+pub const PC_DRAIN_MS_ENV: &str = "GMPROF_PC_DRAIN_MS";
 
 /// Shortest and longest period CUPTI accepts, as 2^N cycles.
 pub const PERIOD_EXPONENT_RANGE: std::ops::RangeInclusive<u32> = 5..=31;
@@ -47,7 +54,8 @@ pub struct PcSamplingConfig {
     pub period_exponent: Option<u32>,
     /// Kernel serialization.
     pub collection: Collection,
-    /// How often the drain thread takes CUPTI's parsed records.
+    /// How often the drain thread takes CUPTI's parsed records; zero: no drain thread, the
+    /// records are taken at the end on the finishing thread.
     pub drain_period: Duration,
     /// Records one drain takes at most (more wait for the next call).
     pub max_pcs: usize,
@@ -128,6 +136,13 @@ impl PcSamplingConfig {
             cfg.collection = parse_collection(&c)?;
         }
         cfg.record_to = lookup(PC_RECORD_ENV).filter(|v| !v.trim().is_empty()).map(PathBuf::from);
+        if let Some(ms) = lookup(PC_DRAIN_MS_ENV).filter(|v| !v.trim().is_empty()) {
+            let ms: u64 = ms
+                .trim()
+                .parse()
+                .map_err(|_| Error::InvalidConfig(format!("{PC_DRAIN_MS_ENV}='{ms}': use milliseconds, 0 for none")))?;
+            cfg.drain_period = Duration::from_millis(ms);
+        }
         Ok(Some(cfg))
     }
 }
@@ -220,12 +235,33 @@ fn add_source_lines(cupti: &Cupti, capture: &mut PcCapture) {
     capture.sources = found;
 }
 
-/// A running PC sampler and its drain thread.
+/// A running PC sampler and its drain thread (none when the drain period is 0).
 #[derive(Debug)]
 pub struct PcSession {
-    stop: mpsc::Sender<()>,
-    thread: JoinHandle<(PcCapture, Option<String>)>,
+    /// The sampler: the drain thread's between drains, the finishing thread's at the end.
+    sampling: Arc<Mutex<Option<PcSampling>>>,
+    drains: Option<(mpsc::Sender<()>, JoinHandle<()>)>,
     kept: Arc<Mutex<PcCapture>>,
+    cupti: Cupti,
+    lines: bool,
+    record_to: Option<PathBuf>,
+}
+
+/// Drains every `period` until told to stop (or the sampler is gone), on a thread of its own.
+fn drain_loop(
+    sampling: Arc<Mutex<Option<PcSampling>>>,
+    capture: Arc<Mutex<PcCapture>>,
+    stopped: mpsc::Receiver<()>,
+    period: Duration,
+) {
+    while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(period) {
+        let mut guard = sampling.lock();
+        let Some(s) = guard.as_mut() else { return };
+        if let Err(e) = drain_all(s, &capture, 64) {
+            capture.lock().errors.push(format!("periodic draining stopped: {e}; the rest is taken at the end"));
+            return;
+        }
+    }
 }
 
 impl PcSession {
@@ -240,6 +276,8 @@ impl PcSession {
             return Err(Error::InvalidConfig("CUPTI lists no PC sampling stall reasons for this device".into()));
         }
         let mut sampling = PcSampling::enable(cupti, ctx)?;
+        // Without periodic drains the buffer CUPTI fills at disable holds everything.
+        let final_max_pcs = if cfg.drain_period.is_zero() { cfg.max_pcs * 25 } else { cfg.max_pcs * 4 };
         sampling.configure(&PcSamplingSetup {
             period_exponent: cfg.period_exponent,
             reasons: reasons.iter().map(|r| r.index).collect(),
@@ -248,7 +286,7 @@ impl PcSession {
             collection: cfg.collection,
             worker_sleep_ms: None,
             max_pcs: cfg.max_pcs,
-            final_max_pcs: cfg.max_pcs * 4,
+            final_max_pcs,
         })?;
         let mut errors = Vec::new();
         // Cubins for the source lines of the sampled instructions; without them the lines are
@@ -271,33 +309,46 @@ impl PcSession {
             errors,
             ..Default::default()
         }));
-        let capture = Arc::clone(&kept);
-        let (stop, stopped) = mpsc::channel::<()>();
-        let period = cfg.drain_period;
-        let record_to = cfg.record_to.clone();
-        let cupti = *cupti;
-        let thread = std::thread::Builder::new()
-            .name("gmprof-pc-drain".into())
-            .spawn(move || {
-                let mut failed = false;
-                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(period) {
-                    if failed {
-                        continue;
-                    }
-                    if let Err(e) = drain_all(&mut sampling, &capture, 64) {
-                        capture.lock().errors.push(format!("draining stopped: {e}"));
-                        failed = true;
-                    }
+        let sampling = Arc::new(Mutex::new(Some(sampling)));
+        let drains = if cfg.drain_period.is_zero() {
+            None
+        } else {
+            let (stop, stopped) = mpsc::channel::<()>();
+            let (s, c, period) = (Arc::clone(&sampling), Arc::clone(&kept), cfg.drain_period);
+            let thread = std::thread::Builder::new()
+                .name("gmprof-pc-drain".into())
+                .spawn(move || drain_loop(s, c, stopped, period))
+                .map_err(|e| Error::InvalidState(format!("could not start the PC sampling drain thread: {e}")))?;
+            Some((stop, thread))
+        };
+        Ok(PcSession { sampling, drains, kept, cupti: *cupti, lines: lines.is_ok(), record_to: cfg.record_to.clone() })
+    }
+
+    /// The samples drained so far, for a checkpoint while the session runs.
+    pub fn snapshot(&self) -> PcCapture {
+        self.kept.lock().clone()
+    }
+
+    /// Stops the drain thread, then on the calling thread drains the rest and disables
+    /// sampling; returns the capture, with the error of the disable when it failed (the
+    /// samples before it are kept).
+    pub fn finish(self) -> (PcCapture, Option<String>) {
+        let PcSession { sampling, drains, kept, cupti, lines, record_to } = self;
+        if let Some((stop, thread)) = drains {
+            let _ = stop.send(());
+            if thread.join().is_err() {
+                kept.lock().errors.push("the PC sampling drain thread panicked".into());
+            }
+        }
+        let mut final_error = None;
+        match sampling.lock().take() {
+            Some(mut s) => {
+                if let Err(e) = drain_all(&mut s, &kept, 64) {
+                    kept.lock().errors.push(format!("the last drain failed: {e}"));
                 }
-                let mut final_error = None;
-                if !failed {
-                    if let Err(e) = drain_all(&mut sampling, &capture, 64) {
-                        capture.lock().errors.push(format!("the last drain failed: {e}"));
-                    }
-                }
-                match sampling.shutdown() {
+                match s.shutdown() {
                     Ok((last, full)) => {
-                        let mut capture = capture.lock();
+                        let mut capture = kept.lock();
                         if full {
                             capture.errors.push(format!(
                                 "the records CUPTI handed over at the end filled gmprof's buffer ({} instructions): \
@@ -308,53 +359,35 @@ impl PcSession {
                         keep(&mut capture, last);
                     }
                     Err(e) => {
-                        capture.lock().errors.push(format!("disabling PC sampling: {e}"));
+                        kept.lock().errors.push(format!("disabling PC sampling: {e}"));
                         final_error = Some(e.to_string());
                     }
                 }
-                let mut capture = std::mem::take(&mut *capture.lock());
-                if lines.is_ok() {
-                    add_source_lines(&cupti, &mut capture);
-                }
-                tracing::info!(
-                    "gmprof: PC sampling: {} drain(s), {} sample(s), {} dropped, {} PC record(s)",
-                    capture.drains,
-                    capture.total_samples,
-                    capture.dropped_samples,
-                    capture.records.len()
-                );
-                if let Some(path) = record_to {
-                    match serde_json::to_vec(&capture) {
-                        Ok(bytes) => {
-                            if let Err(e) = std::fs::write(&path, bytes) {
-                                tracing::warn!("gmprof: could not record PC samples to {}: {e}", path.display());
-                            }
-                        }
-                        Err(e) => tracing::warn!("gmprof: could not serialize PC samples: {e}"),
+            }
+            None => final_error = Some("PC sampling was already finished".to_owned()),
+        }
+        let mut capture = std::mem::take(&mut *kept.lock());
+        if lines {
+            add_source_lines(&cupti, &mut capture);
+        }
+        tracing::info!(
+            "gmprof: PC sampling: {} drain(s), {} sample(s), {} dropped, {} PC record(s)",
+            capture.drains,
+            capture.total_samples,
+            capture.dropped_samples,
+            capture.records.len()
+        );
+        if let Some(path) = record_to {
+            match serde_json::to_vec(&capture) {
+                Ok(bytes) => {
+                    if let Err(e) = std::fs::write(&path, bytes) {
+                        tracing::warn!("gmprof: could not record PC samples to {}: {e}", path.display());
                     }
                 }
-                (capture, final_error)
-            })
-            .map_err(|e| Error::InvalidState(format!("could not start the PC sampling drain thread: {e}")))?;
-        Ok(PcSession { stop, thread, kept })
-    }
-
-    /// The samples drained so far, for a checkpoint while the session runs.
-    pub fn snapshot(&self) -> PcCapture {
-        self.kept.lock().clone()
-    }
-
-    /// Stops sampling, drains the rest and returns the capture, with the error of the
-    /// disable when it failed (the samples before it are kept).
-    pub fn finish(self) -> (PcCapture, Option<String>) {
-        let _ = self.stop.send(());
-        match self.thread.join() {
-            Ok(result) => result,
-            Err(_) => {
-                let error = "the PC sampling drain thread panicked".to_owned();
-                (PcCapture { errors: vec![error.clone()], ..Default::default() }, Some(error))
+                Err(e) => tracing::warn!("gmprof: could not serialize PC samples: {e}"),
             }
         }
+        (capture, final_error)
     }
 }
 
@@ -387,12 +420,15 @@ mod tests {
             (PC_SAMPLING_ENV, "10"),
             (PC_COLLECTION_ENV, "serialized"),
             (PC_RECORD_ENV, "/tmp/pc.json"),
+            (PC_DRAIN_MS_ENV, "0"),
         ]))
         .unwrap()
         .unwrap();
         assert_eq!(set.period_exponent, Some(10));
         assert_eq!(set.collection, Collection::KernelSerialized);
         assert_eq!(set.record_to.as_deref(), Some(std::path::Path::new("/tmp/pc.json")));
+        assert!(set.drain_period.is_zero());
+        assert!(PcSamplingConfig::from_lookup(env(&[(PC_SAMPLING_ENV, "1"), (PC_DRAIN_MS_ENV, "soon")])).is_err());
         assert!(PcSamplingConfig::from_lookup(env(&[(PC_SAMPLING_ENV, "40")])).is_err());
         assert!(PcSamplingConfig::from_value("default").unwrap().unwrap().period_exponent.is_none());
     }
