@@ -356,3 +356,28 @@ fn records_match_launches_by_mangled_or_demangled_name() {
     assert_eq!(range(pc, "step").counts.samples, 200);
     assert!(pc.kernels.iter().all(|k| k.launches == 1 && k.kernel_name.as_deref() == Some("k4()")));
 }
+
+#[test]
+fn the_summary_folds_numbered_range_names_into_one_group() {
+    let mut tree = SessionTree::new();
+    let mut correlator = Correlator::new();
+    let thread: ThreadId = 1;
+    for i in 0..3u32 {
+        tree.push(&format!("Train step {i}"), thread, T0 + u64::from(i) * 1_000 * US);
+        let start = T0 + u64::from(i) * 1_000 * US + 10 * US;
+        launch_kernel(&tree, &mut correlator, thread, i + 1, "k1", start, start + 100 * US);
+        tree.pop(thread, T0 + u64::from(i) * 1_000 * US + 500 * US).unwrap();
+    }
+    let mut report = Report::analyze(CaptureInfo::new(ProfilingMode::Trace), &MetricSet::default(), &tree, correlator);
+    let mut capture = continuous_capture();
+    capture.records = vec![rec("k1", 0x10, 0, &[("long_scoreboard", 240, 0), ("selected", 60, 0)])];
+    report.attach_pc(&capture);
+    let text = report.summary().to_string();
+    assert!(
+        text.contains("stalls in Train step # (300 samples): Stall Long Scoreboard 80.0%, Selected 20.0%"),
+        "{text}"
+    );
+    // Each instance has its third of the samples (100: enough for shares) in stalls.csv.
+    let pc = report.pc.as_ref().unwrap();
+    assert!(pc.ranges.iter().all(|r| r.counts.samples == 100), "{:?}", pc.ranges);
+}

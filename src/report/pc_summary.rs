@@ -1,18 +1,21 @@
 //! The summary's PC sampling lines: what was sampled and lost, then the top stall reasons of
-//! the ranges with the most samples.
+//! the range groups (numbers in names folded, as the summary's table does) with the most
+//! samples.
 
 use std::collections::HashMap;
 
 use crate::analysis::pc_fold::{PcAttribution, PcReport, StallCounts};
 use crate::model::session::ROOT_PATH;
+use crate::report::group::fold_numbers;
 
 /// Ranges whose top reasons the summary names.
 pub const TOP_RANGES: usize = 3;
 /// Reasons named per range.
 pub const TOP_REASONS: usize = 3;
 
-/// The lines: one with the samples, the interval and the losses; one per top range path
-/// (instances together) with its top reasons, or a note that it has too few samples.
+/// The lines: one with the samples, the interval and the losses; one per top range group
+/// (instances and numbered names together) with its top reasons, or a note that it has too
+/// few samples.
 pub fn pc_lines(pc: &PcReport) -> Vec<String> {
     let every = match (pc.period_exponent, pc.period_cycles()) {
         (Some(e), Some(c)) => format!("every 2^{e} = {c} cycles"),
@@ -29,18 +32,19 @@ pub fn pc_lines(pc: &PcReport) -> Vec<String> {
          stalls.csv, pc_samples.csv",
         pc.sampled, pc.dropped_samples, pc.hardware_buffer_full, pc.unattributed_samples
     )];
-    let mut by_path: Vec<(&str, StallCounts)> = Vec::new();
-    let mut at: HashMap<&str, usize> = HashMap::new();
+    let mut by_path: Vec<(String, StallCounts)> = Vec::new();
+    let mut at: HashMap<String, usize> = HashMap::new();
     for r in pc.ranges.iter().filter(|r| r.path != ROOT_PATH) {
-        match at.get(r.path.as_str()) {
+        let label = fold_numbers(&r.path).into_owned();
+        match at.get(&label) {
             Some(&i) => add(&mut by_path[i].1, &r.counts),
             None => {
-                at.insert(&r.path, by_path.len());
-                by_path.push((&r.path, r.counts.clone()));
+                at.insert(label.clone(), by_path.len());
+                by_path.push((label, r.counts.clone()));
             }
         }
     }
-    by_path.sort_by(|a, b| b.1.samples.cmp(&a.1.samples).then(a.0.cmp(b.0)));
+    by_path.sort_by(|a, b| b.1.samples.cmp(&a.1.samples).then(a.0.cmp(&b.0)));
     for (path, c) in by_path.iter().take(TOP_RANGES) {
         let text = if c.few_samples() {
             format!("too few samples for shares (< {})", pc.min_samples)
