@@ -122,6 +122,9 @@ pub struct PmReport {
     pub metrics: Vec<PmMetric>,
     /// The configured interval.
     pub interval: Option<PmInterval>,
+    /// How the interval was chosen when it was not given (`--pm-interval auto`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_chosen_by: Option<String>,
     /// Samples kept.
     pub sample_count: u64,
     /// Decodes that reported a hardware-buffer overflow.
@@ -163,6 +166,7 @@ impl PmReport {
             missing_samples: self.missing_samples,
             empty_samples: self.empty_samples,
             errors: Vec::new(),
+            interval_chosen_by: self.interval_chosen_by.clone(),
         }
     }
 
@@ -586,6 +590,7 @@ pub fn fold_report(capture: &PmCapture, ranges: &[RangeRow], kernels: &[KernelRo
     PmReport {
         metrics: capture.metrics.clone(),
         interval: capture.interval,
+        interval_chosen_by: capture.interval_chosen_by.clone(),
         sample_count: samples.len() as u64,
         hw_buffer_overflows: capture.hw_buffer_overflows,
         counter_data_full: capture.counter_data_full,

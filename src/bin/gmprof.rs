@@ -169,8 +169,9 @@ enum Command {
         /// add-on to --mode trace.
         #[arg(long = "pm-sampling", value_name = "METRICS")]
         pm_sampling: Option<String>,
-        /// PM sampling interval: ns (100000, 100us, 1ms; default 100us) or SYSCLK cycles
-        /// (30000cycles).
+        /// PM sampling interval: ns (100000, 100us, 1ms; default 100us), SYSCLK cycles
+        /// (30000cycles), or auto (the shortest the decode keeps up with for these metrics,
+        /// measured before sampling starts).
         #[arg(long = "pm-interval", value_name = "NS", requires = "pm_sampling")]
         pm_interval: Option<String>,
         /// Also sample warp program counters and their stall reasons (CUPTI's PC sampling,

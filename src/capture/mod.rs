@@ -6,7 +6,8 @@
 //! ranges, records every launch, drives the range profiler's counter cycles and replay, and
 //! at finish hands the records to [`crate::analysis`] and the result to [`crate::report`].
 //! [`metrics`] checks metric names against the chip's catalog before capture starts.
-//! [`pm_sampling`] runs CUPTI's PM sampler and its decode thread beside the capture.
+//! [`pm_sampling`] runs CUPTI's PM sampler beside the capture, and [`pm_decode`] its decode
+//! thread and evaluation pool.
 //! [`last_launch`] is the hook that hands a launch's in-kernel timer buffer its correlation id.
 //!
 //! [`probe`] is the driver side of the PTX probe engine (`crate::probe`).
@@ -18,6 +19,8 @@ pub(crate) mod hub;
 pub mod last_launch;
 pub mod metrics;
 pub mod pc_sampling;
+pub mod pm_decode;
+pub mod pm_interval;
 pub mod pm_sampling;
 pub mod probe;
 pub mod profiler;

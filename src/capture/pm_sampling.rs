@@ -1,11 +1,12 @@
 //! PM sampling capture: the sampler of one device and its decode thread.
 //!
 //! [`PmSession::start`] checks the metrics against the chip's PM sampling tables, configures
-//! CUPTI's sampler ([`crate::checked::pm_sampling`]) and starts it; a thread of its own
-//! then drains the hardware buffer every [`PmSamplingConfig::decode_period`], evaluates each
-//! completed sample and keeps it, counting hardware-buffer overflows and samples missing
-//! between kept ones. [`PmSession::finish`] stops sampling, decodes what is left and returns
-//! the [`PmCapture`] that [`crate::analysis::pm_fold`] folds into the report.
+//! CUPTI's sampler ([`crate::checked::pm_sampling`]), makes one host object per evaluation
+//! thread and starts sampling; a thread of its own then drains the hardware buffer every
+//! [`PmSamplingConfig::decode_period`] ([`crate::capture::pm_decode`]: CUPTI's decode on
+//! that thread, evaluation on a pool, samples kept in time order, overflows, gaps and
+//! failures counted). [`PmSession::finish`] stops sampling, decodes what is left and
+//! returns the [`PmCapture`] that [`crate::analysis::pm_fold`] folds into the report.
 //!
 //! It runs beside trace mode (activity only) with no replay; whether it can run beside the
 //! range profiler is CUPTI's decision, and [`PmSession::start`] says what to do when not.
@@ -18,12 +19,14 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::capture::metrics::MetricCatalog;
+use crate::capture::pm_decode::{CuptiSource, Decoder, HostEvaluator, SampleEvaluator};
+use crate::capture::pm_interval;
 use crate::checked::host::ProfilerHost;
-use crate::checked::pm_sampling::{self as pm, DecodeStop, PmCounterData, PmSampler, Trigger};
+use crate::checked::pm_sampling::{self as pm, PmSampler, Trigger};
 use crate::checked::target::ProfilerApi;
 use crate::checked::Cupti;
 use crate::error::{Error, Result};
-use crate::model::pm::{PmCapture, PmInterval, PmMetric, PmSample};
+use crate::model::pm::{PmCapture, PmInterval, PmMetric};
 
 /// The metrics sampled unless told otherwise (names from GH100's PM sampling tables; the
 /// CPU test `gh100_samples_the_default_pm_metrics_in_one_pass` checks them): DRAM read and
@@ -110,6 +113,23 @@ pub struct PmSamplingConfig {
     pub decode_period: Duration,
     /// Samples one counter data image holds (a fuller buffer takes several decodes).
     pub max_samples_per_image: u32,
+    /// `--pm-interval auto`: [`crate::capture::pm_interval`] measures the decode before
+    /// sampling starts and chooses the interval (`interval` is then unused).
+    pub auto_interval: bool,
+    /// Threads that evaluate samples, each with a host object of its own
+    /// ([`crate::capture::pm_decode`]); [`default_eval_threads`] unless
+    /// [`PM_EVAL_THREADS_ENV`] says.
+    pub eval_threads: usize,
+}
+
+/// Environment variable with the number of PM sampling evaluation threads.
+pub const PM_EVAL_THREADS_ENV: &str = "GMPROF_PM_EVAL_THREADS";
+
+/// Evaluation threads unless told: a quarter of the CPUs this process may use, from 1 to 4.
+/// On an H100 a sample takes 13 to 28 µs to evaluate with the default metrics, so 4 threads
+/// keep up with a 10 µs interval; the decode itself stays on one thread (CUPTI's).
+pub fn default_eval_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get() / 4).clamp(1, 4)
 }
 
 impl Default for PmSamplingConfig {
@@ -120,6 +140,8 @@ impl Default for PmSamplingConfig {
             hardware_buffer_bytes: 256 << 20,
             decode_period: Duration::from_millis(20),
             max_samples_per_image: 20_000,
+            eval_threads: default_eval_threads(),
+            auto_interval: false,
         }
     }
 }
@@ -145,6 +167,19 @@ pub fn parse_metrics(list: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// Parses `--pm-interval`'s value: `auto` (`None`: chosen at start,
+/// [`crate::capture::pm_interval`]) or an interval ([`parse_interval`]).
+pub fn parse_interval_setting(text: &str) -> Result<Option<PmInterval>> {
+    if text.trim().eq_ignore_ascii_case("auto") {
+        return Ok(None);
+    }
+    parse_interval(text).map(Some).map_err(|_| {
+        Error::InvalidConfig(format!(
+            "PM sampling interval '{text}': use auto, or e.g. 20000 (ns), 20us, 1ms or 30000cycles"
+        ))
+    })
 }
 
 /// Parses an interval: nanoseconds (`20000`, `20000ns`, `20us`, `1ms`) or SYSCLK cycles
@@ -189,6 +224,20 @@ impl PmSamplingConfig {
         }
     }
 
+    /// Samples a counter data image holds: twice what one decode period brings at the
+    /// interval (a drain that falls behind decodes again), from 256 up to
+    /// [`PmSamplingConfig::max_samples_per_image`]. An image is moved to the evaluation
+    /// threads and re-initialized for every drain, so its size is paid each time: at 20 µs
+    /// with the default metrics a 20 000-sample image cost 94 µs per sample to hand over
+    /// on an H100, more than the decode itself.
+    pub fn image_samples(&self) -> u32 {
+        let per_period = match self.interval {
+            PmInterval::TimeNs(ns) => (self.decode_period_for_interval().as_nanos() as u64).div_ceil(ns.max(1)),
+            PmInterval::Cycles(_) => u64::from(self.max_samples_per_image),
+        };
+        (per_period.saturating_mul(2).clamp(256, u64::from(self.max_samples_per_image.max(256)))) as u32
+    }
+
     /// The configuration the environment asks for ([`PM_SAMPLING_ENV`], [`PM_INTERVAL_ENV`]);
     /// `None` when sampling is not asked for.
     pub fn from_env() -> Result<Option<PmSamplingConfig>> {
@@ -210,7 +259,20 @@ impl PmSamplingConfig {
         };
         let mut cfg = PmSamplingConfig { metrics: parse_metrics(&list), ..Default::default() };
         if let Some(interval) = lookup(PM_INTERVAL_ENV).filter(|v| !v.trim().is_empty()) {
-            cfg.interval = parse_interval(&interval)?;
+            match parse_interval_setting(&interval)? {
+                Some(fixed) => cfg.interval = fixed,
+                None => cfg.auto_interval = true,
+            }
+        }
+        if let Some(threads) = lookup(PM_EVAL_THREADS_ENV).filter(|v| !v.trim().is_empty()) {
+            cfg.eval_threads = match threads.trim().parse::<usize>() {
+                Ok(n) if (1..=64).contains(&n) => n,
+                _ => {
+                    return Err(Error::InvalidConfig(format!(
+                        "{PM_EVAL_THREADS_ENV}='{threads}': give the number of PM sampling evaluation threads, 1 to 64"
+                    )))
+                }
+            };
         }
         Ok(Some(cfg))
     }
@@ -220,7 +282,6 @@ impl PmSamplingConfig {
 /// process's exit (see `Teardown`).
 pub struct PmLeftovers {
     sampler: PmSampler,
-    host: ProfilerHost,
     api: ProfilerApi,
 }
 
@@ -231,10 +292,10 @@ impl std::fmt::Debug for PmLeftovers {
 }
 
 impl PmLeftovers {
-    /// Disables the sampler and releases the host object and the profiler API.
+    /// Disables the sampler and releases the profiler API (the host objects went with the
+    /// evaluation threads).
     pub fn release(self) -> Result<()> {
         self.sampler.shutdown()?;
-        self.host.shutdown()?;
         self.api.shutdown()
     }
 }
@@ -262,185 +323,6 @@ pub struct PmSession {
     stop: mpsc::Sender<()>,
     thread: JoinHandle<DecodeResult>,
     kept: Arc<Mutex<PmCapture>>,
-}
-
-/// The decode thread's state.
-struct Decoder {
-    cupti: Cupti,
-    sampler: PmSampler,
-    host: ProfilerHost,
-    image: PmCounterData,
-    names: Vec<String>,
-    /// What was kept so far; shared with [`PmSession::snapshot`] for checkpoints.
-    capture: Arc<Mutex<PmCapture>>,
-    keeper: SampleKeeper,
-    /// Sampling was stopped (the last drain): no restart after an overflow.
-    stopped: bool,
-    /// Where the decode thread's time went, for the log line at the end.
-    timing: DrainTiming,
-    /// When sampling was stopped (CUPTI clock, which the samples share).
-    stopped_at: Option<u64>,
-    /// The interval, when it is in time.
-    interval_ns: Option<u64>,
-}
-
-/// Time the decode thread spent, by step.
-#[derive(Clone, Copy, Debug, Default)]
-struct DrainTiming {
-    drains: u64,
-    decode: Duration,
-    evaluate: Duration,
-    samples: u64,
-    longest: Duration,
-}
-
-impl DrainTiming {
-    fn describe(&self) -> String {
-        let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        format!(
-            "PM sampling: {} drain(s) of the hardware buffer, {} sample(s); decode {:.1} ms, evaluation {:.1} ms              ({:.1} us per sample) in total; longest drain {:.1} ms",
-            self.drains,
-            self.samples,
-            ms(self.decode),
-            ms(self.evaluate),
-            self.evaluate.as_secs_f64() * 1e6 / self.samples.max(1) as f64,
-            ms(self.longest)
-        )
-    }
-}
-
-impl Decoder {
-    /// Drains the hardware buffer: decode, keep the completed samples, empty the image, and
-    /// again while the image was the limit.
-    fn drain(&mut self) -> Result<()> {
-        let names = std::mem::take(&mut self.names);
-        let result = self.drain_with(&names);
-        self.names = names;
-        result
-    }
-
-    fn drain_with(&mut self, names: &[String]) -> Result<()> {
-        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        let started = std::time::Instant::now();
-        self.timing.drains += 1;
-        let result = self.drain_loop(&refs);
-        self.timing.longest = self.timing.longest.max(started.elapsed());
-        result
-    }
-
-    fn drain_loop(&mut self, refs: &[&str]) -> Result<()> {
-        loop {
-            let t0 = std::time::Instant::now();
-            let decoded = self.sampler.decode(&mut self.image)?;
-            self.timing.decode += t0.elapsed();
-            if decoded.overflow {
-                self.capture.lock().hw_buffer_overflows += 1;
-            }
-            let restart = decoded.overflow && !self.stopped;
-            let info = self.image.info(&self.cupti)?;
-            let t0 = std::time::Instant::now();
-            for index in 0..info.completed {
-                let (start, end) = self.sampler.sample_times(&self.image, index)?;
-                let values = self.host.evaluate(self.image.bytes(), index, refs)?;
-                self.keep(start, end, values);
-            }
-            self.timing.evaluate += t0.elapsed();
-            self.timing.samples += info.completed as u64;
-            self.sampler.initialize_counter_data(&mut self.image)?;
-            if restart {
-                // After an overflow CUPTI records no more samples (seen on an H100 at a 5 µs
-                // interval): start again; the gap is counted as missing samples.
-                self.sampler.stop()?;
-                self.sampler.start()?;
-                return Ok(());
-            }
-            if decoded.stop != DecodeStop::CounterDataFull {
-                return Ok(());
-            }
-            self.capture.lock().counter_data_full += 1;
-        }
-    }
-
-    fn keep(&mut self, start: u64, end: u64, values: Vec<f64>) {
-        self.keeper.keep(&mut self.capture.lock(), start, end, values);
-    }
-
-    /// At the end: see [`account_for_the_end`].
-    fn account_for_the_end(&mut self) {
-        let mut capture = self.capture.lock();
-        account_for_the_end(&mut capture, self.keeper.last_end, self.stopped_at, self.interval_ns, &self.timing);
-    }
-}
-
-/// At the end of a session: samples the sampler never recorded between the last kept one and
-/// the stop (after a hardware-buffer overflow CUPTI may record nothing more) are counted as
-/// missing, and a decode slower than the interval is said.
-fn account_for_the_end(
-    capture: &mut PmCapture,
-    last_end: Option<u64>,
-    stopped_at: Option<u64>,
-    interval_ns: Option<u64>,
-    timing: &DrainTiming,
-) {
-    let Some(interval) = interval_ns.filter(|i| *i > 0) else { return };
-    if let (Some(stop), Some(last)) = (stopped_at, last_end) {
-        let gap = stop.saturating_sub(last);
-        if gap >= 2 * interval {
-            let lost = gap / interval;
-            capture.missing_samples += lost;
-            let why = if capture.hw_buffer_overflows > 0 {
-                "; after the hardware buffer overflowed, CUPTI recorded no more"
-            } else {
-                ""
-            };
-            capture.errors.push(format!(
-                "no samples for the last {:.1} ms of the session ({lost} sample(s) missing){why}",
-                gap as f64 / 1e6
-            ));
-        }
-    }
-    let per_sample = (timing.decode + timing.evaluate).as_nanos() as u64 / timing.samples.max(1);
-    if timing.samples >= 1000 && per_sample > interval {
-        capture.errors.push(format!(
-            "decoding and evaluating took {:.1} us per sample, longer than the {:.1} us interval: a long run \
-             fills the hardware buffer and loses samples; an interval of {} us or more keeps up",
-            per_sample as f64 / 1e3,
-            interval as f64 / 1e3,
-            (per_sample * 3 / 2).div_ceil(1000).next_multiple_of(10)
-        ));
-    }
-}
-
-/// Decides which decoded samples are kept and counts the others and the gaps.
-#[derive(Clone, Copy, Debug, Default)]
-struct SampleKeeper {
-    interval_ns: Option<u64>,
-    last_end: Option<u64>,
-}
-
-/// A sample longer than this many intervals is left out: the first sample CUPTI returns
-/// spans the time before sampling started (951 ms at a 20 µs interval on an H100).
-const MAX_SAMPLE_INTERVALS: u64 = 4;
-
-impl SampleKeeper {
-    fn keep(&mut self, capture: &mut PmCapture, start: u64, end: u64, values: Vec<f64>) {
-        let too_long = self.interval_ns.is_some_and(|i| end.saturating_sub(start) > MAX_SAMPLE_INTERVALS * i);
-        if end <= start || too_long {
-            // Zero-length samples (at the start of sampling) cover no time; an over-long one
-            // averages over time nobody sampled.
-            capture.empty_samples += 1;
-            return;
-        }
-        if let (Some(prev), Some(interval)) = (self.last_end, self.interval_ns) {
-            let gap = start.saturating_sub(prev);
-            if gap * 2 >= interval {
-                capture.missing_samples += ((gap + interval / 2) / interval).max(1);
-            }
-        }
-        self.last_end = Some(end);
-        let values = values.into_iter().map(|v| v.is_finite().then_some(v)).collect();
-        capture.samples.push(PmSample { start_ns: start, end_ns: end, values });
-    }
 }
 
 impl PmSession {
@@ -473,63 +355,60 @@ impl PmSession {
                  (sm__throughput alone needs 19 on GH100)"
             )));
         }
+        let mut chosen = cfg.clone();
+        let mut interval_chosen_by = None;
+        if cfg.auto_interval {
+            let calibration = pm_interval::calibrate(cupti, device_index, &config_image, &refs, &host)?;
+            let ns = pm_interval::choose_interval(&calibration, cfg.eval_threads.max(1));
+            chosen.interval = PmInterval::TimeNs(ns);
+            interval_chosen_by = Some(pm_interval::describe(&calibration, cfg.eval_threads.max(1), ns));
+            tracing::info!("gmprof: PM sampling interval {}", interval_chosen_by.as_deref().unwrap_or_default());
+        }
+        let cfg = &chosen;
         let mut sampler = PmSampler::enable(cupti, device_index)?;
         let trigger = match cfg.interval {
             PmInterval::TimeNs(ns) => Trigger::TimeNs(ns),
             PmInterval::Cycles(c) => Trigger::SysclkCycles(c),
         };
         sampler.set_config(config_image, cfg.hardware_buffer_bytes, trigger)?;
-        let image = sampler.create_counter_data(&refs, cfg.max_samples_per_image)?;
+        let image_samples = cfg.image_samples();
+        let image = sampler.create_counter_data(&refs, image_samples)?;
+        // One host object per evaluation thread, each with the metrics added.
+        let mut evaluators: Vec<Box<dyn SampleEvaluator>> =
+            vec![Box::new(HostEvaluator { host, names: names.clone() })];
+        for _ in 1..cfg.eval_threads.max(1) {
+            let mut more = ProfilerHost::new_pm_sampling(cupti, chip, Some(&availability))?;
+            more.add_metrics(&refs)?;
+            evaluators.push(Box::new(HostEvaluator { host: more, names: names.clone() }));
+        }
         sampler.start()?;
-        let kept = Arc::new(Mutex::new(PmCapture { metrics, interval: Some(cfg.interval), ..Default::default() }));
-        let mut decoder = Decoder {
-            cupti: *cupti,
-            sampler,
-            host,
-            image,
-            names: names.clone(),
-            capture: Arc::clone(&kept),
-            keeper: SampleKeeper { interval_ns: cfg.interval.time_ns(), last_end: None },
-            stopped: false,
-            timing: DrainTiming::default(),
-            stopped_at: None,
-            interval_ns: cfg.interval.time_ns(),
-        };
+        let kept = Arc::new(Mutex::new(PmCapture {
+            metrics,
+            interval: Some(cfg.interval),
+            interval_chosen_by,
+            ..Default::default()
+        }));
+        let kept_for_thread = Arc::clone(&kept);
+        let source = CuptiSource { cupti: *cupti, sampler, image, metrics: names, image_samples, spares: Vec::new() };
+        // A pool that cannot start drops the source: the sampler is disabled.
+        let decoder = Decoder::new(source, evaluators, Arc::clone(&kept), cfg.interval.time_ns())?;
         let (stop, stopped) = mpsc::channel::<()>();
         let period = cfg.decode_period_for_interval();
         let thread = std::thread::Builder::new()
             .name("gmprof-pm-decode".into())
             .spawn(move || {
-                let mut failed = false;
-                let mut final_error = None;
-                loop {
+                let mut decoder = decoder;
+                let final_error = loop {
                     let last = !matches!(stopped.recv_timeout(period), Err(RecvTimeoutError::Timeout));
+                    let error = decoder.step(last);
                     if last {
-                        decoder.stopped = true;
-                        decoder.stopped_at = crate::checked::activity::timestamp(&decoder.cupti).ok();
-                        if let Err(e) = decoder.sampler.stop() {
-                            decoder.capture.lock().errors.push(e.to_string());
-                            final_error = Some(e.to_string());
-                        }
+                        break error;
                     }
-                    if !failed {
-                        if let Err(e) = decoder.drain() {
-                            decoder.capture.lock().errors.push(format!("decoding stopped: {e}"));
-                            failed = true;
-                            if last {
-                                final_error.get_or_insert(format!("decoding the last samples: {e}"));
-                            }
-                        }
-                    }
-                    if last {
-                        break;
-                    }
-                }
-                tracing::info!("gmprof: {}", decoder.timing.describe());
-                decoder.account_for_the_end();
-                let Decoder { sampler, host, capture, .. } = decoder;
-                let capture = std::mem::take(&mut *capture.lock());
-                (capture, Some(PmLeftovers { sampler, host, api }), final_error)
+                };
+                let (source, timing) = decoder.finish();
+                tracing::info!("gmprof: {}", timing.describe());
+                let capture = std::mem::take(&mut *kept_for_thread.lock());
+                (capture, Some(PmLeftovers { sampler: source.sampler, api }), final_error)
             })
             .map_err(|e| Error::InvalidState(format!("could not start the PM sampling decode thread: {e}")))?;
         Ok(PmSession { stop, thread, kept })
@@ -561,36 +440,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn samples_never_recorded_at_the_end_are_missing_and_a_slow_decode_is_said() {
-        // 10 s at 20 µs, sampling dead after an overflow at 0.7 s; decode + evaluation 40 µs
-        // per sample (numbers of an H100 run).
-        let mut capture = PmCapture { hw_buffer_overflows: 2, ..Default::default() };
-        let timing = DrainTiming {
-            drains: 4,
-            decode: Duration::from_millis(810),
-            evaluate: Duration::from_millis(590),
-            samples: 35_000,
-            longest: Duration::from_millis(1190),
-        };
-        let t0 = 1_000_000_000u64;
-        account_for_the_end(&mut capture, Some(t0 + 700_000_000), Some(t0 + 10_000_000_000), Some(20_000), &timing);
-        assert_eq!(capture.missing_samples, 465_000);
-        assert!(capture.errors[0].contains("no samples for the last 9300.0 ms"), "{:?}", capture.errors);
-        assert!(capture.errors[0].contains("after the hardware buffer overflowed"), "{:?}", capture.errors);
-        assert!(
-            capture.errors[1].contains("40.0 us per sample, longer than the 20.0 us interval"),
-            "{:?}",
-            capture.errors
-        );
-        assert!(capture.errors[1].contains("an interval of 60 us or more keeps up"), "{:?}", capture.errors);
-        // A run that kept up: nothing to say.
-        let mut capture = PmCapture::default();
-        let timing = DrainTiming { samples: 105_000, decode: Duration::from_millis(5325), ..timing };
-        account_for_the_end(&mut capture, Some(t0 + 9_999_950_000), Some(t0 + 10_000_000_000), Some(100_000), &timing);
-        assert_eq!((capture.missing_samples, capture.errors.len()), (0, 0), "{:?}", capture.errors);
-    }
-
-    #[test]
     fn intervals_parse_in_time_and_cycles() {
         assert_eq!(parse_interval("20000").unwrap(), PmInterval::TimeNs(20_000));
         assert_eq!(parse_interval("20us").unwrap(), PmInterval::TimeNs(20_000));
@@ -619,23 +468,6 @@ mod tests {
     }
 
     #[test]
-    fn samples_are_kept_and_gaps_counted() {
-        let mut capture = PmCapture::default();
-        let mut keeper = SampleKeeper { interval_ns: Some(20_000), last_end: None };
-        // The over-long first sample CUPTI returns (951 ms), then a zero-length one.
-        keeper.keep(&mut capture, 1_000, 951_001_000, vec![1.0]);
-        keeper.keep(&mut capture, 951_001_000, 951_001_000, vec![1.0]);
-        keeper.keep(&mut capture, 951_001_000, 951_021_000, vec![2.0]);
-        keeper.keep(&mut capture, 951_021_000, 951_041_001, vec![f64::NAN]);
-        // Three intervals lost.
-        keeper.keep(&mut capture, 951_101_000, 951_121_000, vec![3.0]);
-        assert_eq!(capture.empty_samples, 2);
-        assert_eq!(capture.missing_samples, 3);
-        assert_eq!(capture.samples.len(), 3);
-        assert_eq!(capture.samples[1].values, vec![None], "NaN is not a value");
-    }
-
-    #[test]
     fn the_decode_period_keeps_the_hardware_buffer_from_filling() {
         let at = |interval| PmSamplingConfig { interval, ..Default::default() }.decode_period_for_interval();
         assert_eq!(at(PmInterval::TimeNs(5_000)), Duration::from_millis(5));
@@ -643,6 +475,16 @@ mod tests {
         assert_eq!(at(PmInterval::TimeNs(100_000)), Duration::from_millis(20));
         assert_eq!(at(PmInterval::TimeNs(500)), Duration::from_millis(1));
         assert_eq!(at(PmInterval::Cycles(10_000)), Duration::from_millis(20));
+    }
+
+    #[test]
+    fn the_image_holds_two_decode_periods() {
+        let at = |interval| PmSamplingConfig { interval, ..Default::default() }.image_samples();
+        assert_eq!(at(PmInterval::TimeNs(20_000)), 2_000);
+        assert_eq!(at(PmInterval::TimeNs(10_000)), 2_000);
+        assert_eq!(at(PmInterval::TimeNs(100_000)), 400);
+        assert_eq!(at(PmInterval::TimeNs(1_000_000)), 256);
+        assert_eq!(at(PmInterval::Cycles(10_000)), 20_000);
     }
 
     #[test]
@@ -669,5 +511,14 @@ mod tests {
         assert_eq!(on.interval, PmInterval::TimeNs(5_000));
         let e = PmSamplingConfig::from_lookup(env(&[(PM_SAMPLING_ENV, "1"), (PM_INTERVAL_ENV, "soon")])).unwrap_err();
         assert!(e.to_string().contains("'soon'"), "{e}");
+        let auto = PmSamplingConfig::from_lookup(env(&[(PM_SAMPLING_ENV, "1"), (PM_INTERVAL_ENV, "Auto")])).unwrap();
+        assert!(auto.unwrap().auto_interval);
+        let e = parse_interval_setting("fastest").unwrap_err();
+        assert!(e.to_string().contains("use auto, or e.g. 20000"), "{e}");
+        let two = PmSamplingConfig::from_lookup(env(&[(PM_SAMPLING_ENV, "1"), (PM_EVAL_THREADS_ENV, "2")])).unwrap();
+        assert_eq!(two.unwrap().eval_threads, 2);
+        let e = PmSamplingConfig::from_lookup(env(&[(PM_SAMPLING_ENV, "1"), (PM_EVAL_THREADS_ENV, "0")])).unwrap_err();
+        assert!(e.to_string().contains("GMPROF_PM_EVAL_THREADS='0'"), "{e}");
+        assert!((1..=4).contains(&default_eval_threads()));
     }
 }

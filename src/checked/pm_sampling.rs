@@ -101,6 +101,12 @@ impl PmCounterData {
         &self.bytes
     }
 
+    /// The image's bytes, moved out (evaluated elsewhere, then reused through
+    /// [`PmSampler::reuse_counter_data`]).
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+
     /// Sample counts (`cuptiPmSamplingGetCounterDataInfo`).
     pub fn info(&self, cupti: &Cupti) -> Result<CounterDataInfo> {
         let mut p = cupti_params!(CUpti_PmSampling_GetCounterDataInfo_Params, numCompletedSamples);
@@ -174,8 +180,13 @@ impl PmSampler {
         p.hardwareBufferSize = hardware_buffer_bytes;
         p.samplingInterval = interval;
         p.triggerMode = mode;
+        // KEEP_LATEST: a full buffer overwrites its oldest records and sampling goes on.
+        // With KEEP_OLDEST an H100 recorded nothing after the first overflow, and neither a
+        // stop and start (CUPTI_ERROR_UNKNOWN from the start) nor anything short of a new
+        // object brought it back; the records overwritten now show as a gap in the sample
+        // times (counted as missing samples).
         p.hwBufferAppendMode =
-            CUpti_PmSampling_HardwareBuffer_AppendMode::CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
+            CUpti_PmSampling_HardwareBuffer_AppendMode::CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_LATEST;
         call_cupti!(self.cupti, cuptiPmSamplingSetConfig, "configuring PM sampling", |f| {
             // SAFETY: the object is live; the config image is owned by `self` and outlives
             // every later call on the object.
@@ -206,6 +217,14 @@ impl PmSampler {
     pub fn create_counter_data(&self, metrics: &[&str], max_samples: u32) -> Result<PmCounterData> {
         let size = self.counter_data_size(metrics, max_samples)?;
         let mut image = PmCounterData { bytes: vec![0u8; size] };
+        self.initialize_counter_data(&mut image)?;
+        Ok(image)
+    }
+
+    /// An image made of `bytes` (an earlier image's, of the same metrics and size, given
+    /// back by [`PmCounterData::into_bytes`]), initialized: no allocation.
+    pub fn reuse_counter_data(&self, bytes: Vec<u8>) -> Result<PmCounterData> {
+        let mut image = PmCounterData { bytes };
         self.initialize_counter_data(&mut image)?;
         Ok(image)
     }

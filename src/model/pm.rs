@@ -85,6 +85,9 @@ pub struct PmCapture {
     /// Samples left out: zero-length ones, and ones longer than 4 intervals (CUPTI's first
     /// sample spans the time before sampling started).
     pub empty_samples: u64,
-    /// Errors of the decode thread (decoding stopped at the first).
+    /// Errors of the decode thread.
     pub errors: Vec<String>,
+    /// How the interval was chosen when it was not given (`--pm-interval auto`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_chosen_by: Option<String>,
 }

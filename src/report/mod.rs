@@ -50,6 +50,7 @@ pub mod sass_hot;
 pub mod stats;
 pub mod stragglers;
 pub mod summary;
+pub mod text;
 pub mod timeline;
 pub mod trace_check;
 

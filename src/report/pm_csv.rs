@@ -50,8 +50,9 @@ pub fn pm_metadata_lines(pm: &PmReport) -> Vec<String> {
         Some(PmInterval::Cycles(c)) => format!("{c} cycles"),
         None => "unknown".into(),
     };
+    let chosen = pm.interval_chosen_by.as_deref().map(|c| format!(" ({c})")).unwrap_or_default();
     let mut lines = vec![
-        format!("pm_interval: {interval}"),
+        format!("pm_interval: {interval}{chosen}"),
         format!("pm_samples: {}", pm.sample_count),
         format!("pm_hw_buffer_overflows: {}", pm.hw_buffer_overflows),
         format!("pm_counter_data_full: {}", pm.counter_data_full),

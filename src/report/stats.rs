@@ -52,7 +52,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::report::csv::{write_file, RecordWriter};
-use crate::report::summary::{cell, format_duration_ns, BLANK};
+use crate::report::text::{cell, format_duration_ns, BLANK};
 use crate::report::Report;
 
 /// Which rows a [`LabelStats`] groups.

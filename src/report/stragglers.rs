@@ -27,7 +27,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::report::csv::{write_file, RecordWriter};
 use crate::report::rank_ranges::RankRanges;
-use crate::report::summary::{cell, format_duration_ns, BLANK};
+use crate::report::text::{cell, format_duration_ns, BLANK};
 
 /// The file `gmprof merge` writes the straggler table to.
 pub const STRAGGLERS_CSV: &str = "stragglers.csv";
@@ -111,7 +111,8 @@ impl Spread {
 /// One step across ranks.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StepRow {
-    /// The step: the instance of the step range.
+    /// The step: the instance of the step range (for the ranks of one on-demand capture,
+    /// the program's step number).
     pub step: u32,
     /// Per rank (in the merge's order): the step's time, ns; `None` when not measured.
     pub times: Vec<Option<u64>>,
@@ -134,6 +135,13 @@ pub struct StepTable {
     pub rows: Vec<StepRow>,
 }
 
+/// The first step of the on-demand capture `dir` holds (its `capture.json`, written by
+/// `gmprof capture`; see README "On-demand capture"), when it is one.
+fn capture_first_step(dir: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(dir.join("capture.json")).ok()?;
+    serde_json::from_str::<serde_json::Value>(&text).ok()?.get("first_step")?.as_u64()
+}
+
 /// Builds a [`StepTable`] one rank at a time; it keeps one number per (step, rank).
 #[derive(Clone, Debug)]
 pub struct StepAccumulator {
@@ -142,13 +150,15 @@ pub struct StepAccumulator {
     time: StepTime,
     ranks: Vec<String>,
     steps: BTreeMap<u32, Vec<Option<u64>>>,
+    /// Each rank's first step when its directory is an on-demand capture's (`capture.json`).
+    first_steps: Vec<Option<u64>>,
 }
 
 impl StepAccumulator {
     /// Steps of the range `path` (`None`: chosen from the first rank), timed by `time`.
     pub fn new(path: Option<String>, time: StepTime) -> Self {
         let chosen_by = if path.is_some() { "--step".to_owned() } else { String::new() };
-        Self { path, chosen_by, time, ranks: Vec::new(), steps: BTreeMap::new() }
+        Self { path, chosen_by, time, ranks: Vec::new(), steps: BTreeMap::new(), first_steps: Vec::new() }
     }
 
     /// Adds one rank's steps.
@@ -162,6 +172,7 @@ impl StepAccumulator {
         }
         let index = self.ranks.len();
         self.ranks.push(rank.label.clone());
+        self.first_steps.push(capture_first_step(&rank.dir));
         let Some(path) = &self.path else { return };
         let mut mine: BTreeMap<u32, Option<u64>> = BTreeMap::new();
         for r in rank.ranges.iter().filter(|r| &r.path == path) {
@@ -181,20 +192,30 @@ impl StepAccumulator {
         }
     }
 
-    /// The table; `None` when no step range was named or found.
+    /// The table; `None` when no step range was named or found. The ranks of one on-demand
+    /// capture (each directory's `capture.json` names the same first step) are numbered by
+    /// the program's steps, as the capture is (`steps 39-41`), not from 0.
     pub fn finish(self) -> Option<StepTable> {
         let path = self.path?;
         let n = self.ranks.len();
+        let offset = match self.first_steps.split_first() {
+            Some((Some(first), rest)) if rest.iter().all(|s| *s == Some(*first)) => u32::try_from(*first).ok(),
+            _ => None,
+        };
+        let mut chosen_by = self.chosen_by;
+        if let Some(first) = offset {
+            chosen_by.push_str(&format!("; numbered from the capture's first step, {first}"));
+        }
         let rows = self
             .steps
             .into_iter()
             .map(|(step, mut times)| {
                 times.resize(n, None);
                 let spread = Spread::of(&times);
-                StepRow { step, times, spread }
+                StepRow { step: step.saturating_add(offset.unwrap_or(0)), times, spread }
             })
             .collect();
-        Some(StepTable { path, chosen_by: self.chosen_by, time: self.time, ranks: self.ranks, rows })
+        Some(StepTable { path, chosen_by, time: self.time, ranks: self.ranks, rows })
     }
 }
 
@@ -366,6 +387,42 @@ mod tests {
         });
         let meta = crate::report::Report::from_json(include_str!("../../tests/golden/report.json")).unwrap().meta;
         RankRanges { label: label.into(), dir: label.into(), meta, ranges, kernels: None, source: "test", ending: None }
+    }
+
+    /// The ranks of one on-demand capture are numbered by the program's steps; ranks of
+    /// different captures (or none) from 0.
+    #[test]
+    fn capture_ranks_are_numbered_from_their_first_step() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut ranks = Vec::new();
+        for (name, first) in [("vm-0", 39), ("vm-1", 39), ("vm-2", 40)] {
+            let dir = tmp.path().join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("capture.json"),
+                format!(r#"{{"gmprof":1,"id":1,"first_step":{first},"steps":3}}"#),
+            )
+            .unwrap();
+            let mut r = rank(name, &[Some(10), Some(20), Some(30)]);
+            r.dir = dir;
+            ranks.push(r);
+        }
+        let table = |ranks: &[RankRanges]| {
+            let mut acc = StepAccumulator::new(None, StepTime::Gpu);
+            for r in ranks {
+                acc.add(r);
+            }
+            acc.finish().unwrap()
+        };
+        let same = table(&ranks[..2]);
+        assert_eq!(same.rows.iter().map(|r| r.step).collect::<Vec<_>>(), [39, 40, 41]);
+        assert!(same.chosen_by.ends_with("numbered from the capture's first step, 39"), "{}", same.chosen_by);
+        let mut csv = Vec::new();
+        same.write_csv_to(&mut csv).unwrap();
+        assert!(String::from_utf8(csv).unwrap().lines().nth(1).unwrap().starts_with("39,2,"));
+        let mixed = table(&ranks);
+        assert_eq!(mixed.rows.iter().map(|r| r.step).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(table(&[rank("r0", &[Some(1), Some(2)])]).rows[0].step, 0, "not a capture");
     }
 
     #[test]

@@ -39,8 +39,8 @@ pub const DEFAULT_TOP: usize = 20;
 /// Longest label shown; longer ones keep their end (the innermost names).
 pub const MAX_LABEL_CHARS: usize = 56;
 
-/// Text of a value that was not measured.
-pub const BLANK: &str = "—";
+pub(crate) use super::text::cell;
+pub use super::text::{format_duration_ns, BLANK};
 
 /// How [`Report::summary_with`] groups and trims.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -403,33 +403,6 @@ impl Summary {
     }
 }
 
-/// A duration in ns as text with a readable unit: `850 ns`, `12.35 us`, `4.560 ms`, `1.234 s`.
-pub fn format_duration_ns(ns: f64) -> String {
-    if !ns.is_finite() {
-        return BLANK.to_owned();
-    }
-    let abs = ns.abs();
-    if abs < 1e3 {
-        format!("{ns:.0} ns")
-    } else if abs < 1e6 {
-        format!("{:.2} us", ns / 1e3)
-    } else if abs < 1e9 {
-        format!("{:.3} ms", ns / 1e6)
-    } else {
-        format!("{:.3} s", ns / 1e9)
-    }
-}
-
-/// Text for a table cell: control characters escaped, so a name cannot break the layout.
-pub(crate) fn cell(text: &str) -> String {
-    text.chars()
-        .flat_map(|c| {
-            let escaped: Vec<char> = if c.is_control() { c.escape_default().collect() } else { vec![c] };
-            escaped
-        })
-        .collect()
-}
-
 /// A label cut to [`MAX_LABEL_CHARS`], keeping its end.
 fn short_label(label: &str) -> String {
     let text = cell(label);
@@ -583,8 +556,9 @@ fn pm_line(pm: &crate::analysis::pm_fold::PmReport) -> String {
         Some(crate::model::pm::PmInterval::Cycles(c)) => format!("every {c} cycles"),
         None => "at an unknown interval".to_owned(),
     };
+    let chosen = pm.interval_chosen_by.as_deref().map(|c| format!(" ({c})")).unwrap_or_default();
     format!(
-        "PM sampling: {} samples {every} | hardware-buffer overflows: {} | missing samples: {} | left out: {} | \
+        "PM sampling: {} samples {every}{chosen} | hardware-buffer overflows: {} | missing samples: {} | left out: {} | \
          per range and kernel in pm.csv",
         pm.sample_count, pm.hw_buffer_overflows, pm.missing_samples, pm.empty_samples
     )

@@ -215,7 +215,7 @@ impl LaunchPlan {
             if opts.pm_sampling.is_none() {
                 return Err(Error::InvalidConfig("--pm-interval needs --pm-sampling".into()));
             }
-            crate::capture::pm_sampling::parse_interval(interval)?;
+            crate::capture::pm_sampling::parse_interval_setting(interval)?;
             env.push((env::PM_INTERVAL.into(), interval.into()));
         }
         if let Some(metrics) = &opts.pm_sampling {

@@ -80,7 +80,7 @@ pub struct CaptureArgs {
     /// PM sampling in the capture: `default` or PM-sampling metric names (with --mode trace).
     #[arg(long = "pm-sampling", value_name = "METRICS")]
     pm_sampling: Option<String>,
-    /// PM sampling interval (100us, 1ms, 30000cycles).
+    /// PM sampling interval (100us, 1ms, 30000cycles, or auto).
     #[arg(long = "pm-interval", value_name = "NS", requires = "pm_sampling")]
     pm_interval: Option<String>,
     /// Steps between the furthest process's next step and the capture's first (raise it for

@@ -56,7 +56,7 @@ impl CaptureSettings {
             if self.pm_sampling.is_none() {
                 return Err(Error::InvalidConfig("--pm-interval needs --pm-sampling".into()));
             }
-            crate::capture::pm_sampling::parse_interval(interval)?;
+            crate::capture::pm_sampling::parse_interval_setting(interval)?;
         }
         if let Some(metrics) = &self.metrics {
             if metrics.iter().all(|m| m.trim().is_empty()) {

@@ -1,0 +1,35 @@
+//! Text for tables and summary lines: durations with a readable unit, the blank of a value
+//! that was not measured, and cells that a name cannot break.
+//!
+//! Layer 3, at the bottom of `report`: the summary, the statistics, the merge and the diff
+//! tables all format through it, and it imports nothing of theirs.
+
+/// Text of a value that was not measured.
+pub const BLANK: &str = "—";
+
+/// A duration in ns as text with a readable unit: `850 ns`, `12.35 us`, `4.560 ms`, `1.234 s`.
+pub fn format_duration_ns(ns: f64) -> String {
+    if !ns.is_finite() {
+        return BLANK.to_owned();
+    }
+    let abs = ns.abs();
+    if abs < 1e3 {
+        format!("{ns:.0} ns")
+    } else if abs < 1e6 {
+        format!("{:.2} us", ns / 1e3)
+    } else if abs < 1e9 {
+        format!("{:.3} ms", ns / 1e6)
+    } else {
+        format!("{:.3} s", ns / 1e9)
+    }
+}
+
+/// Text for a table cell: control characters escaped, so a name cannot break the layout.
+pub(crate) fn cell(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() { c.escape_default().collect() } else { vec![c] };
+            escaped
+        })
+        .collect()
+}
