@@ -10,7 +10,8 @@
 #              acceptance), with trace alone beside it.                        ~5 min
 #   invariant  the --pc-sampling runs of `overhead` (or fresh ones of 8 steps): report.json's
 #              pc section (scripts/pc_check.py invariant): Σ kernels = samples, every range =
-#              Σ of its reasons and at least its children, top-level ranges = every attributed
+#              Σ of its reasons, = Σ of its kernels' samples (its own launches and its
+#              descendants'), and at least its children, top-level ranges = every attributed
 #              sample; the losses; the summary's PC lines; stalls.csv's head; the first hot
 #              instructions with file:line (llm.c has -lineinfo); and one llm.c run in
 #              kernel-serialized collection (GMPROF_PC_COLLECTION=serialized: exact

@@ -13,6 +13,9 @@ invariant: from report.json's pc section (gmprof's own outputs, not recomputed f
     child ranges' (a range's samples are its launches', nested ranges included);
   - the top-level ranges (or the root row) hold every sample of a launched function:
     Σ depth-0 = sampled − unattributed (when there is no root row);
+  - the acceptance's invariant, range by range: a range's samples = Σ of the samples of the
+    kernels launched in it and in its descendants (`range_kernels`: each range's own launches
+    of each function), and each launched kernel's samples = Σ of its per-range shares;
   - losses: dropped samples, drains with a full hardware buffer, samples in no range.
   Prints PASS/FAIL lines.
 
@@ -97,6 +100,36 @@ def invariant(run):
         total = sum(r["counts"]["samples"] for r in pc["ranges"] if r["depth"] == 0)
         check(total == sampled - unattributed, "Σ top-level ranges' samples %d = sampled − in no range %d"
               % (total, sampled - unattributed))
+    # Range by range: its samples = Σ over the launches made in it and in its descendants.
+    parent = {}
+    for i, kids in children.items():
+        for k in kids:
+            parent[k] = i
+
+    def inside(at, i):
+        while at is not None:
+            if at == i:
+                return True
+            at = parent.get(at)
+        return False
+
+    bad_sum = []
+    groups = pc.get("range_kernels", [])
+    for r in pc["ranges"]:
+        i = r["range_index"]
+        if ranges[i].get("range_id") is None:
+            total_i = sum(g["samples"] for g in groups)
+        else:
+            total_i = sum(g["samples"] for g in groups if inside(g["range_index"], i))
+        if total_i != r["counts"]["samples"]:
+            bad_sum.append((r["path"], r["counts"]["samples"], total_i))
+    check(groups and not bad_sum, "every range's samples = Σ of its kernels' samples (its own launches and its "
+          "descendants'; %d ranges, %d (range, kernel) groups; bad: %s)" % (len(pc["ranges"]), len(groups), bad_sum[:3]))
+    per_fn = {}
+    for g in groups:
+        per_fn[g["function"]] = per_fn.get(g["function"], 0) + g["samples"]
+    bad_fn = [k["function"][:40] for k in pc["kernels"] if k["launches"] > 0 and per_fn.get(k["function"], 0) != k["counts"]["samples"]]
+    check(not bad_fn, "every launched kernel's samples = Σ of its per-range shares (bad: %s)" % bad_fn[:3])
     few = sum(1 for r in pc["ranges"] if r["counts"]["samples"] < pc["min_samples"])
     print("== %d of %d range rows have fewer than %d samples (no shares)" % (few, len(pc["ranges"]), pc["min_samples"]))
     return 0 if ok else 1

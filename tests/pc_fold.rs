@@ -175,6 +175,23 @@ fn continuous_samples_are_shared_by_gpu_time_and_nested_ranges_add_up() {
     for r in &pc.ranges {
         assert_eq!(r.counts.samples, r.counts.by_reason.iter().sum::<u64>(), "{}", r.path);
     }
+    // Range by range: its samples are the sum over its own and its descendants' launches.
+    for (i, r) in report.ranges.iter().enumerate() {
+        let Some(row) = pc.ranges.iter().find(|x| x.range_index == i) else { continue };
+        let mut inside = |mut at: Option<usize>| {
+            while let Some(j) = at {
+                if j == i {
+                    return true;
+                }
+                at = report.ranges[j].parent_id.and_then(|p| report.ranges.iter().position(|x| x.range_id == Some(p)));
+            }
+            r.range_id.is_none()
+        };
+        let sum: u64 = pc.range_kernels.iter().filter(|g| inside(g.range_index)).map(|g| g.samples).sum();
+        assert_eq!(row.counts.samples, sum, "{}", r.path);
+    }
+    let k1: u64 = pc.range_kernels.iter().filter(|g| g.function == "k1").map(|g| g.samples).sum();
+    assert_eq!(k1, 800, "a function's shares add up to its samples");
     // Issued share: k2's inner range issued 100 of 400.
     assert_eq!(inner.counts.share_pct(col(pc, "selected")), Some(25.0));
 }

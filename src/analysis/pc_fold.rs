@@ -194,6 +194,18 @@ pub struct KernelStalls {
     pub hot: Vec<PcRow>,
 }
 
+/// The samples a range's own launches of one function got.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RangeKernelSamples {
+    /// Index of the innermost range in the report's ranges; `None`: launched outside every
+    /// range (the root row's).
+    pub range_index: Option<usize>,
+    /// The function's name as CUPTI gives it.
+    pub function: String,
+    /// Samples.
+    pub samples: u64,
+}
+
 /// How samples reached ranges.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -239,6 +251,10 @@ pub struct PcReport {
     pub ranges: Vec<RangeStalls>,
     /// Functions, most samples first.
     pub kernels: Vec<KernelStalls>,
+    /// The samples of each range's own launches of each function (launches in nested ranges
+    /// are those ranges'): a range's samples are the sum over it and its descendants.
+    #[serde(default)]
+    pub range_kernels: Vec<RangeKernelSamples>,
     /// Every sampled instruction, by function (most samples first) then offset.
     pub pcs: Vec<PcRow>,
     /// The sampler's errors.
@@ -387,6 +403,8 @@ pub fn fold(capture: &PcCapture, ranges: &[RangeRow], kernels: &[KernelRow]) -> 
     let mut pooled: HashMap<&str, StallCounts> = HashMap::new();
     // Samples per innermost range (None: the root), per function (for the order of ties).
     let mut per_group: HashMap<Option<RangeId>, StallCounts> = HashMap::new();
+    // The same split by function: what each range's own launches of each kernel got.
+    let mut per_range_kernel: HashMap<(Option<RangeId>, &str), u64> = HashMap::new();
     let (mut exact, mut shared) = (0u64, 0u64);
     let mut sampled = 0;
     for r in &capture.records {
@@ -399,6 +417,7 @@ pub fn fold(capture: &PcCapture, ranges: &[RangeRow], kernels: &[KernelRow]) -> 
             Some(&k) => {
                 exact += c.samples;
                 per_group.entry(kernels[k].range_id).or_insert_with(|| StallCounts::zero(ncols)).add(&c);
+                *per_range_kernel.entry((kernels[k].range_id, r.function.as_str())).or_default() += c.samples;
             }
             None => {
                 shared += c.samples;
@@ -435,6 +454,7 @@ pub fn fold(capture: &PcCapture, ranges: &[RangeRow], kernels: &[KernelRow]) -> 
             }
         }
         for ((g, _), p) in groups.iter().zip(parts) {
+            *per_range_kernel.entry((*g, function)).or_default() += p.samples;
             per_group.entry(*g).or_insert_with(|| StallCounts::zero(ncols)).add(&p);
         }
     }
@@ -458,6 +478,16 @@ pub fn fold(capture: &PcCapture, ranges: &[RangeRow], kernels: &[KernelRow]) -> 
             range_counts[r].get_or_insert_with(|| StallCounts::zero(ncols)).add(c);
         }
     }
+    let mut range_kernels: Vec<RangeKernelSamples> = per_range_kernel
+        .into_iter()
+        .filter(|(_, samples)| *samples > 0)
+        .map(|((range, function), samples)| RangeKernelSamples {
+            range_index: range.and_then(|id| row_of.get(&id).copied()),
+            function: function.to_owned(),
+            samples,
+        })
+        .collect();
+    range_kernels.sort_by(|a, b| a.range_index.cmp(&b.range_index).then_with(|| a.function.cmp(&b.function)));
     let range_rows = ranges
         .iter()
         .enumerate()
@@ -548,6 +578,7 @@ pub fn fold(capture: &PcCapture, ranges: &[RangeRow], kernels: &[KernelRow]) -> 
         reasons,
         ranges: range_rows,
         kernels: kernel_rows,
+        range_kernels,
         pcs: pc_rows,
         errors: capture.errors.clone(),
     }
