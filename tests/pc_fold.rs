@@ -178,7 +178,7 @@ fn continuous_samples_are_shared_by_gpu_time_and_nested_ranges_add_up() {
     // Range by range: its samples are the sum over its own and its descendants' launches.
     for (i, r) in report.ranges.iter().enumerate() {
         let Some(row) = pc.ranges.iter().find(|x| x.range_index == i) else { continue };
-        let mut inside = |mut at: Option<usize>| {
+        let inside = |mut at: Option<usize>| {
             while let Some(j) = at {
                 if j == i {
                     return true;
