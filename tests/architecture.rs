@@ -129,3 +129,24 @@ fn pm_sampling_lives_in_modules_of_its_own() {
         }
     }
 }
+
+/// PC sampling has modules of its own, as PM sampling does: the checked wrapper, capture's
+/// sampler, the records, the folding, and the CSVs; the profiler only starts and finishes it.
+#[test]
+fn pc_sampling_lives_in_modules_of_its_own() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    for own in
+        ["checked/pc_sampling.rs", "capture/pc_sampling.rs", "model/pc.rs", "analysis/pc_fold.rs", "report/pc_csv.rs"]
+    {
+        assert!(src.join(own).is_file(), "src/{own} is missing");
+    }
+    let mut files = Vec::new();
+    rust_files(&src.join("capture/profiler"), &mut files);
+    rust_files(&src.join("analysis/correlate"), &mut files);
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for needle in ["cuptiPCSampling", "PcSampling::", "pc_fold::fold"] {
+            assert!(!text.contains(needle), "{} holds PC sampling code ({needle})", file.display());
+        }
+    }
+}

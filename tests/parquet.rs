@@ -327,3 +327,61 @@ fn golden_parquet_files_hold_the_golden_csv_values() {
     assert_eq!(same_values(&golden, "transfers").0, 5);
     assert_eq!(same_values(&golden, "stats").0, 25);
 }
+
+/// PC sampling's tables (stalls, pc_samples) have Parquet twins with the CSVs' values, on the
+/// golden report with PC records for its kernels (few samples in some ranges: blank shares).
+#[test]
+fn pc_sampling_tables_have_parquet_twins() {
+    use gmprof::model::pc::{PcCapture, PcRecord, PcSource, PcStallReason};
+    let mut report = golden_report();
+    let functions: Vec<String> = report
+        .kernels
+        .iter()
+        .filter_map(|k| k.mangled_name.clone().or_else(|| k.kernel_name.clone()))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert!(!functions.is_empty());
+    let states = ["long_scoreboard", "selected", "wait"];
+    let mut reasons = Vec::new();
+    for (i, s) in states.iter().enumerate() {
+        reasons.push(PcStallReason { index: 2 * i as u32, name: format!("smsp__pcsamp_warps_issue_stalled_{s}") });
+        reasons.push(PcStallReason {
+            index: 2 * i as u32 + 1,
+            name: format!("smsp__pcsamp_warps_issue_stalled_{s}_not_issued"),
+        });
+    }
+    let records = functions
+        .iter()
+        .enumerate()
+        .map(|(i, f)| PcRecord {
+            cubin_crc: 0xabc,
+            function: f.clone(),
+            pc_offset: 16 * i as u64,
+            correlation_id: 0,
+            stalls: vec![(0, 90 + 40 * i as u64), (1, 80), (2, 30), (4, 7)],
+        })
+        .collect();
+    report.attach_pc(&PcCapture {
+        reasons,
+        period_exponent: Some(10),
+        collection: "continuous".into(),
+        records,
+        total_samples: 5000,
+        drains: 2,
+        sources: vec![PcSource {
+            cubin_crc: 0xabc,
+            function: functions[0].clone(),
+            pc_offset: 0,
+            file: "a.cu".into(),
+            line: 7,
+        }],
+        ..Default::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    report.write_all(dir.path()).unwrap();
+    let (rows, blanks) = same_values(dir.path(), "stalls");
+    assert_eq!(rows, report.pc.as_ref().unwrap().ranges.len() * 3);
+    let (pcs, pc_blanks) = same_values(dir.path(), "pc_samples");
+    assert!(pcs > 0 && blanks + pc_blanks > 0, "{pcs} rows, {blanks} + {pc_blanks} blanks");
+}

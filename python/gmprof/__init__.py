@@ -381,6 +381,7 @@ def init(
     pm_sampling: Optional[Union[str, Iterable[str]]] = None,
     pm_interval: Optional[Union[str, int]] = None,
     format: Optional[Union[str, Iterable[str]]] = None,
+    pc_sampling: Optional[Union[bool, str, int]] = None,
 ) -> None:
     """Starts the process-wide profiler (``gmprof_init``).
 
@@ -410,6 +411,11 @@ def init(
         format: the table formats :func:`finish` writes: ``"csv"``, ``"parquet"`` or both
             (``"csv,parquet"`` or a list; the default). ``None`` uses ``$GMPROF_FORMAT`` or
             both. Passed as ``GMPROF_FORMAT`` for the call.
+        pc_sampling: also sample warp program counters with their stall reasons
+            (``stalls.csv``, ``pc_samples.csv``; an add-on to ``mode="trace"``): ``True``
+            for CUPTI's interval, or N (5 to 31) for every 2^N cycles, or a string such as
+            ``"2^12"`` or ``"4096cycles"``; ``False`` turns it off. ``None`` uses
+            ``$GMPROF_PC_SAMPLING``. Passed as ``GMPROF_PC_SAMPLING`` for the call.
 
     Raises:
         GmprofError: e.g. ``GMPROF_ERROR_ALREADY_INITIALIZED``,
@@ -442,6 +448,14 @@ def init(
         raise TypeError("pm_interval must be an int (ns) or a string, not %s" % type(pm_interval).__name__)
     if pm_interval is not None and pm_sampling is None and not os.environ.get("GMPROF_PM_SAMPLING"):
         raise ValueError("pm_interval needs pm_sampling")
+    if pc_sampling is True:
+        pc_sampling = "default"
+    elif pc_sampling is False:
+        pc_sampling = "off"
+    elif pc_sampling is not None and not isinstance(pc_sampling, (str, int)):
+        raise TypeError("pc_sampling must be a bool, an int (2^N cycles) or a string, not %s" % type(pc_sampling).__name__)
+    elif isinstance(pc_sampling, int) and not 5 <= pc_sampling <= 31:
+        raise ValueError("pc_sampling must be from 5 to 31 (every 2^N cycles), not %d" % pc_sampling)
     if format is not None:
         words = format.split(",") if isinstance(format, str) else [str(item) for item in format]
         words = [w.strip().lower() for w in words if w.strip()]
@@ -466,6 +480,8 @@ def init(
         settings["GMPROF_PM_INTERVAL"] = str(pm_interval)
     if format is not None:
         settings["GMPROF_FORMAT"] = format
+    if pc_sampling is not None:
+        settings["GMPROF_PC_SAMPLING"] = str(pc_sampling)
     status = _with_env(settings, lambda: lib.gmprof_init(ctypes.pointer(options)))
     _check(lib, status, "gmprof_init")
     _initialized = True

@@ -54,6 +54,7 @@ class FakeLibrary:
         self.range_scope = os.environ.get("GMPROF_RANGE_SCOPE")
         self.pm = (os.environ.get("GMPROF_PM_SAMPLING"), os.environ.get("GMPROF_PM_INTERVAL"))
         self.format = os.environ.get("GMPROF_FORMAT")
+        self.pc = os.environ.get("GMPROF_PC_SAMPLING")
         self.calls.append(("init",))
         return self._ret("init")
 
@@ -362,6 +363,22 @@ class RangeScopeTest(EnvMixin, unittest.TestCase):
         self.assertNotIn("GMPROF_PM_SAMPLING", os.environ)
         self.assertNotIn("GMPROF_PM_INTERVAL", os.environ)
         gmprof.finish()
+
+    def test_pc_sampling_travels_in_the_environment_for_the_call(self):
+        os.environ.pop("GMPROF_PC_SAMPLING", None)
+        gmprof.init(mode="trace", pc_sampling=True)
+        self.assertEqual(self.lib.pc, "default")
+        self.assertNotIn("GMPROF_PC_SAMPLING", os.environ)
+        gmprof.finish()
+        gmprof.init(mode="trace", pc_sampling=12)
+        self.assertEqual(self.lib.pc, "12")
+        gmprof.finish()
+
+    def test_a_pc_sampling_interval_out_of_range_is_rejected_before_c(self):
+        for bad, error in ((40, ValueError), (1.5, TypeError)):
+            with self.assertRaises(error):
+                gmprof.init(pc_sampling=bad)
+        self.assertEqual(self.lib.calls, [])
 
     def test_formats_travel_in_the_environment_for_the_call(self):
         gmprof.init(format=["Parquet"])

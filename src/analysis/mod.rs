@@ -11,10 +11,12 @@
 
 pub mod aggregate;
 pub mod correlate;
+pub mod pc_fold;
 pub mod pm_check;
 pub mod pm_deconvolve;
 pub mod pm_fold;
 
+use crate::model::pc::PcCapture;
 use crate::model::pm::PmCapture;
 use crate::model::session::SessionTree;
 use crate::model::MetricSet;
@@ -126,6 +128,7 @@ impl Report {
             kernels: rows,
             transfers,
             pm: None,
+            pc: None,
             device_timers: Vec::new(),
             device_regions: Vec::new(),
             probes: Vec::new(),
@@ -139,6 +142,26 @@ impl Report {
         let pm = pm_fold::fold_report(capture, &self.ranges, &self.kernels);
         self.meta.warnings.extend(pm.warnings(&capture.errors));
         self.pm = Some(pm);
+    }
+
+    /// Folds a session's PC samples into stall reasons per range, kernel and instruction
+    /// ([`pc_fold`]) and adds the sampler's losses and errors to the warnings.
+    pub fn attach_pc(&mut self, capture: &PcCapture) {
+        let pc = pc_fold::fold(capture, &self.ranges, &self.kernels);
+        self.meta.warnings.extend(pc.warnings());
+        if pc.total_samples == 0 && self.meta.kernel_count > 0 {
+            // Never an empty stalls.csv without a word.
+            self.meta.warnings.push(format!(
+                "PC sampling recorded no samples although {} kernel(s) ran{}",
+                self.meta.kernel_count,
+                if self.meta.mode == crate::model::ProfilingMode::Trace {
+                    String::new()
+                } else {
+                    format!(" (beside {} mode: CUPTI may not sample PCs while the range profiler holds the counters; use --mode trace)", self.meta.mode.as_str())
+                }
+            ));
+        }
+        self.pc = Some(pc);
     }
 
     /// Correlates, aggregates and assembles in one step: the whole analysis stage.

@@ -174,6 +174,12 @@ enum Command {
         /// measured before sampling starts).
         #[arg(long = "pm-interval", value_name = "NS", requires = "pm_sampling")]
         pm_interval: Option<String>,
+        /// Also sample warp program counters and their stall reasons (CUPTI's PC sampling,
+        /// kernels not serialized): stall reasons per range (stalls.csv), per kernel and per
+        /// instruction (pc_samples.csv). INTERVAL: N for every 2^N cycles (5 to 31) or a power
+        /// of two of cycles (4096cycles); default: CUPTI's. An add-on to --mode trace.
+        #[arg(long = "pc-sampling", value_name = "INTERVAL", num_args = 0..=1, default_missing_value = "default", require_equals = true)]
+        pc_sampling: Option<String>,
         /// Probe kernels at load time (PTX probe engine): comma-separated built-in probes
         /// (block_sched, gmem_bytes, exec_count) or paths to TOML probe specs. Kernels with PTX
         /// (NVRTC, PTX or fatbin images, runtime kernels, Triton and Inductor caches) are
@@ -436,6 +442,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         iterations,
         pm_sampling,
         pm_interval,
+        pc_sampling,
         probe,
         probe_kernels,
         probe_range,
@@ -453,6 +460,13 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         if probe.is_some() && on_demand.idle_start() {
             return Err(gmprof::Error::InvalidConfig(
                 "--probe profiles from the program's start: it does not run beside --on-demand or --capture-range"
+                    .into(),
+            ));
+        }
+        if pc_sampling.is_some() && on_demand.idle_start() {
+            return Err(gmprof::Error::InvalidConfig(
+                "--pc-sampling samples from the program's start: it does not run beside --on-demand or \
+                 --capture-range yet"
                     .into(),
             ));
         }
@@ -480,6 +494,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
             iteration_replay,
             pm_sampling,
             pm_interval,
+            pc_sampling,
             torch_steps,
             on_demand: on_demand.clone(),
             program,

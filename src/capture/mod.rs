@@ -14,11 +14,14 @@
 //!
 //! May import: `checked`, `model`, `error`, `analysis`, `report`, `probe`. Never `ways_in`.
 
+pub(crate) mod cubins;
 pub(crate) mod hub;
 pub mod last_launch;
 pub mod metrics;
+pub mod pc_sampling;
 pub mod pm_decode;
 pub mod pm_interval;
 pub mod pm_sampling;
 pub mod probe;
 pub mod profiler;
+pub mod sass_text;

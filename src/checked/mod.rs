@@ -61,6 +61,7 @@ pub mod host;
 pub mod library;
 pub mod memset;
 pub mod module;
+pub mod pc_sampling;
 pub mod pm_sampling;
 pub mod range_profiler;
 pub mod sass_metrics;

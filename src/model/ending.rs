@@ -153,6 +153,8 @@ pub enum FinishStep {
     Timestamp,
     /// Stopping PM sampling and decoding its last samples.
     PmSamplingStop,
+    /// Disabling PC sampling and taking its last records.
+    PcSamplingStop,
     /// Closing the range profiler's open ranges and stopping it.
     RangeProfilerStop,
     /// Decoding the last counter cycle's image.
@@ -169,6 +171,7 @@ impl FinishStep {
             FinishStep::Synchronize => "synchronize",
             FinishStep::Timestamp => "timestamp",
             FinishStep::PmSamplingStop => "PM sampling stop",
+            FinishStep::PcSamplingStop => "PC sampling stop",
             FinishStep::RangeProfilerStop => "range profiler stop",
             FinishStep::CounterDecode => "counter decode",
             FinishStep::ActivityFlush => "activity flush",

@@ -8,6 +8,7 @@
 mod ending;
 #[cfg(test)]
 pub(crate) use ending::illegal_instruction;
+pub mod pc;
 pub mod pm;
 pub mod sass;
 pub mod session;

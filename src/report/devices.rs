@@ -165,6 +165,8 @@ pub fn combine(mut parts: Vec<ContextReport>) -> Option<Report> {
     let meta = combine_meta(&parts, &kernels);
     let mut pm = None;
     let mut sampled = Vec::new();
+    let mut pc = None;
+    let mut pc_sampled = Vec::new();
     let mut device_timers = Vec::new();
     let mut device_regions = Vec::new();
     let mut probes = Vec::new();
@@ -178,6 +180,11 @@ pub fn combine(mut parts: Vec<ContextReport>) -> Option<Report> {
                 pm = Some(p);
             }
         }
+        if let Some(p) = part.report.pc.take() {
+            pc_sampled.push(part.device_id);
+            // Its ranges are named by path and instance, which combining keeps.
+            pc.get_or_insert(p);
+        }
         device_timers.append(&mut part.report.device_timers);
         device_regions.append(&mut part.report.device_regions);
         probes.append(&mut part.report.probes);
@@ -188,11 +195,19 @@ pub fn combine(mut parts: Vec<ContextReport>) -> Option<Report> {
         kernels,
         transfers,
         pm,
+        pc,
         device_timers,
         device_regions,
         probes,
         range_devices: per_device,
     };
+    if pc_sampled.len() > 1 {
+        report.meta.warnings.push(format!(
+            "PC sampling ran on devices {}: stalls.csv and pc_samples.csv hold device {}'s samples only",
+            list(&pc_sampled),
+            pc_sampled[0]
+        ));
+    }
     if sampled.len() > 1 {
         report.meta.warnings.push(format!(
             "PM sampling ran on devices {}: pm.csv holds device {}'s samples only",

@@ -38,6 +38,8 @@ pub mod merge;
 pub mod merge_run;
 pub mod merge_trace;
 pub mod parquet;
+pub mod pc_csv;
+pub mod pc_summary;
 mod placement;
 pub mod pm_csv;
 pub mod probe_kernels;
@@ -222,6 +224,10 @@ pub struct Report {
     /// PM sampling folded into ranges and kernels, when the session sampled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pm: Option<PmReport>,
+    /// PC sampling's stall reasons per range, kernel and instruction, when the session
+    /// sampled ([`crate::analysis::pc_fold`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pc: Option<crate::analysis::pc_fold::PcReport>,
     /// Launches with in-kernel region timers (`include/gmprof_device.cuh`), joined to their
     /// kernel rows by correlation id; see [`device_timers`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -281,6 +287,16 @@ impl Report {
             }
             if formats.parquet {
                 self.write_pm_parquet(dir.join(pq::PM_PARQUET))?;
+            }
+        }
+        if self.pc.is_some() {
+            if formats.csv {
+                self.write_stalls_csv(dir.join(pc_csv::STALLS_CSV))?;
+                self.write_pc_samples_csv(dir.join(pc_csv::PC_SAMPLES_CSV))?;
+            }
+            if formats.parquet {
+                self.write_stalls_parquet(dir.join(parquet::pc::STALLS_PARQUET))?;
+                self.write_pc_samples_parquet(dir.join(parquet::pc::PC_SAMPLES_PARQUET))?;
             }
         }
         if !self.device_timers.is_empty() {

@@ -180,6 +180,7 @@ impl RankRanges {
             kernels: Vec::new(),
             transfers: Vec::new(),
             pm: None,
+            pc: None,
             device_timers: Vec::new(),
             device_regions: Vec::new(),
             probes: Vec::new(),

@@ -164,6 +164,9 @@ pub struct Summary {
     /// The PM sampling line (samples, interval, losses), when the session sampled.
     #[serde(default)]
     pub pm_line: Option<String>,
+    /// The PC sampling lines (samples, losses, top stall reasons of the top ranges).
+    #[serde(default)]
+    pub pc_lines: Vec<String>,
     /// The probe line (launches per source, host cost), when the session probed.
     #[serde(default)]
     pub probe_line: Option<String>,
@@ -329,6 +332,7 @@ impl Summary {
             graph_node_kernels: meta.counts.graph_node_rows,
             captured_calls: meta.counts.captured_launches + meta.counts.captured_transfers,
             pm_line: report.pm.as_ref().map(pm_line),
+            pc_lines: report.pc.as_ref().map(crate::report::pc_summary::pc_lines).unwrap_or_default(),
             probe_line: probe_line(&report.probes),
             pause_line: pause_line(&report.meta.profiler_pauses),
             self_time_line: report.meta.self_time.map(self_time_line),
@@ -604,6 +608,9 @@ impl fmt::Display for Summary {
             writeln!(f, "{line}")?;
         }
         if let Some(line) = &self.pm_line {
+            writeln!(f, "{line}")?;
+        }
+        for line in &self.pc_lines {
             writeln!(f, "{line}")?;
         }
         if let Some(line) = &self.probe_line {

@@ -259,6 +259,7 @@ unsafe fn start_session(options: *const Options, capture: bool) -> Result<(), (S
     // PM sampling is asked for through the environment, which keeps gmprof_options'
     // layout (and programs built against the older header) unchanged.
     builder = builder.pm_sampling(crate::capture::pm_sampling::PmSamplingConfig::from_env().map_err(fail)?);
+    builder = builder.pc_sampling(crate::capture::pc_sampling::PcSamplingConfig::from_env().map_err(fail)?);
     let profiler = builder.build().map_err(fail)?;
     // The table formats, like PM sampling, come through the environment (GMPROF_FORMAT);
     // checked before a directory is claimed.

@@ -282,6 +282,7 @@ fn build_profiler(config: &InjectionConfig, ctx: Context) -> Result<Profiler> {
         builder = builder.iteration_replay(pattern.clone(), *instances);
     }
     builder = builder.pm_sampling(config.pm_sampling.clone());
+    builder = builder.pc_sampling(config.pc_sampling.clone());
     // Range boundaries arrive inside CUPTI's NVTX callbacks, where flushing the activity
     // buffers crashed CUPTI 13.0 (seen on an H200); the report does not depend on when
     // records arrive, so injected sessions never flush there.

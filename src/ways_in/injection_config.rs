@@ -47,6 +47,8 @@ pub mod env {
     pub const PM_SAMPLING: &str = crate::capture::pm_sampling::PM_SAMPLING_ENV;
     /// PM sampling interval: ns (`20000`, `20us`) or SYSCLK cycles (`30000cycles`).
     pub const PM_INTERVAL: &str = crate::capture::pm_sampling::PM_INTERVAL_ENV;
+    /// PC sampling: `1`/`default` (CUPTI's interval) or an interval (N for 2^N cycles).
+    pub const PC_SAMPLING: &str = crate::capture::pc_sampling::PC_SAMPLING_ENV;
 }
 
 /// Default seconds between checkpoints.
@@ -81,6 +83,9 @@ pub struct InjectionConfig {
     pub iteration_replay: Option<(String, usize)>,
     /// PM sampling (`GMPROF_PM_SAMPLING`, `GMPROF_PM_INTERVAL`), when asked for.
     pub pm_sampling: Option<PmSamplingConfig>,
+    /// PC sampling (`GMPROF_PC_SAMPLING`, `GMPROF_PC_COLLECTION`, `GMPROF_PC_RECORD`), when
+    /// asked for.
+    pub pc_sampling: Option<crate::capture::pc_sampling::PcSamplingConfig>,
 }
 
 impl InjectionConfig {
@@ -119,6 +124,7 @@ impl InjectionConfig {
             },
             iteration_replay: iteration_replay(get(env::ITERATION_REPLAY), get(env::ITERATIONS))?,
             pm_sampling: PmSamplingConfig::from_lookup(&lookup)?,
+            pc_sampling: crate::capture::pc_sampling::PcSamplingConfig::from_lookup(&lookup)?,
         })
     }
 }

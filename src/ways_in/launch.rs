@@ -66,6 +66,9 @@ pub struct LaunchOptions {
     pub pm_sampling: Option<String>,
     /// PM sampling interval, passed as `GMPROF_PM_INTERVAL`.
     pub pm_interval: Option<String>,
+    /// PC sampling: `default` or an interval (N for every 2^N cycles), passed as
+    /// `GMPROF_PC_SAMPLING`.
+    pub pc_sampling: Option<String>,
     /// `--torch-steps`: the name of the NVTX range opened per optimizer step interval in the
     /// program's Python processes ([`TORCH_STEPS_BOOTSTRAP`]).
     pub torch_steps: Option<String>,
@@ -217,6 +220,11 @@ impl LaunchPlan {
         }
         if let Some(metrics) = &opts.pm_sampling {
             env.push((env::PM_SAMPLING.into(), metrics.into()));
+        }
+        if let Some(value) = &opts.pc_sampling {
+            // Refuse a bad interval before the program starts.
+            crate::capture::pc_sampling::PcSamplingConfig::from_value(value)?;
+            env.push((env::PC_SAMPLING.into(), value.into()));
         }
         let torch_steps = match opts.torch_steps.as_deref().map(str::trim) {
             Some("") => return Err(Error::InvalidConfig("--torch-steps needs a range name (default: step)".into())),
@@ -475,6 +483,7 @@ mod tests {
             iteration_replay: Some(("Train step *".into(), 50)),
             pm_sampling: Some("default".into()),
             pm_interval: Some("10us".into()),
+            pc_sampling: Some("12".into()),
             torch_steps: None,
             on_demand: Default::default(),
             program: vec!["python3".into(), "train.py".into()],
@@ -503,6 +512,7 @@ mod tests {
         assert_eq!(get("GMPROF_ITERATIONS").unwrap(), "50");
         assert_eq!(get("GMPROF_PM_SAMPLING").unwrap(), "default");
         assert_eq!(get("GMPROF_PM_INTERVAL").unwrap(), "10us");
+        assert_eq!(get("GMPROF_PC_SAMPLING").unwrap(), "12");
     }
 
     #[test]

@@ -246,7 +246,7 @@ pub fn install(config: ProbeConfig) -> Result<()> {
             Ok(mut s) => {
                 // Cubins for the hottest instructions' source lines; without them the lines
                 // are blank.
-                if let Err(e) = super::hub::watch_modules(std::sync::Arc::new(sass::on_module)) {
+                if let Err(e) = crate::capture::cubins::watch() {
                     s.failures.push(format!("source lines unavailable: {e}"));
                 }
                 state.sass = Some(s)

@@ -323,31 +323,9 @@ impl SassState {
     }
 }
 
-/// The cubins of the modules loaded while the SASS path is on (CUPTI's module-load
-/// callback), for the source lines of the hottest instructions.
-#[derive(Default)]
-pub(super) struct CubinStore {
-    cubins: Vec<Vec<u8>>,
-    bytes: usize,
-    /// Modules not kept (over [`CUBIN_BYTES_MAX`]).
-    pub(super) skipped: u64,
-}
-
-/// Bytes of cubins kept at most.
-pub(super) const CUBIN_BYTES_MAX: usize = 1 << 30;
-
-pub(super) static CUBINS: Mutex<CubinStore> = Mutex::new(CubinStore { cubins: Vec::new(), bytes: 0, skipped: 0 });
-
-/// CUPTI's module-load callback: keeps the cubin.
-pub(super) fn on_module(cubin: &[u8]) {
-    let mut store = CUBINS.lock();
-    if store.bytes + cubin.len() > CUBIN_BYTES_MAX {
-        store.skipped += 1;
-        return;
-    }
-    store.bytes += cubin.len();
-    store.cubins.push(cubin.to_vec());
-}
+// The cubins of the modules loaded while the SASS path is on, for the source lines of the
+// hottest instructions: kept by the shared store.
+pub(super) use crate::capture::cubins::CUBINS;
 
 impl SassState {
     /// The file and line of each `(function, cubin CRC, instruction offset)`, where a kept

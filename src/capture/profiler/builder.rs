@@ -1,5 +1,6 @@
 //! Configuration: [`ProfilerBuilder`], [`RangeScope`] and the mode names.
 
+use crate::capture::pc_sampling::PcSamplingConfig;
 use crate::capture::pm_sampling::PmSamplingConfig;
 use crate::checked::driver::Context;
 use crate::error::{Error, Result};
@@ -59,6 +60,7 @@ pub struct ProfilerBuilder {
     pub(super) iteration_replay: Option<(String, usize)>,
     pub(super) background_evaluation: bool,
     pub(super) pm_sampling: Option<PmSamplingConfig>,
+    pub(super) pc_sampling: Option<PcSamplingConfig>,
 }
 
 /// The metrics a builder collects unless told otherwise (`gpu__time_duration.sum` is always
@@ -116,6 +118,7 @@ impl Default for ProfilerBuilder {
             iteration_replay: None,
             background_evaluation: true,
             pm_sampling: None,
+            pc_sampling: None,
         }
     }
 }
@@ -128,6 +131,17 @@ impl ProfilerBuilder {
     /// [`ProfilerBuilder::build`] fails saying so. `None` turns it off.
     pub fn pm_sampling(mut self, config: Option<PmSamplingConfig>) -> Self {
         self.pm_sampling = config;
+        self
+    }
+
+    /// Also samples warp program counters with their stall reasons (CUPTI's PC sampling,
+    /// continuous collection: kernels are not serialized) and folds them into stall reasons
+    /// per range, kernel and instruction ([`crate::analysis::pc_fold`]): the report gets a
+    /// `pc` section, `stalls.csv` and `pc_samples.csv`. An add-on to [`ProfilingMode::Trace`];
+    /// beside a counter mode it starts only if CUPTI allows it, else
+    /// [`ProfilerBuilder::build`] fails saying so. `None` turns it off.
+    pub fn pc_sampling(mut self, config: Option<PcSamplingConfig>) -> Self {
+        self.pc_sampling = config;
         self
     }
 

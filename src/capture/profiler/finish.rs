@@ -17,11 +17,17 @@
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use crate::capture::pc_sampling::PcSession;
 use crate::capture::pm_sampling::PmLeftovers;
 use crate::checked::activity;
 use crate::checked::driver;
 use crate::error::{Error, Result};
+use crate::model::pc::PcCapture;
 use crate::model::pm::PmCapture;
+
+/// What [`Shared::collect`] hands back: the capture info, the CUPTI objects to release, and
+/// the PM and PC samples.
+type Collected = (CaptureInfo, Leftovers, Option<PmCapture>, Option<PcCapture>);
 use crate::model::{ClockPair, ClockSync, CudaError, FailedStep, FinishStep, RunEnd};
 use crate::report::{CaptureInfo, Report};
 
@@ -160,7 +166,7 @@ impl Profiler {
             return Err(Error::InvalidState("finish was already called".into()));
         }
         let t0 = Instant::now();
-        let (info, leftovers, pm) = shared.collect(run_end, calls)?;
+        let (info, leftovers, pm, pc) = shared.collect(run_end, calls)?;
         tracing::debug!("gmprof: finish: analyzing");
         let mut report = {
             let mut state = shared.state.lock();
@@ -172,6 +178,9 @@ impl Profiler {
         };
         if let Some(pm) = pm {
             report.attach_pm(&pm);
+        }
+        if let Some(pc) = pc {
+            report.attach_pc(&pc);
         }
         before_teardown(&mut report);
         if teardown == Teardown::Release {
@@ -234,6 +243,11 @@ impl Profiler {
         if let Some(pm) = pm {
             report.attach_pm(&pm);
         }
+        // PC samples up to the last drain (at most one drain period old).
+        let pc = shared.pc.lock().as_ref().map(PcSession::snapshot);
+        if let Some(pc) = pc {
+            report.attach_pc(&pc);
+        }
         Ok(report)
     }
 }
@@ -279,7 +293,7 @@ impl Shared {
     /// flush activity. CUPTI objects stay alive (see [`Teardown`]). A step that fails is
     /// recorded in the run end and the others are still tried; only a session with no live
     /// capture is an error.
-    fn collect(&self, run_end: RunEnd, calls: &dyn FinishCalls) -> Result<(CaptureInfo, Leftovers, Option<PmCapture>)> {
+    fn collect(&self, run_end: RunEnd, calls: &dyn FinishCalls) -> Result<Collected> {
         let mut capture =
             self.capture.lock().take().ok_or_else(|| Error::InvalidState("the profiler has no live capture".into()))?;
         let mut failures = Failures::default();
@@ -309,6 +323,14 @@ impl Shared {
             }
             None => (None, None),
         };
+        let pc = self.pc.lock().take().map(|session| {
+            tracing::debug!("gmprof: finish: stopping PC sampling");
+            let (capture, error) = session.finish();
+            if let Some(error) = error {
+                failures.push_text(FinishStep::PcSamplingStop, error);
+            }
+            capture
+        });
         let mut dropped_ranges = 0;
         let mut counters = capture.counters.take();
         let mut evaluated = None;
@@ -394,7 +416,7 @@ impl Shared {
             primary: capture._primary.take(),
             pm: pm_leftovers,
         };
-        Ok((info, leftovers, pm))
+        Ok((info, leftovers, pm, pc))
     }
 
     /// Ends the counter side: closes what is open, stops and decodes the last cycle (an

@@ -186,6 +186,7 @@ impl LaunchHarness {
             replay: Mutex::new(ReplayState::default()),
             iteration_range: None,
             pm: Mutex::new(None),
+            pc: Mutex::new(None),
             self_time_at_start: None,
         });
         let session: Arc<dyn CaptureSession> = shared.clone();

@@ -75,6 +75,7 @@ use parking_lot::Mutex;
 
 use crate::analysis::correlate::Correlator;
 use crate::capture::hub::{self, CaptureSession, HubMembership};
+use crate::capture::pc_sampling::PcSession;
 use crate::capture::pm_sampling::PmSession;
 use crate::checked::activity::{self, ActivityRecord};
 use crate::checked::callback::ApiCallback;
@@ -179,6 +180,8 @@ struct Shared {
     iteration_range: Option<glob::Pattern>,
     /// The PM sampler, when asked for.
     pm: Mutex<Option<PmSession>>,
+    /// The PC sampler, when asked for.
+    pc: Mutex<Option<PcSession>>,
     /// gmprof's own callback time at the start, when measured (`GMPROF_SELF_TIME=1`).
     self_time_at_start: Option<crate::model::SelfTime>,
 }
@@ -306,6 +309,7 @@ impl Profiler {
             replay: Mutex::new(ReplayState::default()),
             iteration_range,
             pm: Mutex::new(None),
+            pc: Mutex::new(None),
             self_time_at_start: crate::checked::self_time::snapshot(),
         });
         // The capture is in place before the hub can route a callback to this session.
@@ -337,6 +341,24 @@ impl Profiler {
                 Ok(session) => *shared.pm.lock() = Some(session),
                 Err(e) => {
                     // Nothing of this capture is handed out: leave the hub and stop counters.
+                    if let Some(capture) = shared.capture.lock().take() {
+                        if let Some(m) = capture.membership {
+                            let _ = m.leave();
+                        }
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        if let Some(pc_cfg) = &cfg.pc_sampling {
+            let beside = (mode != ProfilingMode::Trace).then(|| mode.as_str());
+            match PcSession::start(&shared.cupti, context, pc_cfg, beside) {
+                Ok(session) => *shared.pc.lock() = Some(session),
+                Err(e) => {
+                    // Nothing of this capture is handed out: stop PM sampling, leave the hub.
+                    if let Some(pm) = shared.pm.lock().take() {
+                        let _ = pm.finish();
+                    }
                     if let Some(capture) = shared.capture.lock().take() {
                         if let Some(m) = capture.membership {
                             let _ = m.leave();

@@ -200,6 +200,8 @@ pub struct HtmlData {
     pub roofline: Option<Roofline>,
     /// PM sampling over time, when the session sampled.
     pub pm: Option<PmView>,
+    /// PC sampling's stall reasons per range group and hot spots, when the session sampled.
+    pub pc: Option<super::pc::PcView>,
 }
 
 /// DRAM bytes read plus written of one kernel's metric values, from the same counters as the
@@ -484,6 +486,7 @@ impl HtmlData {
             timeline,
             roofline,
             pm,
+            pc: report.pc.as_ref().map(super::pc::pc_view),
         }
     }
 }

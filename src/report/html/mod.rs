@@ -19,6 +19,7 @@
 //! calls (`scripts/check-html.sh` renders a report in headless Chromium and reads both).
 
 pub mod data;
+pub mod pc;
 
 use std::io::Write;
 use std::path::Path;

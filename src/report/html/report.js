@@ -136,6 +136,48 @@
     });
   }
 
+  /* PC sampling: a stacked bar of stall reasons per range group (100 % each), and the hot
+     spots of the kernels with the most samples. */
+  function pcCharts() {
+    var pc = data.pc;
+    if (!pc) return;
+    document.getElementById('pc-section').hidden = false;
+    document.getElementById('pc-note').textContent = pc.note;
+    var groups = pc.groups.slice().reverse();
+    if (!groups.length) { empty('pc-groups', 'No range has PC samples.'); }
+    else {
+      var used = pc.reasons.map(function (_, i) { return groups.some(function (g) { return known(g.shares[i]) && g.shares[i] > 0; }); });
+      var series = [];
+      pc.reasons.forEach(function (name, i) {
+        if (!used[i]) return;
+        series.push({ name: name, type: 'bar', stack: 'share', color: palette[series.length % palette.length],
+          data: groups.map(function (g) { return known(g.shares[i]) ? g.shares[i] : null; }) });
+      });
+      var c = chart('pc-groups');
+      c.setOption({
+        animation: false,
+        legend: { type: 'scroll', top: 0 },
+        tooltip: { trigger: 'item', formatter: function (p) {
+          var g = groups[p.dataIndex];
+          return shorten(g.label, 80) + '<br>' + p.seriesName + ': ' + fmtPct(p.value) + ' of ' + g.samples + ' samples';
+        } },
+        grid: { left: 220, right: 30, top: 40, bottom: 30 },
+        xAxis: { type: 'value', max: 100, name: '% of samples' },
+        yAxis: { type: 'category', data: groups.map(function (g) {
+          return shorten(g.label, 32) + (g.few ? ' (' + g.samples + ' samples: too few)' : '');
+        }) },
+        series: series
+      });
+    }
+    var cols = [
+      { title: 'kernel', text: true, key: function (k) { return k.name; }, show: function (k) { return kernelLabel(k.name, 80); }, full: function (k) { return k.name; } },
+      { title: 'samples', key: function (k) { return k.samples; }, show: function (k) { return String(k.samples); } },
+      { title: 'top stall reasons', text: true, key: function (k) { return k.reasons; }, show: function (k) { return k.reasons; } },
+      { title: 'hottest instructions', text: true, key: function (k) { return k.hot.join('; '); }, show: function (k) { return k.hot.join('; '); } }
+    ];
+    table('pc-kernels', cols, pc.kernels);
+  }
+
   /* Steady-state GPU time per range group, top 25, with shares. */
   function rangeTime() {
     var rows = data.groups.filter(function (g) { return known(g.total_ns); }).slice(0, 25);
@@ -331,6 +373,7 @@
   header();
   timeline();
   pmChart();
+  pcCharts();
   rangeTime();
   bandwidth();
   roofline();

@@ -23,6 +23,7 @@
 //! `RecordWriter`; [`tables`] holds the tables of a [`crate::report::Report`];
 //! [`read`] reads files back (key-value metadata, whole tables, chosen columns).
 
+pub mod pc;
 pub mod read;
 pub mod tables;
 

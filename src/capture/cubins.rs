@@ -1,0 +1,79 @@
+//! The cubins of the modules loaded while gmprof watches (CUPTI's module-load callback), kept
+//! for the source lines of sampled or counted instructions (`cuptiGetSassToSourceCorrelation`
+//! needs the cubin). Shared by the probes' SASS path and PC sampling: CUPTI's subscriber takes
+//! one module handler, set once by [`watch`].
+
+use std::collections::HashMap;
+
+use parking_lot::Mutex;
+
+use crate::checked::library::Cupti;
+use crate::checked::sass_metrics;
+
+/// The kept cubins.
+#[derive(Default)]
+pub(crate) struct CubinStore {
+    pub(crate) cubins: Vec<Vec<u8>>,
+    bytes: usize,
+    /// Modules not kept (over [`CUBIN_BYTES_MAX`]).
+    pub(crate) skipped: u64,
+}
+
+/// Bytes of cubins kept at most.
+pub(crate) const CUBIN_BYTES_MAX: usize = 1 << 30;
+
+pub(crate) static CUBINS: Mutex<CubinStore> = Mutex::new(CubinStore { cubins: Vec::new(), bytes: 0, skipped: 0 });
+
+/// The outcome of the first [`watch`], for later callers.
+static WATCHING: Mutex<Option<Result<(), String>>> = Mutex::new(None);
+
+/// CUPTI's module-load callback: keeps the cubin.
+pub(crate) fn on_module(cubin: &[u8]) {
+    let mut store = CUBINS.lock();
+    if store.bytes + cubin.len() > CUBIN_BYTES_MAX {
+        store.skipped += 1;
+        return;
+    }
+    store.bytes += cubin.len();
+    store.cubins.push(cubin.to_vec());
+}
+
+/// Keeps the cubin of every module loaded from now on (once per process; later calls return
+/// the first one's outcome). Needs an injected gmprof (`gmprof run`).
+pub(crate) fn watch() -> Result<(), String> {
+    let mut watching = WATCHING.lock();
+    watching
+        .get_or_insert_with(|| super::hub::watch_modules(std::sync::Arc::new(on_module)).map_err(|e| e.to_string()))
+        .clone()
+}
+
+/// What [`annotate`] found: file and line, and SASS text, by `(function, cubin CRC, offset)`.
+pub(crate) type Annotations = (HashMap<(String, u64, u64), (String, u32)>, HashMap<(String, u64, u64), String>);
+
+/// The file and line of each `(function, cubin CRC, offset)` of `wanted` where a kept cubin of
+/// that CRC has line information for it, and its SASS text where `nvdisasm` is found
+/// ([`super::sass_text`]).
+pub(crate) fn annotate(cupti: &Cupti, wanted: &[(String, u64, u64)]) -> Annotations {
+    let store = CUBINS.lock();
+    let mut by_crc: HashMap<u64, usize> = HashMap::new();
+    for (i, cubin) in store.cubins.iter().enumerate() {
+        if let Ok(crc) = sass_metrics::cubin_crc(cupti, cubin) {
+            by_crc.entry(crc).or_insert(i);
+        }
+    }
+    let text = match super::sass_text::nvdisasm() {
+        Some(tool) => {
+            let cubins: HashMap<u64, &[u8]> = by_crc.iter().map(|(c, i)| (*c, store.cubins[*i].as_slice())).collect();
+            super::sass_text::instructions(&tool, &cubins, wanted)
+        }
+        None => HashMap::new(),
+    };
+    let mut out = HashMap::new();
+    for (function, crc, pc) in wanted {
+        let (Some(&i), Ok(pc32)) = (by_crc.get(crc), u32::try_from(*pc)) else { continue };
+        if let Ok(Some(at)) = sass_metrics::source_line(cupti, &store.cubins[i], function, pc32) {
+            out.insert((function.clone(), *crc, *pc), at);
+        }
+    }
+    (out, text)
+}
