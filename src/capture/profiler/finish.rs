@@ -24,15 +24,15 @@ use crate::checked::driver;
 use crate::error::{Error, Result};
 use crate::model::pc::PcCapture;
 use crate::model::pm::PmCapture;
-
-/// What [`Shared::collect`] hands back: the capture info, the CUPTI objects to release, and
-/// the PM and PC samples.
-type Collected = (CaptureInfo, Leftovers, Option<PmCapture>, Option<PcCapture>);
 use crate::model::{ClockPair, ClockSync, CudaError, FailedStep, FinishStep, RunEnd};
 use crate::report::{CaptureInfo, Report};
 
 use super::evaluator::EvaluatorOutput;
 use super::*;
+
+/// What [`Shared::collect`] hands back: the capture info, the CUPTI objects to release, and
+/// the PM and PC samples.
+type Collected = (CaptureInfo, Leftovers, Option<PmCapture>, Option<PcCapture>);
 
 /// Whether [`Profiler::finish_with`] releases CUPTI's objects after the report is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
