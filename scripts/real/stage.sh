@@ -44,6 +44,11 @@ sed -i 's/cudaMemAdvise(\*out, bytes, cudaMemAdviseSetPreferredLocation, cudaCpu
 ( cd "$build" && PATH=$cu/bin:$PATH nvcc --threads=0 -t=0 --use_fast_math -std=c++17 -O3 \
     --generate-code 'arch=compute_90,code=[compute_90,sm_90]' train_gpt2.cu -I"$cu/include" \
     -L"$cache/link" -L"$cu/lib" -lcublas -lcublasLt -o "$dest/llmc/train_gpt2cu" )
+# The same with -lineinfo (llm.c's Makefile adds it), for source lines of sampled instructions
+# (scripts/gpu-pc-sampling-validate.sh).
+( cd "$build" && PATH=$cu/bin:$PATH nvcc --threads=0 -t=0 --use_fast_math -std=c++17 -O3 -lineinfo \
+    --generate-code 'arch=compute_90,code=[compute_90,sm_90]' train_gpt2.cu -I"$cu/include" \
+    -L"$cache/link" -L"$cu/lib" -lcublas -lcublasLt -o "$dest/llmc/train_gpt2cu_lineinfo" )
 ( cd "$llmc_src" && git rev-parse HEAD 2>/dev/null || echo unknown ) > "$dest/llmc/COMMIT"
 rm -rf "$build"
 python3 "$root/scripts/real/make_tokens.py" llmc "$dest/llmc/data" --tokens $((1 << 21))
