@@ -16,26 +16,19 @@ median 5 %, p90 15 %; 20 us: median 10 %). Exits 1 on a FAIL.
 """
 import argparse
 import csv
+import os
 import statistics
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare_ncu  # noqa: E402  (the same ncu CSV reader)
+
 
 def read_ncu(path, metric):
-    rows, order = {}, []
-    with open(path, newline="") as f:
-        lines = [l for l in f if l.startswith('"')]
-    for r in csv.DictReader(lines):
-        key = r["ID"]
-        if key not in rows:
-            rows[key] = {"name": r["Kernel Name"]}
-            order.append(key)
-        rows[key][r["Metric Name"]] = float(r["Metric Value"].replace(",", ""))
-    out = []
-    for k in order:
-        r = rows[k]
-        if metric in r and "gpu__time_duration.sum" in r:
-            out.append((r["name"], r[metric], r["gpu__time_duration.sum"]))
-    return out
+    """ncu's kernels in launch order: (name, metric, gpu__time_duration.sum)."""
+    rows = compare_ncu.read_ncu(path, "")
+    return [(r["name"], r[metric], r["gpu__time_duration.sum"]) for r in rows
+            if metric in r and "gpu__time_duration.sum" in r]
 
 
 def read_pm(path, metric):

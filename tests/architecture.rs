@@ -108,15 +108,11 @@ fn no_source_file_is_over_900_lines() {
     assert!(long.is_empty(), "split these at a real seam: {long:?}");
 }
 
-/// PM sampling has modules of its own (README, "Architecture"): the checked wrapper beside
-/// the range profiler's, capture's sampler, the records, and the folding math; none of it
-/// grows the profiler or the correlator, already the largest folders.
-#[test]
-fn pm_sampling_lives_in_modules_of_its_own() {
+/// A sampler's code in modules of its own, none of it in the profiler or the correlator (the
+/// largest folders): each of `own` exists, and no file of those folders names a `needle`.
+fn lives_in_modules_of_its_own(what: &str, own: [&str; 5], needles: [&str; 3]) {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    for own in
-        ["checked/pm_sampling.rs", "capture/pm_sampling.rs", "model/pm.rs", "analysis/pm_fold.rs", "report/pm_csv.rs"]
-    {
+    for own in own {
         assert!(src.join(own).is_file(), "src/{own} is missing");
     }
     let mut files = Vec::new();
@@ -124,29 +120,30 @@ fn pm_sampling_lives_in_modules_of_its_own() {
     rust_files(&src.join("analysis/correlate"), &mut files);
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
-        for needle in ["cuptiPmSampling", "PmSampler", "pm_fold::fold"] {
-            assert!(!text.contains(needle), "{} holds PM sampling code ({needle})", file.display());
+        for needle in needles {
+            assert!(!text.contains(needle), "{} holds {what} code ({needle})", file.display());
         }
     }
+}
+
+/// PM sampling has modules of its own (README, "Architecture"): the checked wrapper beside
+/// the range profiler's, capture's sampler, the records, and the folding math.
+#[test]
+fn pm_sampling_lives_in_modules_of_its_own() {
+    lives_in_modules_of_its_own(
+        "PM sampling",
+        ["checked/pm_sampling.rs", "capture/pm_sampling.rs", "model/pm.rs", "analysis/pm_fold.rs", "report/pm_csv.rs"],
+        ["cuptiPmSampling", "PmSampler", "pm_fold::fold"],
+    );
 }
 
 /// PC sampling has modules of its own, as PM sampling does: the checked wrapper, capture's
 /// sampler, the records, the folding, and the CSVs; the profiler only starts and finishes it.
 #[test]
 fn pc_sampling_lives_in_modules_of_its_own() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    for own in
-        ["checked/pc_sampling.rs", "capture/pc_sampling.rs", "model/pc.rs", "analysis/pc_fold.rs", "report/pc_csv.rs"]
-    {
-        assert!(src.join(own).is_file(), "src/{own} is missing");
-    }
-    let mut files = Vec::new();
-    rust_files(&src.join("capture/profiler"), &mut files);
-    rust_files(&src.join("analysis/correlate"), &mut files);
-    for file in files {
-        let text = std::fs::read_to_string(&file).unwrap();
-        for needle in ["cuptiPCSampling", "PcSampling::", "pc_fold::fold"] {
-            assert!(!text.contains(needle), "{} holds PC sampling code ({needle})", file.display());
-        }
-    }
+    lives_in_modules_of_its_own(
+        "PC sampling",
+        ["checked/pc_sampling.rs", "capture/pc_sampling.rs", "model/pc.rs", "analysis/pc_fold.rs", "report/pc_csv.rs"],
+        ["cuptiPCSampling", "PcSampling::", "pc_fold::fold"],
+    );
 }

@@ -672,9 +672,7 @@ impl Service {
             Err(e) => Outcome::Failed { error: e.to_string() },
         };
         let record = self.record_of(&pending, first_step, steps_done, Some(ended_by), Some(started_unix_ns), outcome);
-        if let Err(e) = captures::write_record(&record) {
-            eprintln!("gmprof: capture {}: could not write {}: {e}", pending.id, captures::RECORD_FILE);
-        }
+        write_record(&record);
         eprintln!("gmprof: {}", record.line());
         if let Some(backend) = self.backend.get() {
             if teardown == Teardown::Release {
@@ -727,9 +725,7 @@ impl Service {
         outcome: Outcome,
     ) -> CaptureRecord {
         let record = self.record_of(p, first_step, steps, ended_by, started_unix_ns, outcome);
-        if let Err(e) = captures::write_record(&record) {
-            eprintln!("gmprof: capture {}: could not write {}: {e}", p.id, captures::RECORD_FILE);
-        }
+        write_record(&record);
         *self.last.lock() = Some(record.clone());
         record
     }
@@ -762,6 +758,13 @@ fn starts_at(start: StartAt, index: Option<u64>) -> bool {
 
 fn not_attached() -> String {
     "this process has no CUDA context yet (gmprof attaches at its first): try again once it uses the GPU".into()
+}
+
+/// Writes `capture.json`; a failure is said, and the capture's line still goes out.
+fn write_record(record: &CaptureRecord) {
+    if let Err(e) = captures::write_record(record) {
+        eprintln!("gmprof: capture {}: could not write {}: {e}", record.id, captures::RECORD_FILE);
+    }
 }
 
 /// What a capture cut by the run's end records as its end, to follow "ended by":
