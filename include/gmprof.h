@@ -62,11 +62,12 @@ typedef struct gmprof_options {
    default 100us), and folds them into every range and kernel: pm.csv and the "pm" section of
    report.json. An add-on to mode "trace"; beside a counter mode gmprof_init fails with
    GMPROF_ERROR_INVALID_ARGUMENT if CUPTI does not let both hold the counters.
-   GMPROF_PC_SAMPLING=1 (CUPTI's interval) or N (every 2^N cycles, 5 to 31) also samples warp
+   GMPROF_PC_SAMPLING=1 (every 2^13 cycles) or N (every 2^N cycles, 5 to 31) also samples warp
    program counters and their stall reasons (CUPTI's PC sampling, kernels not serialized):
    stalls.csv, pc_samples.csv and the "pc" section of report.json. Like PM sampling it comes
-   through the environment, which keeps gmprof_options' layout unchanged; a bad value or a
-   refusal by CUPTI fails gmprof_init with GMPROF_ERROR_INVALID_ARGUMENT. */
+   through the environment, which keeps gmprof_options' layout unchanged; a bad value, a
+   counter mode beside it or a refusal by CUPTI fails gmprof_init with
+   GMPROF_ERROR_INVALID_ARGUMENT. */
 gmprof_status gmprof_init(const gmprof_options *options);
 
 /* Opens a range named name (UTF-8) on the calling thread. */

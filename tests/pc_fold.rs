@@ -268,7 +268,10 @@ fn losses_become_warnings_and_no_samples_is_no_attribution() {
     report.attach_pc(&capture);
     let w = report.meta.warnings.join("\n");
     assert!(w.contains("dropped 7 of 1400 samples (0.50 %)"), "{w}");
-    assert!(w.contains("2 drain(s) found the hardware buffer full"), "{w}");
+    assert!(w.contains("2 drain(s) found the hardware buffer full: CUPTI discarded samples"), "{w}");
+    assert!(w.contains("Sample counts are incomplete"), "{w}");
+    let line = &gmprof::report::pc_summary::pc_lines(report.pc.as_ref().unwrap())[0];
+    assert!(line.contains("hardware buffer full: 2 (samples lost, counts incomplete: see the warning)"), "{line}");
     assert!(w.contains("25 sample(s) are in functions with no launch"), "{w}");
     assert!(w.contains("PC sampling: reading PC samples failed"), "{w}");
     let mut report = nested_report();
@@ -397,4 +400,46 @@ fn the_summary_folds_numbered_range_names_into_one_group() {
     // Each instance has its third of the samples (100: enough for shares) in stalls.csv.
     let pc = report.pc.as_ref().unwrap();
     assert!(pc.ranges.iter().all(|r| r.counts.samples == 100), "{:?}", pc.ranges);
+}
+
+#[path = "common/cdylib.rs"]
+mod cdylib;
+
+/// `gmprof run --pc-sampling` picks trace mode when no mode is given, and refuses a counter
+/// mode before the program starts (beside per_range CUPTI delivered no sample on an H100).
+#[test]
+fn gmprof_run_pc_sampling_picks_trace_and_refuses_counter_modes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cupti = tmp.path().join("libcupti.so");
+    std::fs::write(&cupti, b"").unwrap();
+    let lib = cdylib::cdylib();
+    let run = |extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gmprof"))
+            .env("GMPROF_CUPTI_LIB", &cupti)
+            .args(["run", "--lib", lib.to_str().unwrap(), "-o", tmp.path().join("out").to_str().unwrap()])
+            .args(extra)
+            .args(["--", "sh", "-c", "echo mode=$GMPROF_MODE pc=$GMPROF_PC_SAMPLING"])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, stderr) = run(&["--pc-sampling"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout.trim(), "mode=trace pc=default");
+    let (_, stdout, _) = run(&["--pc-sampling=cupti"]);
+    assert_eq!(stdout.trim(), "mode=trace pc=cupti");
+    for mode in ["per_range", "per_kernel", "kernel_replay"] {
+        let (code, stdout, stderr) = run(&["--mode", mode, "--pc-sampling"]);
+        assert_eq!(code, Some(1), "{mode}: {stderr}");
+        assert!(stdout.is_empty(), "{mode}: the program did not start");
+        assert!(
+            stderr.contains(&format!("--pc-sampling runs beside --mode trace only: beside {mode} mode")),
+            "{stderr}"
+        );
+        assert!(stderr.contains("Sample with --mode trace --pc-sampling"), "{stderr}");
+    }
 }

@@ -413,8 +413,9 @@ def init(
             both. Passed as ``GMPROF_FORMAT`` for the call.
         pc_sampling: also sample warp program counters with their stall reasons
             (``stalls.csv``, ``pc_samples.csv``; an add-on to ``mode="trace"``): ``True``
-            for CUPTI's interval, or N (5 to 31) for every 2^N cycles, or a string such as
-            ``"2^12"`` or ``"4096cycles"``; ``False`` turns it off. ``None`` uses
+            for every 2^13 cycles, or N (5 to 31) for every 2^N cycles, or a string such as
+            ``"2^12"``, ``"4096cycles"`` or ``"cupti"`` (CUPTI's interval); ``False`` turns
+            it off. ``None`` uses
             ``$GMPROF_PC_SAMPLING``. Passed as ``GMPROF_PC_SAMPLING`` for the call.
 
     Raises:

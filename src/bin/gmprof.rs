@@ -176,8 +176,9 @@ enum Command {
         pm_interval: Option<String>,
         /// Also sample warp program counters and their stall reasons (CUPTI's PC sampling,
         /// kernels not serialized): stall reasons per range (stalls.csv), per kernel and per
-        /// instruction (pc_samples.csv). INTERVAL: N for every 2^N cycles (5 to 31) or a power
-        /// of two of cycles (4096cycles); default: CUPTI's. An add-on to --mode trace.
+        /// instruction (pc_samples.csv). INTERVAL: N for every 2^N cycles (5 to 31), a power of
+        /// two of cycles (4096cycles) or cupti (CUPTI's choice); default 13. An add-on to --mode
+        /// trace, which it picks when --mode is not given.
         #[arg(long = "pc-sampling", value_name = "INTERVAL", num_args = 0..=1, default_missing_value = "default", require_equals = true)]
         pc_sampling: Option<String>,
         /// Probe kernels at load time (PTX probe engine): comma-separated built-in probes
@@ -469,6 +470,20 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
                  --capture-range yet"
                     .into(),
             ));
+        }
+        // PC sampling runs beside trace mode only (CUPTI samples no PCs while the range
+        // profiler holds the counters); without --mode it picks trace.
+        let mode = match (&pc_sampling, mode) {
+            (Some(_), None) => Some("trace".to_owned()),
+            (_, mode) => mode,
+        };
+        if let (Some(_), Some(m)) = (&pc_sampling, mode.as_deref()) {
+            let parsed: ProfilingMode = m.parse()?;
+            if parsed != ProfilingMode::Trace {
+                return Err(gmprof::Error::InvalidConfig(gmprof::capture::pc_sampling::beside_counters_message(
+                    parsed.as_str(),
+                )));
+            }
         }
         if let Some(list) = &probe {
             // Refuse an unknown probe or a bad spec before the program starts.

@@ -1,21 +1,23 @@
 //! PC sampling capture: CUPTI's PC sampler on one context and its drain thread.
 //!
-//! Layer 3. [`PcSession::start`] lists the chip's stall reasons, enables and configures
-//! CUPTI's PC sampling ([`crate::checked::pc_sampling`]) in continuous collection (kernels
-//! run as they would; kernel-serialized collection, which gives each record its launch's
-//! correlation id, is an opt-in) and reads back the period CUPTI uses. A thread of its own
-//! then drains CUPTI's parsed records every [`PcSamplingConfig::drain_period`] (again at once
-//! while CUPTI says more are waiting) and merges them into a [`PcCapture`], counting dropped
-//! samples and drains that found the hardware buffer full. [`PcSession::finish`] stops that
-//! thread and, on the finishing thread, drains the rest and disables sampling, which makes
-//! CUPTI copy the last records into the configured buffer; the capture goes to
-//! [`crate::analysis::pc_fold`]. CUPTI's samples and Proton call `cuptiPCSamplingGetData` from
-//! the application's threads; whether a thread of gmprof's own may call it while kernels run
-//! is not documented, so `GMPROF_PC_DRAIN_MS=0` turns the drain thread off (everything is then
-//! taken at the end, into a buffer 25 drains large).
+//! Layer 3. [`PcSession::start`] enables CUPTI's PC sampling on the context (CUPTI lists the
+//! stall reasons only after that), lists the chip's stall reasons and configures continuous
+//! collection ([`crate::checked::pc_sampling`]; kernels run as they would; kernel-serialized
+//! collection, which gives each record its launch's correlation id, is an opt-in), every
+//! [`DEFAULT_PERIOD_EXPONENT`] cycles unless asked, and reads back the period CUPTI uses. A
+//! thread of its own then drains CUPTI's parsed records every
+//! [`PcSamplingConfig::drain_period`] (again at once while CUPTI says more are waiting) and
+//! merges them into a [`PcCapture`], counting dropped samples and drains that found the
+//! hardware buffer full. [`PcSession::finish`] stops that thread and, on the finishing
+//! thread, drains the rest and disables sampling, which makes CUPTI copy the last records into
+//! the configured buffer; the capture goes to [`crate::analysis::pc_fold`]. On an H100 the
+//! drain thread ran beside llm.c and nanoGPT without a fault; `GMPROF_PC_DRAIN_MS=0` still
+//! turns it off (everything is then taken at the end, into a buffer 25 drains large), since
+//! CUPTI documents no thread rule for `cuptiPCSamplingGetData`.
 //!
-//! It runs beside trace mode. Whether CUPTI lets it run beside the range profiler is CUPTI's
-//! decision: a refusal at start becomes an error that says what to do, never an empty file.
+//! It runs beside trace mode only: beside the range profiler CUPTI configured it without an
+//! error and delivered no sample, so a counter mode is refused at start
+//! ([`beside_counters_message`]).
 
 use std::path::PathBuf;
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -42,6 +44,19 @@ pub const PC_RECORD_ENV: &str = "GMPROF_PC_RECORD";
 /// Environment variable with the drain period in ms (default 100); `0`: no drain thread, the
 /// records are taken at the end only, on the finishing thread.
 pub const PC_DRAIN_MS_ENV: &str = "GMPROF_PC_DRAIN_MS";
+/// Environment variable with how long CUPTI's worker threads sleep between parses of the
+/// hardware buffer, ms (default: CUPTI's, 100).
+pub const PC_WORKER_SLEEP_MS_ENV: &str = "GMPROF_PC_WORKER_SLEEP_MS";
+/// Environment variable with the size of the device buffer the samples go to, MiB (default
+/// 512).
+pub const PC_HW_BUFFER_MB_ENV: &str = "GMPROF_PC_HW_BUFFER_MB";
+
+/// gmprof's default period, 2^13 cycles. CUPTI's own default on an H100 (2^11) fills the
+/// 512 MiB hardware buffer on a busy GPU faster than CUPTI's worker threads empty it: four of
+/// five 30-step runs of llm.c's GPT-2 lost 24 % to 85 % of their samples that way, and the
+/// loss does not show per range (a kernel's samples are shared among its launches). At 2^13
+/// no run lost any (validation/2026-11-25-pc-sampling-h100.log).
+pub const DEFAULT_PERIOD_EXPONENT: u32 = 13;
 
 /// Shortest and longest period CUPTI accepts, as 2^N cycles.
 pub const PERIOD_EXPONENT_RANGE: std::ops::RangeInclusive<u32> = 5..=31;
@@ -49,8 +64,9 @@ pub const PERIOD_EXPONENT_RANGE: std::ops::RangeInclusive<u32> = 5..=31;
 /// How to sample.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PcSamplingConfig {
-    /// Every 2^N cycles; `None`: CUPTI's default (chosen by CUPTI from the SM count; the
-    /// period used is read back and reported).
+    /// Every 2^N cycles ([`DEFAULT_PERIOD_EXPONENT`] unless asked); `None`: CUPTI's default
+    /// (chosen by CUPTI from the SM count: 2^11 on an H100). The period used is read back and
+    /// reported.
     pub period_exponent: Option<u32>,
     /// Kernel serialization.
     pub collection: Collection,
@@ -63,6 +79,9 @@ pub struct PcSamplingConfig {
     pub scratch_buffer_bytes: usize,
     /// Bytes of the device buffer the samples go to.
     pub hardware_buffer_bytes: usize,
+    /// How long CUPTI's worker threads sleep between parses of the hardware buffer, ms
+    /// (`None`: CUPTI's default, 100).
+    pub worker_sleep_ms: Option<u32>,
     /// Write the raw capture there at the end.
     pub record_to: Option<PathBuf>,
 }
@@ -70,12 +89,13 @@ pub struct PcSamplingConfig {
 impl Default for PcSamplingConfig {
     fn default() -> Self {
         PcSamplingConfig {
-            period_exponent: None,
+            period_exponent: Some(DEFAULT_PERIOD_EXPONENT),
             collection: Collection::Continuous,
             drain_period: Duration::from_millis(100),
             max_pcs: 20_000,
             scratch_buffer_bytes: 16 << 20,
             hardware_buffer_bytes: 512 << 20,
+            worker_sleep_ms: None,
             record_to: None,
         }
     }
@@ -87,8 +107,8 @@ pub fn parse_interval(text: &str) -> Result<u32> {
     let t = text.trim().to_ascii_lowercase();
     let bad = || {
         Error::InvalidConfig(format!(
-            "PC sampling interval '{text}': use N for every 2^N cycles (N from 5 to 31, e.g. 12 or 2^12) or a power \
-             of two of cycles (4096cycles)"
+            "PC sampling interval '{text}': use N for every 2^N cycles (N from 5 to 31, e.g. 12 or 2^12), a power \
+             of two of cycles (4096cycles), or cupti for CUPTI's default"
         ))
     };
     let exponent = if let Some(c) = t.strip_suffix("cycles") {
@@ -116,6 +136,8 @@ impl PcSamplingConfig {
             return Ok(None);
         }
         let period_exponent = if matches!(v.as_str(), "" | "1" | "true" | "on" | "yes" | "default") {
+            Some(DEFAULT_PERIOD_EXPONENT)
+        } else if v == "cupti" {
             None
         } else {
             Some(parse_interval(&v)?)
@@ -143,6 +165,19 @@ impl PcSamplingConfig {
                 .map_err(|_| Error::InvalidConfig(format!("{PC_DRAIN_MS_ENV}='{ms}': use milliseconds, 0 for none")))?;
             cfg.drain_period = Duration::from_millis(ms);
         }
+        if let Some(ms) = lookup(PC_WORKER_SLEEP_MS_ENV).filter(|v| !v.trim().is_empty()) {
+            let ms: u32 = ms.trim().parse().ok().filter(|ms| *ms > 0).ok_or_else(|| {
+                Error::InvalidConfig(format!("{PC_WORKER_SLEEP_MS_ENV}='{ms}': use milliseconds, at least 1"))
+            })?;
+            cfg.worker_sleep_ms = Some(ms);
+        }
+        if let Some(mb) = lookup(PC_HW_BUFFER_MB_ENV).filter(|v| !v.trim().is_empty()) {
+            let mb: usize =
+                mb.trim().parse().ok().filter(|mb| *mb > 0).ok_or_else(|| {
+                    Error::InvalidConfig(format!("{PC_HW_BUFFER_MB_ENV}='{mb}': use MiB, at least 1"))
+                })?;
+            cfg.hardware_buffer_bytes = mb << 20;
+        }
         Ok(Some(cfg))
     }
 }
@@ -163,16 +198,15 @@ fn collection_name(c: Collection) -> &'static str {
     }
 }
 
-/// The error of a sampler that could not start, saying what to do when a counter mode runs
-/// beside it.
-fn beside_error(e: Error, beside: Option<&str>) -> Error {
-    match beside {
-        Some(mode) => Error::InvalidConfig(format!(
-            "PC sampling could not start beside the range profiler ({mode} mode): {e}. Sample with --mode trace \
-             --pc-sampling and run {mode} separately"
-        )),
-        None => e,
-    }
+/// Why PC sampling does not run beside a counter mode (`mode`): measured on an H100 with
+/// CUPTI 13.0, CUPTI enabled and configured it beside the range profiler (per_range) without
+/// an error and then delivered no sample over 16 685 kernels of llm.c's GPT-2 in 27 drains.
+pub fn beside_counters_message(mode: &str) -> String {
+    format!(
+        "--pc-sampling runs beside --mode trace only: beside {mode} mode CUPTI samples no PCs while the range \
+         profiler holds the counters (0 samples over 16685 kernels on an H100, CUPTI 13.0). Sample with --mode \
+         trace --pc-sampling and run {mode} separately"
+    )
 }
 
 /// Adds one drain to `capture`: its counts, and its records merged.
@@ -266,16 +300,23 @@ fn drain_loop(
 
 impl PcSession {
     /// Starts sampling on `ctx`. `beside` names the counter mode running next to it, if any.
+    /// Beside a counter mode it is refused ([`beside_counters_message`]).
     pub fn start(cupti: &Cupti, ctx: Context, cfg: &PcSamplingConfig, beside: Option<&str>) -> Result<PcSession> {
-        Self::start_sampler(cupti, ctx, cfg).map_err(|e| beside_error(e, beside))
+        if let Some(mode) = beside {
+            return Err(Error::InvalidConfig(beside_counters_message(mode)));
+        }
+        Self::start_sampler(cupti, ctx, cfg)
     }
 
     fn start_sampler(cupti: &Cupti, ctx: Context, cfg: &PcSamplingConfig) -> Result<PcSession> {
+        // CUPTI lists the stall reasons only once sampling is enabled on the context (before,
+        // cuptiPCSamplingGetNumStallReasons fails with CUPTI_ERROR_INVALID_OPERATION: seen on
+        // an H100, CUPTI 13.0). A failure after this disables it again (drop).
+        let mut sampling = PcSampling::enable(cupti, ctx)?;
         let reasons = pcs::stall_reasons(cupti, ctx)?;
         if reasons.is_empty() {
             return Err(Error::InvalidConfig("CUPTI lists no PC sampling stall reasons for this device".into()));
         }
-        let mut sampling = PcSampling::enable(cupti, ctx)?;
         // Without periodic drains the buffer CUPTI fills at disable holds everything.
         let final_max_pcs = if cfg.drain_period.is_zero() { cfg.max_pcs * 25 } else { cfg.max_pcs * 4 };
         sampling.configure(&PcSamplingSetup {
@@ -284,7 +325,7 @@ impl PcSession {
             scratch_buffer_bytes: cfg.scratch_buffer_bytes,
             hardware_buffer_bytes: cfg.hardware_buffer_bytes,
             collection: cfg.collection,
-            worker_sleep_ms: None,
+            worker_sleep_ms: cfg.worker_sleep_ms,
             max_pcs: cfg.max_pcs,
             final_max_pcs,
         })?;
@@ -415,12 +456,14 @@ mod tests {
         assert_eq!(PcSamplingConfig::from_lookup(env(&[])).unwrap(), None);
         assert_eq!(PcSamplingConfig::from_lookup(env(&[(PC_SAMPLING_ENV, "off")])).unwrap(), None);
         let on = PcSamplingConfig::from_lookup(env(&[(PC_SAMPLING_ENV, "1")])).unwrap().unwrap();
-        assert_eq!((on.period_exponent, on.collection), (None, Collection::Continuous));
+        assert_eq!((on.period_exponent, on.collection), (Some(DEFAULT_PERIOD_EXPONENT), Collection::Continuous));
         let set = PcSamplingConfig::from_lookup(env(&[
             (PC_SAMPLING_ENV, "10"),
             (PC_COLLECTION_ENV, "serialized"),
             (PC_RECORD_ENV, "/tmp/pc.json"),
             (PC_DRAIN_MS_ENV, "0"),
+            (PC_WORKER_SLEEP_MS_ENV, "20"),
+            (PC_HW_BUFFER_MB_ENV, "2048"),
         ]))
         .unwrap()
         .unwrap();
@@ -428,9 +471,13 @@ mod tests {
         assert_eq!(set.collection, Collection::KernelSerialized);
         assert_eq!(set.record_to.as_deref(), Some(std::path::Path::new("/tmp/pc.json")));
         assert!(set.drain_period.is_zero());
+        assert_eq!((set.worker_sleep_ms, on.worker_sleep_ms), (Some(20), None));
+        assert_eq!((set.hardware_buffer_bytes, on.hardware_buffer_bytes), (2048 << 20, 512 << 20));
         assert!(PcSamplingConfig::from_lookup(env(&[(PC_SAMPLING_ENV, "1"), (PC_DRAIN_MS_ENV, "soon")])).is_err());
+        assert!(PcSamplingConfig::from_lookup(env(&[(PC_SAMPLING_ENV, "1"), (PC_WORKER_SLEEP_MS_ENV, "0")])).is_err());
         assert!(PcSamplingConfig::from_lookup(env(&[(PC_SAMPLING_ENV, "40")])).is_err());
-        assert!(PcSamplingConfig::from_value("default").unwrap().unwrap().period_exponent.is_none());
+        assert_eq!(PcSamplingConfig::from_value("default").unwrap().unwrap().period_exponent, Some(13));
+        assert!(PcSamplingConfig::from_value("cupti").unwrap().unwrap().period_exponent.is_none());
     }
 
     #[test]
@@ -469,8 +516,8 @@ mod tests {
 
     #[test]
     fn a_refusal_beside_a_counter_mode_says_what_to_do() {
-        let e = beside_error(Error::InvalidState("busy".into()), Some("per_range")).to_string();
-        assert!(e.contains("beside the range profiler (per_range mode)") && e.contains("--mode trace --pc-sampling"));
-        assert!(matches!(beside_error(Error::InvalidState("x".into()), None), Error::InvalidState(_)));
+        let e = beside_counters_message("per_range");
+        assert!(e.contains("beside per_range mode") && e.contains("--mode trace --pc-sampling"), "{e}");
+        assert!(e.contains("run per_range separately"), "{e}");
     }
 }

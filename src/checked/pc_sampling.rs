@@ -50,6 +50,8 @@ fn text(p: *const c_char) -> String {
 
 /// The stall reasons of the device of `ctx` (`cuptiPCSamplingGetNumStallReasons` and
 /// `cuptiPCSamplingGetStallReasons`).
+/// Sampling must be enabled on `ctx` first ([`PcSampling::enable`]): before, CUPTI answers
+/// `CUPTI_ERROR_INVALID_OPERATION`.
 pub fn stall_reasons(cupti: &Cupti, ctx: Context) -> Result<Vec<StallReasonName>> {
     let mut count: usize = 0;
     let mut n = CUpti_PCSamplingGetNumStallReasonsParams {

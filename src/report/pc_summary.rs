@@ -27,10 +27,15 @@ pub fn pc_lines(pc: &PcReport) -> Vec<String> {
         PcAttribution::Mixed => "ranges partly by kernel GPU time",
         PcAttribution::None => "no samples",
     };
+    // A full hardware buffer loses samples CUPTI does not count: said where it is shown.
+    let full = match pc.hardware_buffer_full {
+        0 => "0".to_owned(),
+        n => format!("{n} (samples lost, counts incomplete: see the warning)"),
+    };
     let mut lines = vec![format!(
-        "PC sampling: {} samples {every} | dropped: {} | hardware buffer full: {} | not in any range: {} | {attribution} | \
-         stalls.csv, pc_samples.csv",
-        pc.sampled, pc.dropped_samples, pc.hardware_buffer_full, pc.unattributed_samples
+        "PC sampling: {} samples {every} | dropped: {} | hardware buffer full: {full} | not in any range: {} | \
+         {attribution} | stalls.csv, pc_samples.csv",
+        pc.sampled, pc.dropped_samples, pc.unattributed_samples
     )];
     let mut by_path: Vec<(String, StallCounts)> = Vec::new();
     let mut at: HashMap<String, usize> = HashMap::new();

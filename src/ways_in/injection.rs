@@ -248,6 +248,9 @@ fn on_context(state: &'static Injected, event: ContextEvent) {
                         state.error.lock().get_or_insert(format!("could not start profiling {which}: {e}"));
                     }
                     state.profilers.refuse(device, e.to_string());
+                    // The status (with this error) is written at exit, so `gmprof run` says
+                    // why there is no report instead of "no process created a CUDA context".
+                    install_exit_hooks(state);
                 }
             }
         }
