@@ -8,7 +8,9 @@
 # SECTIONS (default "rate"): rate (the cases above), ncu (issue 29's acceptance: llm.c for
 # NCU_STEPS (20) steps under PM sampling with NCU_METRICS (dram) at NCU_INTERVAL (20us), and
 # under ncu --cache-control none --clock-control none --metrics dram__bytes_read.sum, paired
-# per kernel in launch order by scripts/pm_vs_ncu.py; about 4 minutes).
+# per kernel in launch order by scripts/pm_vs_ncu.py; about 7 minutes). llm.c calls
+# cudaProfilerStop after step 3, so ncu profiles step 0 (with its validation) to step 3: the
+# first 4 960 kernels, which are paired with gmprof's first.
 # Here: scripts/gpu-stage --no-tests and scripts/real/stage.sh. There, from the repo root,
 # with .gpu/ and .real/ carried:  STEPS=150 bash scripts/gpu-pm-rate.sh
 # Logs go to ${LOGS:-out/pm-rate}.
