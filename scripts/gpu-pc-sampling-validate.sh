@@ -21,6 +21,10 @@
 #              none, NCU_LAUNCHES (200) launches of them, after NCU_SKIP (20)); per kernel, the
 #              shares of gmprof's top three stall reasons against ncu's (summed over its
 #              launches): PASS within 5 pp for at least 5 kernels, per program.  ~6 min
+#   loss       llm.c for 30 steps under --pc-sampling at LOSS_CASES ("EXPONENT:SLEEP_MS:HW_MiB"
+#              with def for the default): samples, drains that found the hardware buffer full,
+#              and the step time; a run that lost none has the same samples as the others
+#              after scaling by 2^(E-11).                                      ~2 min
 #   record     the raw sample buffers of an llm.c run (GMPROF_PC_RECORD) with its report.json
 #              and kernels.csv, for recorded CPU tests: $LOGS/pc-recorded.tar.xz.  ~1 min
 #
@@ -60,8 +64,15 @@ else
   echo "== llm.c with -lineinfo: $LLMC_BIN"
 fi
 LLMC=("$LLMC_BIN" -i "$R/llmc/data/train.bin" -j "$R/llmc/data/val.bin" -e d12 -b 4 -t 1024 -v 1000 -s 1000)
-NG=(python3 "$R/nanogpt/torch_launch.py" train.py --dataset=synthetic --batch_size=8 --block_size=256 --n_layer=6 --n_head=6
-  --n_embd=384 --eval_interval=1000000 --eval_iters=1 --log_interval=1 --gradient_accumulation_steps=1 --dtype=bfloat16
+# nanoGPT at GPT-2 small's shape (NG_SHAPE=gpt2, the default) or a small launch-bound one
+# (NG_SHAPE=small: 6 layers of 384, batch 8 x 256, about 9 ms per iteration, where trace mode's
+# per-launch callbacks alone cost about 1.4x).
+if [ "${NG_SHAPE:-gpt2}" = small ]; then
+  NG_DIMS=(--batch_size=8 --block_size=256 --n_layer=6 --n_head=6 --n_embd=384)
+else
+  NG_DIMS=(--batch_size=8 --block_size=1024 --n_layer=12 --n_head=12 --n_embd=768)
+fi
+NG=(python3 "$R/nanogpt/torch_launch.py" train.py --dataset=synthetic "${NG_DIMS[@]}" --eval_interval=1000000 --eval_iters=1 --log_interval=1 --gradient_accumulation_steps=1 --dtype=bfloat16
   --always_save_checkpoint=False --out_dir=/tmp/nanogpt-out --compile=False --dropout=0.0)
 [ -f "$R/nanogpt/torch_launch.py" ] || NG[1]=$ROOT/scripts/real/torch_launch.py
 
@@ -88,6 +99,7 @@ if want overhead; then
     done
     check overhead "$p --mode trace" 1.3 "$W/$p-native-"*.txt -- "$W/$p-trace-"*.txt | sed 's/^PASS/==/; s/^FAIL/==/'
     check overhead "$p --mode trace --pc-sampling (default interval)" 1.3 "$W/$p-native-"*.txt -- "$W/$p-pc-"*.txt
+    check overhead "$p: --pc-sampling against --mode trace alone" 1.3 "$W/$p-trace-"*.txt -- "$W/$p-pc-"*.txt | sed 's/^PASS/==/; s/^FAIL/==/'
     grep -h "^PC sampling:" "$W/$p-pc-1.txt" | head -1 | sed 's/^/== /'
   done
 fi
@@ -121,13 +133,16 @@ PY
 fi
 
 if want ncu; then
-  for p in llmc ng; do
+  for p in ${PROGRAMS:-llmc ng}; do
     [ -f "$W/$p-pc-1/report.json" ] || side $p pc 1 8
     names=$(check top-kernels "$W/$p-pc-1" "${TOP_KERNELS:-8}" | paste -sd'|')
     if [ -z "$names" ]; then echo "FAIL $p: no kernel with PC samples"; continue; fi
     if [ $p = llmc ]; then cmd=("${LLMC[@]}" -x 6); cd "$R/llmc"; else cmd=("${NG[@]}" --max_iters=6); cd "$R/nanogpt"; fi
+    # ncu counts launches over all matched kernels: nanoGPT's top kernels include a copy
+    # kernel launched about 200 times per iteration, so it gets more.
+    launches=${NCU_LAUNCHES:-200}; [ $p = ng ] && launches=${NCU_LAUNCHES_NG:-1500}
     ncu_common=(--csv --print-units base --print-kernel-base mangled --kernel-name-base mangled --cache-control none
-      --clock-control none -k "regex:^($names)\$" --launch-skip "${NCU_SKIP:-20}" --launch-count "${NCU_LAUNCHES:-200}")
+      --clock-control none -k "regex:^($names)\$" --launch-skip "${NCU_SKIP:-20}" --launch-count "$launches")
     T=480 run ncu "${ncu_common[@]}" --metrics group:smsp__pcsamp_warp_stall_reasons "${cmd[@]}" > "$W/ncu-$p.csv" 2>&1
     if ! grep -q "smsp__pcsamp_warps_issue_stalled" "$W/ncu-$p.csv"; then
       echo "== ncu's metric group was not accepted: the metrics by name"
@@ -137,6 +152,17 @@ if want ncu; then
     cd "$ROOT"
     check compare "$W/$p-pc-1" "$W/ncu-$p.csv" --top "${TOP_KERNELS:-8}" --tol 5 --need 5 | tee "$out/compare-$p.txt"
   done
+fi
+
+if want loss; then
+  cd "$R/llmc"
+  for c in ${LOSS_CASES:-11:def:def 11:def:4096 11:10:def 13:def:def 13:10:def 15:def:def 11:5:2048}; do
+    IFS=: read -r e ws hw <<<"$c"
+    ( [ "$ws" != def ] && export GMPROF_PC_WORKER_SLEEP_MS=$ws; [ "$hw" != def ] && export GMPROF_PC_HW_BUFFER_MB=$hw
+      run "$G" run --mode trace --pc-sampling="$e" -o "$W/loss-$e-$ws-$hw" -- "${LLMC[@]}" -x 30 > "$W/loss-$e-$ws-$hw.txt" 2>&1 )
+    echo "== $c exit $? | $(grep -h 'total average iteration time' "$W/loss-$e-$ws-$hw.txt") | $(grep -ho 'PC sampling: [0-9]* samples.*full: [0-9]*' "$W/loss-$e-$ws-$hw.txt") | $(grep -h '^# pc_drains' "$W/loss-$e-$ws-$hw/stalls.csv")"
+  done
+  cd "$ROOT"
 fi
 
 if want record; then
