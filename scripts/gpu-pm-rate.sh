@@ -55,4 +55,8 @@ if want ncu; then
   echo "== ncu: exit $?, $(grep -c '"dram__bytes_read.sum"' "$out/ncu.csv") kernels"
   cd "$ROOT"
   python3 scripts/pm_vs_ncu.py "$out/ncu.csv" "$out/ncu-pm/pm.csv"
+  # pm.csv is too large to come back from the GPU machine: its kernel rows of DRAM read bytes,
+  # compressed, for looking at the kernels past p90 here.
+  { grep -m1 '^"scope"' "$out/ncu-pm/pm.csv"; grep '^"kernel",.*"dram__bytes_read.sum.per_second"' "$out/ncu-pm/pm.csv"; } \
+    | xz -9 > "$out/pm-kernels-dram-read.csv.xz"
 fi

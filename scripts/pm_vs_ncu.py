@@ -12,7 +12,8 @@ end of ncu's list (when ncu profiled launches gmprof did not). Pairs whose names
 counted and left out. Prints, for kernels of at least 200, 50 and 20 us (ncu's time), the
 number compared and the median and p90 of |pm / ncu - 1| on kernels reading at least 1 MB,
 the share of kernels with a PM value, and PASS/FAIL against issue 29's limits (50 us:
-median 5 %, p90 15 %; 20 us: median 10 %). Exits 1 on a FAIL.
+median 5 %, p90 15 %; 20 us: median 10 %), then the same errors by gmprof's per-kernel
+confidence (high, medium, low). Exits 1 on a FAIL.
 """
 import argparse
 import csv
@@ -37,7 +38,8 @@ def read_pm(path, metric):
         rows = list(csv.DictReader(l for l in f if not l.startswith("#")))
     kernels = [r for r in rows if r["scope"] == "kernel" and r["metric"] == rate]
     kernels.sort(key=lambda r: int(r["start_ns"] or 0))
-    return [(r["kernel_name"], float(r["total"]) if r["total"] else None, r["few_samples"] == "true") for r in kernels]
+    return [(r["kernel_name"], float(r["total"]) if r["total"] else None, r.get("confidence") or "")
+            for r in kernels]
 
 
 def short(name):
@@ -63,14 +65,14 @@ def main():
     ncu = ncu[-n:] if a.tail else ncu[:n]
     pm = pm[:n]
     pairs, mismatched, blank = [], 0, 0
-    for (nname, nbytes, ntime), (pname, pbytes, few) in zip(ncu, pm):
+    for (nname, nbytes, ntime), (pname, pbytes, conf) in zip(ncu, pm):
         if short(nname) != short(pname):
             mismatched += 1
             continue
         if pbytes is None:
             blank += 1
             continue
-        pairs.append((ntime, nbytes, pbytes, few))
+        pairs.append((ntime, nbytes, pbytes, conf))
     # ncu may profile fewer kernels than ran (llm.c calls cudaProfilerStop after step 3).
     print("paired %d kernels (ncu profiled %d, gmprof has %d): %d names differ, %d without a PM value"
           % (n, all_ncu, all_pm, mismatched, blank))
@@ -87,6 +89,13 @@ def main():
             median_limit * 100, "" if p90_limit is None else ", p90 %.0f %%" % (p90_limit * 100))
         print("%-5s kernels >= %d us reading >= 1 MB: %d compared, median %.2f %%, p90 %.2f %%%s"
               % (verdict, floor_us, len(errs), med * 100, p90 * 100, limits))
+    # The same errors by gmprof's per-kernel confidence (pm.csv's `confidence` column).
+    for floor_us in (50, 20):
+        for conf in ("high", "medium", "low"):
+            errs = [abs(p / b - 1) for t, b, p, c in pairs if t >= floor_us * 1e3 and b >= 1e6 and c == conf]
+            if errs:
+                print("      kernels >= %d us, confidence %-6s: %d compared, median %.2f %%, p90 %.2f %%"
+                      % (floor_us, conf, len(errs), statistics.median(errs) * 100, pct(errs, 0.9) * 100))
     total_ncu = sum(b for _, b, _, _ in pairs)
     total_pm = sum(p for _, _, p, _ in pairs)
     if total_ncu:

@@ -110,8 +110,8 @@ class Report:
         warnings: the run's warnings (dropped records, ranges left open, ...).
         json: the whole report.json, or ``None`` when absent.
         pm: pm.csv (PM sampling folded into ranges and kernels: one row per range or kernel
-            and metric, with mean, peak, total, samples, coverage, few_samples and
-            edge_share), or ``None`` when the run did not sample.
+            and metric, with mean, peak, total, samples, coverage, few_samples,
+            edge_share, windows and confidence), or ``None`` when the run did not sample.
     """
 
     def __init__(self, path: str, tables: Dict[str, Tuple[List[str], Any]], meta: Dict[str, Any],

@@ -64,6 +64,59 @@ pub struct PmValue {
     /// busier or idler neighbour means a rough value.
     #[serde(default)]
     pub edge_share: Option<f64>,
+    /// Sample windows the interval fills: `Σ overlapᵢ / |windowᵢ|` over the samples that
+    /// overlap it (a kernel half a window long has 0.5 however many windows it straddles).
+    #[serde(default)]
+    pub windows: f64,
+    /// How far the value can be trusted ([`PmConfidence`]); `None` in reports written before.
+    #[serde(default)]
+    pub confidence: Option<PmConfidence>,
+}
+
+/// How far a kernel's or range's PM value can be trusted, from how much of the samples'
+/// time is its own ([`PmValue::windows`]) and, for a kernel, how many windows the launches of
+/// the same kernel (name, grid and block) fill together: the attribution first gives the
+/// launches of a kernel one shared value, then moves each by its own samples.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PmConfidence {
+    /// Under half a window of its own, and its kernel's launches fill fewer than
+    /// [`GROUP_WINDOWS_MEDIUM`] windows: the value is mostly its neighbours' split.
+    Low,
+    /// At least half a window of its own, or a kernel whose launches fill
+    /// [`GROUP_WINDOWS_MEDIUM`] windows or more together.
+    Medium,
+    /// At least [`OWN_WINDOWS_HIGH`] windows of its own.
+    High,
+}
+
+/// Windows of its own from which a value is [`PmConfidence::High`].
+pub const OWN_WINDOWS_HIGH: f64 = 2.0;
+/// Windows that a kernel's launches fill together from which it is at least
+/// [`PmConfidence::Medium`].
+pub const GROUP_WINDOWS_MEDIUM: f64 = 10.0;
+
+impl PmConfidence {
+    /// The confidence of a value filling `own` windows, whose group (a kernel's launches;
+    /// for a range, itself) fills `group`.
+    pub fn of(own: f64, group: f64) -> PmConfidence {
+        if own >= OWN_WINDOWS_HIGH {
+            PmConfidence::High
+        } else if own >= 0.5 || group >= GROUP_WINDOWS_MEDIUM {
+            PmConfidence::Medium
+        } else {
+            PmConfidence::Low
+        }
+    }
+
+    /// Its name in pm.csv.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PmConfidence::Low => "low",
+            PmConfidence::Medium => "medium",
+            PmConfidence::High => "high",
+        }
+    }
 }
 
 /// The PM values of one range or kernel.
@@ -207,7 +260,7 @@ pub fn fold(samples: &[PmSample], metric: usize, is_rate: bool, a: u64, b: u64) 
     // The first sample that may overlap: samples are sorted and do not overlap each other.
     let first = samples.partition_point(|s| s.end_ns <= a);
     let (mut weighted, mut covered, mut peak, mut count) = (0.0f64, 0u64, f64::NEG_INFINITY, 0u32);
-    let mut edge = 0.0f64;
+    let (mut edge, mut windows) = (0.0f64, 0.0f64);
     for s in &samples[first..] {
         if s.start_ns >= b {
             break;
@@ -222,6 +275,7 @@ pub fn fold(samples: &[PmSample], metric: usize, is_rate: bool, a: u64, b: u64) 
             edge += v * overlap as f64;
         }
         covered += overlap;
+        windows += overlap as f64 / (s.end_ns - s.start_ns) as f64;
         peak = peak.max(v);
         count += 1;
     }
@@ -238,6 +292,8 @@ pub fn fold(samples: &[PmSample], metric: usize, is_rate: bool, a: u64, b: u64) 
         coverage: covered as f64 / duration,
         few_samples: count < MIN_SAMPLES,
         edge_share: (weighted != 0.0).then(|| edge / weighted),
+        windows,
+        confidence: Some(PmConfidence::of(windows, windows)),
     })
 }
 
@@ -489,6 +545,29 @@ fn with_amount(mut v: PmValue, amount: f64, duration_ns: u64, is_rate: bool) -> 
     v
 }
 
+/// Gives each kernel row's values their [`PmConfidence`] from their own windows and those of
+/// all launches of the same kernel (name, grid and block), metric by metric.
+fn kernel_confidence(rows: &mut [PmRow], shapes: &[Option<KernelShape>]) {
+    let mut group: HashMap<(KernelShape, usize), f64> = HashMap::new();
+    for (row, shape) in rows.iter().zip(shapes) {
+        let Some(shape) = shape else { continue };
+        for (m, v) in row.values.iter().enumerate() {
+            if let Some(v) = v {
+                *group.entry((*shape, m)).or_default() += v.windows;
+            }
+        }
+    }
+    for (row, shape) in rows.iter_mut().zip(shapes) {
+        let Some(shape) = shape else { continue };
+        for (m, v) in row.values.iter_mut().enumerate() {
+            if let Some(v) = v {
+                let together = group.get(&(*shape, m)).copied().unwrap_or(v.windows);
+                v.confidence = Some(PmConfidence::of(v.windows, together));
+            }
+        }
+    }
+}
+
 /// Aligns the capture's samples and folds them over every range and kernel.
 ///
 /// Each value's samples, peak, coverage and edge share come from [`fold`] over the row's
@@ -515,6 +594,8 @@ pub fn fold_report(capture: &PmCapture, ranges: &[RangeRow], kernels: &[KernelRo
     let attributed = attribute(&samples, rates.len(), kernels, &busy);
     let (spans, members) = range_intervals(ranges, kernels);
     let mut rows = Vec::new();
+    // Each row's kernel shape (name, grid, block); `None` for ranges.
+    let mut shapes: Vec<Option<KernelShape>> = Vec::new();
     for r in ranges {
         let Some(id) = r.range_id else { continue };
         let Some(&(a, b)) = spans.get(&id) else { continue };
@@ -530,6 +611,7 @@ pub fn fold_report(capture: &PmCapture, ranges: &[RangeRow], kernels: &[KernelRo
                 })
             })
             .collect();
+        shapes.push(None);
         rows.push(PmRow {
             scope: PmScope::Range,
             range_id: Some(id),
@@ -574,6 +656,7 @@ pub fn fold_report(capture: &PmCapture, ranges: &[RangeRow], kernels: &[KernelRo
                 })
             })
             .collect();
+        shapes.push(Some((k.kernel_name.as_deref(), k.grid, k.block)));
         rows.push(PmRow {
             scope: PmScope::Kernel,
             range_id: k.range_id,
@@ -587,6 +670,7 @@ pub fn fold_report(capture: &PmCapture, ranges: &[RangeRow], kernels: &[KernelRo
             values,
         });
     }
+    kernel_confidence(&mut rows, &shapes);
     PmReport {
         metrics: capture.metrics.clone(),
         interval: capture.interval,

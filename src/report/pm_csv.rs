@@ -41,6 +41,8 @@ struct Record<'a> {
     coverage: Option<f64>,
     few_samples: Option<bool>,
     edge_share: Option<f64>,
+    windows: Option<f64>,
+    confidence: Option<&'static str>,
 }
 
 /// The PM lines of the metadata.
@@ -112,6 +114,8 @@ impl Report {
                     coverage: value.map(|v| v.coverage),
                     few_samples: value.map(|v| v.few_samples),
                     edge_share: value.and_then(|v| v.edge_share),
+                    windows: value.map(|v| v.windows),
+                    confidence: value.and_then(|v| v.confidence).map(|c| c.as_str()),
                 };
                 w.serialize(record).map_err(|e| Error::Serialize { what: WHAT, message: e.to_string() })?;
             }

@@ -136,7 +136,7 @@ const STATS_TYPES: [(ColumnType, bool); 13] = [
 ];
 
 /// Columns of `pm.parquet` (`pm.csv`'s).
-const PM_COLUMNS: [(&str, ColumnType, bool); 21] = [
+const PM_COLUMNS: [(&str, ColumnType, bool); 23] = [
     ("scope", Text, false),
     ("range_slot", Int64, true),
     ("range_generation", Int64, true),
@@ -158,6 +158,8 @@ const PM_COLUMNS: [(&str, ColumnType, bool); 21] = [
     ("coverage", Float64, true),
     ("few_samples", Bool, true),
     ("edge_share", Float64, true),
+    ("windows", Float64, true),
+    ("confidence", Text, true),
 ];
 
 /// Columns of `probe_launches.parquet` (`probe_launches.csv`'s).
@@ -497,6 +499,8 @@ impl Report {
                 w.f64(value.map(|v| v.coverage))?;
                 w.bool(value.map(|v| v.few_samples))?;
                 w.f64(value.and_then(|v| v.edge_share))?;
+                w.f64(value.map(|v| v.windows))?;
+                w.text(value.and_then(|v| v.confidence).map(|c| c.as_str()))?;
                 w.end_row()?;
             }
         }
