@@ -276,6 +276,8 @@ fn losses_become_warnings() {
         summary.contains("PM sampling: 150 samples every 10.00 us | hardware-buffer overflows: 2 | missing samples: 7"),
         "{summary}"
     );
+    // Each of the three kernels fills many windows of 10 µs.
+    assert!(summary.contains("kernels by confidence: 3 high, 0 medium, 0 low | per range and kernel"), "{summary}");
     assert!(!nested_report().summary().to_string().contains("PM sampling"));
     assert_eq!(report.pm.as_ref().unwrap().missing_samples, 7);
 }
@@ -564,4 +566,25 @@ fn a_whole_graph_row_holds_its_nodes_attributed_amounts() {
     }
     // Overlap weighting alone (what the row held before) is off by more: the case is a real one.
     assert!(worst_overlap > 0.05, "{worst_overlap}");
+}
+
+#[test]
+fn windows_count_the_samples_time_a_row_fills_and_set_its_confidence() {
+    use gmprof::analysis::pm_fold::PmConfidence;
+    let samples: Vec<PmSample> =
+        (0..4u64).map(|i| PmSample { start_ns: i * 10, end_ns: i * 10 + 10, values: vec![Some(1.0)] }).collect();
+    // Half of two windows is one window; three tenths of one is 0.3.
+    let straddling = fold(&samples, 0, true, 5, 15).unwrap();
+    assert_eq!((straddling.samples, straddling.windows), (2, 1.0));
+    assert_eq!(straddling.confidence, Some(PmConfidence::Medium));
+    let short = fold(&samples, 0, true, 5, 8).unwrap();
+    assert!((short.windows - 0.3).abs() < 1e-12);
+    assert_eq!(short.confidence, Some(PmConfidence::Low));
+    assert_eq!(fold(&samples, 0, true, 0, 30).unwrap().confidence, Some(PmConfidence::High));
+    // A short kernel whose launches fill 10 windows together is medium.
+    assert_eq!(PmConfidence::of(0.3, 9.9), PmConfidence::Low);
+    assert_eq!(PmConfidence::of(0.3, 10.0), PmConfidence::Medium);
+    assert_eq!(PmConfidence::of(1.99, 1.99), PmConfidence::Medium);
+    assert_eq!(PmConfidence::of(2.0, 2.0), PmConfidence::High);
+    assert_eq!(PmConfidence::High.as_str(), "high");
 }

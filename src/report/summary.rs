@@ -557,9 +557,24 @@ fn pm_line(pm: &crate::analysis::pm_fold::PmReport) -> String {
         None => "at an unknown interval".to_owned(),
     };
     let chosen = pm.interval_chosen_by.as_deref().map(|c| format!(" ({c})")).unwrap_or_default();
+    // Kernels by the confidence of their first valued metric (pm.csv's `confidence`).
+    let (mut high, mut medium, mut low) = (0, 0, 0);
+    for row in pm.rows.iter().filter(|r| r.scope == crate::analysis::pm_fold::PmScope::Kernel) {
+        match row.values.iter().flatten().next().and_then(|v| v.confidence) {
+            Some(crate::analysis::pm_fold::PmConfidence::High) => high += 1,
+            Some(crate::analysis::pm_fold::PmConfidence::Medium) => medium += 1,
+            Some(crate::analysis::pm_fold::PmConfidence::Low) => low += 1,
+            None => {}
+        }
+    }
+    let kernels = if high + medium + low > 0 {
+        format!("kernels by confidence: {high} high, {medium} medium, {low} low | ")
+    } else {
+        String::new()
+    };
     format!(
         "PM sampling: {} samples {every}{chosen} | hardware-buffer overflows: {} | missing samples: {} | left out: {} | \
-         per range and kernel in pm.csv",
+         {kernels}per range and kernel in pm.csv",
         pm.sample_count, pm.hw_buffer_overflows, pm.missing_samples, pm.empty_samples
     )
 }
