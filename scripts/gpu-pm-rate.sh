@@ -11,6 +11,9 @@
 # per kernel in launch order by scripts/pm_vs_ncu.py; about 7 minutes). llm.c calls
 # cudaProfilerStop after step 3, so ncu profiles step 0 (with its validation) to step 3: the
 # first 4 960 kernels, which are paired with gmprof's first.
+# floor: CUPTI's calls alone (examples/pm_decode_floor.rs: decode, sample times, evaluation
+# and re-initialization per sample on one plain loop, the GPU kept busy by the validation
+# MLP) for FLOOR_CASES ("METRICS:INTERVAL", default below), 5 s each; about 1 minute.
 # Here: scripts/gpu-stage --no-tests and scripts/real/stage.sh. There, from the repo root,
 # with .gpu/ and .real/ carried:  STEPS=150 bash scripts/gpu-pm-rate.sh
 # Logs go to ${LOGS:-out/pm-rate}.
@@ -39,6 +42,14 @@ for case in ${CASES:-20us:1:default 20us:4:default 10us:4:default 20us:4:dram}; 
   # A run cut by the timeout must not leave llm.c holding the counters for the next.
   pkill -9 -f train_gpt2cu 2>/dev/null && echo "(killed a train_gpt2cu left running)"
 done
+fi
+
+if want floor; then
+  for case in ${FLOOR_CASES:-default:100us default:50us default:20us dram:20us dram:10us}; do
+    IFS=: read -r metrics interval <<<"$case"
+    timeout -k 5 60 "$ROOT/.gpu/bin/pm_decode_floor" --metrics "$metrics" --interval "$interval" --load mlp --seconds 5 \
+      2>&1 | tail -2
+  done
 fi
 
 if want ncu; then
