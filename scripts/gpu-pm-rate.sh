@@ -6,7 +6,8 @@
 # missing samples). Cases (CASES, default below) are "INTERVAL:THREADS:METRICS" with
 # METRICS `default` or `dram` (the two DRAM throughput metrics alone).
 # SECTIONS (default "rate"): rate (the cases above), ncu (issue 29's acceptance: llm.c for
-# NCU_STEPS (20) steps under PM sampling with NCU_METRICS (dram) at NCU_INTERVAL (20us), and
+# NCU_STEPS (20) steps under PM sampling with NCU_METRICS (dram) at NCU_INTERVAL (20us) (or
+# nanoGPT's GPT-2 small with NCU_PROGRAM=ng), and
 # under ncu --cache-control none --clock-control none --metrics dram__bytes_read.sum, paired
 # per kernel in launch order by scripts/pm_vs_ncu.py; about 7 minutes). llm.c calls
 # cudaProfilerStop after step 3, so ncu profiles step 0 (with its validation) to step 3: the
@@ -54,20 +55,35 @@ fi
 
 if want ncu; then
   n=${NCU_STEPS:-20}; m=${NCU_METRICS:-dram}; [ "$m" = dram ] && m=$DRAM
-  /usr/bin/time -f "%e s" "${LLMC[@]}" -x "$n" > "$out/ncu-native.txt" 2>&1
+  # NCU_PROGRAM: llmc (the default) or ng, nanoGPT's train.py (public, unmodified, eager, bf16)
+  # at GPT-2 small's shape, one micro-step per iteration (NCU_STEPS iterations).
+  if [ "${NCU_PROGRAM:-llmc}" = ng ]; then
+    cd "$R/nanogpt"
+    P=(python3 torch_launch.py train.py --dataset=synthetic --batch_size=8 --block_size=1024 --n_layer=12 --n_head=12
+      --n_embd=768 --eval_interval=1000000 --eval_iters=1 --log_interval=1 --gradient_accumulation_steps=1
+      --dtype=bfloat16 --always_save_checkpoint=False --out_dir=/tmp/nanogpt-out --compile=False --dropout=0.0
+      --max_iters="$n")
+  else
+    cd "$R/llmc"
+    P=("${LLMC[@]}" -x "$n")
+  fi
+  p=${NCU_PROGRAM:-llmc}
+  /usr/bin/time -f "%e s" "${P[@]}" > "$out/ncu-native-$p.txt" 2>&1
   GMPROF_LOG=gmprof=info timeout -k 5 "${T:-300}" "$G" run --mode trace --pm-sampling "$m" \
-    --pm-interval "${NCU_INTERVAL:-20us}" -o "$out/ncu-pm" -- "${LLMC[@]}" -x "$n" > "$out/ncu-pm.txt" 2>&1
-  echo "== gmprof (PM ${NCU_INTERVAL:-20us}): exit $? | $(grep -E 'total average iteration time' "$out/ncu-pm.txt") | native: $(grep -E 'total average iteration time' "$out/ncu-native.txt")"
-  grep -ho "PM sampling: [0-9]* drain.*" "$out/ncu-pm.txt" | tail -1
-  grep -h "^# pm_\(interval\|samples\|hw_buffer\|missing\)\|^# warning" "$out/ncu-pm/pm.csv" | head -8
+    --pm-interval "${NCU_INTERVAL:-20us}" -o "$out/ncu-pm-$p" -- "${P[@]}" > "$out/ncu-pm-$p.txt" 2>&1
+  echo "== $p under gmprof (PM ${NCU_INTERVAL:-20us}): exit $?"
+  python3 "$ROOT/scripts/pc_check.py" overhead "$p --pm-sampling $m at ${NCU_INTERVAL:-20us}" 1.05 \
+    "$out/ncu-native-$p.txt" -- "$out/ncu-pm-$p.txt"
+  grep -ho "PM sampling: [0-9]* drain.*" "$out/ncu-pm-$p.txt" | tail -1
+  grep -h "^# pm_\(interval\|samples\|hw_buffer\|missing\)\|^# warning" "$out/ncu-pm-$p/pm.csv" | head -8
   pkill -9 -f train_gpt2cu 2>/dev/null
   timeout -k 5 "${T_NCU:-400}" ncu --csv --print-units base --cache-control none --clock-control none \
-    --metrics dram__bytes_read.sum,gpu__time_duration.sum "${LLMC[@]}" -x "$n" > "$out/ncu.csv" 2> "$out/ncu.err"
-  echo "== ncu: exit $?, $(grep -c '"dram__bytes_read.sum"' "$out/ncu.csv") kernels"
+    --metrics dram__bytes_read.sum,gpu__time_duration.sum "${P[@]}" > "$out/ncu-$p.csv" 2> "$out/ncu-$p.err"
+  echo "== ncu: exit $?, $(grep -c '"dram__bytes_read.sum"' "$out/ncu-$p.csv") kernels"
   cd "$ROOT"
-  python3 scripts/pm_vs_ncu.py "$out/ncu.csv" "$out/ncu-pm/pm.csv"
+  python3 scripts/pm_vs_ncu.py "$out/ncu-$p.csv" "$out/ncu-pm-$p/pm.csv"
   # pm.csv is too large to come back from the GPU machine: its kernel rows of DRAM read bytes,
   # compressed, for looking at the kernels past p90 here.
-  { grep -m1 '^"scope"' "$out/ncu-pm/pm.csv"; grep '^"kernel",.*"dram__bytes_read.sum.per_second"' "$out/ncu-pm/pm.csv"; } \
-    | xz -9 > "$out/pm-kernels-dram-read.csv.xz"
+  { grep -m1 '^"scope"' "$out/ncu-pm-$p/pm.csv"; grep '^"kernel",.*"dram__bytes_read.sum.per_second"' "$out/ncu-pm-$p/pm.csv"; } \
+    | xz -9 > "$out/pm-kernels-dram-read-$p.csv.xz"
 fi
