@@ -202,26 +202,19 @@ fn another_users_capture_is_refused_with_a_message() {
 
 #[path = "common/cdylib.rs"]
 mod common;
+#[path = "common/gmprof_run.rs"]
+mod gmprof_run;
 
 #[test]
 fn an_on_demand_run_of_a_program_without_cuda_says_no_capture_was_taken() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("out");
-    let cupti = tmp.path().join("libcupti.so");
-    std::fs::write(&cupti, b"").unwrap();
     let lib = common::cdylib();
     let run = |extra: &[&str]| {
-        let output = Command::new(env!("CARGO_BIN_EXE_gmprof"))
-            .env("GMPROF_CUPTI_LIB", &cupti)
-            .args(["run", "--lib", lib.to_str().unwrap(), "-o", out.to_str().unwrap()])
-            .args(extra)
-            .args(["--", "sh", "-c", "echo on_demand=$GMPROF_ON_DEMAND step=$GMPROF_STEP_RANGE lib=$GMPROF_LIBRARY"])
-            .output()
-            .unwrap();
-        (
-            output.status.code(),
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
+        gmprof_run::gmprof_run(
+            tmp.path(),
+            &lib,
+            extra,
+            "echo on_demand=$GMPROF_ON_DEMAND step=$GMPROF_STEP_RANGE lib=$GMPROF_LIBRARY",
         )
     };
     let (code, stdout, stderr) = run(&["--on-demand", "--torch-steps"]);

@@ -404,28 +404,17 @@ fn the_summary_folds_numbered_range_names_into_one_group() {
 
 #[path = "common/cdylib.rs"]
 mod cdylib;
+#[path = "common/gmprof_run.rs"]
+mod gmprof_run;
 
 /// `gmprof run --pc-sampling` picks trace mode when no mode is given, and refuses a counter
 /// mode before the program starts (beside per_range CUPTI delivered no sample on an H100).
 #[test]
 fn gmprof_run_pc_sampling_picks_trace_and_refuses_counter_modes() {
     let tmp = tempfile::tempdir().unwrap();
-    let cupti = tmp.path().join("libcupti.so");
-    std::fs::write(&cupti, b"").unwrap();
     let lib = cdylib::cdylib();
     let run = |extra: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gmprof"))
-            .env("GMPROF_CUPTI_LIB", &cupti)
-            .args(["run", "--lib", lib.to_str().unwrap(), "-o", tmp.path().join("out").to_str().unwrap()])
-            .args(extra)
-            .args(["--", "sh", "-c", "echo mode=$GMPROF_MODE pc=$GMPROF_PC_SAMPLING"])
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        gmprof_run::gmprof_run(tmp.path(), &lib, extra, "echo mode=$GMPROF_MODE pc=$GMPROF_PC_SAMPLING")
     };
     let (code, stdout, stderr) = run(&["--pc-sampling"]);
     assert_eq!(code, Some(0), "{stderr}");
@@ -441,5 +430,22 @@ fn gmprof_run_pc_sampling_picks_trace_and_refuses_counter_modes() {
             "{stderr}"
         );
         assert!(stderr.contains("Sample with --mode trace --pc-sampling"), "{stderr}");
+    }
+}
+
+/// The builder (and so the C ABI, Python and the environment) refuses PC sampling beside a
+/// counter mode before it loads CUPTI or touches a GPU.
+#[test]
+fn the_builder_refuses_pc_sampling_beside_a_counter_mode_before_anything_starts() {
+    use gmprof::capture::pc_sampling::PcSamplingConfig;
+    for mode in [ProfilingMode::PerRange, ProfilingMode::PerKernel, ProfilingMode::KernelReplay] {
+        let e = gmprof::Profiler::builder()
+            .mode(mode)
+            .pc_sampling(PcSamplingConfig::from_value("default").unwrap())
+            .build()
+            .expect_err("refused");
+        assert!(matches!(e, gmprof::Error::InvalidConfig(_)), "{e}");
+        let text = e.to_string();
+        assert!(text.contains(&format!("beside {} mode CUPTI samples no PCs", mode.as_str())), "{text}");
     }
 }

@@ -299,16 +299,9 @@ fn drain_loop(
 }
 
 impl PcSession {
-    /// Starts sampling on `ctx`. `beside` names the counter mode running next to it, if any.
-    /// Beside a counter mode it is refused ([`beside_counters_message`]).
-    pub fn start(cupti: &Cupti, ctx: Context, cfg: &PcSamplingConfig, beside: Option<&str>) -> Result<PcSession> {
-        if let Some(mode) = beside {
-            return Err(Error::InvalidConfig(beside_counters_message(mode)));
-        }
-        Self::start_sampler(cupti, ctx, cfg)
-    }
-
-    fn start_sampler(cupti: &Cupti, ctx: Context, cfg: &PcSamplingConfig) -> Result<PcSession> {
+    /// Starts sampling on `ctx`, beside trace mode (the profiler refuses a counter mode
+    /// before it gets here: [`beside_counters_message`]).
+    pub fn start(cupti: &Cupti, ctx: Context, cfg: &PcSamplingConfig) -> Result<PcSession> {
         // CUPTI lists the stall reasons only once sampling is enabled on the context (before,
         // cuptiPCSamplingGetNumStallReasons fails with CUPTI_ERROR_INVALID_OPERATION: seen on
         // an H100, CUPTI 13.0). A failure after this disables it again (drop).

@@ -137,9 +137,10 @@ impl ProfilerBuilder {
     /// Also samples warp program counters with their stall reasons (CUPTI's PC sampling,
     /// continuous collection: kernels are not serialized) and folds them into stall reasons
     /// per range, kernel and instruction ([`crate::analysis::pc_fold`]): the report gets a
-    /// `pc` section, `stalls.csv` and `pc_samples.csv`. An add-on to [`ProfilingMode::Trace`];
-    /// beside a counter mode [`ProfilerBuilder::build`] fails saying why (CUPTI samples no PCs
-    /// while the range profiler holds the counters). `None` turns it off.
+    /// `pc` section, `stalls.csv` and `pc_samples.csv`. An add-on to [`ProfilingMode::Trace`],
+    /// which it picks when no [`ProfilerBuilder::mode`] is set; beside a counter mode
+    /// [`ProfilerBuilder::build`] fails at once saying why (CUPTI samples no PCs while the range
+    /// profiler holds the counters). `None` turns it off.
     pub fn pc_sampling(mut self, config: Option<PcSamplingConfig>) -> Self {
         self.pc_sampling = config;
         self

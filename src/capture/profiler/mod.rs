@@ -75,7 +75,7 @@ use parking_lot::Mutex;
 
 use crate::analysis::correlate::Correlator;
 use crate::capture::hub::{self, CaptureSession, HubMembership};
-use crate::capture::pc_sampling::PcSession;
+use crate::capture::pc_sampling::{beside_counters_message, PcSession};
 use crate::capture::pm_sampling::PmSession;
 use crate::checked::activity::{self, ActivityRecord};
 use crate::checked::callback::ApiCallback;
@@ -231,7 +231,16 @@ impl Profiler {
         ProfilerBuilder::default()
     }
 
-    fn start(cfg: ProfilerBuilder) -> Result<Profiler> {
+    fn start(mut cfg: ProfilerBuilder) -> Result<Profiler> {
+        // PC sampling runs beside trace mode only: it picks trace when no mode was asked for,
+        // and a counter mode is refused before anything starts.
+        if cfg.pc_sampling.is_some() {
+            match cfg.mode {
+                None => cfg.mode = Some(ProfilingMode::Trace),
+                Some(ProfilingMode::Trace) => {}
+                Some(m) => return Err(Error::InvalidConfig(beside_counters_message(m.as_str()))),
+            }
+        }
         let cupti = Cupti::load()?;
         let drv = driver::init()?;
         if driver::device_count(&drv)? == 0 {
@@ -351,8 +360,7 @@ impl Profiler {
             }
         }
         if let Some(pc_cfg) = &cfg.pc_sampling {
-            let beside = (mode != ProfilingMode::Trace).then(|| mode.as_str());
-            match PcSession::start(&shared.cupti, context, pc_cfg, beside) {
+            match PcSession::start(&shared.cupti, context, pc_cfg) {
                 Ok(session) => *shared.pc.lock() = Some(session),
                 Err(e) => {
                     // Nothing of this capture is handed out: stop PM sampling, leave the hub.
