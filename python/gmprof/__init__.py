@@ -404,7 +404,8 @@ def init(
             ``"process"``. Passed to the library as ``GMPROF_RANGE_SCOPE`` for the call.
         pm_sampling: also sample PM counters at a fixed interval and fold them into every
             range and kernel (``pm.csv``, no replay; an add-on to ``mode="trace"``):
-            ``"default"`` or PM-sampling metric names. ``None`` uses
+            ``"default"``, ``"dram"`` (the two DRAM byte rates, which sustain 20 µs) or
+            PM-sampling metric names. ``None`` uses
             ``$GMPROF_PM_SAMPLING``. Passed as ``GMPROF_PM_SAMPLING`` for the call.
         pm_interval: the sampling interval, ns (``20000``) or a string such as ``"20us"``
             or ``"30000cycles"``; ``None`` uses ``$GMPROF_PM_INTERVAL`` or 100 µs.

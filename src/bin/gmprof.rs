@@ -165,8 +165,8 @@ enum Command {
         iterations: Option<usize>,
         /// Also sample PM counters at a fixed interval and fold them into every range and
         /// kernel (pm.csv; no replay): `default` (DRAM read/write bytes per second, SM active,
-        /// tensor pipe active, GR active) or comma-separated PM-sampling metric names. An
-        /// add-on to --mode trace.
+        /// tensor pipe active, GR active), `dram` (the two DRAM rates alone: they sustain
+        /// 20us) or comma-separated PM-sampling metric names. An add-on to --mode trace.
         #[arg(long = "pm-sampling", value_name = "METRICS")]
         pm_sampling: Option<String>,
         /// PM sampling interval: ns (100000, 100us, 1ms; default 100us), SYSCLK cycles

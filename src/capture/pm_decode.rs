@@ -7,14 +7,23 @@
 //! [`SampleEvaluator`] (a host object that turns one sample of an image into metric
 //! values). The CUPTI implementations are [`CuptiSource`] and [`HostEvaluator`].
 //!
-//! **Pipelined and parallel.** A drain decodes into the image, reads the completed samples'
-//! times, moves the image out (an empty spare takes its place), and hands it to the evaluation pool,
-//! whose threads each own a host object and evaluate a contiguous share of the samples. The
-//! drain then keeps the *previous* batch's values (waiting for them if need be) and goes on
+//! **Pipelined and parallel.** A drain decodes into the image, after the samples it already
+//! holds, and reads the new samples' times. Once the image is half full (or full, or sampling
+//! has stopped) it is moved out (an empty spare takes its place) and handed to the evaluation
+//! pool, whose threads each own a host object and evaluate a contiguous share of the samples.
+//! The drain then keeps the *previous* batch's values (waiting for them if need be) and goes on
 //! decoding: CUPTI's decode, on this thread, and the host's evaluation, on the pool, overlap.
 //! On an H100 with the default metrics a sample costs about 35 µs to decode and 13 to 28 µs
 //! to evaluate (BENCHMARKS.md), so evaluating on the decode thread bounded a long run to
 //! about 70 µs per sample; now the decode alone bounds it.
+//!
+//! **Images that do not fill.** When a decode fills the image, CUPTI drops the rest of the
+//! records it read from the hardware buffer: on an H100 at 20 µs each of 5 such fills lost 0.5
+//! to 22 ms of samples in a 20-step llm.c run (2 666 samples), with no overflow reported. So
+//! an image spans [`crate::capture::pm_sampling::IMAGE_SPAN`] of samples and is handed over
+//! half full, which leaves half of it for a drain that comes late; a fill that still happens is
+//! counted and the next images are twice as large ([`PmSource::grow`]). Handing over half-full
+//! images also pays an image's initialization once per half image, not once per drain.
 //!
 //! **Never stops for good.** The sampler overwrites its oldest records when its buffer is
 //! full, so an overflow loses samples (a gap in the sample times, counted as missing) but
@@ -51,6 +60,11 @@ pub trait PmSource: Send {
     fn decode(&mut self) -> Result<Decoded>;
     /// Samples of the image that are complete.
     fn completed(&self) -> Result<usize>;
+    /// Samples the image holds at most.
+    fn capacity(&self) -> usize;
+    /// Makes the images created from now on twice as large (up to a limit); called when a
+    /// decode filled the image.
+    fn grow(&mut self);
     /// Start and end (CUPTI clock, ns) of sample `index` of the image.
     fn sample_times(&self, index: usize) -> Result<(u64, u64)>;
     /// Moves the decoded image out, for evaluation on other threads, and puts an empty one
@@ -86,8 +100,12 @@ pub struct CuptiSource {
     pub image: PmCounterData,
     /// The metrics, for a new image.
     pub metrics: Vec<String>,
-    /// Samples an image holds.
+    /// Samples a new image holds.
     pub image_samples: u32,
+    /// Samples the current image holds.
+    pub image_capacity: u32,
+    /// The most samples [`PmSource::grow`] makes an image hold.
+    pub max_image_samples: u32,
     /// Images given back, to be initialized and used again.
     pub spares: Vec<Vec<u8>>,
 }
@@ -98,6 +116,17 @@ impl PmSource for CuptiSource {
     }
     fn completed(&self) -> Result<usize> {
         Ok(self.image.info(&self.cupti)?.completed)
+    }
+    fn capacity(&self) -> usize {
+        self.image_capacity as usize
+    }
+    fn grow(&mut self) {
+        let grown = self.image_samples.saturating_mul(2).min(self.max_image_samples.max(self.image_samples));
+        if grown != self.image_samples {
+            self.image_samples = grown;
+            // Spares of the old size are not used again.
+            self.spares.clear();
+        }
     }
     fn sample_times(&self, index: usize) -> Result<(u64, u64)> {
         self.sampler.sample_times(&self.image, index)
@@ -110,10 +139,15 @@ impl PmSource for CuptiSource {
                 self.sampler.create_counter_data(&refs, self.image_samples)?
             }
         };
+        self.image_capacity = self.image_samples;
         Ok(std::mem::replace(&mut self.image, next).into_bytes())
     }
     fn give_back(&mut self, image: Vec<u8>) {
-        if self.spares.len() < SPARE_IMAGES && image.len() == self.image.bytes().len() {
+        // Only images of the current size (after a `grow`, the older ones are dropped).
+        if self.spares.len() < SPARE_IMAGES
+            && self.image_capacity == self.image_samples
+            && image.len() == self.image.bytes().len()
+        {
             self.spares.push(image);
         }
     }
@@ -160,6 +194,10 @@ pub struct DrainTiming {
     pub samples: u64,
     /// The longest drain.
     pub longest: Duration,
+    /// The longest single decode call (CUPTI's).
+    pub longest_decode: Duration,
+    /// Images handed to the pool.
+    pub images: u64,
     /// Evaluation threads.
     pub threads: usize,
 }
@@ -172,7 +210,7 @@ impl DrainTiming {
         format!(
             "PM sampling: {} drain(s) of the hardware buffer, {} sample(s); decode {:.1} ms ({:.1} us per sample), \
              hand-off {:.1} ms ({:.1} us per sample), evaluation {:.1} ms on {} thread(s) ({:.1} us per sample), \
-             waiting for evaluation {:.1} ms; longest drain {:.1} ms",
+             waiting for evaluation {:.1} ms; longest drain {:.1} ms (longest decode call {:.1} ms); {} image(s) handed over",
             self.drains,
             self.samples,
             ms(self.decode),
@@ -183,7 +221,9 @@ impl DrainTiming {
             self.threads,
             us_per(self.evaluate),
             ms(self.waiting),
-            ms(self.longest)
+            ms(self.longest),
+            ms(self.longest_decode),
+            self.images
         )
     }
 
@@ -383,6 +423,9 @@ pub struct Decoder<S: PmSource> {
     keeper: SampleKeeper,
     /// The batch the pool is evaluating.
     in_flight: Option<Batch>,
+    /// The samples of the current image whose times were read: (index, start, end). They are
+    /// handed over with the image.
+    held: Vec<(usize, u64, u64)>,
     /// Sampling was stopped for the last drain: no restart after an overflow.
     stopped: bool,
     /// The sampler runs.
@@ -413,6 +456,7 @@ impl<S: PmSource> Decoder<S> {
             capture,
             keeper: SampleKeeper { interval_ns, last_end: None },
             in_flight: None,
+            held: Vec::new(),
             stopped: false,
             running: true,
             failures: 0,
@@ -476,13 +520,32 @@ impl<S: PmSource> Decoder<S> {
                 let _ = self.source.stop();
             }
         } else {
-            // An image a failed decode left half written is not decoded into again.
-            let _ = self.source.reset_image();
+            // An image a failed decode left half written is not decoded into again; the
+            // samples it completed before are handed over with it.
+            if self.held.is_empty() || self.hand_off().is_err() {
+                self.held.clear();
+                let _ = self.source.reset_image();
+            }
         }
     }
 
+    /// Moves the image out and hands it to the pool with its samples; keeps the batch before.
+    fn hand_off(&mut self) -> Result<()> {
+        let samples = std::mem::take(&mut self.held);
+        let image = self.source.take_image()?;
+        let Some(pool) = self.pool.as_ref() else {
+            return Err(Error::InvalidState("the PM sampling evaluation threads have ended".into()));
+        };
+        self.timing.images += 1;
+        let batch = pool.submit(image, samples);
+        if let Some(previous) = self.in_flight.replace(batch) {
+            self.keep_batch(previous);
+        }
+        Ok(())
+    }
+
     /// Decodes until the hardware buffer is empty (the image was the limit: again), handing
-    /// each image to the pool.
+    /// each image to the pool once it is half full, full, or sampling has stopped.
     fn drain(&mut self) -> Result<()> {
         // While sampling runs, a drain that is behind would never end (the sampler keeps
         // writing, idle GPU time included, and overwrites what the decode has not reached):
@@ -492,40 +555,41 @@ impl<S: PmSource> Decoder<S> {
         for _ in 0..most {
             let t0 = Instant::now();
             let decoded = self.source.decode()?;
-            self.timing.decode += t0.elapsed();
+            let took = t0.elapsed();
+            self.timing.decode += took;
+            self.timing.longest_decode = self.timing.longest_decode.max(took);
             if decoded.overflow {
                 self.capture.lock().hw_buffer_overflows += 1;
             }
+            let full = decoded.stop == DecodeStop::CounterDataFull;
+            if full {
+                // CUPTI dropped what did not fit: counted, and the next images are larger.
+                self.capture.lock().counter_data_full += 1;
+                self.source.grow();
+            }
             let t0 = Instant::now();
             let completed = self.source.completed()?;
-            let mut samples = Vec::with_capacity(completed);
-            for index in 0..completed {
+            let read = self.held.last().map_or(0, |h| h.0 + 1);
+            for index in read..completed {
                 let (start, end) = self.source.sample_times(index)?;
-                samples.push((index, start, end));
+                self.held.push((index, start, end));
             }
-            let image = if completed > 0 {
-                Some(self.source.take_image()?)
-            } else {
+            self.timing.samples += completed.saturating_sub(read) as u64;
+            let half_full = completed * 2 >= self.source.capacity();
+            let waited = self.timing.waiting;
+            if !self.held.is_empty() && (full || self.stopped || half_full) {
+                self.hand_off()?;
+            } else if full {
+                // Full without a complete sample: nothing to keep, start it again.
                 self.source.reset_image()?;
-                None
-            };
-            self.timing.handoff += t0.elapsed();
-            self.timing.samples += completed as u64;
-            if let Some(image) = image {
-                let Some(pool) = self.pool.as_ref() else {
-                    return Err(Error::InvalidState("the PM sampling evaluation threads have ended".into()));
-                };
-                let batch = pool.submit(image, samples);
-                if let Some(previous) = self.in_flight.replace(batch) {
-                    self.keep_batch(previous);
-                }
             }
+            // Waiting for the pool (in `keep_batch`) is counted apart.
+            self.timing.handoff += t0.elapsed().saturating_sub(self.timing.waiting - waited);
             // An overflow (the sampler overwrites its oldest records: see
             // `PmSampler::set_config`) is counted; the samples lost show as a gap.
-            if decoded.stop != DecodeStop::CounterDataFull {
+            if !full {
                 return Ok(());
             }
-            self.capture.lock().counter_data_full += 1;
         }
         Ok(())
     }

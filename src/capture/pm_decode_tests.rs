@@ -23,6 +23,8 @@ struct Scripted {
     spares: usize,
     stops: VecDeque<std::result::Result<(), &'static str>>,
     image: Vec<(u64, u64)>,
+    /// Samples an image holds; 0 hands every image over after its first decode.
+    capacity: usize,
     log: Arc<Mutex<Vec<String>>>,
 }
 
@@ -48,6 +50,13 @@ impl PmSource for Scripted {
     fn completed(&self) -> Result<usize> {
         Ok(self.image.len())
     }
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+    fn grow(&mut self) {
+        self.log.lock().push("grow".into());
+        self.capacity *= 2;
+    }
     fn sample_times(&self, index: usize) -> Result<(u64, u64)> {
         Ok(self.image[index])
     }
@@ -62,6 +71,7 @@ impl PmSource for Scripted {
         self.spares += 1;
     }
     fn reset_image(&mut self) -> Result<()> {
+        self.log.lock().push("reset".into());
         self.image.clear();
         Ok(())
     }
@@ -334,4 +344,82 @@ fn a_drain_that_is_behind_returns_to_look_at_the_stop_request() {
     d.finish();
     assert_eq!(decodes(&log), 51);
     assert_eq!(capture.lock().samples.len(), 250);
+}
+
+#[test]
+fn images_are_handed_over_half_full_and_the_rest_at_the_stop() {
+    // An image of 10 samples: drains of 3 are held until it is half full (6), then handed
+    // over; the last 3 go with the stop.
+    let source = Scripted {
+        drains: (0..3).map(|i| Ok((DONE, samples(1_000_000 + i * 60_000, 3)))).collect(),
+        capacity: 10,
+        ..Default::default()
+    };
+    let log = Arc::clone(&source.log);
+    let (mut d, capture) = decoder(source, 2);
+    assert_eq!(d.step(false), None);
+    assert_eq!(*log.lock(), ["decode"], "3 of 10: held");
+    assert_eq!(d.step(false), None);
+    assert_eq!(*log.lock(), ["decode", "decode", "new image"], "6 of 10: handed over");
+    assert_eq!(d.step(true), None);
+    let (_, timing) = d.finish();
+    assert_eq!(*log.lock(), ["decode", "decode", "new image", "stop", "decode", "new image"]);
+    let capture = capture.lock();
+    let want: Vec<u64> = (0..9).map(|i| 1_000_000 + i * 20_000).collect();
+    assert_eq!(starts(&capture), want);
+    assert!(capture.samples.iter().all(|s| s.values == vec![Some(s.start_ns as f64)]));
+    assert_eq!((timing.samples, timing.images, capture.missing_samples), (9, 2, 0));
+}
+
+#[test]
+fn a_full_image_is_counted_handed_over_and_the_next_images_grow() {
+    let source = Scripted {
+        drains: VecDeque::from([
+            Ok((DONE, samples(1_000_000, 2))),
+            Ok((FULL, samples(1_040_000, 2))),
+            Ok((DONE, samples(1_080_000, 1))),
+        ]),
+        capacity: 4,
+        ..Default::default()
+    };
+    let log = Arc::clone(&source.log);
+    let (mut d, capture) = decoder(source, 1);
+    assert_eq!(d.step(false), None);
+    assert_eq!(d.step(false), None);
+    assert_eq!(d.step(true), None);
+    d.finish();
+    // 2 of 4 is half full already; the full decode grows the source before its image goes;
+    // 1 of 8 is held until the stop.
+    assert_eq!(
+        *log.lock(),
+        ["decode", "new image", "decode", "grow", "new image", "decode", "stop", "decode", "reuse"]
+    );
+    let capture = capture.lock();
+    assert_eq!(starts(&capture).len(), 5);
+    assert_eq!((capture.counter_data_full, capture.missing_samples), (1, 0));
+}
+
+#[test]
+fn samples_held_in_the_image_survive_a_failed_decode() {
+    let source = Scripted {
+        drains: VecDeque::from([
+            Ok((DONE, samples(1_000_000, 2))),
+            Err("CUPTI_ERROR_UNKNOWN"),
+            Ok((DONE, samples(1_040_000, 2))),
+        ]),
+        capacity: 100,
+        ..Default::default()
+    };
+    let log = Arc::clone(&source.log);
+    let (mut d, capture) = decoder(source, 1);
+    for last in [false, false, false, true] {
+        assert_eq!(d.step(last), None);
+    }
+    d.finish();
+    // The failed decode hands the 2 held samples over with their image, instead of a reset.
+    assert!(!log.lock().iter().any(|l| l == "reset"), "{:?}", log.lock());
+    let capture = capture.lock();
+    let want: Vec<u64> = (0..4).map(|i| 1_000_000 + i * 20_000).collect();
+    assert_eq!(starts(&capture), want);
+    assert_eq!(capture.errors, ["decoding: CUPTI_ERROR_UNKNOWN (decoding goes on)"]);
 }

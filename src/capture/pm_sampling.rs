@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::capture::metrics::MetricCatalog;
 use crate::capture::pm_decode::{CuptiSource, Decoder, HostEvaluator, SampleEvaluator};
@@ -146,13 +146,21 @@ impl Default for PmSamplingConfig {
     }
 }
 
-/// Parses a metric list: `default` (or empty) for [`DEFAULT_PM_METRICS`], else
-/// comma-separated full names (`default` inside the list adds the defaults).
+/// The two DRAM throughput metrics of [`DEFAULT_PM_METRICS`]: what `dram` in a metric list
+/// stands for. CUPTI decodes a sample of them in about 4 µs on an H100 (the five defaults
+/// take 28 to 84 µs), so they sustain a 20 µs interval for per-kernel bandwidth.
+pub const DRAM_PM_METRICS: [&str; 2] = [DEFAULT_PM_METRICS[0], DEFAULT_PM_METRICS[1]];
+
+/// Parses a metric list: `default` (or empty) for [`DEFAULT_PM_METRICS`], `dram` for
+/// [`DRAM_PM_METRICS`], else comma-separated full names (`default` or `dram` inside the list
+/// adds theirs).
 pub fn parse_metrics(list: &str) -> Vec<String> {
     let mut wanted: Vec<&str> = Vec::new();
     for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         if item.eq_ignore_ascii_case("default") {
             wanted.extend(DEFAULT_PM_METRICS);
+        } else if item.eq_ignore_ascii_case("dram") {
+            wanted.extend(DRAM_PM_METRICS);
         } else {
             wanted.push(item);
         }
@@ -205,6 +213,10 @@ pub fn parse_interval(text: &str) -> Result<PmInterval> {
     Ok(if cycles { PmInterval::Cycles(value) } else { PmInterval::TimeNs(value) })
 }
 
+/// The time a counter data image spans at the interval: a drain may be up to half of it late
+/// (on an H100 under llm.c, drains came up to 62 ms late) before samples are lost.
+pub const IMAGE_SPAN: Duration = Duration::from_millis(160);
+
 /// Samples one decode period may produce at most: on an H100 with the default metrics a
 /// sample takes about 64 KiB of the hardware buffer (256 MiB held about 4100 samples before
 /// it overflowed at a 5 µs interval), so this keeps the default buffer a quarter full.
@@ -224,18 +236,21 @@ impl PmSamplingConfig {
         }
     }
 
-    /// Samples a counter data image holds: twice what one decode period brings at the
-    /// interval (a drain that falls behind decodes again), from 256 up to
-    /// [`PmSamplingConfig::max_samples_per_image`]. An image is moved to the evaluation
-    /// threads and re-initialized for every drain, so its size is paid each time: at 20 µs
-    /// with the default metrics a 20 000-sample image cost 94 µs per sample to hand over
-    /// on an H100, more than the decode itself.
+    /// Samples a counter data image holds: [`IMAGE_SPAN`] of samples at the interval, and at
+    /// least two decode periods' worth, from 256 up to
+    /// [`PmSamplingConfig::max_samples_per_image`]. Images are handed over half full
+    /// ([`crate::capture::pm_decode`]), so a drain may come up to half the span late before
+    /// CUPTI drops samples that do not fit; the image's initialization, which grows with its
+    /// size, is paid once per half image.
     pub fn image_samples(&self) -> u32 {
-        let per_period = match self.interval {
-            PmInterval::TimeNs(ns) => (self.decode_period_for_interval().as_nanos() as u64).div_ceil(ns.max(1)),
+        let samples = match self.interval {
+            PmInterval::TimeNs(ns) => {
+                let span = IMAGE_SPAN.max(2 * self.decode_period_for_interval());
+                (span.as_nanos() as u64).div_ceil(ns.max(1))
+            }
             PmInterval::Cycles(_) => u64::from(self.max_samples_per_image),
         };
-        (per_period.saturating_mul(2).clamp(256, u64::from(self.max_samples_per_image.max(256)))) as u32
+        (samples.clamp(256, u64::from(self.max_samples_per_image.max(256)))) as u32
     }
 
     /// The configuration the environment asks for ([`PM_SAMPLING_ENV`], [`PM_INTERVAL_ENV`]);
@@ -389,7 +404,16 @@ impl PmSession {
             ..Default::default()
         }));
         let kept_for_thread = Arc::clone(&kept);
-        let source = CuptiSource { cupti: *cupti, sampler, image, metrics: names, image_samples, spares: Vec::new() };
+        let source = CuptiSource {
+            cupti: *cupti,
+            sampler,
+            image,
+            metrics: names,
+            image_samples,
+            image_capacity: image_samples,
+            max_image_samples: cfg.max_samples_per_image.max(image_samples),
+            spares: Vec::new(),
+        };
         // A pool that cannot start drops the source: the sampler is disabled.
         let decoder = Decoder::new(source, evaluators, Arc::clone(&kept), cfg.interval.time_ns())?;
         let (stop, stopped) = mpsc::channel::<()>();
@@ -398,8 +422,13 @@ impl PmSession {
             .name("gmprof-pm-decode".into())
             .spawn(move || {
                 let mut decoder = decoder;
+                // Drains every period from the start: a drain that took long is followed by
+                // the next at once, not a whole period later.
+                let mut due = Instant::now() + period;
                 let final_error = loop {
-                    let last = !matches!(stopped.recv_timeout(period), Err(RecvTimeoutError::Timeout));
+                    let wait = due.saturating_duration_since(Instant::now());
+                    let last = !matches!(stopped.recv_timeout(wait), Err(RecvTimeoutError::Timeout));
+                    due = (due + period).max(Instant::now());
                     let error = decoder.step(last);
                     if last {
                         break error;
@@ -478,11 +507,12 @@ mod tests {
     }
 
     #[test]
-    fn the_image_holds_two_decode_periods() {
+    fn the_image_spans_160_ms_of_samples() {
         let at = |interval| PmSamplingConfig { interval, ..Default::default() }.image_samples();
-        assert_eq!(at(PmInterval::TimeNs(20_000)), 2_000);
-        assert_eq!(at(PmInterval::TimeNs(10_000)), 2_000);
-        assert_eq!(at(PmInterval::TimeNs(100_000)), 400);
+        assert_eq!(at(PmInterval::TimeNs(20_000)), 8_000);
+        assert_eq!(at(PmInterval::TimeNs(10_000)), 16_000);
+        assert_eq!(at(PmInterval::TimeNs(5_000)), 20_000);
+        assert_eq!(at(PmInterval::TimeNs(100_000)), 1_600);
         assert_eq!(at(PmInterval::TimeNs(1_000_000)), 256);
         assert_eq!(at(PmInterval::Cycles(10_000)), 20_000);
     }
@@ -495,6 +525,8 @@ mod tests {
         let both = parse_metrics("x.sum,default");
         assert_eq!(both.len(), 6);
         assert_eq!(both[0], "x.sum");
+        assert_eq!(parse_metrics("DRAM"), ["dram__bytes_read.sum.per_second", "dram__bytes_write.sum.per_second"]);
+        assert_eq!(parse_metrics("dram,default").len(), 5);
     }
 
     #[test]
