@@ -22,8 +22,74 @@ fn load(path: &str) -> Result<Report, Box<dyn Error>> {
     Ok(serde_json::from_reader(std::io::BufReader::new(std::fs::File::open(path)?))?)
 }
 
+/// `--kernels REPORT OUT.csv [OFFSET_NS]`: every kernel row of the fold, one line per
+/// kernel and metric (start, duration, name, metric, total, confidence, windows), in start
+/// order, for `scripts/pm_vs_ncu.py`-style comparisons of attribution changes on recorded data.
+fn kernel_rows(report: &str, out: &str, offset: Option<i64>) -> Result<(), Box<dyn Error>> {
+    let traced = load(report)?;
+    let pm = traced.pm.as_ref().ok_or("the report has no PM samples")?;
+    let mut capture = pm.to_capture();
+    if let Some(offset) = offset {
+        for s in &mut capture.samples {
+            s.start_ns = (s.start_ns as i64 + offset) as u64;
+            s.end_ns = (s.end_ns as i64 + offset) as u64;
+        }
+    }
+    let t0 = std::time::Instant::now();
+    let folded = fold_report(&capture, &traced.ranges, &traced.kernels);
+    eprintln!(
+        "folded {} samples over {} kernels in {:.1} s",
+        capture.samples.len(),
+        traced.kernels.len(),
+        t0.elapsed().as_secs_f64()
+    );
+    let mut w = csv::Writer::from_path(out)?;
+    w.write_record([
+        "scope",
+        "start_ns",
+        "end_ns",
+        "duration_ns",
+        "kernel_name",
+        "metric",
+        "total",
+        "confidence",
+        "windows",
+        "coverage",
+        "edge_share",
+    ])?;
+    let mut rows: Vec<_> = folded.rows.iter().filter(|r| r.kernel_name.is_some()).collect();
+    rows.sort_by_key(|r| r.start_ns);
+    for r in rows {
+        for (m, v) in folded.metrics.iter().zip(&r.values) {
+            let text = |x: Option<f64>| x.map(|x| x.to_string()).unwrap_or_default();
+            w.write_record([
+                "kernel".to_owned(),
+                r.start_ns.to_string(),
+                r.end_ns.to_string(),
+                (r.end_ns - r.start_ns).to_string(),
+                r.kernel_name.clone().unwrap_or_default(),
+                m.name.clone(),
+                text(v.and_then(|v| v.total)),
+                v.and_then(|v| v.confidence).map(|c| c.as_str().to_owned()).unwrap_or_default(),
+                text(v.map(|v| v.windows)),
+                text(v.map(|v| v.coverage)),
+                text(v.and_then(|v| v.edge_share)),
+            ])?;
+        }
+    }
+    w.flush()?;
+    Ok(())
+}
+
 fn main() -> Result<(), Box<dyn Error>> {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--kernels") {
+        return match &args[2..] {
+            [report, out] => kernel_rows(report, out, None),
+            [report, out, offset] => kernel_rows(report, out, Some(offset.parse()?)),
+            _ => Err("usage: pm_refold --kernels REPORT.json OUT.csv [OFFSET_NS]".into()),
+        };
+    }
     let (traced, per_range, forced) = match args.as_slice() {
         [_, t, p] => (t, p, None),
         [_, t, p, offset] => (t, p, Some(offset.parse::<i64>()?)),

@@ -43,7 +43,11 @@ def read_pm(path, metric):
 
 
 def short(name):
-    return name.split("(")[0].split("<")[0].replace("void ", "").strip()
+    """A kernel's base name, the same from ncu's demangler and CUPTI's: ncu writes
+    `void native::<unnamed>::f<float>(const float *)` where CUPTI writes
+    `void at::native::(anonymous namespace)::f<float>(float const*)`; both give `f`."""
+    name = name.replace("void ", "").replace("(anonymous namespace)::", "").replace("<unnamed>::", "")
+    return name.split("(")[0].split("<")[0].strip().split("::")[-1]
 
 
 def pct(values, q):

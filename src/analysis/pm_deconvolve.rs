@@ -34,6 +34,18 @@ pub const MAX_ITERATIONS: usize = 500;
 /// Relative change under which the iterations stop.
 pub const TOLERANCE: f64 = 1e-7;
 
+/// Iterations for each launch on its own, after its kernel's launches were given one value
+/// together ([`deconvolve_grouped`]). One step scales a launch's group value by the
+/// overlap-weighted ratio of the amounts its windows measured to the amounts the group values
+/// predict there. Iterating on to convergence fits each launch to its few windows alone, and
+/// a kernel whose rate is not constant over its run (a GEMM's prologue and epilogue) then
+/// takes its neighbours' amounts: on an H100, llm.c's GPT-2 at 20 µs against ncu's per-kernel
+/// DRAM read bytes (validation/2026-11-26-pm-attribution-h100.log), converged launches had a
+/// p90 error of 15.3 % over kernels of 50 µs or more, one step 11.1 %, two steps 13.3 %, the
+/// group value alone 15.2 % (its median 5.0 %, against 2.4 % for one step); on nanoGPT's
+/// GPT-2 small (PyTorch) converged 12.8 %, one step 10.2 %, the group value alone 14.1 %.
+pub const LAUNCH_STEPS: usize = 1;
+
 /// One window: `[start, end)` and the metric's amount over it (value × width, in value·ns).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Window {
@@ -69,11 +81,11 @@ pub fn deconvolve(windows: &[Window], elements: &[Vec<(u64, u64)>]) -> Attributi
 
 /// [`deconvolve`], in two stages when `groups` puts elements together (`groups[k]` is element
 /// `k`'s group; elements of a group are launches of the same kernel): first one value per group,
-/// then each element on its own, starting from its group's value. Repeated kernels (every
-/// training step launches the same ones) are seen at many phases of the windows, so their
-/// group's value is well determined even where one launch shares its windows with others; the
-/// second stage then moves a launch away from its group's value only as far as its own windows
-/// say.
+/// iterated to convergence, then [`LAUNCH_STEPS`] step for each element on its own, starting
+/// from its group's value. Repeated kernels (every training step launches the same ones) are
+/// seen at many phases of the windows, so their group's value is well determined even where
+/// one launch shares its windows with others; the second stage then scales each launch by what
+/// its own windows measured against what the group values predict there.
 pub fn deconvolve_grouped(windows: &[Window], elements: &[Vec<(u64, u64)>], groups: &[usize]) -> Attribution {
     let (times, values) = split(windows);
     attribute_each(&times, &[values], elements, groups).pop().expect("one metric")
@@ -95,7 +107,7 @@ pub fn attribute_each(
         .map(|v| {
             let first = pooled.solve(times, v, None);
             let start: Vec<f64> = groups.iter().map(|&g| first.values[g].unwrap_or(0.0)).collect();
-            let mut second = overlaps.solve(times, v, Some(&start));
+            let mut second = overlaps.solve_n(times, v, Some(&start), LAUNCH_STEPS);
             second.iterations += first.iterations;
             second
         })
@@ -151,6 +163,10 @@ impl Overlaps {
     /// Richardson–Lucy iterations for one metric, from `start` or from the overlap-weighted
     /// means.
     fn solve(&self, times: &[(u64, u64)], values: &[Option<f64>], start: Option<&[f64]>) -> Attribution {
+        self.solve_n(times, values, start, MAX_ITERATIONS)
+    }
+    /// [`Overlaps::solve`] with at most `max` iterations.
+    fn solve_n(&self, times: &[(u64, u64)], values: &[Option<f64>], start: Option<&[f64]>, max: usize) -> Attribution {
         let value = |i: usize| values[i].map(|v| v.max(0.0));
         let amount: Vec<f64> =
             times.iter().enumerate().map(|(i, &(a, b))| value(i).unwrap_or(0.0) * (b - a) as f64).collect();
@@ -184,7 +200,7 @@ impl Overlaps {
         }
         let mut predicted = vec![0.0f64; times.len()];
         let mut iterations = 0;
-        while iterations < MAX_ITERATIONS {
+        while iterations < max {
             iterations += 1;
             predicted.iter_mut().for_each(|p| *p = 0.0);
             for (column, &r) in columns.iter().zip(&rates) {
