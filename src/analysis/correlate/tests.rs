@@ -246,6 +246,28 @@ fn trace_mode_time_comes_from_activity() {
 }
 
 #[test]
+fn kernels_cupti_delivered_without_times_are_counted_and_not_blamed_on_replay() {
+    // Seen on an H100 under PM sampling at 10 µs: 117 trace-mode records with start = end = 0.
+    let tree = SessionTree::new();
+    let mut c = Correlator::new();
+    c.add_launch(launch(1, 0, 0, None));
+    c.add_launch(launch(2, 0, 1, None));
+    let mut timed = activity(1, "k");
+    timed.end_ns = 900;
+    c.add_activity(timed);
+    let mut untimed = activity(2, "k");
+    (untimed.start_ns, untimed.end_ns) = (0, 0);
+    c.add_activity(untimed);
+    let out = c.finish(&tree, &MetricSet::default(), ProfilingMode::Trace);
+    assert_eq!(out.rows[0].duration_ns, Some(800));
+    assert_eq!(out.rows[1].duration_ns, None);
+    let warning = out.warnings.iter().find(|w| w.contains("end <= start")).expect("the untimed record is said");
+    assert!(warning.starts_with("1 kernel activity record(s)"), "{warning}");
+    assert!(warning.contains("CUPTI delivered them without times"), "{warning}");
+    assert!(!warning.contains("kernel replay"), "{warning}");
+}
+
+#[test]
 fn nan_values_become_none_and_stale_ranges_go_to_root() {
     let mut tree = SessionTree::new();
     let stale = tree.push("old", 1, 0);
