@@ -14,20 +14,17 @@
 //!   kernels (`ncu --metrics group:smsp__pcsamp_warp_stall_reasons`, the same day, same GPU),
 //!   which no part of gmprof computed.
 use std::collections::HashMap;
-use std::io::Read;
-use std::path::PathBuf;
 
 use gmprof::analysis::pc_fold::{PcAttribution, PcReport};
 use gmprof::model::pc::PcCapture;
 use gmprof::model::RangeId;
 use gmprof::report::Report;
 
+#[path = "common/recorded.rs"]
+mod recorded;
+
 fn unzstd(name: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/pc").join(name);
-    let file = std::fs::File::open(&path).unwrap();
-    let mut text = String::new();
-    ruzstd::decoding::StreamingDecoder::new(file).unwrap().read_to_string(&mut text).unwrap();
-    text
+    recorded::unzstd("pc", name)
 }
 
 fn folded() -> Report {

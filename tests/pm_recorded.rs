@@ -4,19 +4,16 @@
 //! range) are in tests/data/pm/, zstd-compressed, with the folded rows left out: the test folds
 //! the recorded samples again, with this build, and compares every top-level range of 1 ms or
 //! more (a memory-bound `add` of 1.2 ms and a 2 ms MLP `train_step`, 10 of each) with per_range.
-use std::io::Read;
-use std::path::PathBuf;
 
 use gmprof::analysis::pm_check::{compare_with_per_range, DRAM_BYTES};
 use gmprof::analysis::pm_fold::fold_report;
 use gmprof::report::Report;
 
+#[path = "common/recorded.rs"]
+mod recorded;
+
 fn load(name: &str) -> Report {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/pm").join(name);
-    let file = std::fs::File::open(&path).unwrap();
-    let mut text = String::new();
-    ruzstd::decoding::StreamingDecoder::new(file).unwrap().read_to_string(&mut text).unwrap();
-    serde_json::from_str(&text).unwrap()
+    serde_json::from_str(&recorded::unzstd("pm", name)).unwrap()
 }
 
 /// Worst |error| of the folded and of the overlap-weighted DRAM bytes, over the ranges compared.

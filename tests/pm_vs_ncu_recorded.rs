@@ -15,25 +15,24 @@
 //! Issue 29's acceptance pairs the two in launch order and bounds |gmprof / ncu - 1| over the
 //! kernels reading 1 MB or more: of 50 µs or more, median 5 % and p90 15 %; of 20 µs or more,
 //! median 10 %. `scripts/pm_vs_ncu.py` does the same on a GPU run's files.
-use std::io::Read;
-use std::path::PathBuf;
-
 use gmprof::analysis::pm_fold::{fold_report, PmScope};
 use gmprof::report::Report;
 
+#[path = "common/recorded.rs"]
+mod recorded;
+
 fn text(name: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/pm").join(name);
-    let file = std::fs::File::open(&path).unwrap();
-    let mut text = String::new();
-    ruzstd::decoding::StreamingDecoder::new(file).unwrap().read_to_string(&mut text).unwrap();
-    text
+    recorded::unzstd("pm", name)
 }
 
-/// A kernel's base name, as ncu's and CUPTI's demanglers both give it.
-fn short(name: &str) -> &str {
-    let name = name.strip_prefix("void ").unwrap_or(name);
-    let name = name.split(['(', '<']).next().unwrap_or(name).trim();
-    name.rsplit("::").next().unwrap_or(name)
+/// A kernel's base name, as ncu's and CUPTI's demanglers both give it (ncu writes
+/// `void native::<unnamed>::f<float>(const float *)` where CUPTI writes
+/// `void at::native::(anonymous namespace)::f<float>(float const*)`: both give `f`), as
+/// scripts/pm_vs_ncu.py does.
+fn short(name: &str) -> String {
+    let name = name.replace("void ", "").replace("(anonymous namespace)::", "").replace("<unnamed>::", "");
+    let name = name.split(['(', '<']).next().unwrap_or(&name).trim();
+    name.rsplit("::").next().unwrap_or(name).to_owned()
 }
 
 /// (ncu's time ns, ncu's bytes, gmprof's bytes) of every kernel, paired in launch order.
@@ -52,7 +51,7 @@ fn pairs() -> Vec<(f64, f64, f64)> {
         .zip(&kernels)
         .map(|((name, bytes, time), row)| {
             let ours = row.kernel_name.as_deref().unwrap();
-            assert_eq!(short(ours), name, "launch order differs");
+            assert_eq!(&short(ours), name, "launch order differs");
             let total = row.values[metric].and_then(|v| v.total).expect("every kernel has a PM value");
             (*time, *bytes, total)
         })
