@@ -18,7 +18,7 @@
 #              attribution by correlation id) checked the same way.            ~2 min
 #   ncu        the top TOP_KERNELS (8) kernels by gmprof samples, profiled by ncu (`--metrics
 #              group:smsp__pcsamp_warp_stall_reasons`, --cache-control none --clock-control
-#              none, NCU_LAUNCHES (200) launches of them, after NCU_SKIP (20)); per kernel, the
+#              none, NCU_LAUNCHES (1000) launches of them, after NCU_SKIP (20)); per kernel, the
 #              shares of gmprof's top three stall reasons against ncu's (summed over its
 #              launches): PASS within 5 pp for at least 5 kernels, per program.  ~6 min
 #   loss       llm.c for 30 steps under --pc-sampling at LOSS_CASES ("EXPONENT:SLEEP_MS:HW_MiB"
@@ -139,8 +139,9 @@ if want ncu; then
     if [ -z "$names" ]; then echo "FAIL $p: no kernel with PC samples"; continue; fi
     if [ $p = llmc ]; then cmd=("${LLMC[@]}" -x 6); cd "$R/llmc"; else cmd=("${NG[@]}" --max_iters=6); cd "$R/nanogpt"; fi
     # ncu counts launches over all matched kernels: nanoGPT's top kernels include a copy
-    # kernel launched about 200 times per iteration, so it gets more.
-    launches=${NCU_LAUNCHES:-200}; [ $p = ng ] && launches=${NCU_LAUNCHES_NG:-1500}
+    # kernel launched about 200 times per iteration, and with 200 launches llm.c's forward
+    # kernels used them all before its backward ones ran (llm.c stops ncu after step 3).
+    launches=${NCU_LAUNCHES:-1000}; [ $p = ng ] && launches=${NCU_LAUNCHES_NG:-1500}
     ncu_common=(--csv --print-units base --print-kernel-base mangled --kernel-name-base mangled --cache-control none
       --clock-control none -k "regex:^($names)\$" --launch-skip "${NCU_SKIP:-20}" --launch-count "$launches")
     T=480 run ncu "${ncu_common[@]}" --metrics group:smsp__pcsamp_warp_stall_reasons "${cmd[@]}" > "$W/ncu-$p.csv" 2>&1
