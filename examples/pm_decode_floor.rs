@@ -5,13 +5,17 @@
 //! GPU busy (`--load`: `mlp`, the MLP training step and a vector add of the validation
 //! workloads; `vector_add`; or `idle`). The calling thread is the decode loop, as plain as
 //! CUPTI's sample: every `--decode-ms` it calls `cuptiPmSamplingDecodeData` into one counter
-//! data image (sized for two decode periods), reads each sample's times
-//! (`cuptiPmSamplingCounterDataGetSampleInfo`), evaluates each sample with
-//! `cuptiProfilerHostEvaluateToGpuValues` (unless `--no-evaluate`), and re-initializes the
-//! image. It prints one line per run:
+//! data image, reads each sample's times (`cuptiPmSamplingCounterDataGetSampleInfo`),
+//! evaluates each sample with `cuptiProfilerHostEvaluateToGpuValues` (unless
+//! `--no-evaluate`), and re-initializes the image. The image holds two decode periods and is
+//! re-initialized after every decode, as CUPTI's sample does, not as gmprof does (a 160 ms
+//! image handed over half full, `src/capture/pm_decode.rs`): a decode that fills it loses the
+//! records that do not fit, so `image full` counts show as fewer samples than expected, while
+//! the costs per sample stay CUPTI's. It prints one line per run; on an H100 (2026-11-26,
+//! `validation/2026-11-26-pm-attribution-h100.log`):
 //!
 //! ```text
-//! pm_decode_floor metrics=default interval=20us load=mlp: 250000 samples in 5.00 s (250000 expected), decode 34.1 us, times 1.0 us, evaluate 19.8 us, reinit 0.4 us per sample; decode loop busy 100 % of the wall time; overflows 3, image full 12
+//! pm_decode_floor metrics=dram interval=20us load=mlp (6644 steps): 249234 samples in 5.03 s (251483 expected), decode 3.6 us, times 0.2 us, evaluate 4.1 us, reinit 0.8 us per sample; decode loop busy 43 % of the wall time; overflows 0, image full 9
 //! ```
 //!
 //! A decode slower than the interval (decode per sample above the interval, or a loop busy
