@@ -20,7 +20,7 @@
 //!
 //! A decode slower than the interval (decode per sample above the interval, or a loop busy
 //! 100 % with samples missing) is CUPTI's bound, not gmprof's. Build and run on the GPU
-//! machine (libcupti and libnvrtc on the library path, as `scripts/gpu-env.sh` sets):
+//! machine (libcupti and libnvrtc on the library path, as `scripts/gpu/env.sh` sets):
 //!
 //! ```text
 //! cargo run --release --example pm_decode_floor -- --metrics default --interval 20us --load mlp

@@ -24,7 +24,7 @@ fn load(path: &str) -> Result<Report, Box<dyn Error>> {
 
 /// `--kernels REPORT OUT.csv [OFFSET_NS]`: every kernel row of the fold, one line per
 /// kernel and metric (start, duration, name, metric, total, confidence, windows), in start
-/// order, for `scripts/pm_vs_ncu.py`-style comparisons of attribution changes on recorded data.
+/// order, for `scripts/check/pm_vs_ncu.py`-style comparisons of attribution changes on recorded data.
 fn kernel_rows(report: &str, out: &str, offset: Option<i64>) -> Result<(), Box<dyn Error>> {
     let traced = load(report)?;
     let pm = traced.pm.as_ref().ok_or("the report has no PM samples")?;

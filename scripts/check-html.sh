@@ -41,7 +41,7 @@ if [ -z "$browser" ]; then
   exit 1
 fi
 cargo build --quiet --bin gmprof
-gmprof=$root/target/debug/gmprof
+gmprof=${CARGO_TARGET_DIR:-$root/target}/debug/gmprof
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # Offline: no host name resolves and no proxy answers, so any request would fail and log.

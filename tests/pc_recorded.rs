@@ -2,7 +2,7 @@
 //! T=1024, 3 steps, train_gpt2cu built with -lineinfo) under `gmprof run --mode trace
 //! --pc-sampling` (continuous collection, CUPTI's interval 2^11) with `GMPROF_PC_RECORD`, on an
 //! NVIDIA H100 (driver 580.159.04, CUDA 13.0, CUPTI 13.0.1), 2026-11-25
-//! (`SECTIONS=record bash scripts/gpu-pc-sampling-validate.sh`;
+//! (`SECTIONS=record bash scripts/gpu/pc-sampling-validate.sh`;
 //! validation/2026-11-25-pc-sampling-h100.log).
 //!
 //! tests/data/pc/ holds, zstd-compressed, the raw capture (19 507 PC records of 40 reasons) and

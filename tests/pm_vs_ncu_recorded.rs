@@ -1,7 +1,7 @@
 //! Per-kernel DRAM read bytes from PM sampling against ncu's, on data recorded on a GPU.
 //!
 //! Recorded on an NVIDIA H100 80GB HBM3 (driver 580.159.04, CUDA 13.0, CUPTI 13.0.1),
-//! 2026-11-26, by `SECTIONS=ncu bash scripts/gpu-pm-rate.sh`: llm.c's `train_gpt2cu` (GPT-2
+//! 2026-11-26, by `SECTIONS=ncu bash scripts/gpu/pm-rate.sh`: llm.c's `train_gpt2cu` (GPT-2
 //! d12, B=8, T=1024) under `gmprof run --mode trace --pm-sampling
 //! dram__bytes_read.sum.per_second,dram__bytes_write.sum.per_second --pm-interval 20us`, and
 //! under `ncu --cache-control none --clock-control none --metrics
@@ -14,7 +14,7 @@
 //!
 //! Issue 29's acceptance pairs the two in launch order and bounds |gmprof / ncu - 1| over the
 //! kernels reading 1 MB or more: of 50 µs or more, median 5 % and p90 15 %; of 20 µs or more,
-//! median 10 %. `scripts/pm_vs_ncu.py` does the same on a GPU run's files.
+//! median 10 %. `scripts/check/pm_vs_ncu.py` does the same on a GPU run's files.
 use gmprof::analysis::pm_fold::{fold_report, PmScope};
 use gmprof::report::Report;
 
@@ -28,7 +28,7 @@ fn text(name: &str) -> String {
 /// A kernel's base name, as ncu's and CUPTI's demanglers both give it (ncu writes
 /// `void native::<unnamed>::f<float>(const float *)` where CUPTI writes
 /// `void at::native::(anonymous namespace)::f<float>(float const*)`: both give `f`), as
-/// scripts/pm_vs_ncu.py does.
+/// scripts/check/pm_vs_ncu.py does.
 fn short(name: &str) -> String {
     let name = name.replace("void ", "").replace("(anonymous namespace)::", "").replace("<unnamed>::", "");
     let name = name.split(['(', '<']).next().unwrap_or(&name).trim();

@@ -401,7 +401,7 @@ fn ptxas() -> Option<PathBuf> {
 #[test]
 fn every_probed_kernel_assembles_with_ptxas() {
     let Some(ptxas) = ptxas() else {
-        println!("skipped: no ptxas on PATH and GMPROF_PTXAS unset (scripts/gpu-probe-validate.sh runs it on the GPU machine)");
+        println!("skipped: no ptxas on PATH and GMPROF_PTXAS unset (scripts/gpu/probe-validate.sh runs it on the GPU machine)");
         return;
     };
     let dir = tempfile::tempdir().unwrap();

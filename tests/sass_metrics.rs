@@ -1,6 +1,6 @@
 //! The SASS metrics path on recorded data: flushes CUPTI returned on an H100 (driver 580,
 //! CUPTI 13.0.1) for bench/sass_metrics_floor.cu's `spin`, `axpy` and cuBLAS's SGEMM
-//! (`scripts/gpu-sass-record.sh`: GMPROF_PROBE_SASS_DUMP), attributed as
+//! (`scripts/gpu/sass-record.sh`: GMPROF_PROBE_SASS_DUMP), attributed as
 //! gmprof attributes a launch's flush, against what ncu measured for the same launches
 //! (`ncu --metrics smsp__inst_executed.sum,smsp__thread_inst_executed.sum,
 //! smsp__inst_executed_op_global_ld.sum,smsp__inst_executed_op_global_st.sum`, same GPU).

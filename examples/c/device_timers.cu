@@ -16,7 +16,7 @@
 //   overflow     5 records per lane into a buffer with room for 3 per lane
 //   misaligned   a buffer 8 bytes off 16-byte alignment: nothing stored, all counted, refused
 // Then it times the marker overhead (printed as "overhead: ..." lines) and finishes, writing
-// OUT/regions.csv, OUT/report.json and OUT/trace.json. scripts/gpu-device-timers-validate.sh
+// OUT/regions.csv, OUT/report.json and OUT/trace.json. scripts/gpu/device-timers-validate.sh
 // checks the results.
 #include <cstdio>
 #include <cstdlib>

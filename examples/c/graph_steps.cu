@@ -22,7 +22,7 @@
 // there never run), then per step "step N" > "work" > "block". The graph launch, or the
 // eager launches, happen inside "block".
 //
-// Printed at the end (check_run.py and scripts/gpu-graphs-validate.sh read these lines):
+// Printed at the end (check_run.py and scripts/gpu/graphs-validate.sh read these lines):
 //   graph_steps: variant=V steps=S kernels_per_step=K memsets_per_step=1 memcpys_per_step=1
 #include <cstdio>
 #include <cstdlib>

@@ -1,4 +1,4 @@
-// The probe engine's GPU check (scripts/gpu-probe-validate.sh): loads kernels through the
+// The probe engine's GPU check (scripts/gpu/probe-validate.sh): loads kernels through the
 // driver API as PTX text (cuModuleLoadData) and as a zstd-compressed fatbin with PTX and
 // SASS, runs them, and prints one FNV-1a hash per output buffer, so a run under
 // `gmprof run --probe ...` can be compared bit for bit with a plain run.

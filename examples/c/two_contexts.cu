@@ -1,7 +1,7 @@
 // Two CUDA contexts in one process on one GPU: the runtime's primary context, then a context
 // the program creates with the driver API, each running its own kernels. gmprof profiles the
 // first context; the second must never be silent: the summary's first line and injection.json
-// name it with its kernel launches (scripts/gpu-contexts-validate.sh).
+// name it with its kernel launches (scripts/gpu/contexts-validate.sh).
 //
 //   nvcc -o two_contexts examples/c/two_contexts.cu -lcuda
 //   ./two_contexts [LAUNCHES]      # LAUNCHES kernels in the first context, 2x in the second

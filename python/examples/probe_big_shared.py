@@ -1,5 +1,5 @@
 """A Triton matmul whose tiles need more than 48 KB of dynamic shared memory, for the probe
-engine's check (scripts/gpu-probe-validate.sh, section 4).
+engine's check (scripts/gpu/probe-validate.sh, section 4).
 
 Triton opts such a kernel into the larger shared memory with cuFuncSetAttribute
 (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) when it loads it; a probed copy of the
@@ -48,7 +48,7 @@ def main() -> None:
     torch.cuda.synchronize()
     shared = kernel.metadata.shared
     err = (c.float() - (a.float() @ b.float())).abs().max().item()
-    # "key value" lines, as scripts/check_probe.py's `same` compares them.
+    # "key value" lines, as scripts/check/check_probe.py's `same` compares them.
     print("shared_bytes %d" % shared)
     print("shared_over_48KB %s" % (shared > 49152))
     print("matches_torch %s" % (err < 0.5))

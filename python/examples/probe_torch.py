@@ -1,4 +1,4 @@
-"""A small PyTorch program for `gmprof run --probe` (scripts/gpu-probe-validate.sh): a
+"""A small PyTorch program for `gmprof run --probe` (scripts/gpu/probe-validate.sh): a
 torch.compile'd elementwise function (a Triton kernel), a matmul (cuBLAS) and a softmax
 (aten). Prints a hash of each result so a probed run can be compared bit for bit."""
 import hashlib

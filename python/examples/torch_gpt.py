@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A 6-layer GPT trained on random tokens under gmprof.torch, with checks against torch.profiler.
 
-Subcommands (scripts/gpu-torch-validate.sh runs them all on a GPU):
+Subcommands (scripts/gpu/torch-validate.sh runs them all on a GPU):
 
 * ``gmprof --mode per_kernel --out DIR --json FILE``: trains under ``gmprof.torch.profile``
   (schedule wait=2, active=3, repeat=1), loads the outputs and writes, as JSON, the kernel

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Check gmprof's CUDA graph outputs (scripts/gpu-graphs-validate.sh writes them).
+"""Check gmprof's CUDA graph outputs (scripts/gpu/graphs-validate.sh writes them).
 
     check_graphs.py steps OUT MODE STEPS KERNELS [--path step/work/block]
     check_graphs.py dram GRAPH_OUT EAGER_OUT [--path step] [--tolerance 0.02]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stages real training programs that nobody here wrote, for scripts/gpu-real-programs.sh.
+# Stages real training programs that nobody here wrote, for scripts/gpu/real-programs.sh.
 #
 #   scripts/real/stage.sh LLMC_SRC NANOGPT_SRC [DEST]      (DEST defaults to .real)
 #
@@ -45,7 +45,7 @@ sed -i 's/cudaMemAdvise(\*out, bytes, cudaMemAdviseSetPreferredLocation, cudaCpu
     --generate-code 'arch=compute_90,code=[compute_90,sm_90]' train_gpt2.cu -I"$cu/include" \
     -L"$cache/link" -L"$cu/lib" -lcublas -lcublasLt -o "$dest/llmc/train_gpt2cu" )
 # The same with -lineinfo (llm.c's Makefile adds it), for source lines of sampled instructions
-# (scripts/gpu-pc-sampling-validate.sh).
+# (scripts/gpu/pc-sampling-validate.sh).
 ( cd "$build" && PATH=$cu/bin:$PATH nvcc --threads=0 -t=0 --use_fast_math -std=c++17 -O3 -lineinfo \
     --generate-code 'arch=compute_90,code=[compute_90,sm_90]' train_gpt2.cu -I"$cu/include" \
     -L"$cache/link" -L"$cu/lib" -lcublas -lcublasLt -o "$dest/llmc/train_gpt2cu_lineinfo" )

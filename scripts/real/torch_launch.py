@@ -21,7 +21,7 @@
                      that computed the same weights print the same digest
 
 SCRIPT runs as __main__ (runpy) with sys.argv = [SCRIPT, ARGS...], in the current directory.
-Used by scripts/gpu-real-programs.sh with nanoGPT's train.py.
+Used by scripts/gpu/real-programs.sh with nanoGPT's train.py.
 """
 import argparse
 import atexit

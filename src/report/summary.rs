@@ -775,7 +775,7 @@ mod tests {
         use crate::model::UnprofiledContext;
         let mut report = Report::from_json(include_str!("../../tests/golden/report.json")).unwrap();
         assert!(!report.summary().to_string().lines().next().unwrap().contains("NOT PROFILED"));
-        // As recorded on an H100 (scripts/gpu-contexts-validate.sh): a second context of
+        // As recorded on an H100 (scripts/gpu/contexts-validate.sh): a second context of
         // device 0 ran 80 kernels, one of device 1 was only heard launching.
         report.meta.unprofiled_contexts = vec![
             UnprofiledContext { context_id: 2, device_id: Some(0), launches: 80, kernels: 80, why: None },

@@ -2,18 +2,18 @@
 # Every end of a run writes what was collected (issue "nothing lost"), on the GPU machine.
 #
 #   scripts/gpu-stage --features gpu          # here
-#   bash scripts/gpu-endings-validate.sh c    # there: the GPU test suite, then two unmodified
+#   bash scripts/gpu/endings-validate.sh c    # there: the GPU test suite, then two unmodified
 #                                             # C/CUDA programs in every mode, run to their end
-#   bash scripts/gpu-endings-validate.sh py   # there: PyTorch ended by SIGTERM in every mode,
+#   bash scripts/gpu/endings-validate.sh py   # there: PyTorch ended by SIGTERM in every mode,
 #                                             # the C ABI ended by SIGTERM, a kernel_replay run
 #                                             # killed with SIGKILL (its checkpoint is read back)
-#   bash scripts/gpu-endings-validate.sh odd  # there: exit() from another thread (C, two modes),
+#   bash scripts/gpu/endings-validate.sh odd  # there: exit() from another thread (C, two modes),
 #                                             # an uncaught Python exception (C ABI; gmprof run)
-#   bash scripts/gpu-endings-validate.sh sticky  # there: a kernel fails the context (illegal
+#   bash scripts/gpu/endings-validate.sh sticky  # there: a kernel fails the context (illegal
 #                                             # address, trap, brkpt) in every mode
 # Logs go to $OUT (or out/endings). Each check prints ok/FAIL and check_run.py prints ALL OK.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} PATH=${CUDA_HOME:-/usr/local/cuda}/bin:$PATH
 export LD_LIBRARY_PATH=$CUDA_HOME/targets/x86_64-linux/lib:$CUDA_HOME/extras/CUPTI/lib64:$CUDA_HOME/lib64:${LD_LIBRARY_PATH:-}
 export GMPROF_LIBRARY=$PWD/.gpu/lib/libgmprof.so PYTHONPATH=$PWD/.gpu/python PYTHONUNBUFFERED=1
@@ -54,10 +54,10 @@ PY
   for mode in kernel_replay per_kernel per_range trace; do
     metrics="--metrics $DRAM"; [ $mode = trace ] && metrics=""
     run timeout 300 $G run --mode $mode $metrics -o "$out/add-$mode" -- /tmp/nvtx_vector_add 5
-    run python3 scripts/check_run.py "$out/add-$mode" --counts /tmp/add_counts.json --expect-end finished
+    run python3 scripts/check/check_run.py "$out/add-$mode" --counts /tmp/add_counts.json --expect-end finished
     run timeout 300 $G run --mode $mode $metrics -o "$out/mlp-$mode" -- /tmp/nvtx_mlp_train 3 4
     # per_range measures the outermost level, so nested ranges' kernel counts are still exact.
-    run python3 scripts/check_run.py "$out/mlp-$mode" --counts /tmp/mlp_counts.json --expect-end finished
+    run python3 scripts/check/check_run.py "$out/mlp-$mode" --counts /tmp/mlp_counts.json --expect-end finished
   done
   ls /tmp/core.* 2>/dev/null && echo "CORE FILES FOUND" || echo "no core files"
   ;;
@@ -75,7 +75,7 @@ py)
     metrics="--metrics $DRAM"; [ $mode = trace ] && metrics=""
     # timeout signals gmprof run, which passes SIGTERM on to the program.
     run timeout -s TERM ${PY_SECONDS:-35} $G run --mode $mode $metrics -o "$out/torch-term-$mode" -- python3 $TT --steps 100000
-    run python3 scripts/check_run.py "$out/torch-term-$mode" --expect-end signal --per-instance step:$per_step --warmup 1 --first-sum step:3:$three
+    run python3 scripts/check/check_run.py "$out/torch-term-$mode" --expect-end signal --per-instance step:$per_step --warmup 1 --first-sum step:3:$three
     python3 -c "import json; print('injection.json run_end:', json.load(open('$out/torch-term-$mode/injection.json')).get('run_end'))"
   done
   # The C ABI (python gmprof module) without gmprof run, SIGTERM straight to the program.
@@ -86,27 +86,27 @@ py)
 import csv
 rows = [r for r in csv.DictReader(l for l in open('$out/torch-capi-term/ranges.csv') if not l.startswith('#')) if r['path'] == 'step']
 print(rows[1]['kernel_count'] if len(rows) > 1 else 0)")
-  run python3 scripts/check_run.py "$out/torch-capi-term" --expect-end signal --per-instance step:$per_capi --warmup 1
+  run python3 scripts/check/check_run.py "$out/torch-capi-term" --expect-end signal --per-instance step:$per_capi --warmup 1
   # A long kernel_replay run killed with SIGKILL: the last checkpoint is what is left.
   GMPROF_CHECKPOINT_SECS=4 GMPROF_RANGES_PER_CYCLE=100 $G run --mode kernel_replay --metrics $DRAM -o "$out/mlp-kill" -- /tmp/nvtx_mlp_train 1000 4 \
     > "$out/mlp-kill.log" 2>&1 &
   sleep 25; pid=$(pgrep -f "^/tmp/nvtx_mlp_train 1000" | head -1); echo "SIGKILL to $pid"; kill -9 "$pid"; wait
   tail -3 "$out/mlp-kill.log"
   run $G report "$out/mlp-kill"
-  run python3 scripts/check_run.py "$out/mlp-kill" --expect-end checkpoint --per-instance "Train step 1:25"
+  run python3 scripts/check/check_run.py "$out/mlp-kill" --expect-end checkpoint --per-instance "Train step 1:25"
   ls /tmp/core.* 2>/dev/null && echo "CORE FILES FOUND" || echo "no core files"
   ;;
 odd)
   run nvcc -O2 -arch=sm_90 -o /tmp/exit_from_thread scripts/endings/exit_from_thread.cu
   for mode in trace kernel_replay; do
     run timeout 120 $G run --mode $mode -o "$out/exit-thread-$mode" -- /tmp/exit_from_thread
-    run python3 scripts/check_run.py "$out/exit-thread-$mode" --expect-end finished --per-instance step:10
+    run python3 scripts/check/check_run.py "$out/exit-thread-$mode" --expect-end finished --per-instance step:10
   done
   echo '{"step": 15}' > /tmp/uncaught_counts.json
   run timeout 120 python3 scripts/endings/uncaught.py "$out/uncaught-capi" gmprof
-  run python3 scripts/check_run.py "$out/uncaught-capi" --expect-end finished --counts /tmp/uncaught_counts.json
+  run python3 scripts/check/check_run.py "$out/uncaught-capi" --expect-end finished --counts /tmp/uncaught_counts.json
   run timeout 120 $G run --mode per_kernel --metrics $DRAM -o "$out/uncaught-run" -- python3 scripts/endings/uncaught.py unused nvtx
-  run python3 scripts/check_run.py "$out/uncaught-run" --expect-end finished --counts /tmp/uncaught_counts.json
+  run python3 scripts/check/check_run.py "$out/uncaught-run" --expect-end finished --counts /tmp/uncaught_counts.json
   ;;
 sticky)
   # A sticky CUDA error in step 3: every output is still written (small counter cycles, so

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Summarizes bench/cupti_floor output: per configuration, the time each launch adds.
 
-    python3 scripts/floor_stats.py LOG [LOG...]
+    python3 scripts/check/floor_stats.py LOG [LOG...]
 
 Reads every `cupti_floor config=... kernels=N ... unprofiled_ms=U profiled_ms=P ratio=R` line
 (a configuration renamed by the caller, e.g. gmprof-before, keeps its own name) and prints,

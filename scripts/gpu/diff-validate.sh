@@ -3,7 +3,7 @@
 # sensitivity (a variant slower in one place: that place and what holds it marked, nothing
 # else), on gmprof's own 6-layer GPT and on nanoGPT's train.py (a program nobody here wrote).
 #
-#   scripts/gpu-stage --no-tests && (on the GPU machine) bash scripts/gpu-diff-validate.sh
+#   scripts/gpu-stage --no-tests && (on the GPU machine) bash scripts/gpu/diff-validate.sh
 #
 # Needs .gpu/ (scripts/gpu-stage) and .real/nanogpt (scripts/real/stage.sh, or its nanoGPT
 # part: train.py, model.py, configurator.py, torch_launch.py and data/synthetic). Writes

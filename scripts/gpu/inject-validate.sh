@@ -4,7 +4,7 @@
 # that fail or never create a context. Expects the .gpu/ that scripts/gpu-stage stages
 # (with .gpu/lib/libgmprof.so and .gpu/python).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} PATH=${CUDA_HOME:-/usr/local/cuda}/bin:$PATH
 export LD_LIBRARY_PATH=$CUDA_HOME/targets/x86_64-linux/lib:$CUDA_HOME/extras/CUPTI/lib64:$CUDA_HOME/lib64:${LD_LIBRARY_PATH:-}
 export GMPROF_LIBRARY=$PWD/.gpu/lib/libgmprof.so PYTHONUNBUFFERED=1
@@ -18,10 +18,10 @@ STEPS=${STEPS:-3}
 run nvcc -O2 -arch=sm_90 -o /tmp/nvtx_vector_add examples/c/nvtx_vector_add.cu
 echo '{"step": 10, "step/add": 5, "step/scale": 5, "left open": 1}' > /tmp/c_counts.json
 run $G run --metrics $DRAM -o "$out/c-kernel-replay" -- /tmp/nvtx_vector_add 5
-run python3 scripts/check_run.py "$out/c-kernel-replay" --counts /tmp/c_counts.json \
+run python3 scripts/check/check_run.py "$out/c-kernel-replay" --counts /tmp/c_counts.json \
   --expect-dram step/add:128:64 --expect-dram step/scale:64:64
 run $G run --mode trace -o "$out/c-trace" -- /tmp/nvtx_vector_add 5
-run python3 scripts/check_run.py "$out/c-trace" --counts /tmp/c_counts.json
+run python3 scripts/check/check_run.py "$out/c-trace" --counts /tmp/c_counts.json
 run $G run --nvtx-include add --metrics $DRAM -o "$out/c-include" -- /tmp/nvtx_vector_add 2
 run $G report "$out/c-include" --csv
 
@@ -32,7 +32,7 @@ run python3 $TT $ARGS --count-kernels "$out/torch_counts.json"
 for mode in trace kernel_replay; do
   T=500 run $G run --mode $mode --metrics $DRAM -o "$out/torch-$mode" -- python3 $TT $ARGS
   dram=""; [ $mode = kernel_replay ] && dram="--expect-dram step/copy:1024:1024"
-  run python3 scripts/check_run.py "$out/torch-$mode" --counts "$out/torch_counts.json" $dram
+  run python3 scripts/check/check_run.py "$out/torch-$mode" --counts "$out/torch_counts.json" $dram
 done
 run $G run --mode trace --nvtx-include backward -o "$out/torch-include" -- python3 $TT --steps 2
 run $G report "$out/torch-include"

@@ -11,7 +11,7 @@
 #   captures  one training of at least CAPTURE_SECS (130) s under --on-demand; from another
 #             shell (this script) three `gmprof capture DIR --steps N` (N = CAPTURE_STEPS, 5):
 #             trace, per_kernel, per_range; then SIGTERM. Each capture-K must hold exactly N
-#             step ranges, 0 flagged rows, no dropped record (scripts/check_capture.py); the
+#             step ranges, 0 flagged rows, no dropped record (scripts/check/check_capture.py); the
 #             trace capture's trace.json must pass gmprof check-trace.     ~3 min, one GPU
 #   ranges    a small torch program (matmul steps in an NVTX range "step"): --capture-range
 #             cudaProfilerApi (repeat; per_kernel; two captures of 5 steps), --capture-range
@@ -25,14 +25,14 @@
 #
 # Here: scripts/gpu-stage --no-tests, and .real/ from scripts/real/stage.sh. There, from the
 # repo root with .gpu/ and .real/ carried, e.g.
-#   SECTIONS="overhead captures" bash scripts/gpu-on-demand-validate.sh
-#   SECTIONS=ranges bash scripts/gpu-on-demand-validate.sh
-#   SECTIONS=ddp bash scripts/gpu-on-demand-validate.sh            (on two GPUs)
+#   SECTIONS="overhead captures" bash scripts/gpu/on-demand-validate.sh
+#   SECTIONS=ranges bash scripts/gpu/on-demand-validate.sh
+#   SECTIONS=ddp bash scripts/gpu/on-demand-validate.sh            (on two GPUs)
 # Lines to paste into a validation log start with "==", PASS or FAIL; logs and outputs go to
 # ${LOGS:-out/on-demand} (a tarball of the small files at the end).
 set -u
-cd "$(dirname "$0")/.."
-. scripts/gpu-env.sh
+cd "$(dirname "$0")/../.."
+. scripts/gpu/env.sh
 export PYTHONUNBUFFERED=1
 out=$(mkdir -p "${LOGS:-out/on-demand}" && cd "${LOGS:-out/on-demand}" && pwd)
 W=${WORK:-/tmp/gmprof-on-demand}
@@ -130,7 +130,7 @@ if want captures; then
   [ "$left" -gt 0 ] && sleep "$left"
   kill -TERM "$gp"; wait "$gp"; echo "== captures: training ran $((SECONDS - t0)) s under --on-demand, gmprof run exited $? after SIGTERM"
   grep -E "^gmprof: capture [0-9]+:" "$W/cap-run.txt" | tail -6
-  python3 scripts/check_capture.py "$D"/capture-{1,2,3} --steps "$N"
+  python3 scripts/check/check_capture.py "$D"/capture-{1,2,3} --steps "$N"
   for f in "$D"/capture-1/*/trace.json; do "$G" check-trace "$f" | tail -1; done
   # The iteration times around the captures: steady before, during (counter modes cost), after.
   python3 - "$W/cap-run.txt" <<'PY'
@@ -199,20 +199,20 @@ elif mode in ("signal", "sigterm", "sigkill"):
 PY
   run "$G" run --capture-range cudaProfilerApi --capture-range-end repeat --step-range step --mode per_kernel \
     -o "$W/r-api" -- python3 "$W/ranges.py" api > "$W/r-api.txt" 2>&1
-  python3 scripts/check_capture.py "$W"/r-api/capture-{1,2} --steps 5
+  python3 scripts/check/check_capture.py "$W"/r-api/capture-{1,2} --steps 5
   run "$G" run --capture-range nvtx:profile --step-range step --mode trace -o "$W/r-nvtx" -- python3 "$W/ranges.py" nvtx \
     > "$W/r-nvtx.txt" 2>&1
-  python3 scripts/check_capture.py "$W/r-nvtx/capture-1" --steps 5
+  python3 scripts/check/check_capture.py "$W/r-nvtx/capture-1" --steps 5
   ls -d "$W"/r-nvtx/capture-2 2>/dev/null && echo "FAIL  nvtx:profile captured more than the first range (stop)"
   run "$G" run --on-demand --step-range step -o "$W/r-py" -- python3 "$W/ranges.py" python > "$W/r-py.txt" 2>&1
   grep "gmprof.capture wrote" "$W/r-py.txt"
-  python3 scripts/check_capture.py "$W/r-py/capture-1" --steps 3
+  python3 scripts/check/check_capture.py "$W/r-py/capture-1" --steps 3
   run "$G" run --on-demand --step-range step --capture-steps 3 -o "$W/r-sig" -- python3 "$W/ranges.py" signal \
     > "$W/r-sig.txt" 2>&1
-  python3 scripts/check_capture.py "$W/r-sig/capture-1" --steps 3
+  python3 scripts/check/check_capture.py "$W/r-sig/capture-1" --steps 3
   run "$G" run --on-demand --step-range step --capture-steps 1000 -o "$W/r-term" -- python3 "$W/ranges.py" sigterm \
     > "$W/r-term.txt" 2>&1
-  python3 scripts/check_capture.py "$W/r-term/capture-1"
+  python3 scripts/check/check_capture.py "$W/r-term/capture-1"
   GMPROF_CHECKPOINT_SECS=1 run "$G" run --on-demand --step-range step --capture-steps 1000 -o "$W/r-kill" -- \
     python3 "$W/ranges.py" sigkill > "$W/r-kill.txt" 2>&1
   python3 - "$W/r-kill/capture-1" <<'PY'
@@ -244,7 +244,7 @@ if want ddp; then
   if wait_ready "$D" 2 10; then
     run "$G" capture "$D" --steps 3 > "$W/ddp-capture.txt" 2>&1
     sed 's/^/== /' "$W/ddp-capture.txt" | grep -E "rank|capture 1" | head -4
-    python3 scripts/check_capture.py "$D/capture-1" --steps 3
+    python3 scripts/check/check_capture.py "$D/capture-1" --steps 3
     run "$G" merge "$D/capture-1" > "$W/ddp-merge.txt" 2>&1
     head -4 "$W/ddp-merge.txt"; grep -E "^gmprof: wrote" "$W/ddp-merge.txt" | cut -c1-200
     python3 - "$D/capture-1" <<'PY'

@@ -5,7 +5,7 @@
 # all 160 kernels, and nothing is NOT PROFILED. (Before one profiler per context, the second
 # context was named NOT PROFILED with its 80 launches: validation/2026-11-25-contexts-h100.log.)
 #
-#   scripts/gpu-stage --no-tests && (on the GPU machine) bash scripts/gpu-contexts-validate.sh
+#   scripts/gpu-stage --no-tests && (on the GPU machine) bash scripts/gpu/contexts-validate.sh
 set -u
 ROOT=$PWD
 G=$ROOT/.gpu/bin/gmprof

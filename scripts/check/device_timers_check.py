@@ -1,6 +1,6 @@
-"""Checks the outputs of examples/c/device_timers.cu (scripts/gpu-device-timers-validate.sh).
+"""Checks the outputs of examples/c/device_timers.cu (scripts/gpu/device-timers-validate.sh).
 
-    python3 scripts/device_timers_check.py OUT_DIR SM_COUNT
+    python3 scripts/check/device_timers_check.py OUT_DIR SM_COUNT
 
 Prints one line per check, "ok" or "FAIL", and exits non-zero if any failed:
 - the spin regions (1 us, 10 us, 1 ms) decode within 2 % or 100 ns of the time the spin

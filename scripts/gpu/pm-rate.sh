@@ -9,18 +9,18 @@
 # NCU_STEPS (20) steps under PM sampling with NCU_METRICS (dram) at NCU_INTERVAL (20us) (or
 # nanoGPT's GPT-2 small with NCU_PROGRAM=ng), and
 # under ncu --cache-control none --clock-control none --metrics dram__bytes_read.sum, paired
-# per kernel in launch order by scripts/pm_vs_ncu.py; about 7 minutes). llm.c calls
+# per kernel in launch order by scripts/check/pm_vs_ncu.py; about 7 minutes). llm.c calls
 # cudaProfilerStop after step 3, so ncu profiles step 0 (with its validation) to step 3: the
 # first 4 960 kernels, which are paired with gmprof's first.
 # floor: CUPTI's calls alone (examples/pm_decode_floor.rs: decode, sample times, evaluation
 # and re-initialization per sample on one plain loop, the GPU kept busy by the validation
 # MLP) for FLOOR_CASES ("METRICS:INTERVAL", default below), 5 s each; about 1 minute.
 # Here: scripts/gpu-stage --no-tests and scripts/real/stage.sh. There, from the repo root,
-# with .gpu/ and .real/ carried:  STEPS=150 bash scripts/gpu-pm-rate.sh
+# with .gpu/ and .real/ carried:  STEPS=150 bash scripts/gpu/pm-rate.sh
 # Logs go to ${LOGS:-out/pm-rate}.
 set -u
-cd "$(dirname "$0")/.."
-. scripts/gpu-env.sh
+cd "$(dirname "$0")/../.."
+. scripts/gpu/env.sh
 out=$(mkdir -p "${LOGS:-out/pm-rate}" && cd "${LOGS:-out/pm-rate}" && pwd)
 LLMC=("$R/llmc/train_gpt2cu" -i "$R/llmc/data/train.bin" -j "$R/llmc/data/val.bin" -e d12 -b 8 -t 1024 -v 100000 -s 100000)
 DRAM=dram__bytes_read.sum.per_second,dram__bytes_write.sum.per_second
@@ -72,7 +72,7 @@ if want ncu; then
   GMPROF_LOG=gmprof=info timeout -k 5 "${T:-300}" "$G" run --mode trace --pm-sampling "$m" \
     --pm-interval "${NCU_INTERVAL:-20us}" -o "$out/ncu-pm-$p" -- "${P[@]}" > "$out/ncu-pm-$p.txt" 2>&1
   echo "== $p under gmprof (PM ${NCU_INTERVAL:-20us}): exit $?"
-  python3 "$ROOT/scripts/pc_check.py" overhead "$p --pm-sampling $m at ${NCU_INTERVAL:-20us}" 1.05 \
+  python3 "$ROOT/scripts/check/pc_check.py" overhead "$p --pm-sampling $m at ${NCU_INTERVAL:-20us}" 1.05 \
     "$out/ncu-native-$p.txt" -- "$out/ncu-pm-$p.txt"
   grep -ho "PM sampling: [0-9]* drain.*" "$out/ncu-pm-$p.txt" | tail -1
   grep -h "^# pm_\(interval\|samples\|hw_buffer\|missing\)\|^# warning" "$out/ncu-pm-$p/pm.csv" | head -8
@@ -81,7 +81,7 @@ if want ncu; then
     --metrics dram__bytes_read.sum,gpu__time_duration.sum "${P[@]}" > "$out/ncu-$p.csv" 2> "$out/ncu-$p.err"
   echo "== ncu: exit $?, $(grep -c '"dram__bytes_read.sum"' "$out/ncu-$p.csv") kernels"
   cd "$ROOT"
-  python3 scripts/pm_vs_ncu.py "$out/ncu-$p.csv" "$out/ncu-pm-$p/pm.csv"
+  python3 scripts/check/pm_vs_ncu.py "$out/ncu-$p.csv" "$out/ncu-pm-$p/pm.csv"
   # pm.csv is too large to come back from the GPU machine: its kernel rows of DRAM read bytes,
   # compressed, for looking at the kernels past p90 here.
   { grep -m1 '^"scope"' "$out/ncu-pm-$p/pm.csv"; grep '^"kernel",.*"dram__bytes_read.sum.per_second"' "$out/ncu-pm-$p/pm.csv"; } \

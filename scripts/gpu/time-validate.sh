@@ -13,7 +13,7 @@
 #      (cuLaunchKernel), then synthetic in trace mode with GMPROF_SELF_TIME=1, which
 #      measures gmprof's own time in CUPTI's callbacks; and the cost of one clock read.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 export LD_LIBRARY_PATH=$CUDA_HOME/targets/x86_64-linux/lib:$CUDA_HOME/extras/CUPTI/lib64:$CUDA_HOME/lib64:${LD_LIBRARY_PATH:-}
 export PATH=$CUDA_HOME/bin:$PATH
@@ -43,8 +43,8 @@ want ncu && { M=gpu__time_duration.sum,dram__bytes_read.sum
   tail -2 "$tmp/ncu.err"
   for mode in per_kernel trace per_range; do
     run $B/kernel_times --workload mixed --steps 6 --mode $mode --out "$tmp/mixed-$mode" | only "^kernel_times"
-    run python3 scripts/compare_ncu.py "$tmp/ncu.csv" "$tmp/mixed-$mode/kernels.csv" --stats --tail
-    run python3 scripts/compare_ncu.py "$tmp/ncu.csv" "$tmp/mixed-$mode/kernels.csv" --stats --tail --min-ns 10000 | grep "^time"
+    run python3 scripts/check/compare_ncu.py "$tmp/ncu.csv" "$tmp/mixed-$mode/kernels.csv" --stats --tail
+    run python3 scripts/check/compare_ncu.py "$tmp/ncu.csv" "$tmp/mixed-$mode/kernels.csv" --stats --tail --min-ns 10000 | grep "^time"
   done
   # Before this change per_kernel reported the CUPTI range's time: the same comparison on
   # range_duration_ns.
@@ -59,7 +59,7 @@ with open(sys.argv[2], "w", newline="") as f:
         w.writerow(r)
 PY
   echo "(per_kernel range_duration_ns, the old kernel time:)"
-  python3 scripts/compare_ncu.py "$tmp/ncu.csv" "$tmp/mixed-per_kernel/kernels-range.csv" --stats --tail
+  python3 scripts/check/compare_ncu.py "$tmp/ncu.csv" "$tmp/mixed-per_kernel/kernels-range.csv" --stats --tail
 } > "$out/ncu.log" 2>&1
 
 # 3. CPU-bound loop: 10 steps of 20 small adds, each after 50 us of host work.
@@ -108,7 +108,7 @@ want launch && { I="-I$CUDA_HOME/extras/CUPTI/include -I$CUDA_HOME/targets/x86_6
 # every CUPTI configuration and gmprof itself (its `gmprof` configuration opens
 # .gpu/lib/libgmprof.so) in one program on one launch path; BEFORE_LIB=path/to/libgmprof.so
 # adds another build as `gmprof-before` (an A/B of a change). KERNELS launches per run
-# (default 20000), FLOOR_REPS repeats per configuration (default 5). scripts/floor_stats.py
+# (default 20000), FLOOR_REPS repeats per configuration (default 5). scripts/check/floor_stats.py
 # prints the added time per launch and the ratio per configuration over all rounds.
 want floor && { I="-I$CUDA_HOME/extras/CUPTI/include -I$CUDA_HOME/targets/x86_64-linux/include -L$CUDA_HOME/targets/x86_64-linux/lib -L$CUDA_HOME/extras/CUPTI/lib64"
   nvcc -O2 -std=c++17 -arch=sm_90 -o "$tmp/cupti_floor" bench/cupti_floor.cu $I -lcupti -lcuda || echo "cupti_floor build failed"
@@ -126,7 +126,7 @@ want floor && { I="-I$CUDA_HOME/extras/CUPTI/include -I$CUDA_HOME/targets/x86_64
   done
   "$tmp/cupti_floor" clock
 } > "$out/floor.log" 2>&1
-want floor && python3 scripts/floor_stats.py "$out/floor.log" | tee "$out/floor-stats.txt"
+want floor && python3 scripts/check/floor_stats.py "$out/floor.log" | tee "$out/floor-stats.txt"
 
 want ncu && tar -C "$tmp" -czf "$out/csv.tgz" --exclude='*.json' mixed-per_kernel mixed-trace mixed-per_range ncu.csv 2>/dev/null
 rm -rf "$tmp"

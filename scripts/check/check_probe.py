@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks of `gmprof run --probe` outputs (scripts/gpu-probe-validate.sh).
+"""Checks of `gmprof run --probe` outputs (scripts/gpu/probe-validate.sh).
 
   check_probe.py same PLAIN.txt PROBED.txt        outputs bit-identical (hash lines equal)
   check_probe.py gmem DIR N [NCU.csv]             vector_add/saxpy bytes == 12*N; ncu within 1 %

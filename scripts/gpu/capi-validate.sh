@@ -2,7 +2,7 @@
 # The C ABI and the Python module on the GPU machine. Expects the staged .gpu/ plus
 # .gpu/lib/libgmprof.so and .gpu/python (copies of target/release/libgmprof.so and python/).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} PATH=${CUDA_HOME:-/usr/local/cuda}/bin:$PATH
 export LD_LIBRARY_PATH=$PWD/.gpu/lib:$CUDA_HOME/targets/x86_64-linux/lib:$CUDA_HOME/extras/CUPTI/lib64:$CUDA_HOME/lib64:${LD_LIBRARY_PATH:-}
 out=${OUT:-out/capi-validate}; mkdir -p "$out"

@@ -7,12 +7,12 @@
 #
 # Here: scripts/gpu-stage, then scripts/real/stage.sh LLMC_SRC NANOGPT_SRC (builds .real/).
 # There, from the repo root with .gpu/ and .real/ carried:
-#   SECTIONS="llmc nanogpt" bash scripts/gpu-real-programs.sh
+#   SECTIONS="llmc nanogpt" bash scripts/gpu/real-programs.sh
 # Logs and outputs go to ${OUT:-out/real}; sections: llmc, ncu (llm.c per_kernel against ncu),
 # nanogpt, multi (two nanoGPT processes under one gmprof run).
 set -u
-cd "$(dirname "$0")/.."
-. scripts/gpu-env.sh
+cd "$(dirname "$0")/../.."
+. scripts/gpu/env.sh
 out=$(mkdir -p "${OUT:-out/real}" && cd "${OUT:-out/real}" && pwd)
 want() { case " ${SECTIONS:-llmc ncu nanogpt multi} " in *" $1 "*) return 0;; esac; return 1; }
 run() { echo; echo "\$ $*"; local t0=$SECONDS; timeout "${T:-240}" "$@"; local rc=$?; echo "[exit $rc, $((SECONDS - t0)) s]"; return $rc; }
@@ -37,9 +37,9 @@ if want llmc; then
   # .nv_fatbin. Same losses as the plain run, bit for bit.
   run "$G" run --mode trace --probe gmem_bytes,block_sched -o "$out/llmc-probe" -- "${LLMC[@]}" -x 3 > "$out/llmc-probe.txt" 2>&1
   head_of "$out/llmc-probe.txt"
-  python3 "$ROOT"/scripts/check_probe.py kernels "$out/llmc-probe"
-  python3 "$ROOT"/scripts/check_probe.py sched "$out/llmc-probe" | grep -v "^PASS" | head -20
-  python3 "$ROOT"/scripts/check_probe.py sched "$out/llmc-probe" | grep -c "^PASS"
+  python3 "$ROOT"/scripts/check/check_probe.py kernels "$out/llmc-probe"
+  python3 "$ROOT"/scripts/check/check_probe.py sched "$out/llmc-probe" | grep -v "^PASS" | head -20
+  python3 "$ROOT"/scripts/check/check_probe.py sched "$out/llmc-probe" | grep -c "^PASS"
   run "${LLMC[@]}" -x 3 > "$out/llmc-native3.txt" 2>&1
   for f in native3 probe; do grep -E "^step +[0-9]+/" "$out/llmc-$f.txt" | sed -E 's/\| [0-9.]+ ms \|.*//' > "$out/llmc-$f.losses"; done
   [ -s "$out/llmc-probe.losses" ] && diff "$out/llmc-native3.losses" "$out/llmc-probe.losses" && echo "PASS llm.c losses and norms of 3 steps: probed = plain" \
@@ -56,7 +56,7 @@ if want ncu; then
   run ncu --csv --print-units base --cache-control none --clock-control none --launch-count 800 \
     --metrics gpu__time_duration.sum,dram__bytes_read.sum "${LLMC[@]}" -x 1 > "$out/llmc-ncu.csv" 2> "$out/llmc-ncu.err"
   cd - > /dev/null
-  [ -f "$out/llmc-per_kernel/kernels.csv" ] && python3 scripts/compare_ncu.py "$out/llmc-ncu.csv" \
+  [ -f "$out/llmc-per_kernel/kernels.csv" ] && python3 scripts/check/compare_ncu.py "$out/llmc-ncu.csv" \
     "$out/llmc-per_kernel/kernels.csv" --stats --head | tail -12
 fi
 

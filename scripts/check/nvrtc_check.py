@@ -1,6 +1,6 @@
 """Compiles include/gmprof_device.cuh with NVRTC (no standard includes), through ctypes.
 
-    python3 scripts/nvrtc_check.py include/gmprof_device.cuh [arch]
+    python3 scripts/check/nvrtc_check.py include/gmprof_device.cuh [arch]
 """
 
 import ctypes

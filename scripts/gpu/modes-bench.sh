@@ -3,7 +3,7 @@
 # metric set, each against an unprofiled run in the same process (--compare), next to the
 # raw-CUPTI floor of bench/range_floor.cu. Expects the staged .gpu/ (gpu-stage --features gpu).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} PATH=${CUDA_HOME:-/usr/local/cuda}/bin:$PATH
 export LD_LIBRARY_PATH=$CUDA_HOME/targets/x86_64-linux/lib:$CUDA_HOME/extras/CUPTI/lib64:$CUDA_HOME/lib64:${LD_LIBRARY_PATH:-}
 ONE=dram__bytes_read.sum,dram__bytes_write.sum

@@ -2,7 +2,7 @@
 # Trace-mode validation and overhead on the GPU machine (after gpu-stage --features gpu).
 # Writes to ${OUT:-out/trace-validate}; results are recorded in BENCHMARKS.md.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 export LD_LIBRARY_PATH=$CUDA_HOME/targets/x86_64-linux/lib:$CUDA_HOME/extras/CUPTI/lib64:$CUDA_HOME/lib64:${LD_LIBRARY_PATH:-}
 out=${OUT:-out/trace-validate}; mkdir -p "$out"

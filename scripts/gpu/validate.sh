@@ -3,7 +3,7 @@
 # Run from the repo root after scripts/gpu-stage --features gpu, with the staged .gpu/.
 # Writes its logs to ${OUT:-out/validate}. Results are recorded in BENCHMARKS.md.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 export LD_LIBRARY_PATH=$CUDA_HOME/targets/x86_64-linux/lib:$CUDA_HOME/extras/CUPTI/lib64:$CUDA_HOME/lib64:${LD_LIBRARY_PATH:-}
 export PATH=$CUDA_HOME/bin:$PATH
@@ -16,7 +16,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u
 M=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
 run ncu --csv --print-units base --metrics $M $S --kernels 20 --size 16777216 --no-profile > "$out/ncu.csv" 2>"$out/ncu.err"
 run $S --kernels 20 --size 16777216 --metrics dram__bytes_read.sum,dram__bytes_write.sum --out "$out/gmprof20"
-run python3 scripts/compare_ncu.py "$out/ncu.csv" "$out/gmprof20/kernels.csv" --kernel vector_add --skip-ncu 1  # synthetic makes one warm-up launch before gmprof starts
+run python3 scripts/check/compare_ncu.py "$out/ncu.csv" "$out/gmprof20/kernels.csv" --kernel vector_add --skip-ncu 1  # synthetic makes one warm-up launch before gmprof starts
 
 # 2. Cost per profiled kernel (200 kernels, 2^24 floats = 192 MB working set): unprofiled, gmprof, ncu.
 run $S --kernels 200 --size 16777216 --no-profile

@@ -7,7 +7,7 @@
 #
 #   scripts/build-wheel                                    # here
 #   mkdir -p STAGE && cp target/wheels/gmprof-*.whl STAGE/ && cp -r scripts python STAGE/
-#   bash STAGE/scripts/gpu-torch-validate.sh [SECTION...]  # there; files into $OUT
+#   bash STAGE/scripts/gpu/torch-validate.sh [SECTION...]  # there; files into $OUT
 #
 # Sections (default all): modes (per_kernel and per_range against torch.profiler), nvtx (the
 # NVTX backend under `gmprof run`, against torch.profiler), overhead, readme.
@@ -15,7 +15,7 @@
 # The wheel goes into a venv over the system's PyTorch (--system-site-packages, --no-deps):
 # nothing else is set, so the package finds its own libgmprof.so and CUDA by itself.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 out=${OUT:-out/torch-validate}; mkdir -p "$out"
 work=$(mktemp -d)
 run() { echo; echo "\$ $*"; timeout "${T:-150}" "$@"; echo "[exit $?]"; }

@@ -2,7 +2,7 @@
 # Probes on the kernels real programs run (issue: Inductor's Triton kernels through their
 # cache, SASS-only kernels through CUPTI's SASS metrics), checked against ncu.
 #
-#   scripts/gpu-stage --no-tests && (on the GPU machine) bash scripts/gpu-sass-validate.sh
+#   scripts/gpu-stage --no-tests && (on the GPU machine) bash scripts/gpu/sass-validate.sh
 #
 # Needs .gpu/ (scripts/gpu-stage) and .real/nanogpt (scripts/real/stage.sh). Writes under $OUT.
 # 1. bench/sass_metrics_floor.cu (`plain`: a spin loop and an axpy of its own, cuBLAS's SGEMM):
@@ -69,7 +69,7 @@ for r in rows:
 PY
 done
 run ncu --csv --print-units base --print-kernel-base mangled --cache-control none --clock-control none --metrics $M $W/smf plain > $W/ncu-smf.csv 2>&1
-python3 scripts/sass_compare.py --ncu $W/ncu-smf.csv --gmprof $W/smf-always | tee $out/smf-compare.txt
+python3 scripts/check/sass_compare.py --ncu $W/ncu-smf.csv --gmprof $W/smf-always | tee $out/smf-compare.txt
 fi
 
 NGARGS=(train.py --dataset=synthetic --batch_size=8 --block_size=256 --n_layer=4 --n_head=4 --n_embd=256
@@ -91,6 +91,6 @@ done
 cd "$ROOT"
 for c in ${NG_COMPILE:-False True}; do
   tag=eager; [ $c = True ] && tag=compiled
-  python3 scripts/sass_compare.py --ncu $W/ncu-ng-$tag.csv --gmprof $W/ng-$tag-sass --coverage $W/ng-$tag-auto | tee $out/ng-$tag-compare.txt
+  python3 scripts/check/sass_compare.py --ncu $W/ncu-ng-$tag.csv --gmprof $W/ng-$tag-sass --coverage $W/ng-$tag-auto | tee $out/ng-$tag-compare.txt
 done
 cd $W && tar -cJf $out/sass-runs-${NG_COMPILE:-all}.tar.xz $(ls -d smf-* ng-* *.txt 2>/dev/null) ; ls -la $out

@@ -3,12 +3,12 @@
 # summary with --skip-first, and iteration replay of an 8-pass metric set by glob over the
 # numbered NVTX steps of python/examples/torch_train.py --numbered, in per_kernel and per_range.
 #
-#   scripts/gpu-stage && OUT=/some/dir bash scripts/gpu-report-validate.sh
+#   scripts/gpu-stage && OUT=/some/dir bash scripts/gpu/report-validate.sh
 #
 # Runs from a copy of the project root that holds .gpu/ (scripts/gpu-stage); needs PyTorch with
 # CUDA. Writes log.txt and the three runs' report.json files into $OUT.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} PATH=${CUDA_HOME:-/usr/local/cuda}/bin:$PATH
 export LD_LIBRARY_PATH=$CUDA_HOME/targets/x86_64-linux/lib:$CUDA_HOME/extras/CUPTI/lib64:$CUDA_HOME/lib64:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-gmprof-validate}

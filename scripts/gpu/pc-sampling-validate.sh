@@ -9,7 +9,7 @@
 #              2, pooled per side: PASS when --pc-sampling is at most 1.3x native (the
 #              acceptance), with trace alone beside it.                        ~5 min
 #   invariant  the --pc-sampling runs of `overhead` (or fresh ones of 8 steps): report.json's
-#              pc section (scripts/pc_check.py invariant): Σ kernels = samples, every range =
+#              pc section (scripts/check/pc_check.py invariant): Σ kernels = samples, every range =
 #              Σ of its reasons, = Σ of its kernels' samples (its own launches and its
 #              descendants'), and at least its children, top-level ranges = every attributed
 #              sample; the losses; the summary's PC lines; stalls.csv's head; the first hot
@@ -32,22 +32,22 @@
 # .real/llmc/train_gpt2cu_lineinfo when present, else builds it from .real/llmc/src with
 # -lineinfo if that is there, else falls back to train_gpt2cu and says so). There, from the
 # repo root with .gpu/ and .real/ carried, e.g.
-#   SECTIONS="overhead invariant" bash scripts/gpu-pc-sampling-validate.sh
-#   SECTIONS="ncu record" bash scripts/gpu-pc-sampling-validate.sh
+#   SECTIONS="overhead invariant" bash scripts/gpu/pc-sampling-validate.sh
+#   SECTIONS="ncu record" bash scripts/gpu/pc-sampling-validate.sh
 # If the drain thread misbehaves (CUPTI documents no thread rule for cuptiPCSamplingGetData),
 # rerun with GMPROF_PC_DRAIN_MS=0 exported (records taken at the end, on the finishing thread).
 # Lines to paste into a validation log start with "==", PASS or FAIL; logs and outputs go to
 # ${LOGS:-out/pc} (a tarball of the small files at the end).
 set -u
-cd "$(dirname "$0")/.."
-. scripts/gpu-env.sh
+cd "$(dirname "$0")/../.."
+. scripts/gpu/env.sh
 export PYTHONUNBUFFERED=1
 out=$(mkdir -p "${LOGS:-out/pc}" && cd "${LOGS:-out/pc}" && pwd)
 W=${WORK:-/tmp/gmprof-pc}
 mkdir -p "$W"
 want() { case " ${SECTIONS:-overhead invariant ncu} " in *" $1 "*) return 0;; esac; return 1; }
 run() { echo "\$ $*" >&2; local t0=$SECONDS; timeout "${T:-300}" "$@"; local rc=$?; echo "[exit $rc, $((SECONDS - t0)) s]" >&2; return $rc; }
-check() { python3 "$ROOT/scripts/pc_check.py" "$@"; }
+check() { python3 "$ROOT/scripts/check/pc_check.py" "$@"; }
 echo "== $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1) | $(date -u +%FT%TZ) | gmprof $("$G" --version | awk '{print $2}')"
 
 # llm.c with line information.

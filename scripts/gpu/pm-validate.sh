@@ -10,7 +10,7 @@
 #      (--compare), and trace alone, for the overhead; the report's PM lines.
 #   3. gmprof run --pm-sampling on the same training loop (injection path).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 export LD_LIBRARY_PATH=$CUDA_HOME/targets/x86_64-linux/lib:$CUDA_HOME/extras/CUPTI/lib64:$CUDA_HOME/lib64:${LD_LIBRARY_PATH:-}
 out=${OUT:-out/pm-validate}; mkdir -p "$out"

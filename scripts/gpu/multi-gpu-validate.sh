@@ -6,11 +6,11 @@
 #
 # Here: scripts/gpu-stage --no-tests, and scripts/real/stage.sh for .real/ (nanoGPT).
 # There, from the repo root with .gpu/ and .real/ carried:
-#   SECTIONS="counts modes late dram ddp children" bash scripts/gpu-multi-gpu-validate.sh
+#   SECTIONS="counts modes late dram ddp children" bash scripts/gpu/multi-gpu-validate.sh
 # Logs and outputs go to ${LOGS:-out/multi-gpu}.
 set -u
-cd "$(dirname "$0")/.."
-. scripts/gpu-env.sh
+cd "$(dirname "$0")/../.."
+. scripts/gpu/env.sh
 T2=$ROOT/scripts/multi/two_gpus.py
 CHECK=$ROOT/scripts/multi/check_devices.py
 out=$(mkdir -p "${LOGS:-out/multi-gpu}" && cd "${LOGS:-out/multi-gpu}" && pwd)

@@ -5,13 +5,13 @@
 # torch.cuda.graph, and the torch.compile mode="reduce-overhead" form) in every mode against
 # torch.profiler's kernel count.
 #
-#   scripts/gpu-stage && OUT=/some/dir bash scripts/gpu-graphs-validate.sh
+#   scripts/gpu-stage && OUT=/some/dir bash scripts/gpu/graphs-validate.sh
 #
 # Runs from a copy of the project root that holds .gpu/ (scripts/gpu-stage; only .gpu/bin/gmprof
 # and .gpu/lib/libgmprof.so are used); needs nvcc, ncu and PyTorch with CUDA. Writes log.txt
 # and ncu's CSV files into $OUT; exits 1 if any check failed.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} PATH=${CUDA_HOME:-/usr/local/cuda}/bin:$PATH
 export LD_LIBRARY_PATH=$CUDA_HOME/targets/x86_64-linux/lib:$CUDA_HOME/extras/CUPTI/lib64:$CUDA_HOME/lib64:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-gmprof-validate}
