@@ -16,13 +16,16 @@
 //!   `--fail-if-slower PCT` (or `--fail-if-higher`/`--fail-if-lower METRIC=PCT`), exits with
 //!   status 3 when a range tripped the gate.
 //!
-//! Errors print as one readable message and exit with status 1; nothing panics.
+//! Errors print as one readable message and exit with status 1; nothing panics, not even on a
+//! standard output that the reader closed (`gmprof report OUT | head -1`: see `stdout.rs`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[path = "gmprof/on_demand.rs"]
 mod on_demand;
+#[path = "gmprof/stdout.rs"]
+mod stdout;
 
 use clap::{Parser, Subcommand};
 use gmprof::checked::{driver, target, Cupti};
@@ -34,6 +37,7 @@ use gmprof::report::merge;
 use gmprof::report::summary::DEFAULT_TOP;
 use gmprof::report::{GroupBy, SummaryOptions};
 use gmprof::trace_check::{check_trace_file, CheckOptions, DEFAULT_LAUNCH_LATENCY_ALLOWANCE_US};
+use stdout::outln;
 
 #[derive(Parser)]
 #[command(name = "gmprof", version, about = "Per-range GPU hardware metrics through NVIDIA CUPTI")]
@@ -374,7 +378,7 @@ fn kind_name(kind: MetricKind) -> &'static str {
 /// Merges the processes under `dir`, writes merged.csv (and the others) and prints the summary.
 fn print_merged(dir: &std::path::Path, options: &merge::MergeOptions) -> gmprof::Result<()> {
     let outcome = gmprof::report::merge_run::merge_dir_with(dir, options)?;
-    println!("{}", outcome.merged);
+    outln!("{}", outcome.merged);
     let files: Vec<String> = outcome.files.iter().map(|f| f.display().to_string()).collect();
     eprintln!("gmprof: wrote {}", files.join(", "));
     eprintln!("gmprof: merged trace: {}", outcome.trace_note);
@@ -411,11 +415,11 @@ fn print_report(path: &std::path::Path, csv: bool, stats: bool, view: &ViewArgs)
         }
     }
     if csv {
-        report.write_csv_to(std::io::stdout().lock())?;
+        report.write_csv_to(stdout::Quiet)?;
     } else {
-        println!("{}", report.summary_with(&view.options()));
+        outln!("{}", report.summary_with(&view.options()));
         if stats {
-            println!("{}", report.stats());
+            outln!("{}", report.stats());
         }
     }
     // A partial directory (a checkpoint of a run that did not finish) says so.
@@ -547,12 +551,12 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         }
         let profiled: Vec<_> = outcome.profiled().collect();
         if let [only] = profiled.as_slice() {
-            println!();
+            outln!();
             if let Err(e) = print_report(&only.dir, false, stats, &view) {
                 eprintln!("gmprof: could not read the outputs back: {e}");
             }
         } else if profiled.len() > 1 {
-            println!();
+            outln!();
             if let Err(e) = print_merged(&outcome.output_dir, &merge::MergeOptions::default()) {
                 eprintln!("gmprof: could not merge the outputs: {e}");
             }
@@ -631,11 +635,11 @@ fn run_diff(command: Command) -> gmprof::Result<ExitCode> {
     let to_stdout = |p: &Option<PathBuf>| p.as_deref().is_some_and(|p| p.as_os_str() == "-");
     if !to_stdout(&csv) && !to_stdout(&json) {
         let table = gmprof::report::diff::table::DiffTable { diff: &diff, top: (top > 0).then_some(top) };
-        println!("{table}");
+        outln!("{table}");
     }
     if let Some(path) = &csv {
         if to_stdout(&csv) {
-            diff.write_csv_to(std::io::stdout().lock())?;
+            diff.write_csv_to(stdout::Quiet)?;
         } else {
             diff.write_csv(path)?;
             eprintln!("gmprof: wrote {}", path.display());
@@ -643,7 +647,7 @@ fn run_diff(command: Command) -> gmprof::Result<ExitCode> {
     }
     if let Some(path) = &json {
         if to_stdout(&json) {
-            println!("{}", diff.to_json_string()?);
+            outln!("{}", diff.to_json_string()?);
         } else {
             diff.write_json(path)?;
             eprintln!("gmprof: wrote {}", path.display());
@@ -688,13 +692,13 @@ fn run_tool(cli: Cli) -> gmprof::Result<()> {
             let word = filter.unwrap_or_default();
             let rows: Vec<_> = catalog.filter(&word).collect();
             let width = rows.iter().map(|e| e.name.len()).max().unwrap_or(6).max(6);
-            println!("# chip {chip}: {} of {} base metrics", rows.len(), catalog.entries().len());
-            println!("{:<width$}  {:<10}  {:<14}  description", "metric", "type", "unit");
+            outln!("# chip {chip}: {} of {} base metrics", rows.len(), catalog.entries().len());
+            outln!("{:<width$}  {:<10}  {:<14}  description", "metric", "type", "unit");
             for e in rows {
-                println!("{:<width$}  {:<10}  {:<14}  {}", e.name, kind_name(e.kind), e.unit, e.description);
+                outln!("{:<width$}  {:<10}  {:<14}  {}", e.name, kind_name(e.kind), e.unit, e.description);
                 if full {
                     for name in catalog.full_names(e) {
-                        println!("    {name}");
+                        outln!("    {name}");
                     }
                 }
             }
@@ -714,7 +718,7 @@ fn run_tool(cli: Cli) -> gmprof::Result<()> {
             };
             let names: Vec<&str> = metrics.iter().map(|s| s.trim()).filter(|s| !s.is_empty()).collect();
             let passes = catalog.passes(&names)?;
-            println!("{passes}");
+            outln!("{passes}");
             Ok(())
         }
         Command::CheckTrace { file, allowance_us } => {
@@ -731,11 +735,11 @@ fn run_tool(cli: Cli) -> gmprof::Result<()> {
                 other => other,
             })?;
             if report.is_ok() {
-                println!("{}: {} events, OK", file.display(), report.events);
+                outln!("{}: {} events, OK", file.display(), report.events);
                 return Ok(());
             }
             for violation in &report.violations {
-                println!("{}: {violation}", file.display());
+                outln!("{}: {violation}", file.display());
             }
             Err(gmprof::Error::InvalidConfig(format!(
                 "{}: {} violation(s) in {} events",

@@ -10,6 +10,8 @@ use gmprof::ways_in::on_demand::protocol::{CaptureSettings, Span};
 use gmprof::ways_in::on_demand::steps::DEFAULT_MARGIN;
 use gmprof::ways_in::on_demand::{captures, RunOptions};
 
+use crate::stdout::outln;
+
 /// `gmprof run`'s on-demand options.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct OnDemandArgs {
@@ -105,7 +107,7 @@ pub fn run_capture(args: CaptureArgs) -> gmprof::Result<ExitCode> {
         let mut notes = Vec::new();
         let endpoints = client::statuses(&client::resolve(&args.target)?, &mut notes)?;
         for e in &endpoints {
-            println!("{}", e.status.line());
+            outln!("{}", e.status.line());
         }
         for note in notes {
             eprintln!("gmprof: {note}");

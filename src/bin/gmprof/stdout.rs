@@ -1,0 +1,74 @@
+//! The command's standard output, closed quietly.
+//!
+//! `println!` panics when standard output is gone (`gmprof report OUT | head -1`: "failed
+//! printing to stdout: Broken pipe"). Every line the command prints goes through [`outln!`]
+//! instead, and tables go through [`Quiet`]: a write that fails because the reader left (`BrokenPipe`) marks standard output
+//! closed, and the lines after it are dropped without a word. The command goes on with its
+//! work (`gmprof merge` still writes its files, `gmprof run` still waits for its program)
+//! and exits with the status it would have had, as ripgrep does. Any other write error is
+//! said once on standard error.
+
+use std::fmt;
+use std::io::{ErrorKind, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static CLOSED: AtomicBool = AtomicBool::new(false);
+static SAID: AtomicBool = AtomicBool::new(false);
+
+/// Writes one line to standard output unless it was found closed.
+pub fn line(args: fmt::Arguments<'_>) {
+    if CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    let written = out.write_fmt(args).and_then(|()| out.write_all(b"\n")).and_then(|()| out.flush());
+    match written {
+        Ok(()) => {}
+        Err(e) if e.kind() == ErrorKind::BrokenPipe => CLOSED.store(true, Ordering::Relaxed),
+        Err(e) => {
+            if !SAID.swap(true, Ordering::Relaxed) {
+                eprintln!("gmprof: could not write to standard output: {e}");
+            }
+        }
+    }
+}
+
+/// Standard output as a writer for the library's table writers (`gmprof report --csv`): once
+/// the reader has left, writes succeed and go nowhere, as [`line`]'s do.
+pub struct Quiet;
+
+impl Write for Quiet {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if CLOSED.load(Ordering::Relaxed) {
+            return Ok(buf.len());
+        }
+        match std::io::stdout().lock().write(buf) {
+            Err(e) if e.kind() == ErrorKind::BrokenPipe => {
+                CLOSED.store(true, Ordering::Relaxed);
+                Ok(buf.len())
+            }
+            other => other,
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match std::io::stdout().lock().flush() {
+            Err(e) if e.kind() == ErrorKind::BrokenPipe => {
+                CLOSED.store(true, Ordering::Relaxed);
+                Ok(())
+            }
+            other => other,
+        }
+    }
+}
+
+/// `println!` for the command: a closed standard output ends the printing, not the command.
+macro_rules! outln {
+    () => {
+        $crate::stdout::line(format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::stdout::line(format_args!($($arg)*))
+    };
+}
+pub(crate) use outln;
