@@ -10,46 +10,8 @@ use crate::capture::profiler::RangeScope;
 use crate::error::{Error, Result};
 use crate::model::ProfilingMode;
 
-/// Environment variables the injected library reads.
-pub mod env {
-    /// Profiling mode (`kernel_replay`, `trace`, ...).
-    pub const MODE: &str = "GMPROF_MODE";
-    /// Comma-separated metric names.
-    pub const METRICS: &str = "GMPROF_METRICS";
-    /// Output directory (default `gmprof-out`) or a per-process template (`out/%h-%p`);
-    /// each process writes into its own directory of it, see [`crate::ways_in::layout`].
-    pub const OUT: &str = "GMPROF_OUT";
-    /// Comma-separated NVTX range names: only these ranges and ranges nested in them become
-    /// gmprof ranges.
-    pub const NVTX_INCLUDE: &str = "GMPROF_NVTX_INCLUDE";
-    /// `thread` or `process` (default `process` when injected: frameworks launch from
-    /// helper threads, like PyTorch's autograd thread).
-    pub const RANGE_SCOPE: &str = "GMPROF_RANGE_SCOPE";
-    /// `1` to synchronize before every range closes.
-    pub const SYNC_ON_POP: &str = "GMPROF_SYNC_ON_POP";
-    /// Seconds between checkpoints of the outputs while the program runs (default 30; `0`
-    /// turns them off).
-    pub const CHECKPOINT_SECS: &str = "GMPROF_CHECKPOINT_SECS";
-    /// `0` to leave the program's signals alone (default: outputs are written before a
-    /// terminating signal takes effect).
-    pub const SIGNALS: &str = "GMPROF_SIGNALS";
-    /// Seconds a terminating signal waits for the outputs to be written (default 120).
-    pub const SIGNAL_TIMEOUT_SECS: &str = "GMPROF_SIGNAL_TIMEOUT_SECS";
-    /// Kernels (kernel_replay, per_kernel) or ranges (per_range) per counter cycle: counters
-    /// reach a checkpoint when their cycle ends, so this bounds what a SIGKILL loses.
-    pub const RANGES_PER_CYCLE: &str = "GMPROF_RANGES_PER_CYCLE";
-    /// Iteration replay: the name or glob (`Train step *`) of the repeating NVTX range whose
-    /// instances run the replay passes; needs [`ITERATIONS`].
-    pub const ITERATION_REPLAY: &str = "GMPROF_ITERATION_REPLAY";
-    /// Iteration replay: how many instances of that range the program runs.
-    pub const ITERATIONS: &str = "GMPROF_ITERATIONS";
-    /// PM sampling: `default`, `1` or comma-separated metric names.
-    pub const PM_SAMPLING: &str = crate::capture::pm_sampling::PM_SAMPLING_ENV;
-    /// PM sampling interval: ns (`20000`, `20us`) or SYSCLK cycles (`30000cycles`).
-    pub const PM_INTERVAL: &str = crate::capture::pm_sampling::PM_INTERVAL_ENV;
-    /// PC sampling: `1`/`default` (CUPTI's interval) or an interval (N for 2^N cycles).
-    pub const PC_SAMPLING: &str = crate::capture::pc_sampling::PC_SAMPLING_ENV;
-}
+/// Environment variables the injected library reads (defined in [`crate::ways_in::env_names`]).
+pub use crate::ways_in::env_names::injection as env;
 
 /// Default seconds between checkpoints.
 pub const DEFAULT_CHECKPOINT_SECS: u64 = 30;

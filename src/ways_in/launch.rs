@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 
 use crate::checked::library::cupti_candidates;
 use crate::error::{Error, Result};
-use crate::ways_in::injection::env;
+use crate::ways_in::env_names::injection as env;
 use crate::ways_in::layout::{self, LAUNCHER_PID_ENV};
 use crate::ways_in::processes::{self, ProcessOutputs};
 
@@ -34,8 +34,9 @@ fn preload(library: &Path, existing: Option<OsString>) -> OsString {
 /// Environment variable naming libgmprof.so explicitly (also read by the Python module).
 pub const LIBRARY_ENV: &str = "GMPROF_LIBRARY";
 
-/// `gmprof run --torch-steps`: the step range's name, read by the Python bootstrap.
-pub const TORCH_STEPS_ENV: &str = "GMPROF_TORCH_STEPS";
+/// `gmprof run --torch-steps`: the step range's name, read by the Python bootstrap (defined in
+/// [`crate::ways_in::env_names`]).
+pub use crate::ways_in::env_names::TORCH_STEPS_ENV;
 
 /// The Python start-up file of `--torch-steps` (python/gmprof/_bootstrap/sitecustomize.py):
 /// written into a directory put first on the program's `PYTHONPATH`, it opens an NVTX range

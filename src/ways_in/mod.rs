@@ -12,6 +12,7 @@
 pub mod capi;
 pub mod contexts;
 pub mod device_timers;
+pub mod env_names;
 pub(crate) mod global;
 pub mod immediate_exit;
 pub mod inject_entry;

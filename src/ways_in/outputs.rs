@@ -32,7 +32,8 @@ pub struct EndSettings {
 impl EndSettings {
     /// Reads the settings through `lookup` (an environment).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self> {
-        use crate::ways_in::injection::{env, DEFAULT_CHECKPOINT_SECS, DEFAULT_SIGNAL_TIMEOUT_SECS};
+        use crate::ways_in::env_names::injection as env;
+        use crate::ways_in::injection_config::{DEFAULT_CHECKPOINT_SECS, DEFAULT_SIGNAL_TIMEOUT_SECS};
         let get = |k: &str| lookup(k).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
         let seconds = |key: &str, default: u64| -> Result<u64> {
             get(key).map_or(Ok(default), |v| {
@@ -46,7 +47,7 @@ impl EndSettings {
         let checkpoint = seconds(env::CHECKPOINT_SECS, DEFAULT_CHECKPOINT_SECS)?;
         Ok(EndSettings {
             checkpoint_every: (checkpoint > 0).then(|| Duration::from_secs(checkpoint)),
-            handle_signals: crate::ways_in::injection::parse_flag(env::SIGNALS, get(env::SIGNALS), true)?,
+            handle_signals: crate::ways_in::injection_config::parse_flag(env::SIGNALS, get(env::SIGNALS), true)?,
             signal_timeout: Duration::from_secs(seconds(env::SIGNAL_TIMEOUT_SECS, DEFAULT_SIGNAL_TIMEOUT_SECS)?),
         })
     }

@@ -87,7 +87,7 @@ pub fn config_from(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<Pro
             })?),
         },
         sass_dump: get(PROBE_SASS_DUMP_ENV).map(std::path::PathBuf::from),
-        sass_blocked: match get(crate::ways_in::injection::env::MODE).as_deref() {
+        sass_blocked: match get(crate::ways_in::env_names::injection::MODE).as_deref() {
             Some("trace") => None,
             mode => Some(format!(
                 "CUPTI's SASS metrics run beside --mode trace only (this run's mode: {}; SASS patching beside the \

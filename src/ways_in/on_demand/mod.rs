@@ -37,24 +37,9 @@ use crate::error::{Error, Result};
 use crate::ways_in::on_demand::protocol::{CaptureSettings, Span};
 use crate::ways_in::on_demand::steps::StepRange;
 
-/// Environment variables of an on-demand injected gmprof (`gmprof run` sets them).
-pub mod env {
-    /// `1`: start idle and capture on request.
-    pub const ON_DEMAND: &str = "GMPROF_ON_DEMAND";
-    /// The NVTX range (name or glob) whose instances are the steps.
-    pub const STEP_RANGE: &str = "GMPROF_STEP_RANGE";
-    /// `cudaProfilerApi` or `nvtx:NAME`: captures the program starts and stops itself.
-    pub const CAPTURE_RANGE: &str = "GMPROF_CAPTURE_RANGE";
-    /// `stop` (the first capture range only, the default), `repeat` or `repeat:N`.
-    pub const CAPTURE_RANGE_END: &str = "GMPROF_CAPTURE_RANGE_END";
-    /// The capture signal: `SIGUSR2` (the default with `GMPROF_ON_DEMAND=1`), `SIGUSR1`, a
-    /// number, or `none`.
-    pub const CAPTURE_SIGNAL: &str = "GMPROF_CAPTURE_SIGNAL";
-    /// Steps a signal-triggered capture lasts (default 10 with a step range).
-    pub const CAPTURE_STEPS: &str = "GMPROF_CAPTURE_STEPS";
-    /// Seconds a signal-triggered capture lasts (default 10 without a step range).
-    pub const CAPTURE_DURATION: &str = "GMPROF_CAPTURE_DURATION";
-}
+/// Environment variables of an on-demand injected gmprof (`gmprof run` sets them; defined in
+/// [`crate::ways_in::env_names`]).
+pub use crate::ways_in::env_names::on_demand as env;
 
 /// Steps a signal-triggered capture lasts when nothing says otherwise.
 pub const DEFAULT_CAPTURE_STEPS: u64 = 10;
@@ -172,7 +157,7 @@ impl OnDemandConfig {
         if !on_demand && capture_range.is_none() {
             return Ok(None);
         }
-        let step_name = get(env::STEP_RANGE).or_else(|| get(crate::ways_in::launch::TORCH_STEPS_ENV));
+        let step_name = get(env::STEP_RANGE).or_else(|| get(crate::ways_in::env_names::TORCH_STEPS_ENV));
         let step_range = step_name.as_deref().map(StepRange::new).transpose()?;
         let range_captures = get(env::CAPTURE_RANGE_END).map_or(Ok(Some(1)), |t| parse_range_end(&t))?;
         let signal = match get(env::CAPTURE_SIGNAL) {
@@ -212,8 +197,8 @@ impl OnDemandConfig {
         };
         let list = |v: String| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
         let defaults = CaptureSettings {
-            mode: Some(get(crate::ways_in::injection::env::MODE).unwrap_or_else(|| "trace".into())),
-            metrics: get(crate::ways_in::injection::env::METRICS).map(list),
+            mode: Some(get(crate::ways_in::env_names::injection::MODE).unwrap_or_else(|| "trace".into())),
+            metrics: get(crate::ways_in::env_names::injection::METRICS).map(list),
             pm_sampling: get(crate::capture::pm_sampling::PM_SAMPLING_ENV),
             pm_interval: get(crate::capture::pm_sampling::PM_INTERVAL_ENV),
         };
@@ -226,7 +211,7 @@ impl OnDemandConfig {
             signal,
             defaults,
             signal_span,
-            nvtx_include: get(crate::ways_in::injection::env::NVTX_INCLUDE).map(list).unwrap_or_default(),
+            nvtx_include: get(crate::ways_in::env_names::injection::NVTX_INCLUDE).map(list).unwrap_or_default(),
         }))
     }
 }

@@ -1,0 +1,75 @@
+//! The names of the environment variables `gmprof run` sets and the injected library reads
+//! (`GMPROF_*`): the names alone, no parsing.
+//!
+//! At the bottom of `ways_in`: imported by [`crate::ways_in::injection_config`] and
+//! [`crate::ways_in::outputs`] (which read them), [`crate::ways_in::launch`] and
+//! [`crate::ways_in::on_demand`] (which set them), and [`crate::ways_in::probe_run`]; it
+//! imports nothing of `ways_in`. The old paths re-export them:
+//! [`crate::ways_in::injection::env`], [`crate::ways_in::on_demand::env`] and
+//! [`crate::ways_in::launch::TORCH_STEPS_ENV`].
+
+/// What the injected profiler reads ([`crate::ways_in::injection_config::InjectionConfig`]), also
+/// as [`crate::ways_in::injection::env`].
+pub mod injection {
+    /// Profiling mode (`kernel_replay`, `trace`, ...).
+    pub const MODE: &str = "GMPROF_MODE";
+    /// Comma-separated metric names.
+    pub const METRICS: &str = "GMPROF_METRICS";
+    /// Output directory (default `gmprof-out`) or a per-process template (`out/%h-%p`);
+    /// each process writes into its own directory of it, see [`crate::ways_in::layout`].
+    pub const OUT: &str = "GMPROF_OUT";
+    /// Comma-separated NVTX range names: only these ranges and ranges nested in them become
+    /// gmprof ranges.
+    pub const NVTX_INCLUDE: &str = "GMPROF_NVTX_INCLUDE";
+    /// `thread` or `process` (default `process` when injected: frameworks launch from
+    /// helper threads, like PyTorch's autograd thread).
+    pub const RANGE_SCOPE: &str = "GMPROF_RANGE_SCOPE";
+    /// `1` to synchronize before every range closes.
+    pub const SYNC_ON_POP: &str = "GMPROF_SYNC_ON_POP";
+    /// Seconds between checkpoints of the outputs while the program runs (default 30; `0`
+    /// turns them off).
+    pub const CHECKPOINT_SECS: &str = "GMPROF_CHECKPOINT_SECS";
+    /// `0` to leave the program's signals alone (default: outputs are written before a
+    /// terminating signal takes effect).
+    pub const SIGNALS: &str = "GMPROF_SIGNALS";
+    /// Seconds a terminating signal waits for the outputs to be written (default 120).
+    pub const SIGNAL_TIMEOUT_SECS: &str = "GMPROF_SIGNAL_TIMEOUT_SECS";
+    /// Kernels (kernel_replay, per_kernel) or ranges (per_range) per counter cycle: counters
+    /// reach a checkpoint when their cycle ends, so this bounds what a SIGKILL loses.
+    pub const RANGES_PER_CYCLE: &str = "GMPROF_RANGES_PER_CYCLE";
+    /// Iteration replay: the name or glob (`Train step *`) of the repeating NVTX range whose
+    /// instances run the replay passes; needs [`ITERATIONS`].
+    pub const ITERATION_REPLAY: &str = "GMPROF_ITERATION_REPLAY";
+    /// Iteration replay: how many instances of that range the program runs.
+    pub const ITERATIONS: &str = "GMPROF_ITERATIONS";
+    /// PM sampling: `default`, `1` or comma-separated metric names.
+    pub const PM_SAMPLING: &str = crate::capture::pm_sampling::PM_SAMPLING_ENV;
+    /// PM sampling interval: ns (`20000`, `20us`) or SYSCLK cycles (`30000cycles`).
+    pub const PM_INTERVAL: &str = crate::capture::pm_sampling::PM_INTERVAL_ENV;
+    /// PC sampling: `1`/`default` (CUPTI's interval) or an interval (N for 2^N cycles).
+    pub const PC_SAMPLING: &str = crate::capture::pc_sampling::PC_SAMPLING_ENV;
+}
+
+/// What an on-demand injected gmprof reads ([`crate::ways_in::on_demand::OnDemandConfig`]), also
+/// as [`crate::ways_in::on_demand::env`].
+pub mod on_demand {
+    /// `1`: start idle and capture on request.
+    pub const ON_DEMAND: &str = "GMPROF_ON_DEMAND";
+    /// The NVTX range (name or glob) whose instances are the steps.
+    pub const STEP_RANGE: &str = "GMPROF_STEP_RANGE";
+    /// `cudaProfilerApi` or `nvtx:NAME`: captures the program starts and stops itself.
+    pub const CAPTURE_RANGE: &str = "GMPROF_CAPTURE_RANGE";
+    /// `stop` (the first capture range only, the default), `repeat` or `repeat:N`.
+    pub const CAPTURE_RANGE_END: &str = "GMPROF_CAPTURE_RANGE_END";
+    /// The capture signal: `SIGUSR2` (the default with `GMPROF_ON_DEMAND=1`), `SIGUSR1`, a
+    /// number, or `none`.
+    pub const CAPTURE_SIGNAL: &str = "GMPROF_CAPTURE_SIGNAL";
+    /// Steps a signal-triggered capture lasts (default 10 with a step range).
+    pub const CAPTURE_STEPS: &str = "GMPROF_CAPTURE_STEPS";
+    /// Seconds a signal-triggered capture lasts (default 10 without a step range).
+    pub const CAPTURE_DURATION: &str = "GMPROF_CAPTURE_DURATION";
+}
+
+/// `gmprof run --torch-steps`: the step range's name, read by the Python bootstrap (and, as
+/// the step range, by an on-demand injected gmprof unless `GMPROF_STEP_RANGE` names one).
+pub const TORCH_STEPS_ENV: &str = "GMPROF_TORCH_STEPS";
