@@ -19,7 +19,8 @@ use crate::capture::profiler::Profiler;
 use crate::capture::profiler::Teardown;
 use crate::error::Error;
 use crate::model::{ProfilingMode, RunEnd};
-use crate::ways_in::outputs::{spawn_checkpoints, EndSettings, Outputs};
+use crate::ways_in::outputs::{spawn_checkpoints, Outputs};
+use crate::ways_in::settings::EndSettings;
 use crate::ways_in::signals::{self, Request};
 
 /// Status codes; the values are the C enum `gmprof_status`.

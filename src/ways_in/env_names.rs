@@ -2,7 +2,7 @@
 //! (`GMPROF_*`): the names alone, no parsing.
 //!
 //! At the bottom of `ways_in`: imported by [`crate::ways_in::injection_config`] and
-//! [`crate::ways_in::outputs`] (which read them), [`crate::ways_in::launch`] and
+//! [`crate::ways_in::settings`] (which read them), [`crate::ways_in::launch`] and
 //! [`crate::ways_in::on_demand`] (which set them), and [`crate::ways_in::probe_run`]; it
 //! imports nothing of `ways_in`. The old paths re-export them:
 //! [`crate::ways_in::injection::env`], [`crate::ways_in::on_demand::env`] and

@@ -47,13 +47,11 @@ use crate::checked::Cupti;
 use crate::error::{Error, Result};
 use crate::model::RunEnd;
 use crate::ways_in::contexts::ContextProfilers;
-pub(crate) use crate::ways_in::injection_config::parse_flag;
-pub use crate::ways_in::injection_config::{
-    env, InjectionConfig, DEFAULT_CHECKPOINT_SECS, DEFAULT_SIGNAL_TIMEOUT_SECS,
-};
+pub use crate::ways_in::injection_config::{env, InjectionConfig};
 use crate::ways_in::layout::{self, ProcessIdentity, Target};
 pub use crate::ways_in::nvtx_stack::{NvtxRangeStack, PopAction};
 use crate::ways_in::outputs::{self, Outputs};
+pub use crate::ways_in::settings::{DEFAULT_CHECKPOINT_SECS, DEFAULT_SIGNAL_TIMEOUT_SECS};
 use crate::ways_in::signals::{self, Request};
 
 /// The file in the output directory that records how an injected run went.

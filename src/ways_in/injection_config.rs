@@ -9,14 +9,12 @@ use crate::capture::pm_sampling::PmSamplingConfig;
 use crate::capture::profiler::RangeScope;
 use crate::error::{Error, Result};
 use crate::model::ProfilingMode;
+use crate::ways_in::settings::{parse_flag, EndSettings};
 
 /// Environment variables the injected library reads (defined in [`crate::ways_in::env_names`]).
 pub use crate::ways_in::env_names::injection as env;
 
-/// Default seconds between checkpoints.
-pub const DEFAULT_CHECKPOINT_SECS: u64 = 30;
-/// Default seconds a terminating signal waits for the outputs.
-pub const DEFAULT_SIGNAL_TIMEOUT_SECS: u64 = 120;
+pub use crate::ways_in::settings::{DEFAULT_CHECKPOINT_SECS, DEFAULT_SIGNAL_TIMEOUT_SECS};
 
 /// What the injected profiler is told by the environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,7 +67,7 @@ impl InjectionConfig {
             }
         };
         let flag = |key: &str, default: bool| parse_flag(key, get(key), default);
-        let ends = crate::ways_in::outputs::EndSettings::from_lookup(&lookup)?;
+        let ends = EndSettings::from_lookup(&lookup)?;
         Ok(InjectionConfig {
             mode: get(env::MODE).map(|m| m.parse()).transpose()?,
             metrics: get(env::METRICS).map(list),
@@ -88,16 +86,6 @@ impl InjectionConfig {
             pm_sampling: PmSamplingConfig::from_lookup(&lookup)?,
             pc_sampling: crate::capture::pc_sampling::PcSamplingConfig::from_lookup(&lookup)?,
         })
-    }
-}
-
-/// A yes/no setting: `1`, `true`, `yes` or `0`, `false`, `no`; `default` when unset.
-pub(crate) fn parse_flag(key: &str, value: Option<String>, default: bool) -> Result<bool> {
-    match value.as_deref() {
-        None => Ok(default),
-        Some("0") | Some("false") | Some("no") => Ok(false),
-        Some("1") | Some("true") | Some("yes") => Ok(true),
-        Some(other) => Err(Error::InvalidConfig(format!("{key}={other}: use 1 or 0"))),
     }
 }
 

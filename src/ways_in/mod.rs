@@ -25,4 +25,5 @@ pub mod on_demand;
 pub mod outputs;
 pub mod probe_run;
 pub mod processes;
+pub mod settings;
 pub mod signals;

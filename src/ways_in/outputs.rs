@@ -17,41 +17,8 @@ use crate::error::Result;
 use crate::model::RunEnd;
 use crate::report::{OutputFormats, Report};
 
-/// How checkpoints and signals are set up, from `GMPROF_CHECKPOINT_SECS`, `GMPROF_SIGNALS` and
-/// `GMPROF_SIGNAL_TIMEOUT_SECS`: read the same way by the injected library and the C ABI.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EndSettings {
-    /// Time between checkpoints (`None`: no checkpoints).
-    pub checkpoint_every: Option<Duration>,
-    /// Whether terminating signals write the outputs first.
-    pub handle_signals: bool,
-    /// How long a terminating signal waits for the outputs.
-    pub signal_timeout: Duration,
-}
-
-impl EndSettings {
-    /// Reads the settings through `lookup` (an environment).
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self> {
-        use crate::ways_in::env_names::injection as env;
-        use crate::ways_in::injection_config::{DEFAULT_CHECKPOINT_SECS, DEFAULT_SIGNAL_TIMEOUT_SECS};
-        let get = |k: &str| lookup(k).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
-        let seconds = |key: &str, default: u64| -> Result<u64> {
-            get(key).map_or(Ok(default), |v| {
-                v.parse::<u64>().map_err(|_| {
-                    crate::error::Error::InvalidConfig(format!(
-                        "{key}={v}: use a whole number of seconds (0 turns it off)"
-                    ))
-                })
-            })
-        };
-        let checkpoint = seconds(env::CHECKPOINT_SECS, DEFAULT_CHECKPOINT_SECS)?;
-        Ok(EndSettings {
-            checkpoint_every: (checkpoint > 0).then(|| Duration::from_secs(checkpoint)),
-            handle_signals: crate::ways_in::injection_config::parse_flag(env::SIGNALS, get(env::SIGNALS), true)?,
-            signal_timeout: Duration::from_secs(seconds(env::SIGNAL_TIMEOUT_SECS, DEFAULT_SIGNAL_TIMEOUT_SECS)?),
-        })
-    }
-}
+/// How checkpoints and signals are set up (defined in [`crate::ways_in::settings`]).
+pub use crate::ways_in::settings::EndSettings;
 
 /// A checkpoint that took `t` is followed by at least `CHECKPOINT_COST_FACTOR × t` of waiting.
 pub const CHECKPOINT_COST_FACTOR: u32 = 10;

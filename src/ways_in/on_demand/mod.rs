@@ -152,7 +152,7 @@ impl OnDemandConfig {
     /// capture range asks for an idle start.
     pub fn from_lookup(lookup: &dyn Fn(&str) -> Option<String>) -> Result<Option<OnDemandConfig>> {
         let get = |k: &str| lookup(k).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
-        let on_demand = crate::ways_in::injection::parse_flag(env::ON_DEMAND, get(env::ON_DEMAND), false)?;
+        let on_demand = crate::ways_in::settings::parse_flag(env::ON_DEMAND, get(env::ON_DEMAND), false)?;
         let capture_range = get(env::CAPTURE_RANGE).map(|r| r.parse::<CaptureRange>()).transpose()?;
         if !on_demand && capture_range.is_none() {
             return Ok(None);
