@@ -32,12 +32,10 @@
 use std::cell::RefCell;
 use std::ffi::c_int;
 use std::panic::catch_unwind;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
-use serde::{Deserialize, Serialize};
 
 use crate::capture::profiler::Profiler;
 use crate::capture::profiler::Teardown;
@@ -48,90 +46,12 @@ use crate::error::{Error, Result};
 use crate::model::RunEnd;
 use crate::ways_in::contexts::ContextProfilers;
 pub use crate::ways_in::injection_config::{env, InjectionConfig};
+pub use crate::ways_in::injection_status::{InjectionStatus, STATUS_FILE};
 use crate::ways_in::layout::{self, ProcessIdentity, Target};
 pub use crate::ways_in::nvtx_stack::{NvtxRangeStack, PopAction};
 use crate::ways_in::outputs::{self, Outputs};
 pub use crate::ways_in::settings::{DEFAULT_CHECKPOINT_SECS, DEFAULT_SIGNAL_TIMEOUT_SECS};
 use crate::ways_in::signals::{self, Request};
-
-/// The file in the output directory that records how an injected run went.
-pub const STATUS_FILE: &str = "injection.json";
-
-/// How an injected run went; written to [`STATUS_FILE`].
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct InjectionStatus {
-    /// The profiled process.
-    pub pid: u32,
-    /// Its command line.
-    pub command: Vec<String>,
-    /// The mode asked for.
-    pub mode: Option<String>,
-    /// CUDA contexts the program created.
-    pub contexts_created: u64,
-    /// Contexts gmprof did not profile (their profiler could not start, with why), with the
-    /// kernel launches heard and the kernels that ran on each (none of them is in the
-    /// outputs).
-    #[serde(default)]
-    pub unprofiled_contexts: Vec<crate::model::UnprofiledContext>,
-    /// Whether a profiler ran on any of them.
-    pub profiled: bool,
-    /// Contexts profiled (one per GPU the process used, and contexts created later).
-    #[serde(default)]
-    pub contexts_profiled: u64,
-    /// Why profiling did not start or failed to finish.
-    pub error: Option<String>,
-    /// What ended the session: `context destroyed`, `process exit`, or none.
-    pub finished_by: Option<String>,
-    /// Whether ranges.csv and the other outputs were written.
-    pub outputs_written: bool,
-    /// NVTX pushes heard (all threads).
-    pub nvtx_pushes: u64,
-    /// NVTX pushes that became gmprof ranges.
-    pub nvtx_ranges_followed: u64,
-    /// NVTX pops with no push on their thread.
-    pub nvtx_unbalanced_pops: u64,
-    /// What started gmprof: `first NVTX call` (NVTX ranges heard from the program's first
-    /// NVTX call) or `CUDA initialization`.
-    #[serde(default)]
-    pub started_by: Option<String>,
-    /// How the run ended, as the outputs record it (also in report.json).
-    #[serde(default)]
-    pub run_end: Option<RunEnd>,
-    /// Checkpoints written while the program ran.
-    #[serde(default)]
-    pub checkpoints_written: u64,
-    /// The host the process ran on.
-    #[serde(default)]
-    pub host: Option<String>,
-    /// Its rank, when a rank variable was set.
-    #[serde(default)]
-    pub rank: Option<u32>,
-    /// The variable the rank came from (`RANK`, `SLURM_PROCID`, ...).
-    #[serde(default)]
-    pub rank_variable: Option<String>,
-    /// Where the process printed `error` as it happened: its stderr as `device:inode`
-    /// ([`crate::ways_in::processes::stderr_identity`]). `gmprof run` does not print the
-    /// error again when its own stderr is the same.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error_printed_to: Option<String>,
-}
-
-impl InjectionStatus {
-    /// Reads `dir/injection.json`.
-    pub fn read(dir: &Path) -> Result<Self> {
-        let path = dir.join(STATUS_FILE);
-        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-        serde_json::from_str(&text).map_err(|e| Error::InvalidState(format!("{}: {e}", path.display())))
-    }
-
-    fn write(&self, dir: &Path) -> Result<()> {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        let path = dir.join(STATUS_FILE);
-        let text = serde_json::to_string_pretty(self)
-            .map_err(|e| Error::InvalidState(format!("serializing {}: {e}", path.display())))?;
-        std::fs::write(&path, text).map_err(|e| Error::io(&path, e))
-    }
-}
 
 /// The injected profiler's process-wide state.
 struct Injected {
@@ -427,7 +347,7 @@ fn write_status(state: &Injected, run_end: Option<RunEnd>, outputs_written: bool
         None => return,
     };
     // Every error in the status was printed by `note_error` when it happened.
-    let error_printed_to = error.as_ref().and_then(|_| crate::ways_in::processes::stderr_identity());
+    let error_printed_to = error.as_ref().and_then(|_| crate::ways_in::injection_status::stderr_identity());
     let status = InjectionStatus {
         error_printed_to,
         pid: std::process::id(),
@@ -667,7 +587,7 @@ pub(crate) fn report_failure(error: &Error) {
             pid: std::process::id(),
             command: std::env::args().collect(),
             error: Some(format!("injection failed: {error}")),
-            error_printed_to: crate::ways_in::processes::stderr_identity(),
+            error_printed_to: crate::ways_in::injection_status::stderr_identity(),
             ..Default::default()
         };
         let lookup = |k: &str| std::env::var(k).ok();

@@ -18,6 +18,7 @@ pub mod immediate_exit;
 pub mod inject_entry;
 pub mod injection;
 pub mod injection_config;
+pub mod injection_status;
 pub mod launch;
 pub mod layout;
 pub mod nvtx_stack;

@@ -11,8 +11,11 @@ use std::path::{Path, PathBuf};
 
 use crate::model::RunEnd;
 use crate::report::Report;
-use crate::ways_in::injection::{InjectionStatus, STATUS_FILE};
+use crate::ways_in::injection_status::{InjectionStatus, STATUS_FILE};
 use crate::ways_in::layout::RESULT_FILES;
+
+/// This process's stderr as `device:inode` (defined in [`crate::ways_in::injection_status`]).
+pub use crate::ways_in::injection_status::stderr_identity;
 
 /// One process's directory and what it holds.
 #[derive(Clone, Debug, PartialEq)]
@@ -98,18 +101,6 @@ impl ProcessOutputs {
         let kernels = self.kernels.map_or_else(|| "no report".to_owned(), |k| format!("{k} kernels"));
         format!("{}: {gpu}, {kernels}, {end}: {}", self.who(), self.dir.display())
     }
-}
-
-/// This process's stderr as `device:inode`: a process that printed an error there records
-/// it in `injection.json`, and `gmprof run` does not print the error again when its own
-/// stderr is the same file (a terminal or a pipe the two share). `None` when it cannot be
-/// read.
-pub fn stderr_identity() -> Option<String> {
-    use std::os::fd::AsFd;
-    use std::os::unix::fs::MetadataExt;
-    let fd = std::io::stderr().as_fd().try_clone_to_owned().ok()?;
-    let meta = std::fs::File::from(fd).metadata().ok()?;
-    Some(format!("{}:{}", meta.dev(), meta.ino()))
 }
 
 /// The processes that left outputs under `root` (itself and its subdirectories), by rank,
