@@ -17,12 +17,12 @@ use crate::checked::callback::NvtxEvent;
 use crate::checked::driver::Context;
 use crate::error::{Error, Result};
 use crate::model::RunEnd;
-use crate::ways_in::injection::InjectionConfig;
+use crate::ways_in::injection_config::InjectionConfig;
 use crate::ways_in::layout::{self, ProcessIdentity, Target};
 use crate::ways_in::on_demand::backend::{ProfilerBackend, ProfilerDefaults};
+use crate::ways_in::on_demand::config::{CaptureRange, OnDemandConfig};
 use crate::ways_in::on_demand::server::{self, ControlSocket};
 use crate::ways_in::on_demand::service::{ProcessInfo, Service};
-use crate::ways_in::on_demand::{CaptureRange, OnDemandConfig};
 
 static SERVICE: OnceLock<Arc<Service>> = OnceLock::new();
 /// The context captures profile.

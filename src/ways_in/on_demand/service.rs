@@ -36,11 +36,11 @@ use crate::error::Error;
 use crate::model::{ProfilingMode, RunEnd};
 use crate::ways_in::on_demand::backend::{CaptureBackend, LiveCapture, Written};
 use crate::ways_in::on_demand::captures;
+use crate::ways_in::on_demand::config::{CaptureRange, OnDemandConfig};
 use crate::ways_in::on_demand::protocol::{
     CaptureRecord, CaptureSettings, CaptureState, Outcome, ProcessStatus, Request, Response, Span, StartAt,
 };
 use crate::ways_in::on_demand::steps::{check_start, OpenRange, ThreadRanges};
-use crate::ways_in::on_demand::{CaptureRange, OnDemandConfig};
 
 /// Who the process is and where its captures go.
 #[derive(Clone, Debug, PartialEq)]

@@ -10,10 +10,10 @@ use parking_lot::Mutex;
 
 use super::backend::{CaptureBackend, LiveCapture, Written};
 use super::captures;
+use super::config::{CaptureRange, OnDemandConfig};
 use super::protocol::{CaptureSettings, CaptureState, Outcome, Request, Span, StartAt};
 use super::service::{ProcessInfo, Service, Trigger};
 use super::steps::{aligned_start, StepRange};
-use super::{CaptureRange, OnDemandConfig};
 use crate::capture::profiler::Teardown;
 use crate::checked::callback::ProfilerApiCall;
 use crate::error::{Error, Result};

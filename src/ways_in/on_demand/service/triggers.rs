@@ -11,8 +11,8 @@ use crate::capture::profiler::Teardown;
 use crate::checked::callback::ProfilerApiCall;
 use crate::model::RunEnd;
 use crate::ways_in::on_demand::captures;
+use crate::ways_in::on_demand::config::CaptureRange;
 use crate::ways_in::on_demand::protocol::{CaptureRecord, CaptureSettings, Span, StartAt};
-use crate::ways_in::on_demand::CaptureRange;
 
 impl Service {
     /// `cudaProfilerStart` or `cudaProfilerStop` on the calling thread.
