@@ -1,7 +1,10 @@
 //! What the injected profiler is told by the environment (`GMPROF_*`).
 //!
-//! Layer 3, for [`crate::ways_in::injection`]: [`InjectionConfig::from_env`] reads and checks
-//! every variable `gmprof run` sets, with errors that name the variable.
+//! Layer 3, for [`crate::ways_in::injection`] and [`crate::ways_in::on_demand`]'s injected
+//! side, below both: [`InjectionConfig::from_env`] reads and checks every variable `gmprof run`
+//! sets, with errors that name the variable. The names are in [`crate::ways_in::env_names`]
+//! (re-exported here as [`mod@env`]), the checkpoint and signal settings in
+//! [`crate::ways_in::settings`].
 
 use std::path::PathBuf;
 

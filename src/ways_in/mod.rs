@@ -8,6 +8,22 @@
 //! `gmprof run`'s [`launch`]er.
 //!
 //! May import every stage below it. Nothing imports `ways_in` except the `gmprof` binary.
+//!
+//! Inside `ways_in`, imports point down, and no two files import each other through any
+//! chain:
+//! - at the top, the entry points: [`inject_entry`] and [`immediate_exit`] (into
+//!   [`injection`]), [`launch`] (`gmprof run`) and [`capi`] (the C ABI);
+//! - [`injection`] composes the injected library: [`contexts`], [`nvtx_stack`],
+//!   [`injection_config`], [`injection_status`], [`outputs`], [`probe_run`] and
+//!   [`on_demand`]'s injected side;
+//! - [`on_demand`] sits below [`injection`] (and below [`capi`] and [`launch`]) and imports
+//!   none of them;
+//! - at the bottom, what several of them share, importing nothing above it:
+//!   [`env_names`] (the `GMPROF_*` variable names), [`settings`] (yes/no variables, the
+//!   checkpoint and signal settings), [`injection_config`], [`injection_status`]
+//!   (`injection.json`, written by [`injection`] and read by [`processes`] and [`launch`]),
+//!   [`outputs`], [`layout`], [`signals`], [`probe_run`], [`processes`], [`device_timers`]
+//!   and `global`.
 
 pub mod capi;
 pub mod contexts;

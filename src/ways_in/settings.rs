@@ -1,5 +1,5 @@
 //! Settings read from the environment that more than one way in reads alike: a yes/no
-//! variable ([`parse_flag`]) and how a run's end is handled ([`EndSettings`]: checkpoints and
+//! variable (`parse_flag`) and how a run's end is handled ([`EndSettings`]: checkpoints and
 //! terminating signals, with their defaults).
 //!
 //! At the bottom of `ways_in`, beside [`crate::ways_in::env_names`] (the only `ways_in` module

@@ -17,6 +17,22 @@
 //!
 //! [`service`] holds a process's one capture at a time and decides when it starts and ends;
 //! [`backend`] is its seam to CUPTI; [`injected`] is the glue the injected library calls.
+//!
+//! Where it sits: below [`crate::ways_in::injection`], which composes it (it calls
+//! [`injected`]; nothing here imports `injection`), and below the C ABI
+//! ([`crate::ways_in::capi`] calls [`api`]) and the launcher ([`crate::ways_in::launch`] takes
+//! [`RunOptions`]). Of `ways_in` it imports only the shared modules at the bottom:
+//! [`crate::ways_in::env_names`], [`crate::ways_in::settings`],
+//! [`crate::ways_in::injection_config`], [`crate::ways_in::outputs`],
+//! [`crate::ways_in::layout`], [`crate::ways_in::signals`], [`crate::ways_in::probe_run`] and
+//! `global` (the process-wide session).
+//!
+//! Inside, imports point down: [`api`] goes through [`injected`], which composes
+//! [`service`], [`server`], [`trigger`] and [`backend`]; [`client`] talks to [`server`];
+//! [`service`] uses [`backend`], [`captures`] and [`steps`]; at the bottom, [`config`] (what
+//! the environment says, shared by the files above) and [`run_options`] (`gmprof run`'s
+//! flags), with [`protocol`] and [`steps`]. This file only declares the modules and
+//! re-exports them: no file of the folder imports it.
 
 pub mod api;
 pub mod backend;
