@@ -1,15 +1,15 @@
 //! The names of the environment variables `gmprof run` sets and the injected library reads
 //! (`GMPROF_*`): the names alone, no parsing.
 //!
-//! At the bottom of `ways_in`: imported by [`crate::ways_in::injection_config`] and
-//! [`crate::ways_in::settings`] (which read them), [`crate::ways_in::launch`] and
-//! [`crate::ways_in::on_demand`] (which set them), and [`crate::ways_in::probe_run`]; it
-//! imports nothing of `ways_in`. The old paths re-export them:
+//! At the bottom of `ways_in`, importing nothing of it: imported by the modules that read
+//! the variables ([`crate::ways_in::injection_config`], [`crate::ways_in::settings`],
+//! [`crate::ways_in::probe_run`], `on_demand/config.rs`) and by those that set them
+//! ([`crate::ways_in::launch`], `on_demand/run_options.rs`). The old paths re-export them:
 //! [`crate::ways_in::injection::env`], [`crate::ways_in::on_demand::env`] and
 //! [`crate::ways_in::launch::TORCH_STEPS_ENV`].
 
-/// What the injected profiler reads ([`crate::ways_in::injection_config::InjectionConfig`]), also
-/// as [`crate::ways_in::injection::env`].
+/// What the injected profiler reads ([`crate::ways_in::injection_config::InjectionConfig`]),
+/// also as [`crate::ways_in::injection::env`].
 pub mod injection {
     /// Profiling mode (`kernel_replay`, `trace`, ...).
     pub const MODE: &str = "GMPROF_MODE";
@@ -50,8 +50,8 @@ pub mod injection {
     pub const PC_SAMPLING: &str = crate::capture::pc_sampling::PC_SAMPLING_ENV;
 }
 
-/// What an on-demand injected gmprof reads ([`crate::ways_in::on_demand::OnDemandConfig`]), also
-/// as [`crate::ways_in::on_demand::env`].
+/// What an on-demand injected gmprof reads ([`crate::ways_in::on_demand::OnDemandConfig`]),
+/// also as [`crate::ways_in::on_demand::env`].
 pub mod on_demand {
     /// `1`: start idle and capture on request.
     pub const ON_DEMAND: &str = "GMPROF_ON_DEMAND";
