@@ -1,6 +1,7 @@
 use super::clock::{Bracket, DeviceClock};
-use super::format::{encode, tag_word, Kind, LaneMode, HEADER_WORDS, LANE_FINISH, LANE_START};
-use super::*;
+use super::format::{self, decode, encode, tag_word, Kind, LaneMode, HEADER_WORDS, LANE_FINISH, LANE_START};
+use super::model::TimedLaunch;
+use super::stats::{self, region_stats, Scope};
 
 fn lane(block: u32, sm: u16, t0: u64, body: &[(Kind, u16, u32, u64)]) -> Vec<(Kind, u16, u32, u16, u64)> {
     let mut v = vec![(Kind::Lane, LANE_START, block, sm, t0)];
