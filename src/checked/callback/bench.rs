@@ -5,7 +5,9 @@
 use std::ffi::CStr;
 use std::os::raw::c_void;
 
-use super::{trampoline, ApiDomain, ApiHandler, CallbackSite, HandlerBox};
+use super::dispatch::{trampoline, HandlerBox};
+use super::events::ApiHandler;
+use super::kinds::{ApiDomain, CallbackSite};
 use crate::checked::library::Cupti;
 use crate::sys::cupti::{CUpti_ApiCallbackSite, CUpti_CallbackData, CUpti_CallbackDomain};
 

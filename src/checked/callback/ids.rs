@@ -1,13 +1,17 @@
 //! The callback ids gmprof listens to in the driver and runtime API domains, and what each
-//! one launches: kernel launches, graph launches, and memcpys and memsets (found by name).
+//! one launches: kernel launches, graph launches, and memcpys and memsets (found by name);
+//! also the profiler-API, graph-node and NVTX range callback ids.
+//!
+//! Imports only `kinds`; `dispatch` and `subscriber` import it, `callback/mod.rs` re-exports
+//! its public ids.
 
 use std::ffi::CStr;
 
-use super::{ApiDomain, LaunchKind};
+use super::kinds::{ApiDomain, LaunchKind};
 use crate::checked::library::Cupti;
 use crate::sys::cupti::{
-    CUpti_CallbackDomain, CUpti_driver_api_trace_cbid_enum as DriverCbid,
-    CUpti_runtime_api_trace_cbid_enum as RuntimeCbid,
+    CUpti_CallbackDomain, CUpti_CallbackIdResource, CUpti_driver_api_trace_cbid_enum as DriverCbid,
+    CUpti_nvtx_api_trace_cbid as NvtxCbid, CUpti_runtime_api_trace_cbid_enum as RuntimeCbid,
 };
 
 /// Driver launch callbacks gmprof subscribes to.
@@ -40,6 +44,24 @@ pub const RUNTIME_KERNEL_LAUNCHES: &[RuntimeCbid] = &[
 pub const RUNTIME_GRAPH_LAUNCHES: &[RuntimeCbid] = &[
     RuntimeCbid::CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
     RuntimeCbid::CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
+];
+
+/// The driver callback ids of the profiler API.
+pub(super) const PROFILER_API_CBIDS: [DriverCbid; 2] =
+    [DriverCbid::CUPTI_DRIVER_TRACE_CBID_cuProfilerStart, DriverCbid::CUPTI_DRIVER_TRACE_CBID_cuProfilerStop];
+
+/// The resource callbacks of graph nodes ([`GraphEvent`](super::GraphEvent)).
+pub(super) const GRAPH_NODE_CBIDS: [CUpti_CallbackIdResource; 2] = [
+    CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED,
+    CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED,
+];
+
+/// The default-domain NVTX range callbacks gmprof listens to.
+pub const NVTX_RANGE_CALLBACKS: &[NvtxCbid] = &[
+    NvtxCbid::CUPTI_CBID_NVTX_nvtxRangePushA,
+    NvtxCbid::CUPTI_CBID_NVTX_nvtxRangePushW,
+    NvtxCbid::CUPTI_CBID_NVTX_nvtxRangePushEx,
+    NvtxCbid::CUPTI_CBID_NVTX_nvtxRangePop,
 ];
 
 /// What each callback id of the two API domains launches, indexed by id: one load per
