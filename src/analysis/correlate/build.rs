@@ -1,5 +1,8 @@
-//! The row builder: [`Correlator::finish`]'s state while it joins launches, activity and
-//! counters into rows.
+//! The row builder: [`Correlator::finish`](super::Correlator::finish)'s state while it joins
+//! launches, activity and counters into rows.
+//!
+//! Imports `correlator` ([`ContextFailure`]), `names`, `rows`, `store` and `warnings`; `join`
+//! imports it.
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
@@ -10,9 +13,15 @@ use crate::model::{
     TransferKind, UntimedTransfer,
 };
 
-use super::*;
+use super::correlator::ContextFailure;
+use super::names::{demangle_kernel_name, is_profiler_internal_kernel, parse_decimal_u32, parse_range_counter_name};
+use super::rows::{
+    CorrelationCounts, Granularity, KernelRow, KernelStatus, TimeSource, TransferRow, TransferStatus, TransferTiming,
+};
+use super::store::{ActivitySlots, ActivityStore, IdMap};
+use super::warnings::WarningLog;
 
-/// State of [`Correlator::finish`] while it builds rows.
+/// State of [`Correlator::finish`](super::Correlator::finish) while it builds rows.
 pub(super) struct RowBuilder<'a> {
     pub(super) tree: &'a SessionTree,
     pub(super) mode: ProfilingMode,
@@ -24,7 +33,7 @@ pub(super) struct RowBuilder<'a> {
     pub(super) warnings: WarningLog,
     /// Rows whose activity record has end ≤ start where the time source is activity.
     pub(super) untimed_activity: u64,
-    /// Set when the CUDA context failed ([`Correlator::context_failed`]).
+    /// Set when the CUDA context failed ([`Correlator::context_failed`](super::Correlator::context_failed)).
     pub(super) context_failure: Option<ContextFailure>,
     /// The launches that never completed, for the warning.
     pub(super) not_completed: NotCompletedLog,

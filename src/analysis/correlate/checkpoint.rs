@@ -1,9 +1,12 @@
 //! Checkpoints: a copy of a running session's records holding only what is complete, so
 //! that outputs written while the program runs carry no row that later data would change.
+//!
+//! Imports `correlator` (the state it copies); `mod.rs` re-exports [`CheckpointPending`].
 
 use std::collections::HashSet;
 
-use super::*;
+use super::correlator::Correlator;
+use crate::model::{LaunchRecord, ProfilingMode};
 
 /// What [`Correlator::checkpoint`] left out.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

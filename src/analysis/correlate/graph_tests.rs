@@ -4,10 +4,15 @@
 //! launch's correlation id with graph and node ids; in kernel replay one auto range per
 //! kernel node and each node's record twice).
 
+use super::correlator::Correlator;
+use super::rows::{Granularity, KernelStatus, TransferStatus};
 use super::tests::{activity, counters, launch, metrics};
-use super::*;
 use crate::analysis::aggregate::aggregate;
-use crate::model::{LaunchApi, TransferKind};
+use crate::model::session::SessionTree;
+use crate::model::{
+    CapturedNode, KernelActivity, LaunchApi, LaunchRecord, MetricSet, ProfilingMode, RangeId, TransferActivity,
+    TransferCall, TransferKind,
+};
 
 fn graph_launch(correlation_id: u32, cycle: u32, ordinal: u32, range: Option<RangeId>) -> LaunchRecord {
     let mut l = launch(correlation_id, cycle, ordinal, range);

@@ -1,7 +1,14 @@
 //! Unit tests of the correlator on hand-built capture records.
 
-use super::*;
-use crate::model::{LaunchApi, MetricKind, MetricSpec, ThreadId, TransferKind, UntimedTransfer};
+use super::checkpoint::CheckpointPending;
+use super::correlator::Correlator;
+use super::names::{demangle_kernel_name, parse_decimal_u32, parse_range_counter_name, range_counter_name};
+use super::rows::{KernelStatus, TimeSource, TransferStatus, TransferTiming};
+use crate::model::session::{SessionTree, ROOT_PATH};
+use crate::model::{
+    CounterRange, KernelActivity, LaunchApi, LaunchRecord, MetricKind, MetricSet, MetricSpec, ProfilingMode, RangeId,
+    ThreadId, TransferActivity, TransferCall, TransferKind, UntimedTransfer, GPU_TIME_METRIC,
+};
 
 pub(super) fn metrics() -> MetricSet {
     MetricSet {

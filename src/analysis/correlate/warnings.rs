@@ -1,6 +1,8 @@
 //! The correlation's warning log: the first few in full, the rest counted.
+//!
+//! Imports only `rows` ([`MAX_WARNINGS`]); `correlator`, `build` and `join` use it.
 
-use super::*;
+use super::rows::MAX_WARNINGS;
 
 /// Collects warnings: keeps the first [`MAX_WARNINGS`], logs them, counts the rest.
 #[derive(Clone, Debug, Default)]

@@ -1,0 +1,151 @@
+//! The correlator's state: [`Correlator`] collects one session's capture records as they
+//! arrive (launches, kernel activity, counter ranges, transfers), and [`ContextFailure`]
+//! records a failed CUDA context.
+//!
+//! The shared bottom of this folder's join: `join` ([`Correlator::finish`]), `checkpoint`
+//! and `build` import it; it imports only `warnings` and `store`, never `mod.rs`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::store::IdMap;
+use super::warnings::WarningLog;
+use crate::model::{
+    CapturedNode, CounterRange, KernelActivity, LaunchRecord, RangeId, TransferActivity, TransferCall, TransferKind,
+};
+
+/// Incremental collector of one session's capture records; see the [module docs](super).
+#[derive(Debug, Default)]
+pub struct Correlator {
+    pub(super) launches: Vec<LaunchRecord>,
+    pub(super) activities: Vec<KernelActivity>,
+    pub(super) counter_cycles: BTreeMap<u32, Vec<CounterRange>>,
+    pub(super) counter_ranges: u64,
+    pub(super) transfer_calls: Vec<TransferCall>,
+    pub(super) transfer_activities: Vec<TransferActivity>,
+    pub(super) warnings: WarningLog,
+    pub(super) replay_mismatched_kernels: std::collections::HashSet<u32>,
+    pub(super) replay_mismatched_ranges: std::collections::HashSet<RangeId>,
+    /// Calls made while their stream was capturing, by correlation id: the graph nodes
+    /// they created.
+    pub(super) captured: IdMap<u32, Vec<CapturedNode>>,
+    /// gmprof's own transfers by (kind, bytes): as many record-less transfer records of
+    /// each are left out of the transfer table.
+    pub(super) internal_transfers: BTreeMap<(TransferKind, u64), u64>,
+    /// Set when the CUDA context failed before the session finished.
+    pub(super) context_failure: Option<ContextFailure>,
+}
+
+/// The CUDA context failed before the session finished ([`Correlator::context_failed`]).
+#[derive(Clone, Debug, Default)]
+pub(super) struct ContextFailure {
+    /// The CUDA error, as the warning names it.
+    pub(super) error: String,
+    /// Kernel names the launch callback kept, by correlation id.
+    pub(super) names: HashMap<u32, String>,
+}
+
+impl Correlator {
+    /// An empty correlator.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds one launch record.
+    pub fn add_launch(&mut self, launch: LaunchRecord) {
+        self.launches.push(launch);
+    }
+
+    /// Adds one kernel activity record.
+    pub fn add_activity(&mut self, activity: KernelActivity) {
+        self.activities.push(activity);
+    }
+
+    /// User replay: the kernel of launch `correlation_id` did not match the kernel another
+    /// pass ran in its place; its row gets status `replay_mismatch` and no metrics.
+    pub fn flag_replay_mismatch(&mut self, correlation_id: u32) {
+        self.replay_mismatched_kernels.insert(correlation_id);
+    }
+
+    /// User replay: range `id` was not matched by the same range in another pass; its
+    /// measured counters are discarded.
+    pub fn flag_range_replay_mismatch(&mut self, id: RangeId) {
+        self.replay_mismatched_ranges.insert(id);
+    }
+
+    /// Adds the counter ranges decoded from cycle `cycle`'s counter image.
+    ///
+    /// A range whose own `cycle` field disagrees with `cycle` is kept under `cycle` (the image
+    /// it was decoded from) with a warning. Calling this twice for one cycle appends.
+    pub fn add_counter_ranges(&mut self, cycle: u32, ranges: Vec<CounterRange>) {
+        let disagreeing = ranges.iter().filter(|r| r.cycle != cycle).count();
+        if disagreeing > 0 {
+            self.warnings.push(format!(
+                "counter image of cycle {cycle}: {disagreeing} counter range(s) carry another \
+                 cycle number; they are treated as cycle {cycle}"
+            ));
+        }
+        self.counter_ranges += ranges.len() as u64;
+        self.counter_cycles.entry(cycle).or_default().extend(ranges);
+    }
+
+    /// Whether the counter ranges of cycle `cycle` were added.
+    pub fn has_counter_cycle(&self, cycle: u32) -> bool {
+        self.counter_cycles.contains_key(&cycle)
+    }
+
+    /// The call `correlation_id` (a launch, memcpy or memset) created graph nodes instead
+    /// of running: its stream was capturing. It gets no row and is not missing activity.
+    pub fn add_captured_call(&mut self, correlation_id: u32, nodes: Vec<CapturedNode>) {
+        self.captured.entry(correlation_id).or_default().extend(nodes);
+    }
+
+    /// Adds one memcpy/memset API call.
+    pub fn add_transfer_call(&mut self, call: TransferCall) {
+        self.transfer_calls.push(call);
+    }
+
+    /// Adds one memcpy/memset activity record.
+    pub fn add_transfer_activity(&mut self, activity: TransferActivity) {
+        self.transfer_activities.push(activity);
+    }
+
+    /// gmprof itself issued `count` transfers of `kind` and `bytes` bytes from inside CUPTI's
+    /// callbacks (the probe engine's map buffers), where CUPTI reports no API call: as many
+    /// matching transfer records without a call are left out of the table and counted in
+    /// [`CorrelationCounts::profiler_internal_transfers`] instead of being reported as
+    /// unlaunched.
+    ///
+    /// [`CorrelationCounts::profiler_internal_transfers`]: super::CorrelationCounts::profiler_internal_transfers
+    pub fn add_internal_transfers(&mut self, kind: TransferKind, bytes: u64, count: u64) {
+        *self.internal_transfers.entry((kind, bytes)).or_insert(0) += count;
+    }
+
+    /// The CUDA context failed with `error` (the program's own CUDA error, seen when the
+    /// session finished): a launch with neither an activity record nor counters never
+    /// completed, and its row gets status `not_completed` instead of `missing_activity`.
+    /// `names` are kernel names (as CUPTI gives them, mangled) of the last launches, by
+    /// correlation id; the rows of those launches carry them.
+    pub fn context_failed(&mut self, error: String, names: Vec<(u32, String)>) {
+        self.context_failure = Some(ContextFailure { error, names: names.into_iter().collect() });
+    }
+
+    /// Launch records of counter cycle `cycle`.
+    pub fn launches_in_cycle(&self, cycle: u32) -> u64 {
+        self.launches.iter().filter(|l| l.cycle == cycle).count() as u64
+    }
+
+    /// The launch records added so far, in the order they were added.
+    pub fn launches(&self) -> &[LaunchRecord] {
+        &self.launches
+    }
+
+    /// Number of launch records added so far.
+    pub fn launch_count(&self) -> usize {
+        self.launches.len()
+    }
+
+    /// Number of activity records added so far.
+    pub fn activity_count(&self) -> usize {
+        self.activities.len()
+    }
+}
