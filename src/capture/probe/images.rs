@@ -3,8 +3,11 @@
 //!
 //! Layer 3, part of [`super`].
 
-use super::*;
+use std::ffi::c_void;
+
+use crate::probe::fatbin::{self, Image};
 use crate::probe::host;
+use crate::probe::ImageId;
 
 /// A module gmprof saw loaded.
 pub(super) struct Loaded {
@@ -178,6 +181,7 @@ pub(super) fn mapped_files(maps: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::probe::select;
 
     #[test]
     fn a_cubin_file_is_identified_as_its_sibling_candidate_is() {

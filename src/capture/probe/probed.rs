@@ -6,8 +6,16 @@
 
 use std::time::Instant;
 
-use super::*;
+use super::config::ProbeConfig;
+use super::images::Source;
+use super::sass::PTX_SOURCE;
+use super::state::{Probed, State};
+use crate::checked::callback::quietly;
+use crate::checked::module::{ModuleApi, RawFunction, RawModule};
 use crate::probe::host;
+use crate::probe::select;
+use crate::probe::{demangle, probe_ptx_with, ImageId, MapVia, ThreadLimits};
+use crate::report::probe_kernels::ProbeKernel;
 
 /// A kernel's detail when the kernel glob does not select it.
 pub(super) const NOT_SELECTED: &str = "not selected";
@@ -15,19 +23,6 @@ pub(super) const NOT_SELECTED: &str = "not selected";
 pub(super) const PTX_OFF: &str = "PTX probes off (--probe-sass always)";
 /// Added to a kernel's detail (once) when a launch passed its arguments through `extra`.
 pub(super) const EXTRA_UNPROBED: &str = "; a launch passing its arguments through `extra` ran unprobed";
-
-#[derive(Clone)]
-pub(super) struct Probed {
-    pub(super) func: RawFunction,
-    pub(super) params: usize,
-    /// With [`MapVia::Global`], each probe's map variable.
-    pub(super) globals: Vec<u64>,
-    /// The probed kernel's `.reqntid`/`.maxntid`.
-    pub(super) limits: ThreadLimits,
-    /// The probed function's `CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK` (its registers may
-    /// allow fewer threads than the original's).
-    pub(super) max_threads: Option<i32>,
-}
 
 /// Whether the probed function may be launched with `block`: its `.reqntid`/`.maxntid` and
 /// the threads per block its registers allow.

@@ -19,24 +19,16 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
-use super::*;
+use super::launch::{launch_record, Launch};
+use crate::checked::callback::quietly;
 use crate::checked::driver::{current_context, current_device, synchronize};
 use crate::checked::library::{Cupti, Driver};
 use crate::checked::sass_metrics::{self, SassCollection, SassConfig};
 use crate::checked::target::{chip_name, ProfilerApi};
+use crate::error::Result;
 use crate::probe::sass::{attribute, HotSpots, KernelCounts, MetricIds, METRICS};
-
-/// When the SASS path counts a kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum SassUse {
-    /// Kernels the PTX path cannot probe (no PTX, or it failed).
-    #[default]
-    Auto,
-    /// Every selected kernel; the PTX path is off.
-    Always,
-    /// Never: kernels without PTX are listed as not probed.
-    Never,
-}
+use crate::probe::ProbeSpec;
+use crate::report::probes::{ProbeTotal, ProbedLaunch as LaunchRecord};
 
 /// A function's counts outside the launches gmprof attributed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
