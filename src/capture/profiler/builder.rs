@@ -6,7 +6,8 @@ use crate::checked::driver::Context;
 use crate::error::{Error, Result};
 use crate::model::ProfilingMode;
 
-use super::*;
+use super::scope::RangeScope;
+use super::state::Profiler;
 
 /// Default host memory for the counter data images (two with background evaluation).
 pub const DEFAULT_COUNTER_IMAGE_BUDGET: usize = 256 << 20;
@@ -15,33 +16,6 @@ pub const DEFAULT_COUNTER_IMAGE_BUDGET: usize = 256 << 20;
 /// 13.0; see BENCHMARKS.md). Images for tens of thousands of ranges made every session very
 /// slow to set up or finish in the same measurements, so the default stays at 2000.
 pub const DEFAULT_MAX_RANGES_PER_CYCLE: usize = 2000;
-
-/// Which open range a kernel or transfer is attributed to.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum RangeScope {
-    /// The innermost open range of the launching thread; none means the `<root>` row.
-    #[default]
-    Thread,
-    /// As `Thread`, but a thread with no open range falls back to the most recently pushed
-    /// range still open on any thread. Use it when helper threads launch work on behalf of
-    /// a thread that holds the ranges: PyTorch runs backward on its autograd thread, whose
-    /// kernels otherwise all land in `<root>`. Likewise a range pushed by a thread with no
-    /// open range of its own nests under that latest open range, so ranges the autograd
-    /// thread pushes (module hooks, NVTX from `emit_nvtx`) land inside the training loop's
-    /// step instead of at the top level.
-    Process,
-}
-
-impl std::str::FromStr for RangeScope {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "thread" => Ok(RangeScope::Thread),
-            "process" => Ok(RangeScope::Process),
-            other => Err(Error::InvalidConfig(format!("unknown range scope '{other}': use thread or process"))),
-        }
-    }
-}
 
 /// Configures and builds a [`Profiler`].
 #[derive(Clone, Debug)]

@@ -5,39 +5,18 @@
 use std::time::Instant;
 
 use crate::capture::metrics::MetricCatalog;
+use crate::checked::activity;
 use crate::checked::driver::Context;
 use crate::checked::host::ProfilerHost;
-use crate::checked::range_profiler::{CounterDataImage, RangeConfig, RangeMode, RangeProfiler, ReplayMode};
+use crate::checked::range_profiler::{RangeConfig, RangeMode, RangeProfiler, ReplayMode};
 use crate::checked::target::{self, ProfilerApi};
 use crate::checked::Cupti;
 use crate::error::Result;
 use crate::model::{MetricSet, ProfilingMode, GPU_TIME_METRIC};
 
+use super::builder::ProfilerBuilder;
 use super::evaluator::Evaluator;
-use super::*;
-
-/// The range profiler side of a counter mode.
-pub(super) struct Counters {
-    pub(super) range_profiler: Option<RangeProfiler>,
-    pub(super) counter_data: CounterDataImage,
-    pub(super) config_image: Vec<u8>,
-    pub(super) config: RangeConfig,
-    pub(super) _api: ProfilerApi,
-    pub(super) cycle: u32,
-    pub(super) ordinal_in_cycle: u32,
-    pub(super) dropped_ranges: u64,
-    /// Whether the range profiler is started (between `start` and `stop`).
-    pub(super) running: bool,
-    /// CUPTI user ranges open now.
-    pub(super) user_depth: u32,
-    /// Evaluates decoded images off the launching thread; owns the profiler host object.
-    /// Declared after the range profiler, so a session dropped without `finish` disables
-    /// the profiler before the images the evaluator holds are freed.
-    pub(super) evaluator: Evaluator,
-    pub(super) background_evaluation: bool,
-    /// Mid-run counter cycles, as the launching thread saw them.
-    pub(super) pauses: Vec<crate::model::ProfilerPause>,
-}
+use super::state::{Counters, Profiler, Shared};
 
 /// What `start_counters` sets up.
 pub(super) struct CounterSetup {

@@ -15,20 +15,23 @@
 //! complete so far, for outputs written while the program still runs.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
 
+use crate::capture::hub::HubMembership;
 use crate::capture::pc_sampling::PcSession;
-use crate::capture::pm_sampling::PmLeftovers;
+use crate::capture::pm_sampling::{PmLeftovers, PmSession};
 use crate::checked::activity;
-use crate::checked::driver;
+use crate::checked::driver::{self, Context, PrimaryContext};
+use crate::checked::{Cupti, Driver};
 use crate::error::{Error, Result};
 use crate::model::pc::PcCapture;
 use crate::model::pm::PmCapture;
-use crate::model::{ClockPair, ClockSync, CudaError, FailedStep, FinishStep, RunEnd};
+use crate::model::{ClockPair, ClockSync, CudaError, FailedStep, FinishStep, ProfilingMode, RunEnd};
 use crate::report::{CaptureInfo, Report};
 
 use super::evaluator::EvaluatorOutput;
-use super::*;
+use super::state::{unix_ns, Counters, Profiler, Shared};
 
 /// What [`Shared::collect`] hands back: the capture info, the CUPTI objects to release, and
 /// the PM and PC samples.

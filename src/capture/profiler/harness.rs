@@ -22,8 +22,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::finish::FinishCalls;
-use super::{Capture, Profiler, ReplayState, SessionState, Shared, Teardown};
+use super::finish::{FinishCalls, Teardown};
+use super::state::{Capture, Profiler, ReplayState, SessionState, Shared};
 use crate::capture::hub::{BenchRoute, CaptureSession, HubMembership};
 use crate::checked::activity::{ActivityRecord, LaunchClock};
 use crate::checked::callback::{ApiDomain, BenchCall, BenchTrampoline, CallbackSite};
@@ -166,7 +166,7 @@ impl LaunchHarness {
             passes: 0,
             flush_on_range_boundaries: false,
             synchronize_on_pop: false,
-            range_scope: super::RangeScope::Process,
+            range_scope: super::scope::RangeScope::Process,
             device_name: "stand-in".into(),
             chip: String::new(),
             device_peaks: DevicePeaks::default(),

@@ -7,6 +7,7 @@ use std::cell::Cell;
 use std::ffi::{CStr, CString};
 use std::sync::atomic::Ordering;
 
+use crate::capture::hub::CaptureSession;
 use crate::checked::activity::ActivityRecord;
 use crate::checked::callback::{ApiCallback, ApiDomain, LaunchKind};
 use crate::model::{
@@ -14,7 +15,7 @@ use crate::model::{
     UntimedTransfer,
 };
 
-use super::*;
+use super::state::{Counters, SessionState, Shared};
 
 /// The calling thread's OS id (Linux `gettid`), cached per thread.
 pub fn current_thread_id() -> ThreadId {
@@ -447,6 +448,20 @@ impl Shared {
                 self.state.lock().warnings.push(format!("closing a per-kernel range: {e}"));
             }
         }
+    }
+}
+
+impl CaptureSession for Shared {
+    fn on_call_enter(&self, cb: &ApiCallback<'_>, nested: bool) {
+        Shared::on_call_enter(self, cb, nested);
+    }
+
+    fn on_call_exit(&self, cb: &ApiCallback<'_>, created: Vec<crate::model::CapturedNode>) {
+        Shared::on_call_exit(self, cb, created);
+    }
+
+    fn on_records(&self, mut records: Vec<ActivityRecord>) {
+        self.incoming.lock().append(&mut records);
     }
 }
 

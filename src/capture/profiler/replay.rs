@@ -1,64 +1,12 @@
 //! User replay: [`Profiler::replay`] (closure replay) and iteration replay, which run a
 //! multi-pass metric set's passes and check each pass against pass 0.
 
-use std::collections::{HashMap, HashSet};
-
 use crate::checked::activity;
 use crate::checked::driver;
 use crate::error::{Error, Result};
 use crate::model::{ProfilingMode, RangeId};
 
-use super::*;
-
-/// A kernel's identity for comparing replay passes: name, grid and block.
-pub(super) type KernelSignature = (String, [i32; 3], [i32; 3]);
-
-/// User replay in progress ([`Profiler::replay`]): what pass 0 did, so later passes can be
-/// named like it and checked against it.
-#[derive(Default)]
-pub(super) struct ReplayState {
-    pub(super) active: bool,
-    pub(super) pass: usize,
-    /// Pass 0's kernel launches in order: correlation id and range.
-    pub(super) kernel_script: Vec<(u32, Option<RangeId>)>,
-    /// Pass 0's range pushes in order: name and range.
-    pub(super) range_script: Vec<(String, RangeId)>,
-    /// Position in the scripts within the current pass.
-    pub(super) kernel_cursor: usize,
-    pub(super) range_cursor: usize,
-    /// Correlation ids of each later pass's launches, in order.
-    pub(super) pass_kernels: Vec<Vec<u32>>,
-    /// Signatures of the kernels above, from their activity records.
-    pub(super) signatures: HashMap<u32, KernelSignature>,
-    /// Correlation ids whose signatures are wanted (every replay's launches).
-    pub(super) tracked: HashSet<u32>,
-    /// Correlation ids of later passes' launches: not rows of their own.
-    pub(super) replayed: HashSet<u32>,
-    /// Range pushes beyond pass 0's script in a later pass, still open.
-    pub(super) extra_open: u32,
-    pub(super) mismatched_ranges: Vec<RangeId>,
-    /// Launches made outside `replay` while a multi-pass set waits for one.
-    pub(super) unreplayed_launches: u64,
-    /// Ranges open now (all threads), for iteration replay.
-    pub(super) open_depth: usize,
-    /// Iteration replay: the depth at which the current instance of the named range opened.
-    pub(super) iteration_level: Option<usize>,
-    /// Completed replay rounds.
-    pub(super) rounds: u64,
-}
-
-impl ReplayState {
-    pub(super) fn replaying(&self) -> bool {
-        self.active && self.pass > 0
-    }
-
-    pub(super) fn tracks(&self, correlation_id: u32) -> bool {
-        self.tracked.contains(&correlation_id)
-    }
-}
-
-/// Stands for a range pushed in a later replay pass beyond what pass 0 pushed.
-pub(super) const EXTRA_REPLAY_RANGE: RangeId = RangeId { slot: u32::MAX, generation: u32::MAX };
+use super::state::{Profiler, ReplayState, Shared};
 
 impl Profiler {
     /// Runs `body` once per replay pass the metric set needs, passing the pass index, and
