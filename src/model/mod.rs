@@ -4,10 +4,14 @@
 //! [`crate::capture::profiler`]) produces these records; analysis ([`crate::model::session`],
 //! [`crate::analysis::correlate`], [`crate::analysis::aggregate`], [`crate::report`]) consumes them and never
 //! touches CUPTI. This is the seam CPU tests drive with recorded or synthetic data.
+//!
+//! The keys every record and the session tree share ([`RangeId`], [`ThreadId`]) live in
+//! `ids`, which `session` imports; no file of this folder imports this `mod.rs`.
 
 mod ending;
 #[cfg(test)]
 pub(crate) use ending::illegal_instruction;
+mod ids;
 pub mod pc;
 pub mod pm;
 pub mod sass;
@@ -18,19 +22,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 
 pub use self::ending::{CudaError, FailedStep, FinishStep, RunEnd};
-
-/// The OS thread id (Linux `gettid`) of the thread that pushed a range or launched a kernel.
-pub type ThreadId = u64;
-
-/// A range instance's key: a slab slot plus the generation of that slot, so a reused slot is
-/// never mistaken for the range that held it before.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct RangeId {
-    /// Slot in the session tree's slab.
-    pub slot: u32,
-    /// Generation of the slot when this range was created.
-    pub generation: u32,
-}
+pub use self::ids::{RangeId, ThreadId};
 
 /// How counters were collected, which also fixes where kernel time comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
