@@ -4,9 +4,12 @@
 //!
 //! Checked: one capture of two ranks holds the same steps on both and numbers on (`capture-1`,
 //! `capture-2`), never overwriting; `--status`; a refusal while a capture is armed; a socket
-//! of another user refused with a message; `gmprof run --on-demand` with a program that never
-//! uses CUDA.
+//! of another user refused with a message, by the server itself when a real other user
+//! (`nobody`, run as root) connects with every file mode open to it; `gmprof run --on-demand`
+//! with a program that never uses CUDA.
 
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,8 +20,8 @@ use gmprof::capture::profiler::Teardown;
 use gmprof::model::RunEnd;
 use gmprof::ways_in::on_demand::backend::{CaptureBackend, LiveCapture, Written};
 use gmprof::ways_in::on_demand::captures;
-use gmprof::ways_in::on_demand::protocol::{CaptureSettings, Outcome, Span, StartAt};
-use gmprof::ways_in::on_demand::server::ControlSocket;
+use gmprof::ways_in::on_demand::protocol::{CaptureSettings, CaptureState, Outcome, Span, StartAt};
+use gmprof::ways_in::on_demand::server::{ControlSocket, CONTROL_DIR, SOCKET_NAME};
 use gmprof::ways_in::on_demand::service::{ProcessInfo, Service, Trigger};
 use gmprof::ways_in::on_demand::steps::StepRange;
 use gmprof::ways_in::on_demand::OnDemandConfig;
@@ -227,4 +230,116 @@ fn an_on_demand_run_of_a_program_without_cuda_says_no_capture_was_taken() {
     let (code, _, stderr) = run(&["--capture-range", "nvtx"]);
     assert_eq!(code, Some(1));
     assert!(stderr.contains("use cudaProfilerApi or nvtx:NAME"), "{stderr}");
+}
+
+/// The other user of the tests below: `nobody`, unprivileged and not this one.
+const OTHER_UID: u32 = 65534;
+
+/// A directory in `/tmp` for a test of another user, or `None` (with a `skipped:` line) where
+/// the tests cannot start a process as that user: they do not run as root.
+fn other_user_dir(test: &str) -> Option<tempfile::TempDir> {
+    // SAFETY: geteuid cannot fail and has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    if euid != 0 {
+        println!("skipped: {test}: the tests run as uid {euid}, not root, and cannot start gmprof as uid {OTHER_UID}");
+        return None;
+    }
+    let others_enter = |d: &Path| std::fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0);
+    if !others_enter(Path::new("/tmp")) {
+        println!("skipped: {test}: /tmp is closed to other users here");
+        return None;
+    }
+    Some(tempfile::Builder::new().prefix("gmprof-other-user").tempdir_in("/tmp").unwrap())
+}
+
+/// The built `gmprof`, where the other user can run it: a link to it (or a copy) in `dir` when
+/// a directory above it is closed to others.
+fn gmprof_for_others(dir: &Path) -> PathBuf {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_gmprof"));
+    let open = |p: &Path, bits: u32| std::fs::metadata(p).is_ok_and(|m| m.permissions().mode() & bits == bits);
+    if bin.ancestors().skip(1).all(|d| open(d, 0o001)) && open(&bin, 0o005) {
+        return bin;
+    }
+    let copy = dir.join("gmprof");
+    if copy.exists() {
+        return copy;
+    }
+    if std::fs::hard_link(&bin, &copy).is_err() || !open(&copy, 0o005) {
+        let _ = std::fs::remove_file(&copy);
+        std::fs::copy(&bin, &copy).unwrap();
+        chmod(&copy, 0o755);
+    }
+    copy
+}
+
+fn chmod(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// `gmprof ARGS` run as `uid` (group too) from `dir`: exit code, stdout, stderr; `None` (with a
+/// `skipped:` line) where the kernel does not let this process switch to that user (a user
+/// namespace without it).
+fn gmprof_as(uid: u32, dir: &Path, args: &[&str]) -> Option<(Option<i32>, String, String)> {
+    let out = match Command::new(gmprof_for_others(dir))
+        .args(args)
+        .uid(uid)
+        .gid(uid)
+        .current_dir(dir)
+        .env_remove("XDG_RUNTIME_DIR")
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            println!("skipped: cannot start gmprof as uid {uid} here: {e}");
+            return None;
+        }
+    };
+    Some((out.status.code(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into()))
+}
+
+/// A real other user (`nobody`, through setuid, not `with_owner`) runs `gmprof capture`
+/// against a process of this test's user. Every file mode on the way is opened to it (the
+/// socket 0666, its directory 0711, the run directory 0777 so that it could even reserve a
+/// capture there): only the server's `SO_PEERCRED` check stands in its way, and it says no,
+/// to `--status` and to a capture alike; nothing is written; the process serves its owner
+/// afterwards.
+#[test]
+fn another_users_capture_is_refused_by_the_server_itself() {
+    let Some(tmp) = other_user_dir("another_users_capture_is_refused_by_the_server_itself") else { return };
+    let run = tmp.path().join("run");
+    let service = rank(&run, 0, None);
+    let control = run.join("node7-0").join(CONTROL_DIR);
+    for (path, mode) in [
+        (tmp.path().to_owned(), 0o711),
+        (run.clone(), 0o777),
+        (run.join("node7-0"), 0o755),
+        (control.clone(), 0o711),
+        (control.join(SOCKET_NAME), 0o666),
+    ] {
+        chmod(&path, mode);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let thread = train(service.clone(), stop.clone(), Duration::from_millis(2));
+    // SAFETY: getuid cannot fail and has no preconditions.
+    let me = unsafe { libc::getuid() };
+    let refusal = format!("refused: this process belongs to uid {me} and you are uid {OTHER_UID}");
+    let dir = run.display().to_string();
+    let Some((code, stdout, stderr)) = gmprof_as(OTHER_UID, tmp.path(), &["capture", &dir, "--status"]) else { return };
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains(&refusal), "{stderr}");
+    assert!(stdout.is_empty(), "no status for another user: {stdout}");
+    let capture = ["capture", &dir, "--steps", "2", "--margin", "4", "--timeout", "60"];
+    let (code, _, stderr) = gmprof_as(OTHER_UID, tmp.path(), &capture).unwrap();
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains(&format!("gmprof: error: {}: {refusal}", control.join(SOCKET_NAME).display())), "{stderr}");
+    assert!(stderr.contains(&format!("(run gmprof capture as uid {me})")), "{stderr}");
+    assert!(captures::scan(&run).is_empty(), "nothing reserved or written: {:?}", captures::scan(&run));
+    assert_eq!(service.state(), CaptureState::Idle);
+    // The process goes on serving its owner.
+    let (code, _, stderr) = gmprof(&capture);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains(&format!("read it with: gmprof report {dir}/capture-1")), "{stderr}");
+    assert_eq!(captures::read_record(&run.join("capture-1/node7-0")).unwrap().steps, 2);
+    stop.store(true, Ordering::Release);
+    thread.join().unwrap();
 }
