@@ -276,15 +276,15 @@ fn chmod(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
-/// `gmprof ARGS` run as `uid` (group too) from `dir`: exit code, stdout, stderr; `None` (with a
-/// `skipped:` line) where the kernel does not let this process switch to that user (a user
-/// namespace without it).
-fn gmprof_as(uid: u32, dir: &Path, args: &[&str]) -> Option<(Option<i32>, String, String)> {
-    let out = match Command::new(gmprof_for_others(dir))
+/// `gmprof ARGS` run as `uid` (group too) from `/`, the binary linked into `tmp` if need be:
+/// exit code, stdout, stderr; `None` (with a `skipped:` line) where the kernel does not let
+/// this process switch to that user (a user namespace without it).
+fn gmprof_as(uid: u32, tmp: &Path, args: &[&str]) -> Option<(Option<i32>, String, String)> {
+    let out = match Command::new(gmprof_for_others(tmp))
         .args(args)
         .uid(uid)
         .gid(uid)
-        .current_dir(dir)
+        .current_dir("/")
         .env_remove("XDG_RUNTIME_DIR")
         .output()
     {
@@ -342,4 +342,57 @@ fn another_users_capture_is_refused_by_the_server_itself() {
     assert_eq!(captures::read_record(&run.join("capture-1/node7-0")).unwrap().steps, 2);
     stop.store(true, Ordering::Release);
     thread.join().unwrap();
+}
+
+/// Another user who cannot even reach the socket (its directory is 0700, as every process
+/// makes it) is told whose run it is and what to do, whether it names the run directory, a
+/// process directory or the socket, a run directory it cannot enter, a socket it sees but may
+/// not open, or a pid.
+#[test]
+fn another_user_who_cannot_reach_the_socket_is_told_whose_run_it_is() {
+    let Some(tmp) = other_user_dir("another_user_who_cannot_reach_the_socket_is_told_whose_run_it_is") else { return };
+    let home = tmp.path().join("home");
+    let run = home.join("run");
+    let _service = rank(&run, 0, None);
+    let control = run.join("node7-0").join(CONTROL_DIR);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!((mode(&control), mode(&control.join(SOCKET_NAME))), (0o700, 0o600), "as the server made them");
+    chmod(tmp.path(), 0o711);
+    for dir in [&home, &run, &run.join("node7-0")] {
+        chmod(dir, 0o755);
+    }
+    // SAFETY: getuid cannot fail and has no preconditions.
+    let me = unsafe { libc::getuid() };
+    let what_to_do = format!(
+        "and you are uid {OTHER_UID}; only the user who started the run may capture it (run gmprof capture as uid {me})"
+    );
+    let closed = |dir: &Path, mode: u32| {
+        format!("permission denied: {} belongs to uid {me} (mode {mode:04o}) {what_to_do}", dir.display())
+    };
+    let socket = control.join(SOCKET_NAME);
+    let shown = |p: &Path| p.display().to_string();
+    // (the home directory's mode, the socket directory's, the target, what gmprof says)
+    let tries = [
+        (0o755, 0o700, shown(&run), format!("{}: {}", shown(&run), closed(&control, 0o700))),
+        (0o755, 0o700, shown(&run.join("node7-0")), format!("{}/node7-0: {}", shown(&run), closed(&control, 0o700))),
+        (0o755, 0o700, shown(&socket), format!("{}: {}", shown(&socket), closed(&control, 0o700))),
+        // The run directory itself out of reach (in a home directory of mode 0700).
+        (0o700, 0o700, shown(&run), format!("{}: {}", shown(&run), closed(&home, 0o700))),
+        // The socket seen but not to be opened.
+        (0o755, 0o711, shown(&run), format!("could not reach {}: {}", shown(&socket), closed(&socket, 0o600))),
+    ];
+    for (home_mode, control_mode, target, expected) in tries {
+        chmod(&home, home_mode);
+        chmod(&control, control_mode);
+        let Some((code, _, stderr)) = gmprof_as(OTHER_UID, tmp.path(), &["capture", &target, "--steps", "1"]) else {
+            return;
+        };
+        assert_eq!(code, Some(1), "{target}: {stderr}");
+        assert_eq!(stderr.trim_end(), format!("gmprof: error: {expected}"), "{target}");
+    }
+    let pid = std::process::id().to_string();
+    let (code, _, stderr) = gmprof_as(OTHER_UID, tmp.path(), &["capture", &pid, "--steps", "1"]).unwrap();
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(stderr.trim_end(), format!("gmprof: error: pid {pid} belongs to uid {me} {what_to_do}"));
+    assert!(captures::scan(&run).is_empty());
 }

@@ -11,7 +11,12 @@
 //!    `--margin` ([`super::steps::aligned_start`]); a process that refuses (past that step
 //!    already, or busy) cancels the capture everywhere;
 //! 4. waits until every process has written its directory, and returns their records.
+//!
+//! A user who may not reach a run (another user's: its `0700` socket directories, a run or home
+//! directory closed to others, a pid of another user) is told whose it is and to run `gmprof
+//! capture` as that user ([`server::permission_denied`]), not that there is no run.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -57,15 +62,31 @@ pub struct Endpoint {
 /// The sockets under a run directory (itself and subdirectories to depth 3; `capture-K`
 /// directories are outputs, not processes).
 pub fn sockets_under(run_dir: &Path) -> Vec<PathBuf> {
-    fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+    walk_run(run_dir).0
+}
+
+/// The sockets under a run directory, and the paths on the way this user may not look at
+/// (another user's run: its `0700` socket directories).
+fn walk_run(run_dir: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    fn denied(path: &Path, e: std::io::Error, closed: &mut Vec<PathBuf>) {
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            closed.push(path.to_owned());
+        }
+    }
+    fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>, closed: &mut Vec<PathBuf>) {
         let socket = dir.join(CONTROL_DIR).join(SOCKET_NAME);
         if socket.exists() {
             out.push(socket);
+        } else if let Err(e) = std::fs::symlink_metadata(&socket) {
+            denied(&socket, e, closed);
         }
         if depth == 0 {
             return;
         }
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) => return denied(dir, e, closed),
+        };
         let mut subdirs: Vec<PathBuf> = entries
             .flatten()
             .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
@@ -77,12 +98,12 @@ pub fn sockets_under(run_dir: &Path) -> Vec<PathBuf> {
             .collect();
         subdirs.sort();
         for sub in subdirs {
-            walk(&sub, depth - 1, out);
+            walk(&sub, depth - 1, out, closed);
         }
     }
-    let mut out = Vec::new();
-    walk(run_dir, 3, &mut out);
-    out
+    let (mut out, mut closed) = (Vec::new(), Vec::new());
+    walk(run_dir, 3, &mut out, &mut closed);
+    (out, closed)
 }
 
 /// The children of `pid` (all its threads'), from `/proc`.
@@ -125,7 +146,10 @@ pub fn sockets_of_pid(pid: u32) -> Vec<PathBuf> {
 pub fn resolve(target: &str) -> Result<Vec<PathBuf>> {
     let path = Path::new(target);
     if path.is_dir() {
-        let found = sockets_under(path);
+        let (found, closed) = walk_run(path);
+        if let (true, Some(closed)) = (found.is_empty(), closed.first()) {
+            return Err(Error::InvalidConfig(format!("{target}: {}", server::permission_denied(closed))));
+        }
         if found.is_empty() {
             return Err(Error::InvalidConfig(format!(
                 "{target} holds no gmprof control socket ({CONTROL_DIR}/{SOCKET_NAME} in it or a process directory below \
@@ -138,17 +162,25 @@ pub fn resolve(target: &str) -> Result<Vec<PathBuf>> {
     if let Ok(pid) = target.parse::<u32>() {
         let found = sockets_of_pid(pid);
         if found.is_empty() {
-            let exists = Path::new(&format!("/proc/{pid}")).exists();
-            return Err(Error::InvalidConfig(if exists {
-                format!(
+            let me = server::own_uid();
+            return Err(Error::InvalidConfig(match std::fs::metadata(format!("/proc/{pid}")).map(|m| m.uid()) {
+                Ok(owner) if owner != me => format!(
+                    "pid {pid} belongs to uid {owner} and you are uid {me}; only the user who started the run may \
+                     capture it (run gmprof capture as uid {owner})"
+                ),
+                Ok(_) => format!(
                     "pid {pid} has no gmprof on-demand process (itself or below it): is it running under \
                      `gmprof run --on-demand`, as this user, with a CUDA context yet? Or give the run directory"
-                )
-            } else {
-                format!("there is no process {pid}")
+                ),
+                Err(_) => format!("there is no process {pid}"),
             }));
         }
         return Ok(found);
+    }
+    if let Err(e) = std::fs::symlink_metadata(path) {
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            return Err(Error::InvalidConfig(format!("{target}: {}", server::permission_denied(path))));
+        }
     }
     Err(Error::InvalidConfig(format!("{target} is neither a run directory nor a pid")))
 }

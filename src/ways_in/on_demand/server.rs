@@ -239,11 +239,31 @@ pub fn ask(path: &Path, request: &Request, timeout: Duration) -> Result<Response
     }
 }
 
+/// What to tell a user who may not reach `path` (another user's socket, its `0700` directory,
+/// or a run directory closed to others): the nearest of `path` and its directories that this
+/// user can see, whose it is, and what to do.
+pub fn permission_denied(path: &Path) -> String {
+    let me = own_uid();
+    let seen = path.ancestors().find_map(|p| {
+        let p = if p.as_os_str().is_empty() { Path::new(".") } else { p };
+        std::fs::symlink_metadata(p).ok().map(|m| (p, m.uid(), m.mode() & 0o7777))
+    });
+    match seen {
+        Some((p, owner, mode)) if owner != me => format!(
+            "permission denied: {} belongs to uid {owner} (mode {mode:04o}) and you are uid {me}; only the user who \
+             started the run may capture it (run gmprof capture as uid {owner})",
+            p.display()
+        ),
+        Some((p, _, mode)) => {
+            format!("permission denied: {} is yours but closed to you (mode {mode:04o})", p.display())
+        }
+        None => "permission denied".to_owned(),
+    }
+}
+
 fn connect_error(path: &Path, e: std::io::Error) -> Error {
     let why = match e.kind() {
-        std::io::ErrorKind::PermissionDenied => {
-            "permission denied: the run belongs to another user; only the user who started it may capture it".to_owned()
-        }
+        std::io::ErrorKind::PermissionDenied => permission_denied(path),
         std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound => {
             "nobody listens there: the process has ended".to_owned()
         }
