@@ -11,6 +11,8 @@
 //! [`last_launch`] is the hook that hands a launch's in-kernel timer buffer its correlation id.
 //!
 //! [`probe`] is the driver side of the PTX probe engine (`crate::probe`).
+//! [`stream_capture`] follows the program's stream captures, during which gmprof makes no
+//! allocation, copy or wait (one would invalidate the capture).
 //!
 //! May import: `checked`, `model`, `error`, `analysis`, `report`, `probe`. Never `ways_in`.
 
@@ -25,3 +27,4 @@ pub mod pm_sampling;
 pub mod probe;
 pub mod profiler;
 pub mod sass_text;
+pub mod stream_capture;

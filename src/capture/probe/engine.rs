@@ -19,6 +19,7 @@ use super::launch::{launch_record, Launch};
 use super::probed::{launchable, match_shared_memory, prepare, NOT_SELECTED};
 use super::sass::{self, OtherCounts, SassState, PTX_SOURCE, SASS_SOURCE};
 use super::state::{Pending, State, STATE};
+use crate::capture::stream_capture;
 use crate::checked::callback::{quietly, CallbackSite, RawDriverCall};
 use crate::checked::module::{ModuleApi, RawFunction};
 use crate::device_timers::{BlockRun, TimedLaunch};
@@ -68,7 +69,20 @@ pub const HOOKED: &[Cbid] = &[
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+    // Stream captures (`capture::stream_capture::CBIDS`): no probe work while one runs.
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture,
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz,
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2,
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2_ptsz,
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph,
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz,
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture,
+    Cbid::CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz,
 ];
+
+/// Why a launch heard while a stream captured is not probed.
+pub const CAPTURED: &str = "not probed: launched while a CUDA stream was capturing (it became a graph node and \
+ran later; gmprof makes no allocation, copy or wait during a capture, which would invalidate it)";
 
 /// `cuLaunchKernel_params` (and `_ptsz`).
 #[repr(C)]
@@ -161,6 +175,9 @@ pub fn on_range(name: &str, opened: bool) {
 }
 
 fn on_driver_call(call: &RawDriverCall) {
+    if stream_capture::note_call(call) {
+        return;
+    }
     let id = call.cbid;
     let is = |c: Cbid| c.0 == id;
     let launch =
@@ -238,6 +255,14 @@ fn on_driver_call(call: &RawDriverCall) {
                 let how = format!("cuLaunchKernelEx, shared {} B, attributes {attrs:?}", c.shared);
                 (p.f, p.kernel_params, (c.grid, c.block), c.stream, c.shared, how)
             };
+            if stream_capture::any() {
+                // No allocation, copy, wait or SASS flush now: the launch is a graph node.
+                captured_launch(&api, state, f, call.correlation_id, dims);
+                return;
+            }
+            for ptr in std::mem::take(&mut state.deferred_frees) {
+                quietly(|| api.free(ptr));
+            }
             let ptx = config.sass != SassUse::Always;
             let probed_fn = prepare(api, config, state, f, args.is_null(), dims.1, ptx);
             let blocks = dims.0.iter().map(|&d| d as u64).product::<u64>();
@@ -344,6 +369,30 @@ fn on_driver_call(call: &RawDriverCall) {
     }
 }
 
+/// A launch heard while a stream captured: counted per function and listed in probes.csv as
+/// not probed ([`CAPTURED`]). Only host-side queries (the function's name) are made.
+fn captured_launch(
+    api: &ModuleApi,
+    state: &mut State,
+    f: RawFunction,
+    correlation_id: u32,
+    dims: ([u32; 3], [u32; 3]),
+) {
+    let key = f as usize;
+    let known = state.kernels.get(key).map(|row| row.mangled.clone());
+    let entry = state
+        .captured
+        .entry(key)
+        .or_insert_with(|| (0, known.unwrap_or_else(|| quietly(|| api.function_name(f)).unwrap_or_default())));
+    entry.0 += 1;
+    let kernel = demangle(&entry.1);
+    let blocks = dims.0.iter().map(|&d| d as u64).product::<u64>();
+    let threads = dims.1.iter().map(|&d| d as u64).product::<u64>();
+    let info = LaunchInfo { correlation_id, kernel, blocks, threads };
+    let variant = state.kernels.get(key).map(|k| k.variant);
+    state.launches.push(LaunchRecord { status: CAPTURED.into(), ..launch_record(&Launch { info, variant }) });
+}
+
 /// A selected launch the PTX path does not take: counted through SASS metrics when that
 /// path is on (the row says why not otherwise).
 fn count_with_sass(state: &mut State, function: usize, launch: Launch) {
@@ -404,6 +453,16 @@ fn mark_sass_counted(row: &mut ProbeKernel, probes: &[ProbeSpec]) {
 fn finish_launch(api: &ModuleApi, config: &ProbeConfig, state: &mut State, p: Pending, result: Option<i32>) {
     let started = Instant::now();
     let mut record = launch_record(&p.launch);
+    if stream_capture::any() {
+        // A capture began (on another thread) while the probed launch ran: waiting for it or
+        // freeing its maps now could invalidate that capture. The maps are freed later.
+        state.deferred_frees.extend(p.maps.iter().map(|m| m.0));
+        record.status = "failed: a CUDA stream capture began while the probed launch ran; its counts were not read \
+                         (gmprof waits for nothing during a capture)"
+            .into();
+        state.launches.push(record);
+        return;
+    }
     let synced = if result == Some(0) { quietly(|| api.synchronize(p.stream)) } else { Ok(()) };
     let mut buffers = Vec::new();
     for &(ptr, bytes) in &p.maps {
@@ -592,6 +651,24 @@ pub fn outputs() -> Option<ProbeOutputs> {
         }
     });
     let mut kernels = s.kernels.rows();
+    // Launches left alone inside stream captures: said on their kernel's row, or on a row of
+    // their own for a kernel launched only there.
+    let mut captured: Vec<&(u64, String)> = s.captured.values().collect();
+    captured.sort_by(|a, b| a.1.cmp(&b.1));
+    for (n, mangled) in captured {
+        let note = format!("{n} launch(es) inside CUDA stream captures not probed (graph nodes; see probes.csv)");
+        match kernels.iter_mut().find(|k| &k.mangled == mangled) {
+            Some(row) => row.detail = if row.detail.is_empty() { note } else { format!("{}; {note}", row.detail) },
+            None => kernels.push(ProbeKernel {
+                kernel: demangle(mangled),
+                mangled: mangled.clone(),
+                status: "not probed".into(),
+                detail: format!("launched only while a CUDA stream was capturing: {note}"),
+                launches: *n,
+                ..ProbeKernel::default()
+            }),
+        }
+    }
     if let Some(x) = &sass {
         // Kernels CUPTI counted that gmprof never heard launched: listed, never dropped.
         for (mangled, o) in x.others.iter().filter(|(_, o)| o.why == sass::NOT_HEARD) {
@@ -617,4 +694,16 @@ pub fn outputs() -> Option<ProbeOutputs> {
         sass,
         sass_off: s.sass_off.clone(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hook_hears_every_capture_begin_and_end() {
+        for cbid in stream_capture::CBIDS {
+            assert!(HOOKED.contains(cbid), "{cbid:?} is not hooked: a capture begun there would go unheard");
+        }
+    }
 }

@@ -53,6 +53,12 @@ pub(super) struct State {
     pub(super) sass: Option<SassState>,
     /// Why the SASS metrics path is off, when it was wanted.
     pub(super) sass_off: Option<String>,
+    /// Launches heard while a stream captured (`capture::stream_capture`), by function
+    /// handle, with its mangled name: left alone, since they build graph nodes and run later.
+    pub(super) captured: HashMap<usize, (u64, String)>,
+    /// Map buffers of launches whose read-back a capture interrupted: freed at the first
+    /// launch outside captures (a free during a capture could invalidate it).
+    pub(super) deferred_frees: Vec<u64>,
 }
 
 // SAFETY: the raw pointers in State are driver handles and argument arrays owned by State,
