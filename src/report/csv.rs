@@ -19,9 +19,9 @@ use std::path::Path;
 
 use ::csv::{QuoteStyle, WriterBuilder};
 
-use super::Report;
 use crate::error::{Error, Result};
 use crate::model::RangeId;
+use crate::report::model::Report;
 
 /// Columns of the per-range table before the metric columns.
 pub const RANGE_COLUMNS: [&str; 22] = [

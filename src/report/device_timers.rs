@@ -33,10 +33,10 @@ use serde::Serialize;
 
 use super::csv::write_file;
 use super::timeline::{EventArgs, Phase, TraceEvent, GPU_PID_BASE};
-use super::Report;
 use crate::device_timers::clock::{Bracket, DeviceClock};
 use crate::device_timers::{region_stats, TimedLaunch, TrackLayout};
 use crate::error::{Error, Result};
+use crate::report::model::Report;
 
 /// The file name of the region statistics.
 pub const REGIONS_CSV: &str = "regions.csv";

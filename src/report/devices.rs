@@ -28,40 +28,10 @@ use std::collections::{BTreeMap, HashMap};
 /// The per-device range table a process that profiled several GPUs writes.
 pub const RANGE_DEVICES_CSV: &str = "range_devices.csv";
 
-use serde::{Deserialize, Serialize};
-
-use super::Report;
 use crate::analysis::aggregate::{AggregationRule, RangeRow};
 use crate::model::{MetricKind, RangeId, UnprofiledContext};
-
-/// One device's part of a process's profile.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct DeviceShare {
-    /// The device ordinal.
-    pub device_id: u32,
-    /// CUPTI's id of the context profiled on it.
-    pub context_id: Option<u32>,
-    /// The GPU's name.
-    pub device_name: Option<String>,
-    /// Kernel rows of this device.
-    pub kernel_count: u64,
-    /// Σ duration of this device's kernels, ns.
-    pub gpu_time_ns: Option<u64>,
-    /// Kernel rows of this device whose status is not `ok`.
-    pub flagged_kernel_rows: u64,
-    /// Activity records CUPTI dropped on this device's session.
-    pub dropped_activity_records: u64,
-}
-
-/// A range instance's row on one device.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RangeDeviceRow {
-    /// The device ordinal.
-    pub device_id: u32,
-    /// The range's values on that device (ids as in [`Report::ranges`]).
-    #[serde(flatten)]
-    pub row: RangeRow,
-}
+pub use crate::report::model::{DeviceShare, RangeDeviceRow};
+use crate::report::model::{Report, ReportMeta};
 
 /// One context's report, with what identifies its device.
 #[derive(Clone, Debug)]
@@ -455,7 +425,7 @@ fn busy_union(rows: &[RangeRow], kernels: &[crate::analysis::correlate::KernelRo
         .collect()
 }
 
-fn combine_meta(parts: &[ContextReport], kernels: &[crate::analysis::correlate::KernelRow]) -> super::ReportMeta {
+fn combine_meta(parts: &[ContextReport], kernels: &[crate::analysis::correlate::KernelRow]) -> ReportMeta {
     let mut meta = parts[0].report.meta.clone();
     let names: Vec<String> = parts.iter().filter_map(|p| p.report.meta.device_name.clone()).collect();
     let mut distinct = names.clone();

@@ -8,8 +8,8 @@ use std::io::{Read, Write};
 use std::path::Path;
 
 use super::csv::write_file;
-use super::Report;
 use crate::error::{Error, Result};
+use crate::report::model::Report;
 
 impl Report {
     /// The report as pretty-printed JSON.

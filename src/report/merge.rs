@@ -20,10 +20,10 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::report::csv::{write_file, RecordWriter};
+use crate::report::model::Report;
 use crate::report::rank_ranges::RankRanges;
 use crate::report::stragglers::{Spread, StepAccumulator, StepTable, StepTime};
 use crate::report::text::{cell, format_duration_ns, BLANK};
-use crate::report::Report;
 
 /// The file `gmprof merge` writes into the output root.
 pub const MERGED_CSV: &str = "merged.csv";

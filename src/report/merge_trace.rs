@@ -25,8 +25,8 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::report::csv::write_file;
 use crate::report::merge::{MergeOptions, Merged, ProcessReport};
+use crate::report::model::Report;
 use crate::report::timeline::{ChromeTrace, EventArgs, Phase, TraceEvent, TraceInfo};
-use crate::report::Report;
 
 /// The file the merged trace is written to in the output root.
 pub const MERGED_TRACE: &str = "merged-trace.json";

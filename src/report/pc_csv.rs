@@ -20,9 +20,9 @@ use std::path::Path;
 use ::csv::{QuoteStyle, WriterBuilder};
 use serde::Serialize;
 
-use super::Report;
 use crate::analysis::pc_fold::PcReport;
 use crate::error::{Error, Result};
+use crate::report::model::Report;
 
 const WHAT: &str = "PC sampling CSV";
 

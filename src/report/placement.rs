@@ -9,10 +9,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::device_timers::Slice;
 use super::timeline::{transfer_event, SkippedRows, Transfer};
-use super::Report;
 use crate::analysis::aggregate::RangeRow;
 use crate::analysis::correlate::TimeSource;
 use crate::model::RangeId;
+use crate::report::model::Report;
 
 /// The timeline's layout of a report, before any event is made.
 pub(super) struct Placement<'a> {

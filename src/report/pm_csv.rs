@@ -10,10 +10,10 @@ use std::path::Path;
 use ::csv::{QuoteStyle, WriterBuilder};
 use serde::Serialize;
 
-use super::Report;
 use crate::analysis::pm_fold::{PmReport, PmScope};
 use crate::error::{Error, Result};
 use crate::model::pm::PmInterval;
+use crate::report::model::Report;
 
 const WHAT: &str = "PM sampling CSV";
 

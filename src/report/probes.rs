@@ -25,84 +25,16 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::csv::write_records;
-use super::Report;
 use crate::analysis::correlate::TimeSource;
 use crate::device_timers::clock::{Bracket, DeviceClock};
 use crate::error::Result;
+use crate::report::model::Report;
+pub use crate::report::model::{ProbeTotal, ProbedLaunch};
 
 /// File name of the per-launch probe table.
 pub const PROBE_LAUNCHES_CSV: &str = "probe_launches.csv";
 /// File name of the per-field totals.
 pub const PROBES_CSV: &str = "probes.csv";
-
-/// One field's total over a launch's map.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProbeTotal {
-    /// Probe.
-    pub probe: String,
-    /// Field.
-    pub field: String,
-    /// Sum over the launch's records.
-    pub total: u64,
-    /// Records in the map.
-    pub records: u64,
-}
-
-/// One selected launch: probed, refused (the original ran), or failed.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ProbedLaunch {
-    /// Correlation id (kernels.csv).
-    pub correlation_id: u32,
-    /// Kernel, demangled.
-    pub kernel: String,
-    /// The kernel row's range path, filled in by the join.
-    #[serde(default)]
-    pub range_path: Option<String>,
-    /// Blocks.
-    pub blocks: u64,
-    /// Threads per block.
-    pub threads: u64,
-    /// `probed`, `not probed: why` (the original ran), or `failed: what`.
-    pub status: String,
-    /// Blocks block_sched saw enter exactly once (empty without block_sched).
-    pub blocks_once: Option<u64>,
-    /// Blocks it never saw.
-    pub blocks_missing: Option<u64>,
-    /// Blocks it saw more than once.
-    pub blocks_repeated: Option<u64>,
-    /// Earliest block start, `%globaltimer` ns.
-    pub first_block_start_ns: Option<u64>,
-    /// Latest block end, `%globaltimer` ns.
-    pub last_block_end_ns: Option<u64>,
-    /// Whether every block lies inside the kernel's activity interval with the fitted
-    /// offset; `None` without block_sched, a kernel row or measured kernel times.
-    #[serde(default)]
-    pub blocks_inside_kernel: Option<bool>,
-    /// The fitted offset, CUPTI − `%globaltimer`, ns.
-    #[serde(default)]
-    pub clock_offset_ns: Option<i64>,
-    /// Its uncertainty, ns.
-    #[serde(default)]
-    pub clock_slack_ns: Option<u64>,
-    /// Launches of the run that share the offset; 0 when no offset puts the blocks inside
-    /// the kernel (the offset then puts the first block at the kernel's start).
-    #[serde(default)]
-    pub clock_run_launches: Option<u32>,
-    /// Host time spent waiting for the probed kernel and reading its maps, µs.
-    pub readback_us: f64,
-    /// Field totals, in probe and field order.
-    #[serde(default)]
-    pub totals: Vec<ProbeTotal>,
-    /// The kernel's variant: its row in probe_kernels.csv is the one of this kernel and
-    /// variant ([`super::probe_kernels`]).
-    #[serde(default)]
-    pub variant: Option<u32>,
-    /// Where the totals came from: `ptx-probe` (the PTX probes ran in a rewritten kernel)
-    /// or `sass-metrics` (CUPTI's SASS metrics counted the original); blank for a launch
-    /// that was not probed.
-    #[serde(default)]
-    pub source: Option<String>,
-}
 
 /// A probe_launches.csv row: a [`ProbedLaunch`] without its totals.
 #[derive(Serialize)]

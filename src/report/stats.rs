@@ -52,8 +52,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::report::csv::{write_file, RecordWriter};
+use crate::report::model::Report;
 use crate::report::text::{cell, format_duration_ns, BLANK};
-use crate::report::Report;
 
 /// Which rows a [`LabelStats`] groups.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

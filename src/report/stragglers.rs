@@ -385,7 +385,8 @@ mod tests {
             gpu_time_ns: Some(1 << 40),
             wall_time_ns: None,
         });
-        let meta = crate::report::Report::from_json(include_str!("../../tests/golden/report.json")).unwrap().meta;
+        let meta =
+            crate::report::model::Report::from_json(include_str!("../../tests/golden/report.json")).unwrap().meta;
         RankRanges { label: label.into(), dir: label.into(), meta, ranges, kernels: None, source: "test", ending: None }
     }
 

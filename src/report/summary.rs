@@ -29,9 +29,9 @@ use serde::{Deserialize, Serialize};
 
 use super::group::{group_rows, warmup_rows, GroupBy};
 use super::stats::nearest_rank;
-use super::Report;
 use crate::analysis::correlate::{Granularity, KernelRow, KernelStatus};
 use crate::model::{RunEnd, TransferKind};
+use crate::report::model::Report;
 
 /// Groups shown by default: with the header and footer, one screen.
 pub const DEFAULT_TOP: usize = 20;
@@ -482,7 +482,7 @@ fn self_time_line(t: crate::model::SelfTime) -> String {
 
 /// `GPUs: 2 profiled | device 0 (NVIDIA H100 80GB HBM3): 70 kernels, 1.21 ms | device 1
 /// (...): 120 kernels, 2.34 ms`; `None` for a process that profiled one GPU.
-pub fn devices_line(devices: &[crate::report::devices::DeviceShare]) -> Option<String> {
+pub fn devices_line(devices: &[crate::report::model::DeviceShare]) -> Option<String> {
     if devices.len() < 2 {
         return None;
     }
@@ -533,7 +533,7 @@ pub fn unprofiled_text(contexts: &[crate::model::UnprofiledContext]) -> Option<S
 /// `probes: 2109 launch(es): 0 PTX-probed, 2109 counted by SASS metrics, 0 not probed |
 /// host cost 2118.9 ms (1005 us per probed launch: the wait for the launch and reading its
 /// counts)`.
-fn probe_line(probes: &[crate::report::probes::ProbedLaunch]) -> Option<String> {
+fn probe_line(probes: &[crate::report::model::ProbedLaunch]) -> Option<String> {
     if probes.is_empty() {
         return None;
     }
@@ -747,7 +747,7 @@ mod tests {
 
     #[test]
     fn the_gpus_line_tells_two_contexts_of_one_gpu_apart() {
-        let share = |device_id, context_id, kernel_count| crate::report::devices::DeviceShare {
+        let share = |device_id, context_id, kernel_count| crate::report::model::DeviceShare {
             device_id,
             context_id: Some(context_id),
             device_name: Some("NVIDIA H100 80GB HBM3".into()),

@@ -79,7 +79,7 @@ use crate::analysis::pm_fold::PmReport;
 use crate::error::{Error, Result};
 use crate::model::{ProfilingMode, RangeId};
 use crate::report::csv::write_file;
-use crate::report::Report;
+use crate::report::model::Report;
 
 /// Process id of the CPU process, which holds the ranges and the counter tracks.
 pub const CPU_PID: u64 = 1;

@@ -58,7 +58,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::report::group::GroupBy;
 use crate::report::merge::{result_dirs, ProcessReport};
-use crate::report::Report;
+use crate::report::model::Report;
 
 use self::comparable::comparability;
 use self::rank_test::{holm, mann_whitney, median};

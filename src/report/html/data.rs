@@ -12,9 +12,9 @@ use crate::analysis::aggregate::DRAM_SECTOR_BYTES;
 use crate::analysis::pm_fold::PmReport;
 use crate::model::pm::{PmInterval, PmSample};
 use crate::model::ProfilingMode;
+use crate::report::model::Report;
 use crate::report::summary::{Summary, SummaryOptions, SummaryRow};
 use crate::report::timeline::{EventArgs, Phase};
-use crate::report::Report;
 
 /// Most timeline slices embedded; beyond that the earliest are kept and the rest counted.
 pub const MAX_TIMELINE_ITEMS: usize = 60_000;
@@ -500,7 +500,7 @@ mod tests {
         CounterRange, DevicePeaks, KernelActivity, LaunchApi, LaunchRecord, MetricKind, MetricSet, MetricSpec,
         GPU_TIME_METRIC,
     };
-    use crate::report::CaptureInfo;
+    use crate::report::model::CaptureInfo;
 
     /// Two kernels with time, DRAM bytes, a SASS FFMA count that reads 0 and warp instructions.
     fn report() -> Report {

@@ -7,8 +7,8 @@ use std::path::Path;
 use super::{Column, ColumnType, ParquetRows};
 use crate::error::Result;
 use crate::report::csv::write_file;
+use crate::report::model::Report;
 use crate::report::pc_csv::{pc_metadata_lines, pc_sample_records, stall_records, PC_SAMPLES_TITLE, STALLS_TITLE};
-use crate::report::Report;
 
 use ColumnType::{Bool, Float64, Int64, Text};
 

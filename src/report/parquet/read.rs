@@ -18,7 +18,7 @@ use parquet::arrow::ProjectionMask;
 
 use super::{KEY_META, ROW_GROUP_ROWS};
 use crate::error::{Error, Result};
-use crate::report::ReportMeta;
+use crate::report::model::ReportMeta;
 
 fn unreadable(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::InvalidConfig(format!(

@@ -11,10 +11,11 @@ use std::path::Path;
 use super::{Column, ColumnType, ParquetRows, KEY_HEADER, KEY_META, KEY_TABLE};
 use crate::error::{Error, Result};
 use crate::report::csv::{write_file, KERNEL_COLUMNS, RANGE_COLUMNS, RANGE_DERIVED_COLUMNS, TRANSFER_COLUMNS};
+use crate::report::model::ProbedLaunch;
+use crate::report::model::Report;
 use crate::report::probe_kernels::ProbeKernel;
-use crate::report::probes::{ProbeValues, ProbedLaunch};
+use crate::report::probes::ProbeValues;
 use crate::report::stats::STATS_COLUMNS;
-use crate::report::Report;
 
 use ColumnType::{Bool, Float64, Int32, Int64, Text};
 

@@ -1,0 +1,99 @@
+//! Every output of a report at once: [`Report::write_all`] and [`Report::write_all_as`] write
+//! the files of a run's directory, [`Report::summary`] and [`Report::summary_with`] the text
+//! printed at its end.
+//!
+//! Above the exporters: it calls each of them and none of them names it.
+
+use crate::report::model::Report;
+use crate::report::parquet::tables as pq;
+use crate::report::summary::{Summary, SummaryOptions};
+use crate::report::{device_timers, devices, parquet, pc_csv, probe_trace, probes, OutputFormats};
+
+/// The files [`Report::write_all`] writes (and `regions.csv` when the report has in-kernel
+/// region timers).
+pub const OUTPUT_FILES: [&str; 6] =
+    ["ranges.csv", "kernels.csv", "transfers.csv", "stats.csv", "report.json", "trace.json"];
+
+/// The file [`Report::write_all`] adds when the session sampled PM counters.
+pub const PM_CSV: &str = "pm.csv";
+
+impl Report {
+    /// Writes every output into `dir` (created if missing) in the default formats (CSV and
+    /// Parquet, [`OutputFormats::default`]); see [`Report::write_all_as`].
+    pub fn write_all(&self, dir: impl AsRef<std::path::Path>) -> crate::error::Result<()> {
+        self.write_all_as(dir, OutputFormats::default())
+    }
+
+    /// Writes every output into `dir` (created if missing): `report.json` and `trace.json`,
+    /// and in each of `formats` the tables of [`OUTPUT_FILES`] (`ranges`, `kernels`,
+    /// `transfers`, `stats`), `pm` when the report has PM sampling and the probe tables when
+    /// it probed ([`parquet::tables`] names the Parquet files).
+    pub fn write_all_as(&self, dir: impl AsRef<std::path::Path>, formats: OutputFormats) -> crate::error::Result<()> {
+        let dir = dir.as_ref();
+        std::fs::create_dir_all(dir).map_err(|e| crate::error::Error::io(dir, e))?;
+        if formats.csv {
+            self.write_csv(dir.join("ranges.csv"))?;
+            self.write_kernels_csv(dir.join("kernels.csv"))?;
+            self.write_transfers_csv(dir.join("transfers.csv"))?;
+            self.write_stats_csv(dir.join("stats.csv"))?;
+        }
+        if formats.parquet {
+            self.write_ranges_parquet(dir.join(pq::RANGES_PARQUET))?;
+            self.write_kernels_parquet(dir.join(pq::KERNELS_PARQUET))?;
+            self.write_transfers_parquet(dir.join(pq::TRANSFERS_PARQUET))?;
+            self.write_stats_parquet(dir.join(pq::STATS_PARQUET))?;
+        }
+        if !self.range_devices.is_empty() {
+            if formats.csv {
+                self.write_range_devices_csv(dir.join(devices::RANGE_DEVICES_CSV))?;
+            }
+            if formats.parquet {
+                self.write_range_devices_parquet(dir.join(pq::RANGE_DEVICES_PARQUET))?;
+            }
+        }
+        self.write_json(dir.join("report.json"))?;
+        if self.pm.is_some() {
+            if formats.csv {
+                self.write_pm_csv(dir.join(PM_CSV))?;
+            }
+            if formats.parquet {
+                self.write_pm_parquet(dir.join(pq::PM_PARQUET))?;
+            }
+        }
+        if self.pc.is_some() {
+            if formats.csv {
+                self.write_stalls_csv(dir.join(pc_csv::STALLS_CSV))?;
+                self.write_pc_samples_csv(dir.join(pc_csv::PC_SAMPLES_CSV))?;
+            }
+            if formats.parquet {
+                self.write_stalls_parquet(dir.join(parquet::pc::STALLS_PARQUET))?;
+                self.write_pc_samples_parquet(dir.join(parquet::pc::PC_SAMPLES_PARQUET))?;
+            }
+        }
+        if !self.device_timers.is_empty() {
+            self.write_regions_csv(dir.join(device_timers::REGIONS_CSV))?;
+        }
+        if !self.probes.is_empty() {
+            if formats.csv {
+                probes::write_probe_csvs(dir, &self.probes)?;
+            }
+            if formats.parquet {
+                pq::write_probe_parquets(dir, &self.probes)?;
+            }
+            self.write_probe_trace(dir.join(probe_trace::PROBE_TRACE_JSON))?;
+        }
+        self.write_chrome_trace(dir.join("trace.json"))
+    }
+
+    /// The summary table: range rows grouped by path with numbers folded, the top
+    /// [`DEFAULT_TOP`](crate::report::summary::DEFAULT_TOP) groups by share (see
+    /// [`summary`](crate::report::summary)).
+    pub fn summary(&self) -> Summary {
+        Summary::of(self)
+    }
+
+    /// The summary table with other grouping, trimming or warm-up options.
+    pub fn summary_with(&self, options: &SummaryOptions) -> Summary {
+        Summary::with(self, options)
+    }
+}
