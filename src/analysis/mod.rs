@@ -2,12 +2,15 @@
 //!
 //! Stage 2 of the pipeline (`ways_in → capture → analysis → report`). [`correlate`] joins
 //! launch records, activity records and decoded counter ranges into one row per kernel and
-//! per transfer; [`mod@aggregate`] sums them into one row per range by each metric's rule.
-//! [`Report::analyze`] runs both and builds the [`Report`].
+//! per transfer; [`mod@aggregate`] sums them into one row per range by each metric's rule;
+//! [`pm_fold`] and [`pc_fold`] fold the samplers' records into ranges and kernels.
+//! `report` runs them and builds its value from the rows
+//! ([`Report::analyze`](crate::report::Report::analyze)).
 //!
-//! May import: `model`, `error`, and `report` (to build the [`Report`] value). Never
-//! `capture`, `checked` or `ways_in`: analysis runs on recorded data alone, which is what the
-//! CPU tests feed it.
+//! May import: `model`, `error` and `device_timers`. Never `report`: it sits above analysis
+//! and imports it, so the rows know nothing of the report made of them (what a check needs of
+//! a report, [`pm_check`] takes as rows). Never `capture`, `probe`, `checked` or `ways_in`:
+//! analysis runs on recorded data alone, which is what the CPU tests feed it.
 
 pub mod aggregate;
 pub mod correlate;
@@ -16,14 +19,7 @@ pub mod pm_check;
 pub mod pm_deconvolve;
 pub mod pm_fold;
 
-use crate::model::pc::PcCapture;
-use crate::model::pm::PmCapture;
-use crate::model::session::SessionTree;
 use crate::model::MetricSet;
-use crate::report::{CaptureInfo, Report, ReportMeta};
-
-use self::aggregate::{aggregate, metric_rules, Aggregation};
-use self::correlate::{Correlation, Correlator, TimeSource};
 
 /// Marks the name of a metric CUPTI counts by SASS patching (`smsp__sass_*`, `sm__sass_*`).
 pub const SASS_METRIC_MARK: &str = "__sass_";
@@ -32,7 +28,7 @@ pub const SASS_METRIC_MARK: &str = "__sass_";
 /// profiler does not do: it reads them as 0 for every kernel (an FP32 SGEMM with 0 FFMAs was
 /// seen on an H200 with CUPTI 13.0). A SASS metric that is 0 for every kernel with a value is
 /// therefore not measured: its values become blanks, and a warning says so.
-fn blank_unmeasured_sass_metrics(
+pub(crate) fn blank_unmeasured_sass_metrics(
     metrics: &MetricSet,
     rows: &mut [correlate::KernelRow],
     ranges: &mut [aggregate::RangeRow],
@@ -63,111 +59,4 @@ fn blank_unmeasured_sass_metrics(
         ));
     }
     warnings
-}
-
-impl Report {
-    /// Assembles a report from correlated and aggregated rows.
-    pub fn build(info: CaptureInfo, metrics: &MetricSet, correlation: Correlation, aggregation: Aggregation) -> Self {
-        let Correlation { mut rows, counts, transfers, warnings: correlation_warnings, .. } = correlation;
-        let mut ranges = aggregation.ranges;
-        let mut warnings = info.warnings;
-        warnings.extend(blank_unmeasured_sass_metrics(metrics, &mut rows, &mut ranges));
-        if info.dropped_counter_ranges > 0 {
-            warnings.push(format!(
-                "CUPTI dropped {} counter range(s): their kernels have no counters (raise the \
-                 ranges per cycle or the counter image size)",
-                info.dropped_counter_ranges
-            ));
-        }
-        if info.dropped_activity_records > 0 {
-            warnings.push(format!(
-                "CUPTI dropped {} activity record(s): some kernels have no name or geometry \
-                 (raise the activity buffer size)",
-                info.dropped_activity_records
-            ));
-        }
-        warnings.extend(correlation_warnings);
-        warnings.extend(aggregation.warnings);
-
-        let meta = ReportMeta {
-            gmprof_version: env!("CARGO_PKG_VERSION").to_owned(),
-            mode: info.mode,
-            time_source: TimeSource::for_mode(info.mode),
-            device_name: info.device_name,
-            chip: info.chip,
-            metrics: if aggregation.rules.len() == metrics.metrics.len() {
-                aggregation.rules
-            } else {
-                metric_rules(metrics, info.mode)
-            },
-            derived_metrics: aggregation.derived,
-            counter_cycles: counts.counter_cycles,
-            kernel_count: rows.iter().filter(|r| r.granularity.is_kernel_execution()).count() as u64,
-            total_gpu_time_ns: aggregation.total_gpu_time_ns,
-            dropped_counter_ranges: info.dropped_counter_ranges,
-            dropped_activity_records: info.dropped_activity_records,
-            flagged_kernel_rows: counts.flagged_rows,
-            orphan_counter_ranges: counts.orphan_counter_ranges,
-            counts,
-            warnings,
-            started_unix_ns: info.started_unix_ns,
-            finished_unix_ns: info.finished_unix_ns,
-            clock: info.clock,
-            clock_drift_ns: info.clock.map(|c| c.drift_ns()),
-            run_end: info.run_end,
-            device_peaks: info.device_peaks,
-            profiler_pauses: info.profiler_pauses,
-            self_time: info.self_time,
-            driver_version: info.driver_version,
-            unprofiled_contexts: info.unprofiled_contexts,
-            devices: Vec::new(),
-        };
-        Report {
-            meta,
-            ranges,
-            kernels: rows,
-            transfers,
-            pm: None,
-            pc: None,
-            device_timers: Vec::new(),
-            device_regions: Vec::new(),
-            probes: Vec::new(),
-            range_devices: Vec::new(),
-        }
-    }
-
-    /// Folds a session's PM samples into its ranges and kernels ([`pm_fold`]) and adds the
-    /// sampler's losses and errors to the warnings.
-    pub fn attach_pm(&mut self, capture: &PmCapture) {
-        let pm = pm_fold::fold_report(capture, &self.ranges, &self.kernels);
-        self.meta.warnings.extend(pm.warnings(&capture.errors));
-        self.pm = Some(pm);
-    }
-
-    /// Folds a session's PC samples into stall reasons per range, kernel and instruction
-    /// ([`pc_fold`]) and adds the sampler's losses and errors to the warnings.
-    pub fn attach_pc(&mut self, capture: &PcCapture) {
-        let pc = pc_fold::fold(capture, &self.ranges, &self.kernels);
-        self.meta.warnings.extend(pc.warnings());
-        if pc.total_samples == 0 && self.meta.kernel_count > 0 {
-            // Never an empty stalls.csv without a word.
-            self.meta.warnings.push(format!(
-                "PC sampling recorded no samples although {} kernel(s) ran{}",
-                self.meta.kernel_count,
-                if self.meta.mode == crate::model::ProfilingMode::Trace {
-                    String::new()
-                } else {
-                    format!(" (beside {} mode: CUPTI may not sample PCs while the range profiler holds the counters; use --mode trace)", self.meta.mode.as_str())
-                }
-            ));
-        }
-        self.pc = Some(pc);
-    }
-
-    /// Correlates, aggregates and assembles in one step: the whole analysis stage.
-    pub fn analyze(info: CaptureInfo, metrics: &MetricSet, tree: &SessionTree, correlator: Correlator) -> Self {
-        let correlation = correlator.finish(tree, metrics, info.mode);
-        let aggregation = aggregate(tree, &correlation, metrics, info.mode);
-        Report::build(info, metrics, correlation, aggregation)
-    }
 }

@@ -11,14 +11,24 @@
 
 use std::collections::HashMap;
 
+use super::aggregate::{MetricRule, RangeRow};
 use super::pm_fold::{fold, PmReport, PmScope};
-use crate::report::Report;
 
 /// DRAM bytes: the PM rate metrics and the per_range counters whose sums are compared.
 pub const DRAM_BYTES: &[(&str, &str)] = &[
     ("dram__bytes_read.sum.per_second", "dram__bytes_read.sum"),
     ("dram__bytes_write.sum.per_second", "dram__bytes_write.sum"),
 ];
+
+/// What the check reads of a per_range report: its metric columns and its range rows. A
+/// [`Report`](crate::report::Report) gives them (`&report` converts).
+#[derive(Clone, Copy, Debug)]
+pub struct PerRange<'a> {
+    /// The report's metrics, in column order ([`ReportMeta::metrics`](crate::report::ReportMeta::metrics)).
+    pub metrics: &'a [MetricRule],
+    /// Its range rows.
+    pub ranges: &'a [RangeRow],
+}
 
 /// One top-level range: the fold's amount and overlap weighting's against per_range's.
 #[derive(Clone, Debug, PartialEq)]
@@ -93,21 +103,21 @@ impl PerRangeCheck {
 
 /// Compares the top-level ranges of `folded` (a [`fold_report`](super::pm_fold::fold_report))
 /// lasting at least `min_duration_ns` with the same ranges (path and instance) of
-/// `per_range`, for `metrics` (pairs of a PM rate metric of the fold and a per_range counter,
+/// `per_range` (a per_range [`Report`](crate::report::Report), or its rows as [`PerRange`]), for `metrics` (pairs of a PM rate metric of the fold and a per_range counter,
 /// each side summed; see [`DRAM_BYTES`]). An error names a metric missing on either side.
-pub fn compare_with_per_range(
+pub fn compare_with_per_range<'a>(
     folded: &PmReport,
-    per_range: &Report,
+    per_range: impl Into<PerRange<'a>>,
     metrics: &[(&str, &str)],
     min_duration_ns: u64,
 ) -> Result<PerRangeCheck, String> {
+    let per_range = per_range.into();
     let mut pm = Vec::new();
     let mut counters = Vec::new();
     for &(rate, counter) in metrics {
         pm.push(folded.metrics.iter().position(|m| m.name == rate).ok_or(format!("no PM metric {rate}"))?);
         counters.push(
             per_range
-                .meta
                 .metrics
                 .iter()
                 .position(|m| m.metric.name == counter)

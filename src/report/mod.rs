@@ -25,6 +25,7 @@
 //! Dropped and flagged counts are part of every output's header, never only of the JSON:
 //! a table that looks complete but is missing kernels is worse than no table.
 
+mod build;
 pub mod csv;
 pub mod device_timers;
 pub mod devices;
