@@ -7,9 +7,9 @@
 use std::io::{Read, Write};
 use std::path::Path;
 
-use super::csv::write_file;
 use crate::error::{Error, Result};
 use crate::report::model::Report;
+use crate::report::tables::csv::write_file;
 
 impl Report {
     /// The report as pretty-printed JSON.

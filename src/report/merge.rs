@@ -19,10 +19,10 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::report::csv::{write_file, RecordWriter};
 use crate::report::model::Report;
 use crate::report::rank_ranges::RankRanges;
 use crate::report::stragglers::{Spread, StepAccumulator, StepTable, StepTime};
+use crate::report::tables::csv::{write_file, RecordWriter};
 use crate::report::text::{cell, format_duration_ns, BLANK};
 
 /// The file `gmprof merge` writes into the output root.
@@ -237,7 +237,7 @@ impl MergeBuilder {
             self.warnings.push(format!(
                 "{}: no {} beside its ranges.parquet: its kernels are blank in merged_kernels.csv",
                 rank.label,
-                crate::report::parquet::tables::KERNELS_PARQUET
+                crate::report::tables::parquet::tables::KERNELS_PARQUET
             ));
         }
         self.processes.push(rank.label.clone());

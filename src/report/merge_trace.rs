@@ -23,9 +23,9 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::report::csv::write_file;
 use crate::report::merge::{MergeOptions, Merged, ProcessReport};
 use crate::report::model::Report;
+use crate::report::tables::csv::write_file;
 use crate::report::timeline::{ChromeTrace, EventArgs, Phase, TraceEvent, TraceInfo};
 
 /// The file the merged trace is written to in the output root.

@@ -26,11 +26,9 @@
 //! a table that looks complete but is missing kernels is worse than no table.
 
 mod build;
-pub mod csv;
 pub mod device_timers;
 pub mod devices;
 pub mod diff;
-pub mod formats;
 pub mod group;
 pub mod html;
 pub mod json;
@@ -40,25 +38,20 @@ pub mod merge_run;
 pub mod merge_trace;
 mod model;
 mod outputs;
-pub mod parquet;
-pub mod pc_csv;
 pub mod pc_summary;
 mod placement;
-pub mod pm_csv;
-pub mod probe_kernels;
 pub mod probe_trace;
-pub mod probes;
 pub mod rank_ranges;
-pub mod sass_hot;
-pub mod stats;
 pub mod stragglers;
 pub mod summary;
+pub mod tables;
 pub mod text;
 pub mod timeline;
 pub mod trace_check;
 
-pub use self::formats::OutputFormats;
 pub use self::group::GroupBy;
 pub use self::model::{CaptureInfo, Report, ReportMeta};
 pub use self::outputs::{OUTPUT_FILES, PM_CSV};
 pub use self::summary::{Summary, SummaryOptions, SummaryRow};
+pub use self::tables::formats::OutputFormats;
+pub use self::tables::{csv, formats, parquet, pc_csv, pm_csv, probe_kernels, probes, sass_hot, stats};

@@ -178,7 +178,7 @@ pub struct Report {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub device_regions: Vec<crate::device_timers::RegionStats>,
     /// Launches selected by `gmprof run --probe`, joined to their kernel rows by
-    /// correlation id; see [`probes`](crate::report::probes).
+    /// correlation id; see [`probes`](crate::report::tables::probes).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub probes: Vec<ProbedLaunch>,
     /// When the process profiled several GPUs: each range instance's share on each device
@@ -253,7 +253,7 @@ pub struct ProbedLaunch {
     #[serde(default)]
     pub totals: Vec<ProbeTotal>,
     /// The kernel's variant: its row in probe_kernels.csv is the one of this kernel and
-    /// variant ([`probe_kernels`](crate::report::probe_kernels)).
+    /// variant ([`probe_kernels`](crate::report::tables::probe_kernels)).
     #[serde(default)]
     pub variant: Option<u32>,
     /// Where the totals came from: `ptx-probe` (the PTX probes ran in a rewritten kernel)

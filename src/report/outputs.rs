@@ -5,9 +5,11 @@
 //! Above the exporters: it calls each of them and none of them names it.
 
 use crate::report::model::Report;
-use crate::report::parquet::tables as pq;
 use crate::report::summary::{Summary, SummaryOptions};
-use crate::report::{device_timers, devices, parquet, pc_csv, probe_trace, probes, OutputFormats};
+use crate::report::tables::formats::OutputFormats;
+use crate::report::tables::parquet::tables as pq;
+use crate::report::tables::{parquet, pc_csv, probes, regions};
+use crate::report::{devices, probe_trace};
 
 /// The files [`Report::write_all`] writes (and `regions.csv` when the report has in-kernel
 /// region timers).
@@ -71,7 +73,7 @@ impl Report {
             }
         }
         if !self.device_timers.is_empty() {
-            self.write_regions_csv(dir.join(device_timers::REGIONS_CSV))?;
+            self.write_regions_csv(dir.join(regions::REGIONS_CSV))?;
         }
         if !self.probes.is_empty() {
             if formats.csv {

@@ -36,11 +36,11 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::csv::write_file;
 use super::lanes::{assign_lanes, lane_label, lane_name};
 use crate::device_timers::{Span, TimedLaunch, TrackLayout, BLOCK_REGION};
 use crate::error::{Error, Result};
 use crate::report::model::Report;
+use crate::report::tables::csv::write_file;
 
 /// The file name.
 pub const PROBE_TRACE_JSON: &str = "probe_trace.json";

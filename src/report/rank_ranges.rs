@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::report::model::{Report, ReportMeta};
-use crate::report::parquet::read;
-use crate::report::parquet::tables::{KERNELS_PARQUET, RANGES_PARQUET};
+use crate::report::tables::parquet::read;
+use crate::report::tables::parquet::tables::{KERNELS_PARQUET, RANGES_PARQUET};
 
 /// The files a process directory is recognised by (either is enough).
 pub const RANK_FILES: [&str; 2] = ["report.json", RANGES_PARQUET];

@@ -25,8 +25,8 @@ use std::fmt;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::report::csv::{write_file, RecordWriter};
 use crate::report::rank_ranges::RankRanges;
+use crate::report::tables::csv::{write_file, RecordWriter};
 use crate::report::text::{cell, format_duration_ns, BLANK};
 
 /// The file `gmprof merge` writes the straggler table to.

@@ -3,7 +3,7 @@
 //! Layer 3 (the safe profiler), report output for people: what `gmprof` prints at the end of
 //! a run. Range rows are grouped ([`crate::report::group`]): by default by range path with
 //! numbers folded, so `Train step 0` … `Train step 49` are one row `Train step #`. Each row
-//! has the count, total, mean, p50 and p99 (nearest rank, see [`crate::report::stats`]) of
+//! has the count, total, mean, p50 and p99 (nearest rank, see [`crate::report::tables::stats`]) of
 //! its instances' GPU time and its share; rows are sorted by share and only the top
 //! [`DEFAULT_TOP`] are shown unless asked otherwise ([`SummaryOptions`]). A footer says how
 //! many range rows were folded and how many groups were hidden; per-instance rows stay in
@@ -28,10 +28,10 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::group::{group_rows, warmup_rows, GroupBy};
-use super::stats::nearest_rank;
 use crate::analysis::correlate::{Granularity, KernelRow, KernelStatus};
 use crate::model::{RunEnd, TransferKind};
 use crate::report::model::Report;
+use crate::report::tables::stats::nearest_rank;
 
 /// Groups shown by default: with the header and footer, one screen.
 pub const DEFAULT_TOP: usize = 20;

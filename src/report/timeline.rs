@@ -78,8 +78,8 @@ use crate::analysis::correlate::{KernelStatus, TimeSource, TransferStatus};
 use crate::analysis::pm_fold::PmReport;
 use crate::error::{Error, Result};
 use crate::model::{ProfilingMode, RangeId};
-use crate::report::csv::write_file;
 use crate::report::model::Report;
+use crate::report::tables::csv::write_file;
 
 /// Process id of the CPU process, which holds the ranges and the counter tracks.
 pub const CPU_PID: u64 = 1;

@@ -4,7 +4,7 @@
 //! Layer 3 (the safe profiler), report output. The CSV starts with `# ` lines (both sides,
 //! the method, the warnings), as gmprof's other tables do; blank cells are values that were
 //! not measured or not tested, never 0. Every text field is quoted, for the reason
-//! [`crate::report::csv`] gives.
+//! [`crate::report::tables::csv`] gives.
 
 use std::io::Write;
 use std::path::Path;
@@ -13,7 +13,7 @@ use ::csv::{QuoteStyle, WriterBuilder};
 
 use super::Diff;
 use crate::error::{Error, Result};
-use crate::report::csv::write_file;
+use crate::report::tables::csv::write_file;
 
 /// The CSV's columns, in order (the fields of [`super::DiffRow`]).
 pub const DIFF_COLUMNS: [&str; 18] = [

@@ -12,8 +12,8 @@ use std::path::Path;
 
 use super::Diff;
 use crate::error::{Error, Result};
-use crate::report::csv::write_file;
 use crate::report::html::page;
+use crate::report::tables::csv::write_file;
 
 const BODY: &str = include_str!("page.html");
 const SCRIPT: &str = include_str!("page.js");

@@ -25,9 +25,9 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::report::csv::write_file;
 use crate::report::model::Report;
 use crate::report::summary::SummaryOptions;
+use crate::report::tables::csv::write_file;
 
 use self::data::HtmlData;
 

@@ -1,14 +1,16 @@
 //! `stalls.parquet` and `pc_samples.parquet`: the column-for-column twins of PC sampling's
-//! CSVs ([`crate::report::pc_csv`]), written from the same records.
+//! CSVs ([`crate::report::tables::pc_csv`]), written from the same records.
 
 use std::io::Write;
 use std::path::Path;
 
-use super::{Column, ColumnType, ParquetRows};
+use super::writer::{Column, ColumnType, ParquetRows};
 use crate::error::Result;
-use crate::report::csv::write_file;
 use crate::report::model::Report;
-use crate::report::pc_csv::{pc_metadata_lines, pc_sample_records, stall_records, PC_SAMPLES_TITLE, STALLS_TITLE};
+use crate::report::tables::csv::write_file;
+use crate::report::tables::pc_csv::{
+    pc_metadata_lines, pc_sample_records, stall_records, PC_SAMPLES_TITLE, STALLS_TITLE,
+};
 
 use ColumnType::{Bool, Float64, Int64, Text};
 

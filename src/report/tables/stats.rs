@@ -51,8 +51,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::report::csv::{write_file, RecordWriter};
 use crate::report::model::Report;
+use crate::report::tables::csv::{write_file, RecordWriter};
 use crate::report::text::{cell, format_duration_ns, BLANK};
 
 /// Which rows a [`LabelStats`] groups.

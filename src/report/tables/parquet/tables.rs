@@ -8,14 +8,14 @@
 use std::io::Write;
 use std::path::Path;
 
-use super::{Column, ColumnType, ParquetRows, KEY_HEADER, KEY_META, KEY_TABLE};
+use super::writer::{Column, ColumnType, ParquetRows, KEY_HEADER, KEY_META, KEY_TABLE};
 use crate::error::{Error, Result};
-use crate::report::csv::{write_file, KERNEL_COLUMNS, RANGE_COLUMNS, RANGE_DERIVED_COLUMNS, TRANSFER_COLUMNS};
 use crate::report::model::ProbedLaunch;
 use crate::report::model::Report;
-use crate::report::probe_kernels::ProbeKernel;
-use crate::report::probes::ProbeValues;
-use crate::report::stats::STATS_COLUMNS;
+use crate::report::tables::csv::{write_file, KERNEL_COLUMNS, RANGE_COLUMNS, RANGE_DERIVED_COLUMNS, TRANSFER_COLUMNS};
+use crate::report::tables::probe_kernels::ProbeKernel;
+use crate::report::tables::probes::ProbeValues;
+use crate::report::tables::stats::STATS_COLUMNS;
 
 use ColumnType::{Bool, Float64, Int32, Int64, Text};
 
@@ -439,7 +439,7 @@ impl Report {
     pub fn write_stats_parquet_to<W: Write + Send>(&self, out: W) -> Result<usize> {
         const TABLE: &str = "statistics";
         let mut lines = self.csv_metadata_lines(TABLE);
-        lines.push(crate::report::stats::STATS_NOTE.to_owned());
+        lines.push(crate::report::tables::stats::STATS_NOTE.to_owned());
         let metadata = self.parquet_metadata(TABLE, lines)?;
         let mut w = ParquetRows::new(out, typed(&STATS_COLUMNS, &STATS_TYPES), metadata, "statistics Parquet")?;
         let stats = self.stats();
@@ -469,7 +469,7 @@ impl Report {
             Error::InvalidState("the report has no PM sampling (enable it with --pm-sampling)".into())
         })?;
         let mut lines = self.csv_metadata_lines(TABLE);
-        lines.extend(crate::report::pm_csv::pm_metadata_lines(pm));
+        lines.extend(crate::report::tables::pm_csv::pm_metadata_lines(pm));
         let metadata = self.parquet_metadata(TABLE, lines)?;
         let mut w = ParquetRows::new(out, listed(&PM_COLUMNS), metadata, "PM sampling Parquet")?;
         let units: Vec<Option<String>> = pm.metrics.iter().map(|m| m.integral_unit()).collect();
@@ -570,7 +570,7 @@ pub fn write_probe_parquets(dir: &Path, launches: &[ProbedLaunch]) -> Result<()>
             table("probe totals per range"),
             "probe ranges Parquet",
         )?;
-        for r in crate::report::probes::range_totals(launches) {
+        for r in crate::report::tables::probes::range_totals(launches) {
             w.text(Some(&r.range_path))?;
             w.text(Some(&r.probe))?;
             w.text(Some(&r.field))?;
@@ -626,7 +626,7 @@ pub fn write_probe_kernels_parquet(dir: &Path, rows: &[ProbeKernel]) -> Result<(
 }
 
 /// Writes `sass_hot.parquet` (`rows` as in `sass_hot.csv`) into `dir`.
-pub fn write_sass_hot_parquet(dir: &Path, rows: &[crate::report::sass_hot::SassHotRow]) -> Result<()> {
+pub fn write_sass_hot_parquet(dir: &Path, rows: &[crate::report::tables::sass_hot::SassHotRow]) -> Result<()> {
     write_file(&dir.join(SASS_HOT_PARQUET), |out| {
         let metadata = vec![(KEY_TABLE.to_owned(), "hottest SASS instructions".to_owned())];
         let mut w = ParquetRows::new(out, listed(&SASS_HOT_COLUMNS), metadata, "SASS hot instructions Parquet")?;

@@ -1,5 +1,5 @@
 //! CSV exporters: per-range, per-kernel and per-transfer tables (and the statistics table
-//! of [`crate::report::stats`]).
+//! of [`crate::report::tables::stats`]).
 //!
 //! Layer 3 (the safe profiler), report output. Each file starts with metadata lines that
 //! begin with `# ` (mode, time source, metric rules, dropped and flagged counts, warnings),

@@ -190,7 +190,7 @@ impl Report {
 
     /// Writes `stalls.csv` to a file.
     pub fn write_stalls_csv(&self, path: impl AsRef<Path>) -> Result<()> {
-        crate::report::csv::write_file(path.as_ref(), |out| self.write_stalls_csv_to(out))
+        crate::report::tables::csv::write_file(path.as_ref(), |out| self.write_stalls_csv_to(out))
     }
 
     /// Writes `pc_samples.csv` to `out`; an error when the report has no PC sampling.
@@ -206,6 +206,6 @@ impl Report {
 
     /// Writes `pc_samples.csv` to a file.
     pub fn write_pc_samples_csv(&self, path: impl AsRef<Path>) -> Result<()> {
-        crate::report::csv::write_file(path.as_ref(), |out| self.write_pc_samples_csv_to(out))
+        crate::report::tables::csv::write_file(path.as_ref(), |out| self.write_pc_samples_csv_to(out))
     }
 }

@@ -125,6 +125,6 @@ impl Report {
 
     /// Writes `pm.csv` to a file.
     pub fn write_pm_csv(&self, path: impl AsRef<Path>) -> Result<()> {
-        crate::report::csv::write_file(path.as_ref(), |out| self.write_pm_csv_to(out))
+        crate::report::tables::csv::write_file(path.as_ref(), |out| self.write_pm_csv_to(out))
     }
 }

@@ -16,7 +16,7 @@ use arrow_schema::DataType;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use parquet::arrow::ProjectionMask;
 
-use super::{KEY_META, ROW_GROUP_ROWS};
+use super::writer::{KEY_META, ROW_GROUP_ROWS};
 use crate::error::{Error, Result};
 use crate::report::model::ReportMeta;
 
