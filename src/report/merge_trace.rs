@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::report::merge::{MergeOptions, Merged, ProcessReport};
 use crate::report::model::Report;
 use crate::report::tables::csv::write_file;
-use crate::report::timeline::{ChromeTrace, EventArgs, Phase, TraceEvent, TraceInfo};
+use crate::report::timeline::events::{ChromeTrace, EventArgs, Phase, TraceEvent, TraceInfo};
 
 /// The file the merged trace is written to in the output root.
 pub const MERGED_TRACE: &str = "merged-trace.json";
@@ -338,7 +338,7 @@ fn unwritten(why: &str) -> String {
 mod tests {
     use super::*;
     use crate::model::{ClockPair, ClockSync};
-    use crate::report::trace_check::{check_trace_json, CheckOptions};
+    use crate::report::timeline::trace_check::{check_trace_json, CheckOptions};
 
     fn process(label: &str, unix_start: Option<u64>) -> ProcessReport {
         let mut report = Report::from_json(include_str!("../../tests/golden/report.json")).unwrap();

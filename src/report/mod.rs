@@ -26,28 +26,23 @@
 //! a table that looks complete but is missing kernels is worse than no table.
 
 mod build;
-pub mod device_timers;
 pub mod devices;
 pub mod diff;
 pub mod group;
 pub mod html;
 pub mod json;
-pub mod lanes;
 pub mod merge;
 pub mod merge_run;
 pub mod merge_trace;
 mod model;
 mod outputs;
 pub mod pc_summary;
-mod placement;
-pub mod probe_trace;
 pub mod rank_ranges;
 pub mod stragglers;
 pub mod summary;
 pub mod tables;
 pub mod text;
 pub mod timeline;
-pub mod trace_check;
 
 pub use self::group::GroupBy;
 pub use self::model::{CaptureInfo, Report, ReportMeta};
@@ -55,3 +50,13 @@ pub use self::outputs::{OUTPUT_FILES, PM_CSV};
 pub use self::summary::{Summary, SummaryOptions, SummaryRow};
 pub use self::tables::formats::OutputFormats;
 pub use self::tables::{csv, formats, parquet, pc_csv, pm_csv, probe_kernels, probes, sass_hot, stats};
+pub use self::timeline::{lanes, probe_trace, trace_check};
+
+/// The in-kernel region timers' outputs, at their former path: the tracks
+/// ([`timeline::device_timers`]), the args and `otherData` of their events
+/// ([`timeline::events`]) and `regions.csv` ([`tables::regions`]).
+pub mod device_timers {
+    pub use super::tables::regions::{REGIONS_COLUMNS, REGIONS_CSV};
+    pub use super::timeline::device_timers::{LANE_TID_BASE, REGION_CATEGORY, SM_TID_BASE};
+    pub use super::timeline::events::{DeviceTimerTraceInfo, RegionArgs};
+}

@@ -171,7 +171,7 @@ pub struct Report {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pc: Option<crate::analysis::pc_fold::PcReport>,
     /// Launches with in-kernel region timers (`include/gmprof_device.cuh`), joined to their
-    /// kernel rows by correlation id; see [`device_timers`](crate::report::device_timers).
+    /// kernel rows by correlation id; see [`tables::regions`](crate::report::tables::regions).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub device_timers: Vec<crate::device_timers::TimedLaunch>,
     /// Statistics per (kernel, region), per SM and per lane of [`Report::device_timers`].

@@ -4,12 +4,13 @@
 //!
 //! Above the exporters: it calls each of them and none of them names it.
 
+use crate::report::devices;
 use crate::report::model::Report;
 use crate::report::summary::{Summary, SummaryOptions};
 use crate::report::tables::formats::OutputFormats;
 use crate::report::tables::parquet::tables as pq;
 use crate::report::tables::{parquet, pc_csv, probes, regions};
-use crate::report::{devices, probe_trace};
+use crate::report::timeline::probe_trace;
 
 /// The files [`Report::write_all`] writes (and `regions.csv` when the report has in-kernel
 /// region timers).

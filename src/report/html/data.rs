@@ -14,7 +14,7 @@ use crate::model::pm::{PmInterval, PmSample};
 use crate::model::ProfilingMode;
 use crate::report::model::Report;
 use crate::report::summary::{Summary, SummaryOptions, SummaryRow};
-use crate::report::timeline::{EventArgs, Phase};
+use crate::report::timeline::events::{EventArgs, Phase, GPU_PID_BASE};
 
 /// Most timeline slices embedded; beyond that the earliest are kept and the rest counted.
 pub const MAX_TIMELINE_ITEMS: usize = 60_000;
@@ -382,7 +382,7 @@ fn timeline(report: &Report) -> (Timeline, u64) {
     let mut raw: Vec<(LaneKey, f64, f64, &str, u8)> = Vec::new();
     for e in &trace.trace_events {
         // In-kernel regions stay in trace.json (Perfetto): too many for the page's timeline.
-        if e.ph != Phase::Complete || e.cat == Some(crate::report::device_timers::REGION_CATEGORY) {
+        if e.ph != Phase::Complete || e.cat == Some(crate::report::timeline::device_timers::REGION_CATEGORY) {
             continue;
         }
         let (Some(ts), Some(dur)) = (e.ts, e.dur) else { continue };
@@ -405,7 +405,7 @@ fn timeline(report: &Report) -> (Timeline, u64) {
             if *gpu == 0 {
                 format!("thread {tid} · depth {depth}")
             } else {
-                format!("GPU {} · stream {tid}", pid.saturating_sub(crate::report::timeline::GPU_PID_BASE))
+                format!("GPU {} · stream {tid}", pid.saturating_sub(GPU_PID_BASE))
             }
         })
         .collect();

@@ -8,7 +8,7 @@
 //!
 //! The page holds: the header facts (mode, device and chip, dropped and flagged counts,
 //! warnings) and the text summary; a timeline overview of ranges, kernels and transfers (on
-//! the synthetic kernel placement of counter modes, see [`crate::report::timeline`]); each
+//! the synthetic kernel placement of counter modes, see [`crate::report::timeline::trace`]); each
 //! range group's time with its share; DRAM bandwidth per range group and per kernel against
 //! the device's theoretical peak ([`crate::model::DevicePeaks`]); a roofline when FLOP (or
 //! warp instruction) counters were collected ([`data::FLOP_COUNTERS`]); and sortable tables

@@ -5,7 +5,7 @@
 //! `report.json` then holds both. `regions.csv` ([`REGIONS_CSV`]) is those statistics, one
 //! row per (kernel, region, scope, key), after `# ` metadata lines that count everything the
 //! decoder left out. The regions' tracks on the timeline are
-//! [`device_timers`](crate::report::device_timers)'.
+//! [`timeline::device_timers`](crate::report::timeline::device_timers)'.
 
 use std::collections::HashMap;
 use std::io::Write;

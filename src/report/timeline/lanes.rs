@@ -1,6 +1,6 @@
 //! Extra lanes for GPU intervals of one stream that overlap without nesting.
 //!
-//! Layer 3 (the safe profiler), report output, used by [`crate::report::timeline`]. A Chrome
+//! Layer 3 (the safe profiler), report output, used by [`trace`](super::trace). A Chrome
 //! trace viewer draws only nested slices on one track, but the GPU does run intervals of one
 //! stream that partly overlap: on Hopper a kernel launched with programmatic dependent launch
 //! starts before the kernel before it on its stream has ended (cuBLASLt's split-K reduce
@@ -21,7 +21,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
-use super::timeline::{EventArgs, Phase, TraceEvent};
+use super::events::{EventArgs, Phase, TraceEvent};
 
 /// The first tid of the extra lanes: above every other track of a GPU's process (streams
 /// below 2^32, PM sampling and the device-timer tracks below 2^52), and below 2^53, so a
@@ -163,8 +163,8 @@ mod tests {
 
     #[test]
     fn the_tracks_of_a_gpu_process_never_share_a_tid() {
-        use crate::report::device_timers::{LANE_TID_BASE, SM_TID_BASE};
-        use crate::report::timeline::PM_TID;
+        use crate::report::timeline::device_timers::{LANE_TID_BASE, SM_TID_BASE};
+        use crate::report::timeline::events::PM_TID;
         // [first, last] tid of each kind of track on a GPU's process.
         let streams = (0, u64::from(u32::MAX));
         let pm = (PM_TID, PM_TID);

@@ -1,5 +1,5 @@
 //! Where the timeline puts ranges, kernels and transfers on the CUPTI clock, and from which
-//! origin: [`Report::placement`], shared by `trace.json` ([`super::timeline`], whose module
+//! origin: [`Report::placement`], shared by `trace.json` ([`super::trace`], whose module
 //! docs say how counter modes place kernels) and `probe_trace.json`
 //! ([`super::probe_trace`]), so both files put a launch at the same time from the same `ts` 0.
 //!
@@ -7,8 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::device_timers::Slice;
-use super::timeline::{transfer_event, SkippedRows, Transfer};
+use super::events::{id_text, SkippedRows, TransferArgs};
 use crate::analysis::aggregate::RangeRow;
 use crate::analysis::correlate::TimeSource;
 use crate::model::RangeId;
@@ -137,4 +136,40 @@ fn synthetic_positions(
             Some((start, dur))
         })
         .collect()
+}
+
+/// A kernel's slice: (start, duration) on the CUPTI clock and its device.
+pub(crate) type Slice = (u64, u64, u32);
+
+/// One memcpy or memset, as the timeline needs it.
+#[derive(Clone, Debug)]
+pub(super) struct Transfer {
+    pub(super) name: &'static str,
+    pub(super) start_ns: u64,
+    pub(super) end_ns: u64,
+    pub(super) stream_id: u32,
+    pub(super) device_id: u32,
+    pub(super) args: TransferArgs,
+}
+
+/// A transfer row as the timeline needs it; `None` for a row without times, stream or
+/// device (an untimed transfer: it has no place on a track).
+pub(super) fn transfer_event(t: &crate::analysis::correlate::TransferRow) -> Option<Transfer> {
+    Some(Transfer {
+        name: t.kind.as_str(),
+        start_ns: t.start_ns?,
+        end_ns: t.end_ns?,
+        stream_id: t.stream_id?,
+        device_id: t.device_id?,
+        args: TransferArgs {
+            correlation_id: t.correlation_id,
+            bytes: t.bytes,
+            gbps: t.gbps(),
+            range_path: t.range_path.clone(),
+            range_id: t.range_id.map(id_text),
+            thread: t.thread,
+            api_name: t.api_name.clone(),
+            status: t.status,
+        },
+    })
 }

@@ -86,7 +86,7 @@ pub const ROUNDING_US: f64 = 0.001;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CheckOptions {
     /// How long after its range's end a kernel without `args.launch_ts` may start, µs (see
-    /// rule 7 in the [module docs](crate::report::trace_check)).
+    /// rule 7 in the [module docs](self)).
     pub launch_latency_allowance_us: f64,
 }
 
@@ -96,7 +96,7 @@ impl Default for CheckOptions {
     }
 }
 
-/// The rule a [`Violation`] breaks (see the [module docs](crate::report::trace_check)).
+/// The rule a [`Violation`] breaks (see the [module docs](self)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Rule {
@@ -259,7 +259,7 @@ fn read_event<'a>(index: usize, object: &'a Map<String, Value>) -> std::result::
     Ok(Event { index, ph, name, track: (pid, tid), ts, dur, cat, args })
 }
 
-/// Checks a Chrome trace's text against every rule of the [module docs](crate::report::trace_check).
+/// Checks a Chrome trace's text against every rule of the [module docs](self).
 pub fn check_trace_json(text: &str, opts: &CheckOptions) -> CheckReport {
     let mut report = CheckReport::default();
     let root: Value = match serde_json::from_str(text) {

@@ -1,7 +1,8 @@
 //! In-kernel region timers on the timeline: their Perfetto tracks in `trace.json`.
 //!
 //! Layer 3 (the safe profiler), report output. The join of each [`TimedLaunch`] to its
-//! kernel row ([`Report::attach_device_timers`]) and `regions.csv` ([`REGIONS_CSV`]) are
+//! kernel row ([`Report::attach_device_timers`]) and `regions.csv`
+//! ([`REGIONS_CSV`](crate::report::tables::regions::REGIONS_CSV)) are
 //! [`tables::regions`](crate::report::tables::regions)'.
 //!
 //! # Tracks
@@ -23,73 +24,22 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use serde::Serialize;
-
-use super::timeline::{EventArgs, Phase, TraceEvent, GPU_PID_BASE};
+use super::events::{DeviceTimerTraceInfo, EventArgs, Phase, RegionArgs, TraceEvent, GPU_PID_BASE};
+use super::placement::Slice;
 use crate::device_timers::clock::{Bracket, DeviceClock};
 use crate::device_timers::{TimedLaunch, TrackLayout};
 use crate::report::model::Report;
-pub use crate::report::tables::regions::{REGIONS_COLUMNS, REGIONS_CSV};
 
 /// Category of region events.
 pub const REGION_CATEGORY: &str = "device_region";
-/// First tid of the per-SM tracks (above the streams and [`PM_TID`](super::timeline::PM_TID),
+/// First tid of the per-SM tracks (above the streams and [`PM_TID`](super::events::PM_TID),
 /// which share the GPU's process).
 pub const SM_TID_BASE: u64 = 1 << 33;
 /// First tid of the per-lane tracks.
 pub const LANE_TID_BASE: u64 = 1 << 40;
 
-/// Args of a region or instant event.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct RegionArgs {
-    /// Correlation id of the launch.
-    pub correlation_id: Option<u32>,
-    /// Region id.
-    pub region_id: u16,
-    /// Block (linear).
-    pub block: u32,
-    /// Lane in the block.
-    pub lane: u32,
-    /// SM.
-    pub sm: u16,
-    /// Duration by `%globaltimer`, ns (regions only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub duration_ns: Option<u64>,
-    /// Payload of the begin record (of the instant).
-    pub payload: u32,
-    /// Payload of the end record.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub end_payload: Option<u32>,
-}
-
-/// What `otherData.device_timers` says about the region tracks.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct DeviceTimerTraceInfo {
-    /// Launches with timers in the report.
-    pub launches: u64,
-    /// Launches drawn inside their kernel's slice.
-    pub placed: u64,
-    /// Launches not drawn: no kernel row, or a kernel without a position.
-    pub unplaced: u64,
-    /// `"one offset for all launches"`, `"offsets fitted per run of launches"` (the clocks
-    /// drifted) or `"each launch inside its own kernel slice"` (kernel positions synthetic).
-    pub clock: &'static str,
-    /// Runs of launches that share one offset (per GPU, summed).
-    pub runs: u64,
-    /// The shared offset (CUPTI − `%globaltimer`), ns, when one fits every launch.
-    pub offset_ns: Option<i64>,
-    /// The largest uncertainty of a placed launch's offset, ns.
-    pub slack_ns: Option<u64>,
-    /// Regions and instants of placed launches left out of the trace: more overlapped at
-    /// once on one SM (or block and lane) than it has tracks (256 per SM, 8 per lane).
-    pub regions_left_out: u64,
-}
-
 /// An event and its (start, end) on the CUPTI clock.
 type Placed = (u64, u64, TraceEvent);
-
-/// A kernel's slice: (start, duration) on the CUPTI clock and its device.
-pub(crate) type Slice = (u64, u64, u32);
 
 /// Assigns each interval (in start order, longer first) a sub-track on which it nests in or
 /// follows every earlier interval.
