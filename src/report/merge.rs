@@ -23,7 +23,7 @@ use crate::report::model::Report;
 use crate::report::rank_ranges::RankRanges;
 use crate::report::stragglers::{Spread, StepAccumulator, StepTable, StepTime};
 use crate::report::tables::csv::{write_file, RecordWriter};
-use crate::report::text::{cell, format_duration_ns, BLANK};
+use crate::report::text::format::{cell, format_duration_ns, BLANK};
 
 /// The file `gmprof merge` writes into the output root.
 pub const MERGED_CSV: &str = "merged.csv";

@@ -28,7 +28,6 @@
 mod build;
 pub mod devices;
 pub mod diff;
-pub mod group;
 pub mod html;
 pub mod json;
 pub mod merge;
@@ -36,20 +35,19 @@ pub mod merge_run;
 pub mod merge_trace;
 mod model;
 mod outputs;
-pub mod pc_summary;
 pub mod rank_ranges;
 pub mod stragglers;
-pub mod summary;
 pub mod tables;
 pub mod text;
 pub mod timeline;
 
-pub use self::group::GroupBy;
 pub use self::model::{CaptureInfo, Report, ReportMeta};
 pub use self::outputs::{OUTPUT_FILES, PM_CSV};
-pub use self::summary::{Summary, SummaryOptions, SummaryRow};
 pub use self::tables::formats::OutputFormats;
 pub use self::tables::{csv, formats, parquet, pc_csv, pm_csv, probe_kernels, probes, sass_hot, stats};
+pub use self::text::group::GroupBy;
+pub use self::text::summary::{Summary, SummaryOptions, SummaryRow};
+pub use self::text::{group, pc_summary, summary};
 pub use self::timeline::{lanes, probe_trace, trace_check};
 
 /// The in-kernel region timers' outputs, at their former path: the tracks

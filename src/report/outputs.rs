@@ -6,10 +6,10 @@
 
 use crate::report::devices;
 use crate::report::model::Report;
-use crate::report::summary::{Summary, SummaryOptions};
 use crate::report::tables::formats::OutputFormats;
 use crate::report::tables::parquet::tables as pq;
 use crate::report::tables::{parquet, pc_csv, probes, regions};
+use crate::report::text::summary::{Summary, SummaryOptions};
 use crate::report::timeline::probe_trace;
 
 /// The files [`Report::write_all`] writes (and `regions.csv` when the report has in-kernel
@@ -89,8 +89,8 @@ impl Report {
     }
 
     /// The summary table: range rows grouped by path with numbers folded, the top
-    /// [`DEFAULT_TOP`](crate::report::summary::DEFAULT_TOP) groups by share (see
-    /// [`summary`](crate::report::summary)).
+    /// [`DEFAULT_TOP`](crate::report::text::summary::DEFAULT_TOP) groups by share (see
+    /// [`summary`](crate::report::text::summary)).
     pub fn summary(&self) -> Summary {
         Summary::of(self)
     }

@@ -129,7 +129,7 @@ impl RankRanges {
                 fold.totals
             }),
             source: "report.json",
-            ending: crate::report::summary::ending_line(report),
+            ending: crate::report::text::summary::ending_line(report),
         }
     }
 
@@ -186,7 +186,7 @@ impl RankRanges {
             probes: Vec::new(),
             range_devices: Vec::new(),
         };
-        let ending = crate::report::summary::ending_line(&shell);
+        let ending = crate::report::text::summary::ending_line(&shell);
         Ok(RankRanges { label, dir: dir.to_owned(), meta, ranges, kernels, source: RANGES_PARQUET, ending })
     }
 }

@@ -27,7 +27,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::report::rank_ranges::RankRanges;
 use crate::report::tables::csv::{write_file, RecordWriter};
-use crate::report::text::{cell, format_duration_ns, BLANK};
+use crate::report::text::format::{cell, format_duration_ns, BLANK};
 
 /// The file `gmprof merge` writes the straggler table to.
 pub const STRAGGLERS_CSV: &str = "stragglers.csv";

@@ -2,8 +2,8 @@
 //! judged against the noise of the runs themselves.
 //!
 //! Layer 3 (the safe profiler), report output. Imports [`crate::report::merge`] (finding
-//! and reading the processes of a run), [`crate::report::group`] (folding numbered names,
-//! warm-up) and [`crate::report::summary`]'s formatting; nothing imports it but the command
+//! and reading the processes of a run), [`crate::report::text::group`] (folding numbered names,
+//! warm-up) and [`crate::report::text::summary`]'s formatting; nothing imports it but the command
 //! line and Python.
 //!
 //! # What is compared
@@ -56,9 +56,9 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::report::group::GroupBy;
 use crate::report::merge::{result_dirs, ProcessReport};
 use crate::report::model::Report;
+use crate::report::text::group::GroupBy;
 
 use self::comparable::comparability;
 use self::rank_test::{holm, mann_whitney, median};

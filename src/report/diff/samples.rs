@@ -8,8 +8,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::{DiffOptions, Kind, DERIVED, GPU_TIME, KERNELS};
-use crate::report::group::{fold_numbers, warmup_rows, GroupBy};
 use crate::report::merge::ProcessReport;
+use crate::report::text::group::{fold_numbers, warmup_rows, GroupBy};
 
 /// One range group or kernel of one side: its values per quantity.
 #[derive(Default)]

@@ -8,7 +8,7 @@
 use std::fmt;
 
 use super::{Diff, DiffRow, Kind, Verdict, GPU_TIME, KERNELS};
-use crate::report::text::{cell, format_duration_ns, BLANK};
+use crate::report::text::format::{cell, format_duration_ns, BLANK};
 
 /// Rows of each kind shown by default.
 pub const DEFAULT_TOP: usize = 20;

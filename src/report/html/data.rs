@@ -13,7 +13,7 @@ use crate::analysis::pm_fold::PmReport;
 use crate::model::pm::{PmInterval, PmSample};
 use crate::model::ProfilingMode;
 use crate::report::model::Report;
-use crate::report::summary::{Summary, SummaryOptions, SummaryRow};
+use crate::report::text::summary::{Summary, SummaryOptions, SummaryRow};
 use crate::report::timeline::events::{EventArgs, Phase, GPU_PID_BASE};
 
 /// Most timeline slices embedded; beyond that the earliest are kept and the rest counted.

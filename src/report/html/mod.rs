@@ -26,8 +26,8 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::report::model::Report;
-use crate::report::summary::SummaryOptions;
 use crate::report::tables::csv::write_file;
+use crate::report::text::summary::SummaryOptions;
 
 use self::data::HtmlData;
 

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::analysis::pc_fold::{PcReport, StallCounts};
 use crate::model::session::ROOT_PATH;
-use crate::report::group::fold_numbers;
+use crate::report::text::group::fold_numbers;
 
 /// Range groups drawn at most.
 pub const MAX_GROUPS: usize = 25;

@@ -4,9 +4,9 @@
 
 use std::collections::HashMap;
 
+use super::group::fold_numbers;
 use crate::analysis::pc_fold::{PcAttribution, PcReport, StallCounts};
 use crate::model::session::ROOT_PATH;
-use crate::report::group::fold_numbers;
 
 /// Ranges whose top reasons the summary names.
 pub const TOP_RANGES: usize = 3;

@@ -1,8 +1,8 @@
 //! Text for tables and summary lines: durations with a readable unit, the blank of a value
 //! that was not measured, and cells that a name cannot break.
 //!
-//! Layer 3, at the bottom of `report`: the summary, the statistics, the merge and the diff
-//! tables all format through it, and it imports nothing of theirs.
+//! Layer 3, at the bottom of `report`'s text: the summary, the statistics table, and the
+//! merge and diff tables (`runs`, `diff`) all format through it, and it imports nothing.
 
 /// Text of a value that was not measured.
 pub const BLANK: &str = "—";

@@ -1,7 +1,7 @@
 //! The summary table: range rows folded into groups and sorted by share, sized for a screen.
 //!
 //! Layer 3 (the safe profiler), report output for people: what `gmprof` prints at the end of
-//! a run. Range rows are grouped ([`crate::report::group`]): by default by range path with
+//! a run. Range rows are grouped ([`group`](super::group)): by default by range path with
 //! numbers folded, so `Train step 0` … `Train step 49` are one row `Train step #`. Each row
 //! has the count, total, mean, p50 and p99 (nearest rank, see [`crate::report::tables::stats`]) of
 //! its instances' GPU time and its share; rows are sorted by share and only the top
@@ -39,8 +39,8 @@ pub const DEFAULT_TOP: usize = 20;
 /// Longest label shown; longer ones keep their end (the innermost names).
 pub const MAX_LABEL_CHARS: usize = 56;
 
-pub(crate) use super::text::cell;
-pub use super::text::{format_duration_ns, BLANK};
+pub(crate) use super::format::cell;
+pub use super::format::{format_duration_ns, BLANK};
 
 /// How [`Report::summary_with`] groups and trims.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -773,7 +773,7 @@ mod tests {
     #[test]
     fn a_context_not_profiled_is_on_the_first_line_and_in_report_json() {
         use crate::model::UnprofiledContext;
-        let mut report = Report::from_json(include_str!("../../tests/golden/report.json")).unwrap();
+        let mut report = Report::from_json(include_str!("../../../tests/golden/report.json")).unwrap();
         assert!(!report.summary().to_string().lines().next().unwrap().contains("NOT PROFILED"));
         // As recorded on an H100 (scripts/gpu/contexts-validate.sh): a second context of
         // device 0 ran 80 kernels, one of device 1 was only heard launching.

@@ -1,0 +1,16 @@
+//! Text for people: the summary printed at the end of a run ([`summary`]; [`group`] folds
+//! numbered range names and sets warm-up apart, [`pc_summary`] writes its PC sampling lines),
+//! the statistics as a table ([`stats`]), and what every text table formats through
+//! ([`format`](mod@format): durations with a unit, the blank of a value not measured, cells).
+//!
+//! May import [`tables`](crate::report::tables) (the statistics and their percentiles) and the
+//! [`Report`](crate::report::Report) model; no other folder of `report` (`runs`, `html` and
+//! `diff` import it).
+
+pub mod format;
+pub mod group;
+pub mod pc_summary;
+pub mod stats;
+pub mod summary;
+
+pub use self::format::{format_duration_ns, BLANK};
