@@ -26,23 +26,19 @@
 //! a table that looks complete but is missing kernels is worse than no table.
 
 mod build;
-pub mod devices;
 pub mod diff;
 pub mod html;
 pub mod json;
-pub mod merge;
-pub mod merge_run;
-pub mod merge_trace;
 mod model;
 mod outputs;
-pub mod rank_ranges;
-pub mod stragglers;
+pub mod runs;
 pub mod tables;
 pub mod text;
 pub mod timeline;
 
 pub use self::model::{CaptureInfo, Report, ReportMeta};
 pub use self::outputs::{OUTPUT_FILES, PM_CSV};
+pub use self::runs::{devices, merge, merge_run, merge_trace, rank_ranges, stragglers};
 pub use self::tables::formats::OutputFormats;
 pub use self::tables::{csv, formats, parquet, pc_csv, pm_csv, probe_kernels, probes, sass_hot, stats};
 pub use self::text::group::GroupBy;

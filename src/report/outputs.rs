@@ -4,8 +4,8 @@
 //!
 //! Above the exporters: it calls each of them and none of them names it.
 
-use crate::report::devices;
 use crate::report::model::Report;
+use crate::report::runs::devices;
 use crate::report::tables::formats::OutputFormats;
 use crate::report::tables::parquet::tables as pq;
 use crate::report::tables::{parquet, pc_csv, probes, regions};

@@ -3,7 +3,7 @@
 //! Layer 3 (the safe profiler), report output, under [`super`].
 
 use super::SideInfo;
-use crate::report::merge::ProcessReport;
+use crate::report::runs::merge::ProcessReport;
 
 /// Why the two runs' numbers may differ for reasons of their own.
 pub(super) fn comparability(base: &[ProcessReport], new: &[ProcessReport], b: &SideInfo, n: &SideInfo) -> Vec<String> {

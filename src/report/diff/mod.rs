@@ -1,7 +1,7 @@
 //! `gmprof diff`: two runs compared, range by range and kernel by kernel, with each change
 //! judged against the noise of the runs themselves.
 //!
-//! Layer 3 (the safe profiler), report output. Imports [`crate::report::merge`] (finding
+//! Layer 3 (the safe profiler), report output. Imports [`crate::report::runs::merge`] (finding
 //! and reading the processes of a run), [`crate::report::text::group`] (folding numbered names,
 //! warm-up) and [`crate::report::text::summary`]'s formatting; nothing imports it but the command
 //! line and Python.
@@ -56,8 +56,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::report::merge::{result_dirs, ProcessReport};
 use crate::report::model::Report;
+use crate::report::runs::merge::{result_dirs, ProcessReport};
 use crate::report::text::group::GroupBy;
 
 use self::comparable::comparability;

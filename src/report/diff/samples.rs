@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::{DiffOptions, Kind, DERIVED, GPU_TIME, KERNELS};
-use crate::report::merge::ProcessReport;
+use crate::report::runs::merge::ProcessReport;
 use crate::report::text::group::{fold_numbers, warmup_rows, GroupBy};
 
 /// One range group or kernel of one side: its values per quantity.

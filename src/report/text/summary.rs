@@ -214,7 +214,7 @@ impl Summary {
             .filter_map(|(r, _)| r.gpu_time_ns)
             .fold(0u64, u64::saturating_add);
         let groups = group_rows(&report.ranges, options.group_by);
-        let mut device_rows: std::collections::HashMap<_, Vec<&crate::report::devices::RangeDeviceRow>> =
+        let mut device_rows: std::collections::HashMap<_, Vec<&crate::report::model::RangeDeviceRow>> =
             std::collections::HashMap::new();
         for d in &report.range_devices {
             device_rows.entry(d.row.range_id).or_default().push(d);

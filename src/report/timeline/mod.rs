@@ -9,7 +9,7 @@
 //!
 //! May import [`tables`](crate::report::tables) (the file writer) and the
 //! [`Report`](crate::report::Report) model; no other folder of `report`. The multi-process
-//! trace ([`merge_trace`](crate::report::merge_trace)) and the HTML report import it.
+//! trace ([`merge_trace`](crate::report::runs::merge_trace)) and the HTML report import it.
 
 pub mod device_timers;
 pub mod events;

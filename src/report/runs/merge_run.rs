@@ -7,17 +7,17 @@
 //! so memory grows with range paths × processes and steps × processes (the numbers the
 //! merged tables hold), never with kernels: 512 ranks of 200 000 kernels each merge in
 //! seconds (BENCHMARKS.md). Then `merged.csv` (per range path, the spread across
-//! processes), `merged_kernels.csv` (the same per kernel name), `stragglers.csv` ([`crate::report::stragglers`]), `trace-index.json` and
-//! `merged-trace.json` of a few ranks ([`crate::report::merge_trace`]).
+//! processes), `merged_kernels.csv` (the same per kernel name), `stragglers.csv` ([`crate::report::runs::stragglers`]), `trace-index.json` and
+//! `merged-trace.json` of a few ranks ([`crate::report::runs::merge_trace`]).
 
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::report::merge::{
+use crate::report::runs::merge::{
     result_dirs, MergeBuilder, MergeOptions, Merged, MERGED_CSV, MERGED_KERNELS_CSV, SCAN_DEPTH,
 };
-use crate::report::rank_ranges::{RankRanges, RANK_FILES};
-use crate::report::stragglers::STRAGGLERS_CSV;
+use crate::report::runs::rank_ranges::{RankRanges, RANK_FILES};
+use crate::report::runs::stragglers::STRAGGLERS_CSV;
 
 /// What `gmprof merge` wrote.
 #[derive(Clone, Debug)]
@@ -39,7 +39,7 @@ pub fn merge_dir(root: &Path) -> Result<Merged> {
 /// `kernels.parquet`, or its `report.json` when it has no Parquet; dropped before the next is
 /// read), merges them and writes `root/merged.csv`, `root/merged_kernels.csv`,
 /// `root/stragglers.csv` (when a range repeats), `root/trace-index.json`
-/// and `root/merged-trace.json` of a few ranks ([`crate::report::merge_trace`]).
+/// and `root/merged-trace.json` of a few ranks ([`crate::report::runs::merge_trace`]).
 pub fn merge_dir_with(root: &Path, options: &MergeOptions) -> Result<MergeOutcome> {
     let dirs = result_dirs(root, &RANK_FILES);
     if dirs.is_empty() {
@@ -62,7 +62,7 @@ pub fn merge_dir_with(root: &Path, options: &MergeOptions) -> Result<MergeOutcom
         files.push(root.join(STRAGGLERS_CSV));
         steps.write_csv(root.join(STRAGGLERS_CSV))?;
     }
-    let (index, trace_note) = crate::report::merge_trace::write_traces(root, &dirs, &merged, options)?;
+    let (index, trace_note) = crate::report::runs::merge_trace::write_traces(root, &dirs, &merged, options)?;
     files.extend(index);
     Ok(MergeOutcome { merged, files, trace_note })
 }
@@ -70,7 +70,7 @@ pub fn merge_dir_with(root: &Path, options: &MergeOptions) -> Result<MergeOutcom
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::merge::tests::{rank_report, totals};
+    use crate::report::runs::merge::tests::{rank_report, totals};
 
     #[test]
     fn merge_gives_min_median_max_and_the_slowest_rank() {

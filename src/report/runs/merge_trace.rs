@@ -1,6 +1,6 @@
 //! One Perfetto trace of several processes: each process's timeline side by side.
 //!
-//! Layer 3, beside [`crate::report::merge`]. [`merged_trace`] builds each process's
+//! Layer 3, beside [`crate::report::runs::merge`]. [`merged_trace`] builds each process's
 //! [`ChromeTrace`] ([`Report::to_chrome_trace`]) and puts them in one file:
 //!
 //! - **Processes as trace processes.** Process `i` (in [`ProcessReport::read_all`] order)
@@ -23,8 +23,8 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::report::merge::{MergeOptions, Merged, ProcessReport};
 use crate::report::model::Report;
+use crate::report::runs::merge::{MergeOptions, Merged, ProcessReport};
 use crate::report::tables::csv::write_file;
 use crate::report::timeline::events::{ChromeTrace, EventArgs, Phase, TraceEvent, TraceInfo};
 
@@ -243,7 +243,7 @@ pub fn trace_ranks(merged: &Merged, options: &MergeOptions) -> Result<(Vec<usize
     ))
 }
 
-fn step_totals(steps: &crate::report::stragglers::StepTable) -> Vec<Option<u64>> {
+fn step_totals(steps: &crate::report::runs::stragglers::StepTable) -> Vec<Option<u64>> {
     let mut totals = vec![None; steps.ranks.len()];
     for row in &steps.rows {
         for (t, v) in totals.iter_mut().zip(&row.times) {
@@ -341,7 +341,7 @@ mod tests {
     use crate::report::timeline::trace_check::{check_trace_json, CheckOptions};
 
     fn process(label: &str, unix_start: Option<u64>) -> ProcessReport {
-        let mut report = Report::from_json(include_str!("../../tests/golden/report.json")).unwrap();
+        let mut report = Report::from_json(include_str!("../../../tests/golden/report.json")).unwrap();
         let first = report.ranges.iter().filter_map(|r| r.start_ns).min().unwrap();
         report.meta.clock = unix_start.map(|u| ClockSync {
             start: ClockPair { cupti_ns: first, unix_ns: u },

@@ -20,7 +20,7 @@
 //! - **Kernels and transfers** of every device, in launch (correlation id) order; each row
 //!   has its `device_id`. The timeline puts each device in its own track group.
 //! - **Metadata**: counts summed, warnings prefixed with their device, and
-//!   [`ReportMeta::devices`](super::ReportMeta::devices) with each device's kernels and GPU
+//!   [`ReportMeta::devices`](crate::report::ReportMeta::devices) with each device's kernels and GPU
 //!   time (the summary's `GPUs:` line).
 
 use std::collections::{BTreeMap, HashMap};

@@ -1,7 +1,7 @@
 //! The straggler table of `gmprof merge`: per step, every rank's step time, the slowest rank
 //! and the spread across ranks.
 //!
-//! Layer 3, beside [`crate::report::merge`]. A *step* is one instance of a repeated range
+//! Layer 3, beside [`crate::report::runs::merge`]. A *step* is one instance of a repeated range
 //! (`train_step`, the `step` range of `gmprof run --torch-steps`): step `k` is instance `k`
 //! of that range path in every rank. `--step PATH` names the path; without it, the first
 //! rank's repeated path (two or more instances) of smallest depth is taken, the one with the
@@ -25,7 +25,7 @@ use std::fmt;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::report::rank_ranges::RankRanges;
+use crate::report::runs::rank_ranges::RankRanges;
 use crate::report::tables::csv::{write_file, RecordWriter};
 use crate::report::text::format::{cell, format_duration_ns, BLANK};
 
@@ -352,7 +352,7 @@ impl fmt::Display for StepTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::rank_ranges::RangeTimes;
+    use crate::report::runs::rank_ranges::RangeTimes;
 
     fn rank(label: &str, steps: &[Option<u64>]) -> RankRanges {
         let mut ranges = vec![RangeTimes {
@@ -386,7 +386,7 @@ mod tests {
             wall_time_ns: None,
         });
         let meta =
-            crate::report::model::Report::from_json(include_str!("../../tests/golden/report.json")).unwrap().meta;
+            crate::report::model::Report::from_json(include_str!("../../../tests/golden/report.json")).unwrap().meta;
         RankRanges { label: label.into(), dir: label.into(), meta, ranges, kernels: None, source: "test", ending: None }
     }
 

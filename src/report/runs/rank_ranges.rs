@@ -2,11 +2,11 @@
 //! the path, depth, instance, GPU time and wall time, and per kernel name the launches and
 //! total kernel time; nothing else.
 //!
-//! Layer 3, input of [`crate::report::merge`]. A directory with `ranges.parquet` is read
+//! Layer 3, input of [`crate::report::runs::merge`]. A directory with `ranges.parquet` is read
 //! from its Parquet files alone: those columns of `ranges.parquet` with the file's
 //! `gmprof.meta` key-value metadata, and `kernel_name` and `duration_ns` of
 //! `kernels.parquet`, one row group at a time, folded into one total per kernel name. That
-//! is what keeps a merge of hundreds of ranks in bounded memory ([`crate::report::merge`]).
+//! is what keeps a merge of hundreds of ranks in bounded memory ([`crate::report::runs::merge`]).
 //! A directory with only `report.json` (a run written before Parquet, or with `--format
 //! csv`) is read whole and dropped once its totals are taken.
 

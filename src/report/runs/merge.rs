@@ -7,12 +7,12 @@
 //! range path, each process's total GPU time (Σ over the path's instances), then the
 //! minimum, median and maximum across the processes that measured it and the slowest
 //! process; the same per kernel name; and per step the straggler table
-//! ([`crate::report::stragglers`]). A process that measured nothing for a path, or has no
+//! ([`crate::report::runs::stragglers`]). A process that measured nothing for a path, or has no
 //! such range, is blank, never 0, and is left out of the statistics. [`Merged::write_csv`]
 //! writes `merged.csv`, [`Merged::write_kernels_csv`] `merged_kernels.csv`; [`Merged`]'s
 //! `Display` is the summary table. [`Merged::of`] merges reports already read
 //! ([`ProcessReport::read_all`], as `gmprof diff` reads them); `gmprof merge` itself is
-//! `crate::report::merge_run`, which streams.
+//! `crate::report::runs::merge_run`, which streams.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::report::model::Report;
-use crate::report::rank_ranges::RankRanges;
-use crate::report::stragglers::{Spread, StepAccumulator, StepTable, StepTime};
+use crate::report::runs::rank_ranges::RankRanges;
+use crate::report::runs::stragglers::{Spread, StepAccumulator, StepTable, StepTime};
 use crate::report::tables::csv::{write_file, RecordWriter};
 use crate::report::text::format::{cell, format_duration_ns, BLANK};
 
@@ -48,7 +48,7 @@ impl ProcessReport {
     /// Reads `dir/report.json`, labelled relative to `root`.
     pub fn read(root: &Path, dir: &Path) -> Result<ProcessReport> {
         let report = Report::read_json(dir.join("report.json"))?;
-        Ok(ProcessReport { label: crate::report::rank_ranges::label(root, dir), dir: dir.to_owned(), report })
+        Ok(ProcessReport { label: crate::report::runs::rank_ranges::label(root, dir), dir: dir.to_owned(), report })
     }
 }
 
@@ -105,12 +105,12 @@ pub struct Merged {
 /// What `gmprof merge` is asked for beyond the defaults.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct MergeOptions {
-    /// The step range's path (`None`: chosen from the first rank, see [`crate::report::stragglers`]).
+    /// The step range's path (`None`: chosen from the first rank, see [`crate::report::runs::stragglers`]).
     pub step: Option<String>,
     /// Which time of a step is compared.
     pub step_time: StepTime,
     /// The ranks whose timelines go into `merged-trace.json` (`None`: see
-    /// [`crate::report::merge_trace::trace_ranks`]).
+    /// [`crate::report::runs::merge_trace::trace_ranks`]).
     pub trace_ranks: Option<Vec<String>>,
 }
 
@@ -481,7 +481,7 @@ pub(crate) mod tests {
 
     /// The golden report as one rank wrote it, each range's GPU time scaled by `scale`.
     pub(crate) fn rank_report(scale: f64, gpu: &str) -> Report {
-        let mut r = Report::from_json(include_str!("../../tests/golden/report.json")).unwrap();
+        let mut r = Report::from_json(include_str!("../../../tests/golden/report.json")).unwrap();
         r.meta.device_name = Some(gpu.into());
         for row in &mut r.ranges {
             row.gpu_time_ns = row.gpu_time_ns.map(|t| (t as f64 * scale) as u64);
