@@ -2,7 +2,7 @@
 //!
 //! Layer 3 (the safe profiler), report output, under [`super`].
 
-use super::SideInfo;
+use super::model::SideInfo;
 use crate::report::runs::merge::ProcessReport;
 
 /// Why the two runs' numbers may differ for reasons of their own.

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use ::csv::{QuoteStyle, WriterBuilder};
 
-use super::Diff;
+use super::model::Diff;
 use crate::error::{Error, Result};
 use crate::report::tables::csv::write_file;
 
@@ -44,7 +44,7 @@ fn one_line(text: &str) -> String {
 impl Diff {
     /// The `# ` lines of the CSV.
     pub fn csv_metadata_lines(&self) -> Vec<String> {
-        let side = |s: &super::SideInfo| {
+        let side = |s: &super::model::SideInfo| {
             format!(
                 "{} | processes {} | {} | chip {} | mode {} | metrics {}",
                 s.path,

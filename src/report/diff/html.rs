@@ -10,7 +10,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use super::Diff;
+use super::model::Diff;
 use crate::error::{Error, Result};
 use crate::report::html::page;
 use crate::report::tables::csv::write_file;

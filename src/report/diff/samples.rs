@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::{DiffOptions, Kind, DERIVED, GPU_TIME, KERNELS};
+use super::model::{DiffOptions, Kind, DERIVED, GPU_TIME, KERNELS};
 use crate::report::runs::merge::ProcessReport;
 use crate::report::text::group::{fold_numbers, warmup_rows, GroupBy};
 

@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use super::{Diff, DiffRow, Kind, Verdict, GPU_TIME, KERNELS};
+use super::model::{Diff, DiffRow, Kind, Verdict, GPU_TIME, KERNELS};
 use crate::report::text::format::{cell, format_duration_ns, BLANK};
 
 /// Rows of each kind shown by default.
@@ -122,7 +122,7 @@ fn counts(diff: &Diff, kind: Kind) -> String {
     }
 }
 
-fn side(diff_side: &super::SideInfo) -> String {
+fn side(diff_side: &super::model::SideInfo) -> String {
     let processes = diff_side.processes.len();
     format!(
         "{} ({} process{}, {}, {})",
