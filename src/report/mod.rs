@@ -1,26 +1,49 @@
-//! The report of a profiling session and its exporters (CSV, JSON, summary table).
+//! The report of a profiling session and its outputs: per-row tables (CSV and Parquet),
+//! `report.json`, the summary, the timeline, an HTML page, and what several runs make together.
 //!
-//! Layer 3 (the safe profiler), last step: [`Report::build`] puts the per-range rows of
-//! [`crate::analysis::aggregate`], the per-kernel rows of [`crate::analysis::correlate`] and everything a reader
-//! needs to trust them (mode, time source, the rule of each metric, dropped and flagged
-//! counts, warnings) into one serializable value. Exporters:
+//! Layer 3 (the safe profiler), last step: [`Report::build`] (`build.rs`) puts the per-range
+//! rows of [`crate::analysis::aggregate`], the per-kernel rows of [`crate::analysis::correlate`]
+//! and everything a reader needs to trust them (mode, time source, the rule of each metric,
+//! dropped and flagged counts, warnings) into one serializable value, the [`Report`]
+//! (`model.rs`). Its outputs, by folder:
 //!
-//! - [`Report::write_csv`] (per range), [`Report::write_kernels_csv`] (per kernel) and
-//!   [`Report::write_transfers_csv`] (per memcpy/memset), see [`csv`]: `# ` metadata lines,
-//!   then CSV rows written by the `csv` crate.
-//! - [`Report::write_stats_csv`], see [`crate::report::stats`]: count, total, mean, min, max, p50,
-//!   p99 and share per range path and per (range path, kernel name).
-//! - [`Report::write_json`] / [`Report::from_json`], see [`json`]: the whole
-//!   report, round-trippable (for `gmprof report` on a saved run).
-//! - [`Report::summary`] / [`Report::summary_with`], see [`summary`]: a text table of range
-//!   groups ([`group`]: numbered names folded, warm-up instances apart) sized for a screen.
-//! - [`Report::write_html`], see [`html`]: one self-contained HTML page with plots.
-//! - [`Report::write_regions_csv`] and [`Report::attach_device_timers`], see
-//!   [`device_timers`]: in-kernel region timers (`regions.csv`, region tracks in the trace).
-//! - [`diff::Diff`]: two runs compared (`gmprof diff`), range by range and kernel by
-//!   kernel, with a rank test against each run's own noise.
-//! - [`Report::write_probe_trace`], see [`probe_trace`]: `probe_trace.json`, block_sched's
-//!   blocks per SM on the trace's clock (with [`probes`]' CSVs when the session probed).
+//! - [`tables`]: every per-row table, CSV and Parquet side by side: ranges, kernels and
+//!   transfers ([`Report::write_csv`], [`Report::write_kernels_csv`],
+//!   [`Report::write_transfers_csv`]), statistics ([`Report::write_stats_csv`]), PM and PC
+//!   samples, in-kernel region timers ([`Report::attach_device_timers`]) and the probe
+//!   engine's tables ([`Report::attach_probes`]).
+//! - [`timeline`]: `trace.json` ([`Report::write_chrome_trace`], Perfetto) and everything placed
+//!   on it, `probe_trace.json` ([`Report::write_probe_trace`]), and the checker of such files.
+//! - [`text`]: the summary ([`Report::summary`], [`Report::summary_with`]: range groups, numbered
+//!   names folded, warm-up instances apart) and the statistics as a table, sized for a screen.
+//! - [`html`]: one self-contained HTML page with plots ([`Report::write_html`]).
+//! - [`runs`]: several processes of a run merged (`gmprof merge`), and the reports of one
+//!   process's GPUs combined into one.
+//! - [`diff`]: two runs compared (`gmprof diff`), range by range and kernel by kernel, with a
+//!   rank test against each run's own noise.
+//! - [`json`]: `report.json`, the whole report, round-trippable ([`Report::write_json`],
+//!   [`Report::from_json`]).
+//!
+//! [`Report::write_all`] (`outputs.rs`) writes them all into a run's directory.
+//!
+//! # What may import what
+//!
+//! A file imports files of its own folder and of the folders below its own, never above, and
+//! never the `mod.rs` of a folder that holds it (a `mod.rs` declares, re-exports and composes;
+//! what a folder's files share lives in a file of its own). From the top:
+//!
+//! - `mod.rs`, `outputs.rs`, `build.rs` and `json.rs`: any folder (nothing in `report` imports
+//!   them);
+//! - [`diff`]: [`runs`], [`html`], [`text`], [`tables`];
+//! - [`html`]: [`timeline`], [`text`], [`tables`];
+//! - [`runs`]: [`timeline`], [`text`], [`tables`];
+//! - [`text`] and [`timeline`]: [`tables`];
+//! - [`tables`]: no other folder;
+//! - every file: `model.rs` (the [`Report`] value), which imports no other file of `report`.
+//!
+//! Below `report`: `analysis`, `device_timers`, `model` and `error`; never `probe`, `checked`
+//! or `sys`. The paths of the files before they had folders (`report::csv`, `report::merge`,
+//! `report::summary`, ...) are kept as re-exports.
 //!
 //! Dropped and flagged counts are part of every output's header, never only of the JSON:
 //! a table that looks complete but is missing kernels is worse than no table.

@@ -17,6 +17,11 @@
 //! The page reports its own health for automated checks: `<body data-render>` becomes `ok`
 //! once every chart is drawn, and `data-errors` counts script errors and `console.error`
 //! calls (`scripts/check-html.sh` renders a report in headless Chromium and reads both).
+//!
+//! May import [`timeline`](crate::report::timeline) (the overview is drawn from the trace's
+//! events), [`text`](crate::report::text) (the summary, folded names),
+//! [`tables`](crate::report::tables) (the file writer) and the
+//! [`Report`] model. `diff` imports its page.
 
 pub mod data;
 pub mod pc;
