@@ -24,7 +24,8 @@ pub const DRAM_BYTES: &[(&str, &str)] = &[
 /// [`Report`](crate::report::Report) gives them (`&report` converts).
 #[derive(Clone, Copy, Debug)]
 pub struct PerRange<'a> {
-    /// The report's metrics, in column order ([`ReportMeta::metrics`](crate::report::ReportMeta::metrics)).
+    /// The report's metrics, in column order
+    /// ([`ReportMeta::metrics`](crate::report::ReportMeta::metrics)).
     pub metrics: &'a [MetricRule],
     /// Its range rows.
     pub ranges: &'a [RangeRow],
@@ -103,8 +104,9 @@ impl PerRangeCheck {
 
 /// Compares the top-level ranges of `folded` (a [`fold_report`](super::pm_fold::fold_report))
 /// lasting at least `min_duration_ns` with the same ranges (path and instance) of
-/// `per_range` (a per_range [`Report`](crate::report::Report), or its rows as [`PerRange`]), for `metrics` (pairs of a PM rate metric of the fold and a per_range counter,
-/// each side summed; see [`DRAM_BYTES`]). An error names a metric missing on either side.
+/// `per_range` (a per_range [`Report`](crate::report::Report), or its rows as [`PerRange`]),
+/// for `metrics` (pairs of a PM rate metric of the fold and a per_range counter, each side
+/// summed; see [`DRAM_BYTES`]). An error names a metric missing on either side.
 pub fn compare_with_per_range<'a>(
     folded: &PmReport,
     per_range: impl Into<PerRange<'a>>,

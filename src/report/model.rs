@@ -146,7 +146,8 @@ pub struct ReportMeta {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unprofiled_contexts: Vec<UnprofiledContext>,
     /// The GPUs (CUDA contexts) this report combines, when the process profiled more than
-    /// one ([`combine`](crate::report::runs::devices::combine)): each with its kernels and GPU time. Empty for one.
+    /// one ([`combine`](crate::report::runs::devices::combine)): each with its kernels and GPU
+    /// time. Empty for one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<DeviceShare>,
 }

@@ -33,6 +33,9 @@
 //! bottom; `correlator` holds the collector's state on them; `build` (the row builder),
 //! `checkpoint` and `join` ([`Correlator::finish`]) build on `correlator`.
 //!
+//! May import `model` only (no other file of `analysis`, which imports it; the graph tests
+//! also run [`aggregate`](crate::analysis::aggregate) on what they correlate).
+//!
 //! [`LaunchRecord`]: crate::model::LaunchRecord
 //! [`KernelActivity`]: crate::model::KernelActivity
 //! [`CounterRange`]: crate::model::CounterRange

@@ -105,7 +105,8 @@ pub struct Merged {
 /// What `gmprof merge` is asked for beyond the defaults.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct MergeOptions {
-    /// The step range's path (`None`: chosen from the first rank, see [`crate::report::runs::stragglers`]).
+    /// The step range's path (`None`: chosen from the first rank, see
+    /// [`stragglers`](super::stragglers)).
     pub step: Option<String>,
     /// Which time of a step is compared.
     pub step_time: StepTime,

@@ -7,8 +7,9 @@
 //! so memory grows with range paths × processes and steps × processes (the numbers the
 //! merged tables hold), never with kernels: 512 ranks of 200 000 kernels each merge in
 //! seconds (BENCHMARKS.md). Then `merged.csv` (per range path, the spread across
-//! processes), `merged_kernels.csv` (the same per kernel name), `stragglers.csv` ([`crate::report::runs::stragglers`]), `trace-index.json` and
-//! `merged-trace.json` of a few ranks ([`crate::report::runs::merge_trace`]).
+//! processes), `merged_kernels.csv` (the same per kernel name), `stragglers.csv`
+//! ([`stragglers`](super::stragglers)), `trace-index.json` and `merged-trace.json` of a few
+//! ranks ([`merge_trace`](super::merge_trace)).
 
 use std::path::{Path, PathBuf};
 

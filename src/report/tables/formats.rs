@@ -3,7 +3,7 @@
 //!
 //! Layer 3, report output. The default is both: the CSV files are what a person opens and
 //! what the goldens pin (byte for byte as before Parquet existed), the Parquet files are what
-//! DuckDB, Polars, pandas and Spark load at scale ([`crate::report::tables::parquet`]). Writing both
+//! DuckDB, Polars, pandas and Spark load at scale ([`parquet`](super::parquet)). Writing both
 //! costs little: the Parquet copy of a table is a fraction of the CSV's size and written
 //! faster (BENCHMARKS.md). `report.json` and `trace.json` are written whatever the formats.
 

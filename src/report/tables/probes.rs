@@ -17,7 +17,8 @@
 //!
 //! `block_sched`'s blocks themselves reach the timeline as device-timer launches (region
 //! `block`, one track per SM inside the kernel's slice), through the device timers' decoder
-//! and clock, and `probe_trace.json` on the same clock ([`probe_trace`](crate::report::timeline::probe_trace)).
+//! and clock, and `probe_trace.json` on the same clock
+//! ([`probe_trace`](crate::report::timeline::probe_trace)).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;

@@ -31,7 +31,8 @@ pub const PAUSE_TID: u64 = u32::MAX as u64 + 2;
 /// `args.placement` of kernels whose position on the timeline is synthetic.
 pub const SYNTHETIC_PLACEMENT: &str = "synthetic: durations from counters, positions not measured";
 
-/// A whole trace: what [`Report::write_chrome_trace`](crate::report::Report::write_chrome_trace) writes.
+/// A whole trace: what
+/// [`Report::write_chrome_trace`](crate::report::Report::write_chrome_trace) writes.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ChromeTrace {
     /// The events, sorted: metadata first, then by (pid, tid, ts).

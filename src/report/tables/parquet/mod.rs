@@ -20,8 +20,13 @@
 //!   like the CSV files (beside the target, then renamed).
 //!
 //! [`ParquetRows`] writes one table a row at a time, mirroring [`crate::report::tables::csv`]'s
-//! `RecordWriter`; [`tables`] holds the tables of a [`crate::report::Report`];
-//! [`read`] reads files back (key-value metadata, whole tables, chosen columns).
+//! `RecordWriter` (the writer's own file, `writer.rs`, which the others import); [`tables`]
+//! holds the tables of a [`crate::report::Report`], [`pc`] PC sampling's; [`read`] reads files
+//! back (key-value metadata, whole tables, chosen columns).
+//!
+//! May import the CSV side of [`tables`](crate::report::tables) (each table's columns, records
+//! and `# ` header lines, which the Parquet files repeat) and the [`Report`](crate::report::Report)
+//! model.
 
 pub mod pc;
 pub mod read;
