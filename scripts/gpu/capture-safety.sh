@@ -84,7 +84,7 @@ for c in $CASES; do
       run trace cudagraphs --mode trace
       run per-kernel cudagraphs --mode per_kernel
       run per-range cudagraphs --mode per_range
-      run pm-sampling cudagraphs --mode trace --pm-sampling
+      run pm-sampling cudagraphs --mode trace --pm-sampling default
       run pc-sampling cudagraphs --pc-sampling
       ;;
     eager)

@@ -81,6 +81,11 @@ pub fn ended(stream: usize) {
     IN_PROGRESS.store(streams.len(), Ordering::Release);
 }
 
+/// Whether driver callback `cbid` begins a capture.
+pub fn begins(cbid: u32) -> bool {
+    CBIDS.iter().any(|c| c.0 == cbid) && !ENDS.iter().any(|c| c.0 == cbid)
+}
+
 /// Follows a driver call if it begins or ends a capture; returns whether it was one of
 /// [`CBIDS`] (the caller has nothing more to do with it then).
 pub fn note_call(call: &RawDriverCall) -> bool {
@@ -147,5 +152,7 @@ mod tests {
         let (c, _p) = call(Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, CallbackSite::Exit, 0x30, Some(0));
         assert!(!note_call(&c));
         assert!(!any());
+        assert!(begins(begin.0) && begins(Cbid::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph.0));
+        assert!(!begins(end.0) && !begins(Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel.0));
     }
 }

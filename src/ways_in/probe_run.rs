@@ -192,6 +192,13 @@ pub fn write_outputs(dir: &Path, joined: bool) -> Result<Option<(usize, usize)>>
     if let Some(why) = &out.sass_off {
         eprintln!("gmprof: probes: {why}; kernels without PTX are not probed");
     }
+    if out.captured_launches > 0 {
+        eprintln!(
+            "gmprof: probes: {} launch(es) made while a CUDA stream was capturing became graph nodes and ran unprobed \
+             (gmprof makes no allocation, copy or wait during a capture); probe_kernels.csv says which kernels",
+            out.captured_launches
+        );
+    }
     if crate::report::OutputFormats::from_env().unwrap_or_default().parquet {
         crate::report::parquet::tables::write_probe_kernels_parquet(dir, &out.kernels)?;
         if let Some(sass) = &out.sass {

@@ -81,8 +81,8 @@ pub const HOOKED: &[Cbid] = &[
 ];
 
 /// Why a launch heard while a stream captured is not probed.
-pub const CAPTURED: &str = "not probed: launched while a CUDA stream was capturing (it became a graph node and \
-ran later; gmprof makes no allocation, copy or wait during a capture, which would invalidate it)";
+pub const CAPTURED: &str = "launched while a CUDA stream was capturing: a graph node, run later by its graph \
+unprobed (gmprof makes no allocation, copy or wait during a capture, which would invalidate it)";
 
 /// `cuLaunchKernel_params` (and `_ptsz`).
 #[repr(C)]
@@ -176,6 +176,13 @@ pub fn on_range(name: &str, opened: bool) {
 
 fn on_driver_call(call: &RawDriverCall) {
     if stream_capture::note_call(call) {
+        if call.site == CallbackSite::Enter && stream_capture::begins(call.cbid) {
+            // Not yet capturing: the SASS path's last flush may still wait for the GPU.
+            let capturing = stream_capture::any();
+            if let Some(sass) = STATE.lock().as_mut().and_then(|(_, state)| state.sass.as_mut()) {
+                sass.stop_before_capture(capturing);
+            }
+        }
         return;
     }
     let id = call.cbid;
@@ -257,7 +264,7 @@ fn on_driver_call(call: &RawDriverCall) {
             };
             if stream_capture::any() {
                 // No allocation, copy, wait or SASS flush now: the launch is a graph node.
-                captured_launch(&api, state, f, call.correlation_id, dims);
+                captured_launch(api, state, f);
                 return;
             }
             for ptr in std::mem::take(&mut state.deferred_frees) {
@@ -369,15 +376,10 @@ fn on_driver_call(call: &RawDriverCall) {
     }
 }
 
-/// A launch heard while a stream captured: counted per function and listed in probes.csv as
-/// not probed ([`CAPTURED`]). Only host-side queries (the function's name) are made.
-fn captured_launch(
-    api: &ModuleApi,
-    state: &mut State,
-    f: RawFunction,
-    correlation_id: u32,
-    dims: ([u32; 3], [u32; 3]),
-) {
+/// A launch heard while a stream captured: counted per function, said on its kernel's row of
+/// probe_kernels.csv ([`CAPTURED`]). It is no launch of probe_launches.csv: it ran nothing now
+/// (its graph runs it later, unprobed). Only host-side queries (the function's name) are made.
+fn captured_launch(api: &ModuleApi, state: &mut State, f: RawFunction) {
     let key = f as usize;
     let known = state.kernels.get(key).map(|row| row.mangled.clone());
     let entry = state
@@ -385,12 +387,6 @@ fn captured_launch(
         .entry(key)
         .or_insert_with(|| (0, known.unwrap_or_else(|| quietly(|| api.function_name(f)).unwrap_or_default())));
     entry.0 += 1;
-    let kernel = demangle(&entry.1);
-    let blocks = dims.0.iter().map(|&d| d as u64).product::<u64>();
-    let threads = dims.1.iter().map(|&d| d as u64).product::<u64>();
-    let info = LaunchInfo { correlation_id, kernel, blocks, threads };
-    let variant = state.kernels.get(key).map(|k| k.variant);
-    state.launches.push(LaunchRecord { status: CAPTURED.into(), ..launch_record(&Launch { info, variant }) });
 }
 
 /// A selected launch the PTX path does not take: counted through SASS metrics when that
@@ -590,6 +586,8 @@ pub struct ProbeOutputs {
     pub sass: Option<SassOutputs>,
     /// Why the SASS metrics path is off although the probes wanted it.
     pub sass_off: Option<String>,
+    /// Launches left alone because a stream was capturing (graph nodes, not probed).
+    pub captured_launches: u64,
 }
 
 /// Ends SASS metric collection: a last flush, collections disabled, configurations unset
@@ -656,15 +654,14 @@ pub fn outputs() -> Option<ProbeOutputs> {
     let mut captured: Vec<&(u64, String)> = s.captured.values().collect();
     captured.sort_by(|a, b| a.1.cmp(&b.1));
     for (n, mangled) in captured {
-        let note = format!("{n} launch(es) inside CUDA stream captures not probed (graph nodes; see probes.csv)");
+        let note = format!("{n} launch(es) not probed: {CAPTURED}");
         match kernels.iter_mut().find(|k| &k.mangled == mangled) {
             Some(row) => row.detail = if row.detail.is_empty() { note } else { format!("{}; {note}", row.detail) },
             None => kernels.push(ProbeKernel {
                 kernel: demangle(mangled),
                 mangled: mangled.clone(),
                 status: "not probed".into(),
-                detail: format!("launched only while a CUDA stream was capturing: {note}"),
-                launches: *n,
+                detail: note,
                 ..ProbeKernel::default()
             }),
         }
@@ -693,6 +690,7 @@ pub fn outputs() -> Option<ProbeOutputs> {
         kernels,
         sass,
         sass_off: s.sass_off.clone(),
+        captured_launches: s.captured.values().map(|c| c.0).sum(),
     })
 }
 

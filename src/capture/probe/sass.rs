@@ -83,7 +83,14 @@ pub(super) struct SassState {
     pub(super) flush_us: f64,
     pub(super) dropped: u64,
     pub(super) failures: Vec<String>,
+    /// Why the path stopped counting (the program's first stream capture), if it did.
+    pub(super) stopped: Option<String>,
 }
+
+/// Why the SASS path stops at the program's first stream capture.
+pub(super) const STOPPED_FOR_CAPTURE: &str = "turned off at the program's first CUDA stream capture: after CUDA \
+graph launches, CUPTI's SASS metrics flush waited forever (H200, CUPTI 13.0.1, Inductor's CUDA graph trees); launches \
+after it are PTX-probed where the PTX path takes them, else not counted";
 
 impl SassState {
     pub(super) fn new(quota: Option<u64>, dump: Option<std::path::PathBuf>) -> Result<SassState> {
@@ -124,6 +131,7 @@ impl SassState {
             flush_us: 0.0,
             dropped: 0,
             failures: Vec::new(),
+            stopped: None,
         })
     }
 
@@ -133,8 +141,34 @@ impl SassState {
         }
     }
 
+    /// Before the program's first stream capture: a last flush, then every collection
+    /// disabled and every configuration unset, so no graph is built or launched with CUPTI's
+    /// SASS patching on ([`STOPPED_FOR_CAPTURE`]). When another capture is already in progress
+    /// nothing is waited for (that could invalidate it): the path only stops counting.
+    pub(super) fn stop_before_capture(&mut self, capture_in_progress: bool) {
+        if self.stopped.is_some() {
+            return;
+        }
+        self.stopped = Some(STOPPED_FOR_CAPTURE.into());
+        self.note_failure(STOPPED_FOR_CAPTURE.into());
+        if capture_in_progress {
+            return;
+        }
+        if !self.collections.is_empty() {
+            if let Err(e) = quietly(|| synchronize(&self.driver)) {
+                self.note_failure(format!("waiting before the last SASS metrics flush failed: {e}"));
+            }
+        }
+        self.finish();
+        self.pending.clear();
+        self.dirty = false;
+    }
+
     /// Makes sure the calling thread's context collects; `Err` says why it cannot.
     pub(super) fn collect_here(&mut self) -> std::result::Result<(), String> {
+        if let Some(why) = &self.stopped {
+            return Err(why.clone());
+        }
         let ctx = quietly(|| current_context(&self.driver)).map_err(|e| e.to_string())?;
         let ctx = ctx.ok_or_else(|| "no current CUDA context".to_string())?;
         if self.collections.contains_key(&(ctx.as_raw() as usize)) {
