@@ -54,13 +54,18 @@ fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
-fn show(cycle: &[PathBuf]) -> String {
-    cycle.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" → ")
+fn show(cycle: &graph::Cycle) -> String {
+    let names = |files: &[PathBuf]| files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>();
+    let mut line = names(&cycle.path).join(" → ");
+    if !cycle.others.is_empty() {
+        line.push_str(&format!("\n  (circles through these files also join {})", names(&cycle.others).join(", ")));
+    }
+    line
 }
 
 /// Every circle of imports in `src`, one line each.
 fn circles(src: &Path) -> Vec<String> {
-    Graph::read(src, skipped).cycles().iter().map(|c| show(c)).collect()
+    Graph::read(src, skipped).cycles().iter().map(show).collect()
 }
 
 #[test]

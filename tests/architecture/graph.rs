@@ -39,6 +39,13 @@ struct Target {
     path: Vec<String>,
 }
 
+/// A circle of imports: `path` goes from a file back to it; `others` are the files that
+/// further circles through the same files join.
+pub struct Cycle {
+    pub path: Vec<PathBuf>,
+    pub others: Vec<PathBuf>,
+}
+
 /// The crate's files and modules.
 pub struct Graph {
     /// Module path → the file that holds it (inline modules map to their file too).
@@ -535,8 +542,8 @@ impl Graph {
     }
 
     /// The strongly connected components of more than one file, each as one concrete circle
-    /// (`a.rs → b.rs → a.rs`).
-    pub fn cycles(&self) -> Vec<Vec<PathBuf>> {
+    /// (`a.rs → b.rs → a.rs`) and the other files that circles through it join.
+    pub fn cycles(&self) -> Vec<Cycle> {
         let nodes: Vec<&PathBuf> = self.edges.keys().collect();
         let index: BTreeMap<&PathBuf, usize> = nodes.iter().enumerate().map(|(i, n)| (*n, i)).collect();
         let adj: Vec<Vec<usize>> =
@@ -575,11 +582,12 @@ impl Graph {
             back.reverse();
             chain.extend(back);
             chain.push(start);
-            let mut members: Vec<PathBuf> = chain.iter().map(|i| nodes[*i].clone()).collect();
-            // Name the other files of a larger component too.
-            let extra: Vec<PathBuf> = comp.iter().filter(|i| !chain.contains(i)).map(|i| nodes[*i].clone()).collect();
-            members.extend(extra.into_iter().map(|p| PathBuf::from(format!("(+ {})", p.display()))));
-            out.push(members);
+            let path: Vec<PathBuf> = chain.iter().map(|i| nodes[*i].clone()).collect();
+            // The other files that circles through these join (a strongly connected component).
+            let mut others: Vec<PathBuf> =
+                comp.iter().filter(|i| !chain.contains(i)).map(|i| nodes[*i].clone()).collect();
+            others.sort();
+            out.push(Cycle { path, others });
         }
         out
     }
