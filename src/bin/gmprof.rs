@@ -259,6 +259,10 @@ enum Command {
         /// median).
         #[arg(long, value_name = "LABELS", value_delimiter = ',')]
         trace_ranks: Option<Vec<String>>,
+        /// Fail (exit 1) when a process's outputs cannot be read. Without it such a process is
+        /// left out, named on the summary's first line and above merged.csv's header.
+        #[arg(long)]
+        strict: bool,
     },
     /// Compare two runs (output directories, of one process or several): per range group and
     /// kernel, GPU time, kernels and every metric both collected, base against new, each
@@ -705,8 +709,8 @@ fn run_tool(cli: Cli) -> gmprof::Result<()> {
             Ok(())
         }
         Command::Report { path, csv, stats, view } => print_report(&path, csv, stats, &view),
-        Command::Merge { dir, step, step_time, trace_ranks } => {
-            print_merged(&dir, &merge::MergeOptions { step, step_time, trace_ranks })
+        Command::Merge { dir, step, step_time, trace_ranks, strict } => {
+            print_merged(&dir, &merge::MergeOptions { step, step_time, trace_ranks, strict })
         }
         Command::Passes { metrics, pm_sampling, chip } => {
             let cupti = Cupti::load()?;

@@ -100,6 +100,8 @@ pub struct Merged {
     pub steps: Option<StepTable>,
     /// What the reader must know: different modes, partial runs.
     pub warnings: Vec<String>,
+    /// Processes left out because their outputs could not be read: `label: why`.
+    pub unreadable: Vec<String>,
 }
 
 /// What `gmprof merge` is asked for beyond the defaults.
@@ -113,6 +115,8 @@ pub struct MergeOptions {
     /// The ranks whose timelines go into `merged-trace.json` (`None`: see
     /// [`crate::report::runs::merge_trace::trace_ranks`]).
     pub trace_ranks: Option<Vec<String>>,
+    /// Fail on a process whose outputs cannot be read, instead of leaving it out.
+    pub strict: bool,
 }
 
 /// Per key (a range path, a kernel name) and process: one total and one count.
@@ -271,6 +275,7 @@ impl MergeBuilder {
             kernel_rows,
             steps: self.steps.finish(),
             warnings,
+            unreadable: Vec::new(),
         }
     }
 }
@@ -296,7 +301,12 @@ impl Merged {
     /// Writes `merged.csv`: path, processes with the path, processes that measured it, min,
     /// median, max (ns), the slowest process, then each process's total (ns); blank = not
     /// measured.
-    pub fn write_csv_to<W: std::io::Write>(&self, out: W) -> Result<()> {
+    pub fn write_csv_to<W: std::io::Write>(&self, mut out: W) -> Result<()> {
+        // Processes left out are named above the header (the file of a complete merge starts
+        // with the header, as before).
+        for u in &self.unreadable {
+            writeln!(out, "# left out, unreadable: {u}").map_err(|e| Error::io(MERGED_CSV, e))?;
+        }
         write_rows(out, "path", "processes", &self.processes, &self.rows)
     }
 
@@ -358,6 +368,14 @@ fn write_rows<W: std::io::Write>(
 
 impl fmt::Display for Merged {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.unreadable.is_empty() {
+            writeln!(
+                f,
+                "# {} process(es) left out, their outputs unreadable: {} (gmprof merge --strict fails on them)",
+                self.unreadable.len(),
+                self.unreadable.join("; ")
+            )?;
+        }
         writeln!(f, "# {} process(es):", self.processes.len())?;
         if self.processes.len() <= LISTED_PROCESSES {
             for (label, device) in self.processes.iter().zip(&self.devices) {

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::report::runs::merge::{
     result_dirs, MergeBuilder, MergeOptions, Merged, MERGED_CSV, MERGED_KERNELS_CSV, SCAN_DEPTH,
 };
-use crate::report::runs::rank_ranges::{RankRanges, RANK_FILES};
+use crate::report::runs::rank_ranges::{label, RankRanges, RANK_FILES};
 use crate::report::runs::stragglers::STRAGGLERS_CSV;
 
 /// What `gmprof merge` wrote.
@@ -51,11 +51,29 @@ pub fn merge_dir_with(root: &Path, options: &MergeOptions) -> Result<MergeOutcom
         )));
     }
     let mut builder = MergeBuilder::new(options);
+    let mut unreadable = Vec::new();
+    let mut read = Vec::new();
     for dir in &dirs {
-        let rank = RankRanges::read(root, dir)?;
-        builder.add(&rank)?;
+        // One bad process does not sink the merge (unless --strict): it is left out and named.
+        match RankRanges::read(root, dir) {
+            Ok(rank) => {
+                builder.add(&rank)?;
+                read.push(dir.clone());
+            }
+            Err(e) if !options.strict => unreadable.push(format!("{}: {e}", label(root, dir))),
+            Err(e) => return Err(e),
+        }
     }
-    let merged = builder.finish();
+    if read.is_empty() {
+        return Err(Error::InvalidConfig(format!(
+            "{}: no process's outputs could be read: {}",
+            root.display(),
+            unreadable.join("; ")
+        )));
+    }
+    let dirs = read;
+    let mut merged = builder.finish();
+    merged.unreadable = unreadable;
     let mut files = vec![root.join(MERGED_CSV), root.join(MERGED_KERNELS_CSV)];
     merged.write_csv(&files[0])?;
     merged.write_kernels_csv(&files[1])?;
@@ -119,6 +137,58 @@ mod tests {
             text.lines().any(|l| l.starts_with("train_step ") && l.contains("3/3") && l.ends_with("node7-1")),
             "{text}"
         );
+    }
+
+    /// Three ranks of the golden Parquet tables, one of them with its ranges.parquet cut in half.
+    fn ranks_with_one_truncated() -> tempfile::TempDir {
+        let tmp = tempfile::tempdir().unwrap();
+        let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+        for r in ["node0-0", "node0-1", "node1-0"] {
+            let dir = tmp.path().join(r);
+            std::fs::create_dir(&dir).unwrap();
+            for f in ["ranges.parquet", "kernels.parquet"] {
+                std::fs::copy(golden.join(f), dir.join(f)).unwrap();
+            }
+        }
+        let cut = tmp.path().join("node0-1/ranges.parquet");
+        let bytes = std::fs::read(&cut).unwrap();
+        std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+        tmp
+    }
+
+    #[test]
+    fn an_unreadable_rank_is_left_out_and_named_unless_strict() {
+        let tmp = ranks_with_one_truncated();
+        let root = tmp.path();
+        let outcome = merge_dir_with(root, &MergeOptions::default()).unwrap();
+        let merged = &outcome.merged;
+        assert_eq!(merged.processes, ["node0-0", "node1-0"]);
+        assert_eq!(merged.unreadable.len(), 1, "{:?}", merged.unreadable);
+        assert!(merged.unreadable[0].starts_with("node0-1: "), "{:?}", merged.unreadable);
+        assert!(merged.unreadable[0].contains("ranges.parquet"), "{:?}", merged.unreadable);
+        let text = merged.to_string();
+        let first = text.lines().next().unwrap();
+        assert!(first.starts_with("# 1 process(es) left out, their outputs unreadable: node0-1: "), "{first}");
+        let csv = std::fs::read_to_string(root.join(MERGED_CSV)).unwrap();
+        let mut lines = csv.lines();
+        assert!(lines.next().unwrap().starts_with("# left out, unreadable: node0-1: "), "{csv}");
+        assert!(lines.next().unwrap().starts_with("\"path\",\"processes\""), "{csv}");
+        assert!(csv.contains("gpu_time_ns[node1-0]") && !csv.contains("gpu_time_ns[node0-1]"), "{csv}");
+
+        let strict = MergeOptions { strict: true, ..MergeOptions::default() };
+        let e = merge_dir_with(root, &strict).unwrap_err().to_string();
+        assert!(e.contains("node0-1") && e.contains("ranges.parquet"), "{e}");
+    }
+
+    #[test]
+    fn a_merge_whose_every_rank_is_unreadable_fails_and_names_them() {
+        let tmp = ranks_with_one_truncated();
+        for r in ["node0-0", "node1-0"] {
+            std::fs::write(tmp.path().join(r).join("ranges.parquet"), b"PAR1").unwrap();
+        }
+        let e = merge_dir_with(tmp.path(), &MergeOptions::default()).unwrap_err().to_string();
+        assert!(e.contains("no process's outputs could be read"), "{e}");
+        assert!(["node0-0", "node0-1", "node1-0"].iter().all(|r| e.contains(r)), "{e}");
     }
 
     #[test]
