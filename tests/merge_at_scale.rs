@@ -165,11 +165,19 @@ fn bad_input_is_a_clear_error() {
     golden(1.0).write_all_as(&cut, OutputFormats::PARQUET).unwrap();
     let bytes = std::fs::read(cut.join("ranges.parquet")).unwrap();
     std::fs::write(cut.join("ranges.parquet"), &bytes[..bytes.len() - 100]).unwrap();
-    let e = merge_dir_with(tmp.path(), &MergeOptions::default()).unwrap_err().to_string();
+    // A rank that cannot be read is left out and named (issue 43); --strict fails on it.
+    let strict = MergeOptions { strict: true, ..MergeOptions::default() };
+    let e = merge_dir_with(tmp.path(), &strict).unwrap_err().to_string();
     assert!(e.contains("c/ranges.parquet") && e.contains("not a readable Parquet file"), "{e}");
+    let merged = merge_dir_with(tmp.path(), &MergeOptions::default()).unwrap().merged;
+    assert_eq!(merged.processes, ["a"]);
+    assert_eq!(merged.unreadable.len(), 1);
+    let left_out = &merged.unreadable[0];
+    assert!(left_out.starts_with("c: ") && left_out.contains("not a readable Parquet file"), "{left_out}");
 
     std::fs::write(cut.join("ranges.parquet"), b"not parquet").unwrap();
-    assert!(merge_dir_with(tmp.path(), &MergeOptions::default()).is_err());
+    assert!(merge_dir_with(tmp.path(), &strict).is_err());
+    assert_eq!(merge_dir_with(tmp.path(), &MergeOptions::default()).unwrap().merged.unreadable.len(), 1);
 }
 
 fn gmprof(args: &[&std::ffi::OsStr]) -> (bool, String, String) {
