@@ -9,8 +9,8 @@
 //! probe engine, whose per-launch work is exactly such calls, asks [`any`] first and leaves
 //! the launch alone while a capture is in progress.
 //!
-//! The captures are heard through CUPTI's driver callbacks ([`CBIDS`], fed to [`note_call`]
-//! by the probe engine's driver hook): a capture that began is counted on the successful exit
+//! The captures are heard through CUPTI's driver callbacks ([`CBIDS`], which the probe engine
+//! hooks beside its own and feeds to [`note_call`]): a capture that began is counted on the successful exit
 //! of its begin call; one that ended is forgotten on the exit of its end call, whatever the
 //! result (an invalidated capture ends there too). Captures are kept by stream; the count
 //! that [`any`] reads is one atomic load, so a launch outside captures pays nothing more.
@@ -18,7 +18,7 @@
 //! Imported by the probe engine (`capture/probe/engine.rs`); imports only `checked`'s
 //! callback types and `sys`.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
@@ -48,35 +48,25 @@ struct StreamFirst {
 }
 
 /// Captures in progress, by stream (the value: how many begins without an end, normally 1).
-static STREAMS: Mutex<Option<HashMap<usize, u32>>> = Mutex::new(None);
+static STREAMS: Mutex<BTreeMap<usize, u32>> = Mutex::new(BTreeMap::new());
 /// How many streams capture now; read without the lock.
 static IN_PROGRESS: AtomicUsize = AtomicUsize::new(0);
-/// Captures heard begun since the process started (for the outputs' notes).
-static BEGUN: AtomicUsize = AtomicUsize::new(0);
 
 /// Whether any stream of the process is capturing now.
 pub fn any() -> bool {
     IN_PROGRESS.load(Ordering::Acquire) > 0
 }
 
-/// How many captures were heard begun since the process started.
-pub fn begun() -> usize {
-    BEGUN.load(Ordering::Relaxed)
-}
-
 /// A capture of `stream` began.
 pub fn began(stream: usize) {
-    let mut guard = STREAMS.lock();
-    let streams = guard.get_or_insert_with(HashMap::new);
+    let mut streams = STREAMS.lock();
     *streams.entry(stream).or_insert(0) += 1;
     IN_PROGRESS.store(streams.len(), Ordering::Release);
-    BEGUN.fetch_add(1, Ordering::Relaxed);
 }
 
 /// The capture of `stream` ended (or failed to: either way the stream left capture mode).
 pub fn ended(stream: usize) {
-    let mut guard = STREAMS.lock();
-    let streams = guard.get_or_insert_with(HashMap::new);
+    let mut streams = STREAMS.lock();
     streams.remove(&stream);
     IN_PROGRESS.store(streams.len(), Ordering::Release);
 }
@@ -141,7 +131,6 @@ mod tests {
             note_call(&c);
         }
         assert!(any());
-        assert_eq!(begun(), 2);
         let (c, _p) = call(end, CallbackSite::Exit, 0x10, Some(0));
         note_call(&c);
         assert!(any(), "stream 0x20 still captures");

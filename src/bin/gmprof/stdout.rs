@@ -15,20 +15,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 static CLOSED: AtomicBool = AtomicBool::new(false);
 static SAID: AtomicBool = AtomicBool::new(false);
 
-/// Writes one line to standard output unless it was found closed.
+/// Writes one line to standard output through [`Quiet`].
 pub fn line(args: fmt::Arguments<'_>) {
-    if CLOSED.load(Ordering::Relaxed) {
-        return;
-    }
-    let mut out = std::io::stdout().lock();
-    let written = out.write_fmt(args).and_then(|()| out.write_all(b"\n")).and_then(|()| out.flush());
-    match written {
-        Ok(()) => {}
-        Err(e) if e.kind() == ErrorKind::BrokenPipe => CLOSED.store(true, Ordering::Relaxed),
-        Err(e) => {
-            if !SAID.swap(true, Ordering::Relaxed) {
-                eprintln!("gmprof: could not write to standard output: {e}");
-            }
+    let mut out = Quiet;
+    if let Err(e) = out.write_fmt(format_args!("{args}\n")).and_then(|()| out.flush()) {
+        if !SAID.swap(true, Ordering::Relaxed) {
+            eprintln!("gmprof: could not write to standard output: {e}");
         }
     }
 }
@@ -42,23 +34,26 @@ impl Write for Quiet {
         if CLOSED.load(Ordering::Relaxed) {
             return Ok(buf.len());
         }
-        match std::io::stdout().lock().write(buf) {
-            Err(e) if e.kind() == ErrorKind::BrokenPipe => {
-                CLOSED.store(true, Ordering::Relaxed);
-                Ok(buf.len())
-            }
-            other => other,
-        }
+        gone_is_fine(std::io::stdout().lock().write(buf), buf.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        match std::io::stdout().lock().flush() {
-            Err(e) if e.kind() == ErrorKind::BrokenPipe => {
-                CLOSED.store(true, Ordering::Relaxed);
-                Ok(())
-            }
-            other => other,
+        if CLOSED.load(Ordering::Relaxed) {
+            return Ok(());
         }
+        gone_is_fine(std::io::stdout().lock().flush(), ())
+    }
+}
+
+/// A write that failed because the reader left marks standard output closed and counts as
+/// done (`done`); any other result is passed on.
+fn gone_is_fine<T>(result: std::io::Result<T>, done: T) -> std::io::Result<T> {
+    match result {
+        Err(e) if e.kind() == ErrorKind::BrokenPipe => {
+            CLOSED.store(true, Ordering::Relaxed);
+            Ok(done)
+        }
+        other => other,
     }
 }
 

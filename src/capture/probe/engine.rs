@@ -69,15 +69,6 @@ pub const HOOKED: &[Cbid] = &[
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
     Cbid::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
-    // Stream captures (`capture::stream_capture::CBIDS`): no probe work while one runs.
-    Cbid::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture,
-    Cbid::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz,
-    Cbid::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2,
-    Cbid::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2_ptsz,
-    Cbid::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph,
-    Cbid::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz,
-    Cbid::CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture,
-    Cbid::CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz,
 ];
 
 /// Why a launch heard while a stream captured is not probed.
@@ -161,7 +152,13 @@ pub fn install(config: ProbeConfig) -> Result<()> {
         }
     }
     *STATE.lock() = Some((config, state));
-    crate::capture::hub::watch_driver(std::sync::Arc::new(on_driver_call), HOOKED)
+    crate::capture::hub::watch_driver(std::sync::Arc::new(on_driver_call), &hooked())
+}
+
+/// What the hook hears: [`HOOKED`] and the stream captures' begin and end calls
+/// (`capture::stream_capture::CBIDS`), during which the engine does no probe work.
+fn hooked() -> Vec<Cbid> {
+    HOOKED.iter().chain(stream_capture::CBIDS).copied().collect()
 }
 
 /// An NVTX range opened (`Some(name)`) or closed (`None`, with the name it had): keeps
@@ -700,8 +697,9 @@ mod tests {
 
     #[test]
     fn the_hook_hears_every_capture_begin_and_end() {
+        let hooked = hooked();
         for cbid in stream_capture::CBIDS {
-            assert!(HOOKED.contains(cbid), "{cbid:?} is not hooked: a capture begun there would go unheard");
+            assert!(hooked.contains(cbid), "{cbid:?} is not hooked: a capture begun there would go unheard");
         }
     }
 }
