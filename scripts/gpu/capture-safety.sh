@@ -9,7 +9,8 @@
 #   scripts/gpu-stage --no-tests && (on the GPU machine) bash scripts/gpu/capture-safety.sh
 #
 # Variables: STEPS (default 8), LAYERS (default 12: GPT-2 small), CASES (default: all of
-# "probes modes eager"), PROBE_SASS (the --probe-sass values of "probes", default
+# "probes modes eager replay"), MODES (the runs of "modes", default "trace per-kernel
+# per-range pm-sampling pc-sampling"), PROBE_SASS (the --probe-sass values of "probes", default
 # "auto always never"), LIMIT (seconds per run, default 300), OUT (where logs go; default
 # out/capture-safety).
 set -uo pipefail
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/../.."
 . scripts/gpu/env.sh
 export PYTHONUNBUFFERED=1
 STEPS=${STEPS:-8} LAYERS=${LAYERS:-12} LIMIT=${LIMIT:-300}
-CASES=${CASES:-probes modes eager}
+CASES=${CASES:-probes modes eager replay}
 out=$(mkdir -p "${OUT:-out/capture-safety}" && cd "${OUT:-out/capture-safety}" && pwd)
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
@@ -73,23 +74,32 @@ PY
 for c in $CASES; do
   case $c in
     probes)
-      run native-cudagraphs cudagraphs
-      run native-cudagraphs-again cudagraphs
+      [ -f "$out/native-cudagraphs.log" ] || { run native-cudagraphs cudagraphs; run native-cudagraphs-again cudagraphs; }
       for v in ${PROBE_SASS:-auto always never}; do
         run probe-$v cudagraphs --mode trace --probe exec_count --probe-sass $v
       done
       ;;
     modes)
-      [ -f "$out/native-cudagraphs.log" ] || run native-cudagraphs cudagraphs
-      run trace cudagraphs --mode trace
-      run per-kernel cudagraphs --mode per_kernel
-      run per-range cudagraphs --mode per_range
-      run pm-sampling cudagraphs --mode trace --pm-sampling default
-      run pc-sampling cudagraphs --pc-sampling
+      [ -f "$out/native-cudagraphs.log" ] || { run native-cudagraphs cudagraphs; run native-cudagraphs-again cudagraphs; }
+      for m in ${MODES:-trace per-kernel per-range pm-sampling pc-sampling}; do
+        case $m in
+          trace) run trace cudagraphs --mode trace ;;
+          per-kernel) run per-kernel cudagraphs --mode per_kernel ;;
+          per-range) run per-range cudagraphs --mode per_range ;;
+          pm-sampling) run pm-sampling cudagraphs --mode trace --pm-sampling default ;;
+          pc-sampling) run pc-sampling cudagraphs --pc-sampling ;;
+        esac
+      done
       ;;
     eager)
       run native-eager eager
+      run native-eager-again eager
+      run eager-trace eager --mode trace
       run eager-probe-auto eager --mode trace --probe exec_count
+      ;;
+    replay)
+      [ -f "$out/native-cudagraphs.log" ] || { run native-cudagraphs cudagraphs; run native-cudagraphs-again cudagraphs; }
+      run kernel-replay cudagraphs --mode kernel_replay
       ;;
   esac
 done

@@ -4,6 +4,7 @@ torch.compile(mode="reduce-overhead") (Inductor's CUDA graph trees).
 
     python3 scripts/graphs/hf_gpt2.py [--steps N] [--mode eager|compile|cudagraphs]
                                       [--layers L] [--batch B] [--seq T]
+                                      [--adamw plain|foreach|fused] [--amp] [--clip NORM]
 
 The model is GPT-2 small's configuration (12 layers, 768 wide, vocabulary 50 257) from
 `GPT2Config`, initialised from a fixed seed: no weights are downloaded. Tokens are random,
@@ -35,6 +36,11 @@ def main():
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=512)
+    ap.add_argument("--adamw", choices=["plain", "foreach", "fused"], default="plain",
+                    help="AdamW's implementation (plain: for-loop, bit-reproducible; foreach: "
+                         "PyTorch's default on CUDA)")
+    ap.add_argument("--amp", action="store_true", help="forward and loss under bf16 autocast")
+    ap.add_argument("--clip", type=float, default=0.0, help="clip_grad_norm_ to this norm (0: off)")
     args = ap.parse_args()
 
     torch.manual_seed(0)
@@ -43,14 +49,16 @@ def main():
     config = GPT2Config(n_layer=args.layers, attn_pdrop=0.0, embd_pdrop=0.0, resid_pdrop=0.0)
     model = GPT2LMHeadModel(config).cuda()
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=False, foreach=False)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=args.adamw == "fused",
+                            foreach=args.adamw == "foreach")
     gen = torch.Generator(device="cpu").manual_seed(1)
     data = [
         torch.randint(0, config.vocab_size, (args.batch, args.seq), generator=gen).cuda() for _ in range(4)
     ]
 
     def loss_of(tokens):
-        return model(input_ids=tokens, labels=tokens).loss
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.amp):
+            return model(input_ids=tokens, labels=tokens).loss
 
     if args.mode == "compile":
         loss_of = torch.compile(loss_of)
@@ -64,6 +72,8 @@ def main():
             torch.compiler.cudagraph_mark_step_begin()
         loss = loss_of(data[step % len(data)])
         loss.backward()
+        if args.clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
         opt.step()
         opt.zero_grad(set_to_none=True)
         torch.cuda.nvtx.range_pop()

@@ -59,6 +59,7 @@ pub mod device_memory;
 pub mod driver;
 pub mod host;
 pub mod library;
+pub mod memcpy;
 pub mod memset;
 pub mod module;
 pub mod pc_sampling;

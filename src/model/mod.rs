@@ -251,6 +251,35 @@ pub struct TransferCall {
     /// arrives after all, which then makes the row instead.
     #[serde(default)]
     pub untimed: Option<UntimedTransfer>,
+    /// What the call's parameters asked for (1D copies and memsets; `None` for the 2D, 3D,
+    /// array and symbol copies), and whether it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<TransferParams>,
+}
+
+/// What a memcpy or memset call asked for, read from its parameters, and whether it failed:
+/// enough to tell apart a call that no activity record times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransferParams {
+    /// Copy direction (as activity records name it), or memset.
+    pub kind: TransferKind,
+    /// The runtime's `cudaMemcpyKind` as the program passed it (0 host to host, 1 host to
+    /// device, 2 device to host, 3 device to device, 4 inferred from the pointers); `None`
+    /// for driver calls and memsets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_kind: Option<i32>,
+    /// Bytes asked for (a batch's: the sum of its copies').
+    pub bytes: u64,
+    /// Copies asked for: 1, or a `cudaMemcpyBatchAsync`'s count.
+    pub copies: u64,
+    /// The stream handle the program passed (0: the legacy default stream); `None` for the
+    /// synchronous calls and where it was not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<u64>,
+    /// The error the call returned (`CUresult` or `cudaError_t`) when it failed; `None` when
+    /// it succeeded or its exit was not heard.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<i32>,
 }
 
 /// A transfer described by its API call's parameters alone: a memset under kernel replay,

@@ -9,8 +9,8 @@
 //! The bindings come from bindgen at build time when CUDA headers are present, or from the
 //! copy committed in `src/sys/generated/` (CUDA 13.0), which `scripts/regen-bindings.sh`
 //! regenerates and CI checks for drift. The exceptions are [`nvtx`] (four NVTX ABI structures)
-//! and [`memset`] (the memset callbacks' parameters), declared by hand because their headers
-//! are not in the pinned header set.
+//! and [`memset`] and [`memcpy`] (the memset and 1D memcpy callbacks' parameters), declared by
+//! hand because their headers are not in the pinned header set.
 
 #![allow(
     non_upper_case_globals,
@@ -35,5 +35,6 @@ pub mod driver {
     include!(concat!(env!("OUT_DIR"), "/driver.rs"));
 }
 
+pub mod memcpy;
 pub mod memset;
 pub mod nvtx;

@@ -19,6 +19,7 @@ use super::rows::{
     CorrelationCounts, Granularity, KernelRow, KernelStatus, TimeSource, TransferRow, TransferStatus, TransferTiming,
 };
 use super::store::{ActivitySlots, ActivityStore, IdMap};
+use super::transfer_calls::describe_calls;
 use super::warnings::WarningLog;
 
 /// State of [`Correlator::finish`](super::Correlator::finish) while it builds rows.
@@ -733,9 +734,13 @@ impl RowBuilder<'_> {
         counts.untimed_transfers = rows.iter().filter(|r| r.timing == TransferTiming::ApiCall).count() as u64;
         counts.unlaunched_transfers = rows.iter().filter(|r| r.status == TransferStatus::Unlaunched).count() as u64;
         counts.graph_transfers = rows.iter().filter(|r| r.status == TransferStatus::GraphTransfer).count() as u64;
-        counts.transfer_calls_without_activity =
-            by_correlation.values().filter(|(index, claimed)| !claimed && calls[*index].untimed.is_none()).count()
-                as u64;
+        let mut without: Vec<&TransferCall> = by_correlation
+            .values()
+            .filter(|(index, claimed)| !claimed && calls[*index].untimed.is_none())
+            .map(|(index, _)| &calls[*index])
+            .collect();
+        without.sort_unstable_by_key(|c| c.correlation_id);
+        counts.transfer_calls_without_activity = without.len() as u64;
         if counts.unlaunched_transfers > 0 {
             let text = format!(
                 "{} memcpy/memset record(s) have no recorded call (issued from a context or thread \
@@ -744,11 +749,11 @@ impl RowBuilder<'_> {
             );
             self.warnings.push(text);
         }
-        if self.counts.transfer_calls_without_activity > 0 {
+        if !without.is_empty() {
             let text = format!(
-                "{} memcpy/memset call(s) have no activity record (CUPTI dropped activity \
-                 records?); they are not in the transfer table",
-                self.counts.transfer_calls_without_activity
+                "{} memcpy/memset call(s) have no activity record: {}; they are not in the transfer table",
+                without.len(),
+                describe_calls(&without)
             );
             self.warnings.push(text);
         }

@@ -104,6 +104,16 @@ impl Correlator {
         self.transfer_calls.push(call);
     }
 
+    /// The memcpy/memset call `correlation_id` returned `error`: kept on its call (searched
+    /// from the newest, where a call's exit finds it).
+    pub fn note_transfer_error(&mut self, correlation_id: u32, error: i32) {
+        if let Some(call) = self.transfer_calls.iter_mut().rev().find(|c| c.correlation_id == correlation_id) {
+            if let Some(p) = call.params.as_mut() {
+                p.error = Some(error);
+            }
+        }
+    }
+
     /// Adds one memcpy/memset activity record.
     pub fn add_transfer_activity(&mut self, activity: TransferActivity) {
         self.transfer_activities.push(activity);

@@ -68,6 +68,7 @@ fn trace_session() -> (SessionTree, Correlator, [RangeId; 3]) {
         range: Some(capture),
         api_name: "cudaMemsetAsync".into(),
         untimed: None,
+        params: None,
     });
     c.add_captured_call(14, captured(103, 2));
     tree.pop(1, 1).expect("pop");

@@ -56,6 +56,7 @@ mod rows;
 mod store;
 #[cfg(test)]
 mod tests;
+mod transfer_calls;
 mod warnings;
 
 pub use self::checkpoint::CheckpointPending;

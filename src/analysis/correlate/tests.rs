@@ -69,7 +69,7 @@ pub(super) fn transfer_call(
     range: Option<RangeId>,
     api_name: &'static str,
 ) -> TransferCall {
-    TransferCall { correlation_id, thread, range, api_name: api_name.into(), untimed: None }
+    TransferCall { correlation_id, thread, range, api_name: api_name.into(), untimed: None, params: None }
 }
 
 pub(super) fn counters(cycle: u32, index: u32, name: &str, time: f64, bytes: f64) -> CounterRange {
@@ -429,6 +429,7 @@ fn untimed_calls_are_rows_without_times_at_their_calls_place() {
         range: Some(step),
         api_name: if untimed.is_some() { "cudaMemsetAsync_v3020" } else { "cuMemcpyHtoDAsync_v2" }.into(),
         untimed: untimed.map(|bytes| UntimedTransfer { kind: TransferKind::Memset, bytes, device_id: Some(0) }),
+        params: None,
     };
     for (id, untimed) in [(10, None), (11, Some(100 << 20)), (12, None), (13, Some(2_457_600)), (14, None)] {
         c.add_transfer_call(call(id, untimed));

@@ -92,6 +92,9 @@ thread_local! {
     /// Whether this thread's call in flight is a memset whose parameters could not be read
     /// (kernel replay): counted, and reported in a warning.
     static UNREAD_MEMSET: Cell<bool> = const { Cell::new(false) };
+    /// Correlation id of this thread's memcpy or memset in flight whose parameters were read
+    /// (0: none): its exit notes an error on its call.
+    static TRANSFER_IN_FLIGHT: Cell<u32> = const { Cell::new(0) };
 }
 
 /// A memset call between its enter and exit callbacks (kernel replay).
@@ -213,6 +216,10 @@ impl Shared {
             // A captured memset ran nothing: nothing was lost.
             self.memsets_unread.fetch_sub(1, Ordering::Relaxed);
         }
+        let transfer = TRANSFER_IN_FLIGHT.with(|t| t.replace(0));
+        if let Some(error) = cb.result.filter(|&code| transfer != 0 && code != 0) {
+            self.state.lock().correlator.note_transfer_error(transfer, error);
+        }
         let memset = UNTIMED_MEMSET.with(Cell::take);
         if memset.is_some() || !created.is_empty() {
             let mut state = self.state.lock();
@@ -259,6 +266,11 @@ impl Shared {
             }
             return;
         }
+        let params = cb.transfer_params();
+        if params.is_some() {
+            crate::capture::hub::want_exit();
+            TRANSFER_IN_FLIGHT.with(|t| t.set(cb.correlation_id));
+        }
         let mut state = self.state.lock();
         let range = self.attribute(&state.tree, thread);
         state.correlator.add_transfer_call(TransferCall {
@@ -267,6 +279,7 @@ impl Shared {
             range,
             api_name: Cow::Borrowed(cb.function_name),
             untimed: None,
+            params,
         });
     }
 
@@ -284,6 +297,7 @@ impl Shared {
             range: m.range,
             api_name: Cow::Borrowed(m.api_name),
             untimed: Some(UntimedTransfer { kind: TransferKind::Memset, bytes: m.bytes, device_id: self.device_id }),
+            params: None,
         });
     }
 

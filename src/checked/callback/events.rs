@@ -2,8 +2,8 @@
 //! node and profiler-API events, a raw driver call for the probe engine ([`RawDriverCall`]),
 //! and the handler types a [`Subscriber`](super::Subscriber) calls with them.
 //!
-//! Imports `kinds` and `checked::memset` (an [`ApiCallback`] reads a memset's size on
-//! demand); `dispatch` builds these values, `subscriber` stores the handlers, and
+//! Imports `kinds`, `checked::memset` and `checked::memcpy` (an [`ApiCallback`] reads a
+//! transfer's parameters on demand); `dispatch` builds these values, `subscriber` stores the handlers, and
 //! `callback/mod.rs` re-exports them.
 
 use std::borrow::Cow;
@@ -15,6 +15,7 @@ use std::sync::Arc;
 use super::kinds::{ApiDomain, CallbackSite, LaunchKind};
 use crate::checked::driver::Context;
 use crate::checked::memset::MemsetCall;
+use crate::model::{TransferKind, TransferParams};
 
 /// One API callback, decoded. It borrows CUPTI's callback data (`'a`, the callback's own
 /// duration), from which [`ApiCallback::kernel_symbol`] reads.
@@ -68,6 +69,35 @@ impl<'a> ApiCallback<'a> {
         // SAFETY: `params` is this callback's parameter structure (or NULL), valid for the
         // callback, which `'a` does not outlive.
         unsafe { crate::checked::memset::read(self.domain, self.cbid, self.params) }
+    }
+
+    /// On the enter callback of a memcpy or memset: what its parameters ask for (kind, bytes,
+    /// stream; `error` unset). `None` for other callbacks and for the copies
+    /// [`crate::checked::memcpy`] does not read (2D, 3D, arrays, symbols).
+    pub fn transfer_params(&self) -> Option<TransferParams> {
+        if self.launch != LaunchKind::Transfer || self.site != CallbackSite::Enter {
+            return None;
+        }
+        if let Some(m) = self.memset() {
+            return Some(TransferParams {
+                kind: TransferKind::Memset,
+                cuda_kind: None,
+                bytes: m.bytes,
+                copies: 1,
+                stream: None,
+                error: None,
+            });
+        }
+        // SAFETY: as in `memset`: this callback's own parameter structure (or NULL).
+        let c = unsafe { crate::checked::memcpy::read(self.domain, self.cbid, self.params) }?;
+        Some(TransferParams {
+            kind: c.kind,
+            cuda_kind: c.cuda_kind,
+            bytes: c.bytes,
+            copies: c.copies,
+            stream: c.stream,
+            error: None,
+        })
     }
 }
 
