@@ -176,6 +176,7 @@ fn trace_report_and_stats(c: &mut Criterion) {
                     range: l.range,
                     api_name: "cuMemcpyAsync".into(),
                     untimed: None,
+                    params: None,
                 },
                 TransferActivity {
                     correlation_id,

@@ -160,6 +160,7 @@ impl Capture {
                 range: self.tree.current(thread),
                 api_name: api_name.into(),
                 untimed,
+                params: None,
             });
         }
         let end = self.tick();

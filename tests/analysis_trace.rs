@@ -163,7 +163,7 @@ fn transfer_record(
 }
 
 fn transfer_call(correlation_id: u32, thread: ThreadId, range: Option<RangeId>) -> TransferCall {
-    TransferCall { correlation_id, thread, range, api_name: "cuMemcpyAsync".into(), untimed: None }
+    TransferCall { correlation_id, thread, range, api_name: "cuMemcpyAsync".into(), untimed: None, params: None }
 }
 
 #[test]

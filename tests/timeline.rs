@@ -150,6 +150,7 @@ impl Capture {
             range: self.tree.current(thread),
             api_name: "cuMemcpyAsync".into(),
             untimed: None,
+            params: None,
         });
         let free = self.stream_free.entry(stream).or_insert(0);
         let start = (called + 2_000).max(*free);

@@ -154,6 +154,7 @@ fn a_copy_overlapping_a_kernel_of_its_stream_gets_a_lane_too() {
         range: tree.current(THREAD),
         api_name: "cuMemcpyAsync".into(),
         untimed: None,
+        params: None,
     });
     correlator.add_transfer_activity(TransferActivity {
         correlation_id: 2,
