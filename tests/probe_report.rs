@@ -172,14 +172,14 @@ fn probe_csvs_carry_ranges_and_placement() {
         lines.next().unwrap(),
         "correlation_id,kernel,range_path,blocks,threads,status,blocks_once,blocks_missing,blocks_repeated,\
          first_block_start_ns,last_block_end_ns,blocks_inside_kernel,clock_offset_ns,clock_slack_ns,\
-         clock_run_launches,readback_us,variant,source"
+         clock_run_launches,readback_us,variant,source,graph_launches"
     );
     let first = lines.next().unwrap();
     assert!(first.starts_with("1,vector_add,step,4,128,probed,4,0,0,"), "{first}");
-    assert!(first.ends_with(",true,-5000221,800,1,12.5,1,"), "{first}");
+    assert!(first.ends_with(",true,-5000221,800,1,12.5,1,,"), "{first}");
     let second = lines.next().unwrap();
     assert!(second.starts_with("2,triton_k,step,4,128,not probed: the kernel requires .reqntid"), "{second}");
-    assert!(second.ends_with(",2,"), "{second}");
+    assert!(second.ends_with(",2,,"), "{second}");
     // Per range: the probed launches' totals, the launch without a kernel row left out.
     let ranges = std::fs::read_to_string(dir.path().join("probe_ranges.csv")).unwrap();
     let rows: Vec<&str> = ranges.lines().collect();

@@ -5,6 +5,7 @@ torch.compile(mode="reduce-overhead") (Inductor's CUDA graph trees).
     python3 scripts/graphs/hf_gpt2.py [--steps N] [--mode eager|compile|cudagraphs]
                                       [--layers L] [--batch B] [--seq T]
                                       [--adamw plain|foreach|fused] [--amp] [--clip NORM]
+                                      [--measure-from STEP]
 
 The model is GPT-2 small's configuration (12 layers, 768 wide, vocabulary 50 257) from
 `GPT2Config`, initialised from a fixed seed: no weights are downloaded. Tokens are random,
@@ -41,6 +42,9 @@ def main():
                          "PyTorch's default on CUDA)")
     ap.add_argument("--amp", action="store_true", help="forward and loss under bf16 autocast")
     ap.add_argument("--clip", type=float, default=0.0, help="clip_grad_norm_ to this norm (0: off)")
+    ap.add_argument("--measure-from", type=int, default=-1,
+                    help="steps from this one on are also inside an NVTX range 'measured' (for ncu --nvtx "
+                         "--nvtx-include measured/: the compiled, replayed steps only)")
     args = ap.parse_args()
 
     torch.manual_seed(0)
@@ -67,6 +71,9 @@ def main():
 
     loss = None
     for step in range(args.steps):
+        measured = 0 <= args.measure_from <= step
+        if measured:
+            torch.cuda.nvtx.range_push("measured")
         torch.cuda.nvtx.range_push("step")
         if args.mode == "cudagraphs":
             torch.compiler.cudagraph_mark_step_begin()
@@ -77,6 +84,8 @@ def main():
         opt.step()
         opt.zero_grad(set_to_none=True)
         torch.cuda.nvtx.range_pop()
+        if measured:
+            torch.cuda.nvtx.range_pop()
         value = loss.detach().float().item()
         print(f"hf_gpt2: step {step} loss {value:.6f} bits 0x{struct.unpack('<I', struct.pack('<f', value))[0]:08x}",
               flush=True)

@@ -211,6 +211,11 @@ enum Command {
         /// but unflushed: no wait per launch, no per-launch counts). Default: every launch.
         #[arg(long, requires = "probe", value_name = "N")]
         probe_sass_launches: Option<u64>,
+        /// MiB of GPU memory for the maps of kernels probed inside CUDA graphs (allocated
+        /// before stream captures begin, kept to the end; default 256). 0: kernels launched
+        /// while a stream captures are not probed.
+        #[arg(long, requires = "probe", value_name = "MIB")]
+        probe_graph_pool: Option<u64>,
         /// PyTorch, no code change: an NVTX range NAME (default `step`) from the end of each
         /// optimizer step to the end of the next, in every Python process of the run (a
         /// start-up file first on PYTHONPATH registers torch.optim's global step hook).
@@ -458,6 +463,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         probe_ptx_dir,
         probe_sass,
         probe_sass_launches,
+        probe_graph_pool,
         torch_steps,
         format,
         on_demand,
@@ -524,7 +530,8 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         };
         let mut plan = LaunchPlan::new(&opts)?;
         use gmprof::ways_in::probe_run::{
-            PROBE_ENV, PROBE_KERNELS_ENV, PROBE_PTX_DIR_ENV, PROBE_RANGE_ENV, PROBE_SASS_ENV, PROBE_SASS_LAUNCHES_ENV,
+            PROBE_ENV, PROBE_GRAPH_POOL_ENV, PROBE_KERNELS_ENV, PROBE_PTX_DIR_ENV, PROBE_RANGE_ENV, PROBE_SASS_ENV,
+            PROBE_SASS_LAUNCHES_ENV,
         };
         let ptx_dir = probe_ptx_dir.map(|d| std::path::absolute(&d).unwrap_or(d).display().to_string());
         for (key, value) in [
@@ -534,6 +541,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
             (PROBE_PTX_DIR_ENV, ptx_dir),
             (PROBE_SASS_ENV, probe_sass),
             (PROBE_SASS_LAUNCHES_ENV, probe_sass_launches.map(|n| n.to_string())),
+            (PROBE_GRAPH_POOL_ENV, probe_graph_pool.map(|n| n.to_string())),
         ] {
             if let Some(v) = value {
                 plan.env.push((key.into(), v.into()));

@@ -71,6 +71,26 @@ pub fn ended(stream: usize) {
     IN_PROGRESS.store(streams.len(), Ordering::Release);
 }
 
+/// The capture a launch on `stream` joins: `stream`'s own, or, when `stream` is not one that
+/// began a capture (a stream forked into another's capture through events), the only
+/// capture in progress. `None` when several are and `stream` began none of them.
+pub fn origin_of(stream: usize) -> Option<usize> {
+    let streams = STREAMS.lock();
+    if streams.contains_key(&stream) {
+        return Some(stream);
+    }
+    let mut keys = streams.keys();
+    match (keys.next(), keys.next()) {
+        (Some(&only), None) => Some(only),
+        _ => None,
+    }
+}
+
+/// Whether driver callback `cbid` ends a capture.
+pub fn ends(cbid: u32) -> bool {
+    ENDS.iter().any(|c| c.0 == cbid)
+}
+
 /// Whether driver callback `cbid` begins a capture.
 pub fn begins(cbid: u32) -> bool {
     CBIDS.iter().any(|c| c.0 == cbid) && !ENDS.iter().any(|c| c.0 == cbid)
@@ -131,9 +151,19 @@ mod tests {
             note_call(&c);
         }
         assert!(any());
+        assert_eq!(
+            (origin_of(0x10), origin_of(0x99)),
+            (Some(0x10), None),
+            "two captures: a forked stream's is unknown"
+        );
         let (c, _p) = call(end, CallbackSite::Exit, 0x10, Some(0));
         note_call(&c);
         assert!(any(), "stream 0x20 still captures");
+        assert_eq!(
+            (origin_of(0x20), origin_of(0x99)),
+            (Some(0x20), Some(0x20)),
+            "a forked stream joins the only capture"
+        );
         let (c, _p) = call(end, CallbackSite::Exit, 0x20, Some(901));
         note_call(&c);
         assert!(!any());
@@ -143,5 +173,7 @@ mod tests {
         assert!(!any());
         assert!(begins(begin.0) && begins(Cbid::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph.0));
         assert!(!begins(end.0) && !begins(Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel.0));
+        assert!(ends(end.0) && !ends(begin.0));
+        assert_eq!(origin_of(0x10), None);
     }
 }

@@ -192,6 +192,28 @@ impl ModuleApi {
         })
     }
 
+    /// The calling thread's current context, as a key (0: none).
+    pub(crate) fn current_context(&self) -> usize {
+        crate::checked::driver::current_context(&self.driver).ok().flatten().map_or(0, |c| c.as_raw() as usize)
+    }
+
+    /// Waits for all the work (every stream's) of context `ctx` (a key from
+    /// [`ModuleApi::current_context`]), made current for the wait; the calling thread's
+    /// current context is restored after.
+    pub(crate) fn synchronize_context(&self, ctx: usize) -> Result<()> {
+        use crate::checked::driver::{current_context, set_current, synchronize, Context};
+        let before = current_context(&self.driver)?;
+        let target = Context(ctx as crate::sys::cupti::CUcontext);
+        if before != Some(target) {
+            set_current(&self.driver, target)?;
+        }
+        let synced = synchronize(&self.driver);
+        if let Some(b) = before.filter(|b| *b != target) {
+            set_current(&self.driver, b)?;
+        }
+        synced
+    }
+
     /// Copies `bytes` bytes of device memory at `p` to the host.
     pub fn read(&self, p: u64, bytes: usize) -> Result<Vec<u8>> {
         let mut out = vec![0u8; bytes];

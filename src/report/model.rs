@@ -262,6 +262,11 @@ pub struct ProbedLaunch {
     /// that was not probed.
     #[serde(default)]
     pub source: Option<String>,
+    /// A CUDA graph's node, probed inside its graph (its correlation id is the capture call's,
+    /// which ran nothing): the graph launches its totals are averaged over (0: never launched).
+    /// `None` for a launch outside graphs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_launches: Option<u64>,
 }
 
 /// One device's part of a process's profile.

@@ -48,6 +48,12 @@ pub const PROBE_SASS_ENV: &str = "GMPROF_PROBE_SASS";
 pub const PROBE_SASS_LAUNCHES_ENV: &str = "GMPROF_PROBE_SASS_LAUNCHES";
 /// A file that gets the first SASS metrics flush of each kernel as JSON lines.
 pub const PROBE_SASS_DUMP_ENV: &str = "GMPROF_PROBE_SASS_DUMP";
+/// `1`: let CUPTI's SASS metrics run beside a counter mode, which gmprof otherwise refuses;
+/// an experiment, for measuring why (README, "Probes beside the counter modes").
+pub const PROBE_SASS_ANY_MODE_ENV: &str = "GMPROF_PROBE_SASS_ANY_MODE";
+/// MiB of device memory for the maps of kernels probed inside CUDA graphs (default 256; 0:
+/// kernels launched during stream captures are not probed).
+pub const PROBE_GRAPH_POOL_ENV: &str = "GMPROF_PROBE_GRAPH_POOL_MB";
 
 thread_local! {
     static OPEN: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
@@ -87,8 +93,16 @@ pub fn config_from(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<Pro
             })?),
         },
         sass_dump: get(PROBE_SASS_DUMP_ENV).map(std::path::PathBuf::from),
+        graph_pool_bytes: match get(PROBE_GRAPH_POOL_ENV) {
+            None => crate::capture::probe::DEFAULT_GRAPH_POOL_BYTES,
+            Some(v) => v.parse::<usize>().ok().and_then(|mb| mb.checked_mul(1 << 20)).ok_or_else(|| {
+                Error::InvalidConfig(format!("{PROBE_GRAPH_POOL_ENV}={v}: use a whole number of MiB (0: off)"))
+            })?,
+        },
         sass_blocked: match get(crate::ways_in::env_names::injection::MODE).as_deref() {
             Some("trace") => None,
+            // The measurement of why the refusal stands (scripts/gpu/graph-probes.sh, PART=modes).
+            _ if get(PROBE_SASS_ANY_MODE_ENV).as_deref() == Some("1") => None,
             mode => Some(format!(
                 "CUPTI's SASS metrics run beside --mode trace only (this run's mode: {}; SASS patching beside the \
                  range profiler was not validated); add --mode trace",
@@ -142,6 +156,7 @@ pub fn on_pop() {
 /// placement, and kernels.csv's probe columns. Returns whether probing was on.
 pub fn attach(report: &mut Report) -> bool {
     probe::finish_sass();
+    probe::finish_graphs();
     let Some(out) = probe::outputs() else { return false };
     if let Some(sass) = &out.sass {
         report.meta.warnings.extend(sass_warnings(sass));
@@ -165,6 +180,7 @@ pub fn attach(report: &mut Report) -> bool {
 /// (probe_kernels.csv rows) were probed and how many were not.
 pub fn write_outputs(dir: &Path, joined: bool) -> Result<Option<(usize, usize)>> {
     probe::finish_sass();
+    probe::finish_graphs();
     let Some(out) = probe::outputs() else { return Ok(None) };
     crate::report::probe_kernels::write_probe_kernels_csv(dir, &out.kernels)?;
     if let Some(sass) = &out.sass {
@@ -192,10 +208,19 @@ pub fn write_outputs(dir: &Path, joined: bool) -> Result<Option<(usize, usize)>>
     if let Some(why) = &out.sass_off {
         eprintln!("gmprof: probes: {why}; kernels without PTX are not probed");
     }
+    if out.graph_nodes > 0 {
+        let per_launch = out.launches.iter().filter(|l| l.graph_launches.is_some_and(|n| n > 0)).count();
+        eprintln!(
+            "gmprof: probes: {} launch(es) made while a CUDA stream was capturing were built into their graph probed \
+             ({} MiB of map pool); {per_launch} have counts per graph launch (probe_launches.csv, graph_launches)",
+            out.graph_nodes,
+            out.graph_pool_bytes >> 20
+        );
+    }
     if out.captured_launches > 0 {
         eprintln!(
             "gmprof: probes: {} launch(es) made while a CUDA stream was capturing became graph nodes and ran unprobed \
-             (gmprof makes no allocation, copy or wait during a capture); probe_kernels.csv says which kernels",
+             (gmprof makes no allocation, copy or wait during a capture); probe_kernels.csv says which kernels and why",
             out.captured_launches
         );
     }

@@ -34,7 +34,14 @@ pub struct ProbeConfig {
     pub sass_dump: Option<std::path::PathBuf>,
     /// Why the SASS path may not run in this session (its mode), if so.
     pub sass_blocked: Option<String>,
+    /// Device memory the maps of kernels probed inside CUDA graphs may take, in all, bytes
+    /// (allocated before captures, never freed); 0: kernels launched during a stream
+    /// capture are not probed.
+    pub graph_pool_bytes: usize,
 }
+
+/// [`ProbeConfig::graph_pool_bytes`] unless set: 256 MiB.
+pub const DEFAULT_GRAPH_POOL_BYTES: usize = 256 << 20;
 
 /// When the SASS path counts a kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

@@ -7,15 +7,14 @@
 //! `sass`; `capture/probe/mod.rs` re-exports its public items, and no file of the folder
 //! imports it.
 
-use std::collections::BTreeMap;
-use std::ffi::c_void;
+use std::collections::HashMap;
 use std::time::Instant;
 
-use parking_lot::Mutex;
-
 use super::config::{ProbeConfig, SassUse};
+use super::graph_hooks;
 use super::images::{loaded, read_image, Loaded, Source};
 use super::launch::{launch_record, Launch};
+use super::params::{note_internal, substitute, LaunchExParams, LaunchParams, LoadParams};
 use super::probed::{launchable, match_shared_memory, prepare, NOT_SELECTED};
 use super::sass::{self, OtherCounts, SassState, PTX_SOURCE, SASS_SOURCE};
 use super::state::{Pending, State, STATE};
@@ -31,29 +30,7 @@ use crate::probe::{demangle, MapVia, ProbeSpec};
 use crate::report::probe_kernels::ProbeKernel;
 use crate::report::probe_trace::BLOCK_SCHED_REGION;
 use crate::report::probes::{ProbeTotal, ProbedLaunch as LaunchRecord};
-use crate::sys::cupti::{CUpti_driver_api_trace_cbid_enum as Cbid, CUstream};
-
-/// The probe engine's own transfers (zeroing, setting and reading map buffers), by kind and
-/// size. They run inside CUPTI's callbacks, where CUPTI reports no API call for them, so
-/// their activity records would be "unlaunched" rows of the user's transfer table; the
-/// correlator leaves out as many matching records and counts them
-/// (`profiler_internal_transfers`).
-static INTERNAL_TRANSFERS: Mutex<BTreeMap<(TransferKind, u64), u64>> = Mutex::new(BTreeMap::new());
-
-fn note_internal(kind: TransferKind, bytes: usize) {
-    *INTERNAL_TRANSFERS.lock().entry((kind, bytes as u64)).or_insert(0) += 1;
-}
-
-/// The probe engine's own transfers so far: `(kind, bytes, count)`; `take` empties the
-/// tally (a session's finish takes its own).
-pub fn internal_transfers(take: bool) -> Vec<(TransferKind, u64, u64)> {
-    let mut tally = INTERNAL_TRANSFERS.lock();
-    let list = tally.iter().map(|(&(k, b), &n)| (k, b, n)).collect();
-    if take {
-        tally.clear();
-    }
-    list
-}
+use crate::sys::cupti::CUpti_driver_api_trace_cbid_enum as Cbid;
 
 /// The driver callbacks the probe engine hooks.
 pub const HOOKED: &[Cbid] = &[
@@ -75,53 +52,13 @@ pub const HOOKED: &[Cbid] = &[
 pub const CAPTURED: &str = "launched while a CUDA stream was capturing: a graph node, run later by its graph \
 unprobed (gmprof makes no allocation, copy or wait during a capture, which would invalidate it)";
 
-/// `cuLaunchKernel_params` (and `_ptsz`).
-#[repr(C)]
-struct LaunchParams {
-    f: RawFunction,
-    grid: [u32; 3],
-    block: [u32; 3],
-    shared: u32,
-    stream: CUstream,
-    kernel_params: *mut *mut c_void,
-    extra: *mut *mut c_void,
-}
-
-/// `CUlaunchConfig`.
-#[repr(C)]
-struct LaunchConfig {
-    grid: [u32; 3],
-    block: [u32; 3],
-    shared: u32,
-    stream: CUstream,
-    attrs: *mut c_void,
-    num_attrs: u32,
-}
-
-/// `cuLaunchKernelEx_params` (and `_ptsz`).
-#[repr(C)]
-struct LaunchExParams {
-    config: *const LaunchConfig,
-    f: RawFunction,
-    kernel_params: *mut *mut c_void,
-    extra: *mut *mut c_void,
-}
-
-/// The first two fields of every module/library load's parameters: the out-handle and the
-/// image (`cuModuleLoadData`, `...DataEx`, `...FatBinary`, `cuLibraryLoadData`), or the file
-/// name (`cuModuleLoad`, `cuLibraryLoadFromFile`).
-#[repr(C)]
-struct LoadParams {
-    handle: *mut *mut c_void,
-    image: *const c_void,
-}
-
 /// Installs the probe engine on the pinned subscriber. With [`SassUse::Always`], an
 /// unavailable SASS metrics API is an error; with [`SassUse::Auto`] it leaves kernels without
 /// PTX unprobed, saying why.
 pub fn install(config: ProbeConfig) -> Result<()> {
     ModuleApi::get()?;
-    let mut state = State::default();
+    let mut state =
+        State { graphs: super::graphs::GraphProbes::with_limit(config.graph_pool_bytes), ..State::default() };
     let sass_fields = config.probes.iter().any(|p| crate::probe::sass::sass_fields(&p.name).is_some());
     if config.sass == SassUse::Always {
         if let Some(p) = config.probes.iter().find(|p| crate::probe::sass::sass_fields(&p.name).is_none()) {
@@ -155,10 +92,11 @@ pub fn install(config: ProbeConfig) -> Result<()> {
     crate::capture::hub::watch_driver(std::sync::Arc::new(on_driver_call), &hooked())
 }
 
-/// What the hook hears: [`HOOKED`] and the stream captures' begin and end calls
-/// (`capture::stream_capture::CBIDS`), during which the engine does no probe work.
+/// What the hook hears: [`HOOKED`], the stream captures' begin and end calls
+/// (`capture::stream_capture::CBIDS`), during which the engine allocates, copies and waits
+/// for nothing, and the graph instantiations (`graph_hooks::INSTANTIATES`).
 fn hooked() -> Vec<Cbid> {
-    HOOKED.iter().chain(stream_capture::CBIDS).copied().collect()
+    HOOKED.iter().chain(stream_capture::CBIDS).chain(graph_hooks::INSTANTIATES).copied().collect()
 }
 
 /// An NVTX range opened (`Some(name)`) or closed (`None`, with the name it had): keeps
@@ -173,11 +111,27 @@ pub fn on_range(name: &str, opened: bool) {
 
 fn on_driver_call(call: &RawDriverCall) {
     if stream_capture::note_call(call) {
+        let mut guard = STATE.lock();
+        let Some((_, state)) = guard.as_mut() else { return };
         if call.site == CallbackSite::Enter && stream_capture::begins(call.cbid) {
-            // Not yet capturing: the SASS path's last flush may still wait for the GPU.
+            // Not yet capturing: the SASS path's last flush may still wait for the GPU, and
+            // the graph map pool may grow.
             let capturing = stream_capture::any();
-            if let Some(sass) = STATE.lock().as_mut().and_then(|(_, state)| state.sass.as_mut()) {
+            if let Some(sass) = state.sass.as_mut() {
                 sass.stop_before_capture(capturing);
+            }
+            if let Ok(api) = ModuleApi::get() {
+                graph_hooks::before_capture(api, state);
+            }
+        } else if call.site == CallbackSite::Exit && stream_capture::ends(call.cbid) {
+            graph_hooks::capture_ended(state, call);
+        }
+        return;
+    }
+    if graph_hooks::INSTANTIATES.iter().any(|c| c.0 == call.cbid) {
+        if call.site == CallbackSite::Exit {
+            if let Some((_, state)) = STATE.lock().as_mut() {
+                graph_hooks::instantiated(state, call);
             }
         }
         return;
@@ -193,8 +147,11 @@ fn on_driver_call(call: &RawDriverCall) {
     if is(Cbid::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch) || is(Cbid::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz) {
         // A graph's kernels are not launches gmprof hears: their SASS counts are flushed
         // apart before the next counted launch.
-        if let (CallbackSite::Exit, Some(sass)) = (call.site, state.sass.as_mut()) {
-            sass.graph_launched();
+        if call.site == CallbackSite::Exit {
+            if let Some(sass) = state.sass.as_mut() {
+                sass.graph_launched();
+            }
+            graph_hooks::graph_launched(state, call);
         }
         return;
     }
@@ -260,8 +217,13 @@ fn on_driver_call(call: &RawDriverCall) {
                 (p.f, p.kernel_params, (c.grid, c.block), c.stream, c.shared, how)
             };
             if stream_capture::any() {
-                // No allocation, copy, wait or SASS flush now: the launch is a graph node.
-                captured_launch(api, state, f);
+                // No allocation, copy, wait or SASS flush now: the launch is a graph node,
+                // probed only with maps from the pool.
+                let probed =
+                    graph_hooks::probe_captured(api, config, state, call, launch, f, args, dims, stream, shared);
+                if let Err(why) = probed {
+                    captured_launch(api, state, f, why);
+                }
                 return;
             }
             for ptr in std::mem::take(&mut state.deferred_frees) {
@@ -314,29 +276,10 @@ fn on_driver_call(call: &RawDriverCall) {
                     return;
                 }
             }
-            let mut new_args: Vec<*mut c_void> = Vec::with_capacity(probed_fn.params + ptrs.len());
             let via_params = config.maps == MapVia::Param;
-            for i in (0..probed_fn.params).filter(|_| via_params) {
-                // SAFETY: the kernel has `params` parameters, so the program's array has as
-                // many entries.
-                new_args.push(unsafe { *args.add(i) });
-            }
-            new_args.extend(ptrs.iter().map(|p| p as *const u64 as *mut c_void));
-            if launch {
-                // SAFETY: rewriting the call's own parameter struct on enter (module doc).
-                let p = unsafe { &mut *(call.params as *mut LaunchParams) };
-                p.f = probed_fn.func;
-                if via_params {
-                    p.kernel_params = new_args.as_mut_ptr();
-                }
-            } else {
-                // SAFETY: as above, for cuLaunchKernelEx.
-                let p = unsafe { &mut *(call.params as *mut LaunchExParams) };
-                p.f = probed_fn.func;
-                if via_params {
-                    p.kernel_params = new_args.as_mut_ptr();
-                }
-            }
+            // SAFETY: the enter of a hooked launch of this kind (module doc); `args` is the
+            // program's array, with `params` entries; `ptrs` lives in `Pending` until the exit.
+            let new_args = unsafe { substitute(call, launch, &probed_fn, args, &ptrs, via_params) };
             let attr = |a| api.function_attribute(probed_fn.func, a).map_or("?".to_string(), |v| v.to_string());
             let how = format!(
                 "{how}, block {}, maps via {:?}, {} + {} parameters; probed function: {} registers, max {} threads \
@@ -355,6 +298,7 @@ fn on_driver_call(call: &RawDriverCall) {
             );
         }
         (CallbackSite::Exit, true) => {
+            graph_hooks::captured_exit(state, call.correlation_id, call.result);
             if let Some(p) = state.pending.remove(&call.correlation_id) {
                 finish_launch(api, config, state, p, call.result);
             }
@@ -373,17 +317,18 @@ fn on_driver_call(call: &RawDriverCall) {
     }
 }
 
-/// A launch heard while a stream captured: counted per function, said on its kernel's row of
-/// probe_kernels.csv ([`CAPTURED`]). It is no launch of probe_launches.csv: it ran nothing now
-/// (its graph runs it later, unprobed). Only host-side queries (the function's name) are made.
-fn captured_launch(api: &ModuleApi, state: &mut State, f: RawFunction) {
+/// A launch heard while a stream captured and not probed inside its graph (`why`): counted
+/// per function, said on its kernel's row of probe_kernels.csv ([`CAPTURED`]). It is no launch
+/// of probe_launches.csv: it ran nothing now (its graph runs it later, unprobed). Only
+/// host-side queries (the function's name) are made.
+fn captured_launch(api: &ModuleApi, state: &mut State, f: RawFunction, why: String) {
     let key = f as usize;
     let known = state.kernels.get(key).map(|row| row.mangled.clone());
-    let entry = state
-        .captured
-        .entry(key)
-        .or_insert_with(|| (0, known.unwrap_or_else(|| quietly(|| api.function_name(f)).unwrap_or_default())));
+    let entry = state.captured.entry(key).or_insert_with(|| {
+        (0, known.unwrap_or_else(|| quietly(|| api.function_name(f)).unwrap_or_default()), String::new())
+    });
     entry.0 += 1;
+    entry.2 = why;
 }
 
 /// A selected launch the PTX path does not take: counted through SASS metrics when that
@@ -585,6 +530,10 @@ pub struct ProbeOutputs {
     pub sass_off: Option<String>,
     /// Launches left alone because a stream was capturing (graph nodes, not probed).
     pub captured_launches: u64,
+    /// Launches during captures built into their graph as the probed function.
+    pub graph_nodes: u64,
+    /// Device memory the graph map pool took, bytes.
+    pub graph_pool_bytes: u64,
 }
 
 /// Ends SASS metric collection: a last flush, collections disabled, configurations unset
@@ -648,10 +597,10 @@ pub fn outputs() -> Option<ProbeOutputs> {
     let mut kernels = s.kernels.rows();
     // Launches left alone inside stream captures: said on their kernel's row, or on a row of
     // their own for a kernel launched only there.
-    let mut captured: Vec<&(u64, String)> = s.captured.values().collect();
+    let mut captured: Vec<&(u64, String, String)> = s.captured.values().collect();
     captured.sort_by(|a, b| a.1.cmp(&b.1));
-    for (n, mangled) in captured {
-        let note = format!("{n} launch(es) not probed: {CAPTURED}");
+    for (n, mangled, why) in captured {
+        let note = format!("{n} launch(es) not probed: {CAPTURED}; the last one because {why}");
         match kernels.iter_mut().find(|k| &k.mangled == mangled) {
             Some(row) => row.detail = if row.detail.is_empty() { note } else { format!("{}; {note}", row.detail) },
             None => kernels.push(ProbeKernel {
@@ -680,8 +629,23 @@ pub fn outputs() -> Option<ProbeOutputs> {
             });
         }
     }
+    // Kernels probed inside graphs: how many nodes, said on their rows.
+    let mut in_graphs: HashMap<(String, Option<u32>), u64> = HashMap::new();
+    for node in &s.graphs.nodes {
+        *in_graphs.entry((node.launch.info.kernel.clone(), node.launch.variant)).or_default() += 1;
+    }
+    for row in kernels.iter_mut() {
+        if let Some(n) = in_graphs.get(&(row.kernel.clone(), Some(row.variant))) {
+            let note = format!("{n} graph node(s) probed inside CUDA graphs (probe_launches.csv)");
+            row.detail = if row.detail.is_empty() { note } else { format!("{}; {note}", row.detail) };
+        }
+    }
+    let mut launches = s.launches.clone();
+    launches.extend(s.graph_records.iter().flatten().cloned());
     Some(ProbeOutputs {
-        launches: s.launches.clone(),
+        launches,
+        graph_nodes: s.graphs.nodes.len() as u64,
+        graph_pool_bytes: s.graphs.allocated() as u64,
         timeline_left_off: s.timeline_left_off,
         records: s.records.clone(),
         kernels,

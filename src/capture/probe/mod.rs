@@ -40,8 +40,11 @@
 //! This `mod.rs` only declares the folder's files and re-exports their public items (the
 //! crate names them as `capture::probe::X`); no file imports it. Bottom up: `config` (what to
 //! probe) and `launch` (how a launch is named), `images` (what the program loaded), `sass`
-//! (the SASS metrics path), `state` (the engine's process-wide state), `probed` (a
-//! function's probed twin), and `engine` (the driver hook, which composes them).
+//! (the SASS metrics path), `graphs` (the bookkeeping of probes inside CUDA graphs), `state`
+//! (the engine's process-wide state), `params` (the hooked calls' parameters and a launch's
+//! rewrite), `probed` (a function's probed twin), `graph_hooks` (probing launches during
+//! stream captures, and reading their maps at the end), and `engine` (the driver hook,
+//! which composes them).
 //!
 //! [`ImageId`]: crate::probe::ImageId
 //! [`ProbeKernel`]: crate::report::probe_kernels::ProbeKernel
@@ -49,17 +52,21 @@
 
 mod config;
 mod engine;
+mod graph_hooks;
+mod graphs;
 mod images;
 mod launch;
+mod params;
 mod probed;
 mod sass;
 mod state;
 
-pub use self::config::{ProbeConfig, SassUse};
+pub use self::config::{ProbeConfig, SassUse, DEFAULT_GRAPH_POOL_BYTES};
 pub use self::engine::{
-    finish_sass, install, internal_transfers, on_range, outputs, ProbeOutputs, SassOutputs, HOOKED, MAX_TIMELINE_SPANS,
-    SASS_HOT_TOP,
+    finish_sass, install, on_range, outputs, ProbeOutputs, SassOutputs, HOOKED, MAX_TIMELINE_SPANS, SASS_HOT_TOP,
 };
+pub use self::graph_hooks::finish_graphs;
+pub use self::params::internal_transfers;
 pub use self::sass::{OtherCounts, PTX_SOURCE, SASS_SOURCE};
 pub use crate::report::probe_kernels::{KernelTable, ProbeKernel};
 pub use crate::report::probe_trace::BLOCK_SCHED_REGION;

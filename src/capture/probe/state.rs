@@ -2,8 +2,8 @@
 //! [`State`] (modules loaded, the probed function of each function handle, kernels, launches
 //! in flight ([`Pending`]), records, the SASS path).
 //!
-//! Imports `config`, `launch`, `images` and `sass` (the types it holds); `probed` and
-//! `engine` import it.
+//! Imports `config`, `launch`, `images`, `graphs` and `sass` (the types it holds); `params`,
+//! `probed`, `graph_hooks` and `engine` import it.
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -11,6 +11,7 @@ use std::ffi::c_void;
 use parking_lot::Mutex;
 
 use super::config::ProbeConfig;
+use super::graphs::GraphProbes;
 use super::images::{HostObjects, Loaded};
 use super::launch::Launch;
 use super::sass::SassState;
@@ -53,9 +54,16 @@ pub(super) struct State {
     pub(super) sass: Option<SassState>,
     /// Why the SASS metrics path is off, when it was wanted.
     pub(super) sass_off: Option<String>,
-    /// Launches heard while a stream captured (`capture::stream_capture`), by function
-    /// handle, with its mangled name: left alone, since they build graph nodes and run later.
-    pub(super) captured: HashMap<usize, (u64, String)>,
+    /// Launches heard while a stream captured (`capture::stream_capture`) and not probed
+    /// inside their graph, by function handle: how many, the mangled name, and why the last
+    /// one was not (they build graph nodes, which run later unprobed).
+    pub(super) captured: HashMap<usize, (u64, String, String)>,
+    /// Probes inside CUDA graphs: the map pool, the probed nodes, graphs and their launches.
+    pub(super) graphs: GraphProbes,
+    /// The argument arrays of probed captured launches, until their exit.
+    pub(super) graph_args: HashMap<u32, (Vec<*mut c_void>, Box<[u64]>)>,
+    /// The probed nodes' probe_launches.csv rows, once read at the end of the run.
+    pub(super) graph_records: Option<Vec<LaunchRecord>>,
     /// Map buffers of launches whose read-back a capture interrupted: freed at the first
     /// launch outside captures (a free during a capture could invalidate it).
     pub(super) deferred_frees: Vec<u64>,

@@ -58,6 +58,7 @@ struct LaunchCsv<'a> {
     readback_us: f64,
     variant: Option<u32>,
     source: Option<&'a str>,
+    graph_launches: Option<u64>,
 }
 
 /// A probes.csv row.
@@ -147,6 +148,7 @@ pub fn write_probe_csvs(dir: &Path, launches: &[ProbedLaunch]) -> Result<()> {
             readback_us: l.readback_us,
             variant: l.variant,
             source: l.source.as_deref(),
+            graph_launches: l.graph_launches,
         }),
     )?;
     write_records(
@@ -188,6 +190,9 @@ impl Report {
                         brackets.push((k.device_id.unwrap_or(0), first + n, bracket));
                     }
                 }
+                // A graph node's correlation id is its capture call's, which has no kernel
+                // row: its graph's kernels ran under the graph launches' ids.
+                None if launch.graph_launches.is_some() => {}
                 None => unjoined += 1,
             }
             self.probes.push(launch);

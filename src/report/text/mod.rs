@@ -1,5 +1,5 @@
 //! Text for people: the summary printed at the end of a run ([`summary`]; [`group`] folds
-//! numbered range names and sets warm-up apart, [`pc_summary`] writes its PC sampling lines),
+//! numbered range names and sets warm-up apart, [`pc_summary`] writes its PC sampling lines, [`probe_line`] its probe line),
 //! the statistics as a table ([`stats`]), and what every text table formats through
 //! ([`format`](mod@format): durations with a unit, the blank of a value not measured, cells).
 //!
@@ -10,6 +10,7 @@
 pub mod format;
 pub mod group;
 pub mod pc_summary;
+pub mod probe_line;
 pub mod stats;
 pub mod summary;
 

@@ -333,7 +333,7 @@ impl Summary {
             captured_calls: meta.counts.captured_launches + meta.counts.captured_transfers,
             pm_line: report.pm.as_ref().map(pm_line),
             pc_lines: report.pc.as_ref().map(crate::report::pc_summary::pc_lines).unwrap_or_default(),
-            probe_line: probe_line(&report.probes),
+            probe_line: super::probe_line::probe_line(&report.probes),
             pause_line: pause_line(&report.meta.profiler_pauses),
             self_time_line: report.meta.self_time.map(self_time_line),
             ending_line: ending_line(report),
@@ -527,26 +527,6 @@ pub fn unprofiled_text(contexts: &[crate::model::UnprofiledContext]) -> Option<S
         contexts.len(),
         if contexts.len() == 1 { "" } else { "s" },
         each.join("; ")
-    ))
-}
-
-/// `probes: 2109 launch(es): 0 PTX-probed, 2109 counted by SASS metrics, 0 not probed |
-/// host cost 2118.9 ms (1005 us per probed launch: the wait for the launch and reading its
-/// counts)`.
-fn probe_line(probes: &[crate::report::model::ProbedLaunch]) -> Option<String> {
-    if probes.is_empty() {
-        return None;
-    }
-    let by = |s: &str| probes.iter().filter(|l| l.status == "probed" && l.source.as_deref() == Some(s)).count();
-    let (ptx, sass) = (by("ptx-probe"), by("sass-metrics"));
-    let not = probes.len() - ptx - sass;
-    let us: f64 = probes.iter().map(|l| l.readback_us).sum();
-    let per = if ptx + sass > 0 { us / (ptx + sass) as f64 } else { 0.0 };
-    Some(format!(
-        "probes: {} launch(es): {ptx} PTX-probed, {sass} counted by SASS metrics, {not} not probed | host cost {:.1} ms \
-         ({per:.0} us per probed launch: the wait for the launch and reading its counts)",
-        probes.len(),
-        us / 1e3
     ))
 }
 
