@@ -3,7 +3,8 @@
 //! Stage 2 of the pipeline (`ways_in → capture → analysis → report`). [`correlate`] joins
 //! launch records, activity records and decoded counter ranges into one row per kernel and
 //! per transfer; [`mod@aggregate`] sums them into one row per range by each metric's rule;
-//! [`pm_fold`] and [`pc_fold`] fold the samplers' records into ranges and kernels.
+//! [`pm_fold`] and [`pc_fold`] fold the samplers' records into ranges and kernels; [`online`]
+//! keeps aggregates and the steps table while rows stream past.
 //! `report` runs them and builds its value from the rows
 //! ([`Report::analyze`](crate::report::Report::analyze)).
 //!
@@ -14,6 +15,7 @@
 
 pub mod aggregate;
 pub mod correlate;
+pub mod online;
 pub mod pc_fold;
 pub mod pm_check;
 pub mod pm_deconvolve;
