@@ -310,6 +310,31 @@ impl SessionTree {
         self.stacks.values().any(|s| !s.is_empty())
     }
 
+    /// Removes the closed range `id` once everything about it was reported (the streamed
+    /// outputs' range instances, in `analysis::online`), so a run's tree
+    /// holds only the ranges open or in flight. Its slot's generation is bumped: the id is
+    /// rejected from then on, and [`SessionTree::dense_index`] no longer covers removed ranges
+    /// (the whole-session aggregation needs a tree nothing was removed from). A path with a
+    /// number in it (`Train step 12`) that had one instance is forgotten with it, so numbered
+    /// paths cost no memory once done. Returns false for
+    /// an open or unknown range (nothing changes).
+    pub fn remove(&mut self, id: RangeId) -> bool {
+        if !self.get(id).is_some_and(|n| !n.is_open()) {
+            return false;
+        }
+        let node = self.nodes.remove(id.slot as usize);
+        if let Some(generation) = self.generations.get_mut(id.slot as usize) {
+            *generation = generation.wrapping_add(1);
+        }
+        if let Some(parent) = node.parent.and_then(|p| self.get_mut(p)) {
+            parent.children.retain(|c| *c != id);
+        }
+        if node.path.bytes().any(|b| b.is_ascii_digit()) && self.instances.get(&node.path) == Some(&1) {
+            self.instances.remove(&node.path);
+        }
+        true
+    }
+
     /// Empties the tree for a new session in the same process.
     ///
     /// Every used slot's generation is bumped, so ids from before the reset are rejected by

@@ -55,6 +55,7 @@ pub mod json;
 mod model;
 mod outputs;
 pub mod runs;
+pub mod stream;
 pub mod tables;
 pub mod text;
 pub mod timeline;

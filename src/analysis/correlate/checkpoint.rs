@@ -80,6 +80,8 @@ impl Correlator {
             internal_transfers: self.internal_transfers.clone(),
             // A checkpoint is taken while the context runs.
             context_failure: None,
+            stale_activities: 0,
+            stale_transfer_activities: 0,
         };
         (copy, pending)
     }

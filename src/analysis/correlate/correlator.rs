@@ -33,6 +33,10 @@ pub struct Correlator {
     pub(super) internal_transfers: BTreeMap<(TransferKind, u64), u64>,
     /// Set when the CUDA context failed before the session finished.
     pub(super) context_failure: Option<ContextFailure>,
+    /// Kernel activity records that were here at the last drain (the first ones).
+    pub(super) stale_activities: usize,
+    /// Transfer activity records that were here at the last drain (the first ones).
+    pub(super) stale_transfer_activities: usize,
 }
 
 /// The CUDA context failed before the session finished ([`Correlator::context_failed`]).

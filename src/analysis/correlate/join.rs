@@ -35,6 +35,7 @@ impl Correlator {
             captured,
             internal_transfers,
             context_failure,
+            ..
         } = self;
 
         // Under user ranges the range profiler launches a one-thread `WaitNs` kernel of its

@@ -31,7 +31,8 @@
 //! Direction inside the folder: this `mod.rs` only declares the files and re-exports them;
 //! no file imports it. `rows` (the output types), `names`, `store` and `warnings` are the
 //! bottom; `correlator` holds the collector's state on them; `build` (the row builder),
-//! `checkpoint` and `join` ([`Correlator::finish`]) build on `correlator`.
+//! `checkpoint`, `drain` ([`Correlator::drain_complete`]) and `join` ([`Correlator::finish`])
+//! build on `correlator`.
 //!
 //! May import `model` only (no other file of `analysis`, which imports it; the graph tests
 //! also run [`aggregate`](crate::analysis::aggregate) on what they correlate).
@@ -48,6 +49,7 @@
 mod build;
 mod checkpoint;
 mod correlator;
+mod drain;
 #[cfg(test)]
 mod graph_tests;
 mod join;
@@ -61,6 +63,7 @@ mod warnings;
 
 pub use self::checkpoint::CheckpointPending;
 pub use self::correlator::Correlator;
+pub use self::drain::PendingByRange;
 pub use self::names::{
     demangle_kernel_name, is_profiler_internal_kernel, parse_range_counter_name, range_counter_name,
 };

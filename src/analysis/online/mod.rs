@@ -16,13 +16,15 @@
 //! significant digits, per kernel name and per window); t-digest bounds no error.
 //!
 //! Files, bottom up: `folding` ([`fold_numbers`]), `settings`, `distribution`, `steps`,
-//! `aggregates`. This `mod.rs` only declares and re-exports them; no file imports it.
+//! `aggregates`; beside them `instances` ([`RangeInstances`]: range rows made as ranges
+//! complete, for the streamed outputs). This `mod.rs` only declares and re-exports them; no file imports it.
 //!
 //! May import `model` and the rows of `correlate` and `aggregate`.
 
 pub mod aggregates;
 pub mod distribution;
 pub mod folding;
+pub mod instances;
 pub mod settings;
 pub mod steps;
 
@@ -31,5 +33,6 @@ pub use self::aggregates::{
 };
 pub use self::distribution::{Distribution, DistributionSummary, QUANTILES, RELATIVE_ERROR};
 pub use self::folding::{fold_numbers, NUMBER_MARK};
+pub use self::instances::RangeInstances;
 pub use self::settings::{OnlineSettings, DEFAULT_WINDOW_STEPS, OTHER_KEY};
 pub use self::steps::{StepGroup, StepRow, StepTracker, MAX_STEP_GROUPS};

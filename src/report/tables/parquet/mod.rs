@@ -28,8 +28,11 @@
 //! and `# ` header lines, which the Parquet files repeat) and the [`Report`](crate::report::Report)
 //! model.
 
+pub mod parts;
 pub mod pc;
 pub mod read;
+pub mod rows;
+pub mod streamed;
 pub mod tables;
 mod writer;
 

@@ -8,11 +8,14 @@
 use std::io::Write;
 use std::path::Path;
 
+use super::rows::{
+    kernel_columns, push_kernel, push_range, push_transfer, range_columns, transfer_columns, typed, u32s,
+};
 use super::writer::{Column, ColumnType, ParquetRows, KEY_HEADER, KEY_META, KEY_TABLE};
 use crate::error::{Error, Result};
 use crate::report::model::ProbedLaunch;
 use crate::report::model::Report;
-use crate::report::tables::csv::{write_file, KERNEL_COLUMNS, RANGE_COLUMNS, RANGE_DERIVED_COLUMNS, TRANSFER_COLUMNS};
+use crate::report::tables::csv::write_file;
 use crate::report::tables::probe_kernels::ProbeKernel;
 use crate::report::tables::probes::ProbeValues;
 use crate::report::tables::stats::STATS_COLUMNS;
@@ -37,87 +40,6 @@ pub const PROBE_LAUNCHES_PARQUET: &str = "probe_launches.parquet";
 pub const PROBES_PARQUET: &str = "probes.parquet";
 /// `probe_kernels.csv`'s twin.
 pub const PROBE_KERNELS_PARQUET: &str = "probe_kernels.parquet";
-
-/// Types of [`RANGE_COLUMNS`], in order.
-const RANGE_TYPES: [(ColumnType, bool); 22] = [
-    (Int64, true),   // range_slot
-    (Int64, true),   // range_generation
-    (Text, false),   // path
-    (Text, false),   // name
-    (Int64, false),  // depth
-    (Int64, false),  // instance
-    (Int64, true),   // thread
-    (Int64, false),  // kernel_count
-    (Int64, false),  // self_kernel_count
-    (Int64, false),  // flagged_kernel_count
-    (Int64, true),   // gpu_time_ns
-    (Int64, true),   // wall_time_ns
-    (Int64, true),   // start_ns
-    (Int64, true),   // end_ns
-    (Int64, true),   // gpu_busy_ns
-    (Int64, false),  // transfer_count
-    (Int64, false),  // transfer_bytes
-    (Int64, false),  // memcpy_bytes
-    (Int64, false),  // memset_bytes
-    (Int64, false),  // untimed_transfer_count
-    (Int64, true),   // transfer_time_ns
-    (Float64, true), // transfer_gbps
-];
-
-/// Types of [`KERNEL_COLUMNS`], in order.
-const KERNEL_TYPES: [(ColumnType, bool); 29] = [
-    (Int64, false), // correlation_id
-    (Int64, true),  // cycle
-    (Int64, true),  // ordinal
-    (Int64, true),  // range_slot
-    (Int64, true),  // range_generation
-    (Text, false),  // range_path
-    (Text, true),   // kernel_name
-    (Text, true),   // mangled_name
-    (Int32, true),  // grid_x
-    (Int32, true),  // grid_y
-    (Int32, true),  // grid_z
-    (Int32, true),  // block_x
-    (Int32, true),  // block_y
-    (Int32, true),  // block_z
-    (Int64, true),  // registers_per_thread
-    (Int64, true),  // shared_memory_bytes
-    (Int64, true),  // stream_id
-    (Int64, true),  // thread
-    (Int64, true),  // device_id
-    (Int64, true),  // start_ns
-    (Int64, true),  // end_ns
-    (Int64, true),  // duration_ns
-    (Text, false),  // time_source
-    (Int64, true),  // range_duration_ns
-    (Text, false),  // status
-    (Text, false),  // granularity
-    (Int64, true),  // graph_id
-    (Int64, true),  // graph_node_id
-    (Int64, true),  // graph_kernels
-];
-
-/// Types of [`TRANSFER_COLUMNS`], in order.
-const TRANSFER_TYPES: [(ColumnType, bool); 18] = [
-    (Int64, false),  // correlation_id
-    (Text, false),   // kind
-    (Int64, false),  // bytes
-    (Int64, true),   // start_ns
-    (Int64, true),   // end_ns
-    (Int64, true),   // duration_ns
-    (Float64, true), // gbps
-    (Text, false),   // timing
-    (Int64, true),   // stream_id
-    (Int64, true),   // device_id
-    (Int64, true),   // range_slot
-    (Int64, true),   // range_generation
-    (Text, false),   // range_path
-    (Int64, true),   // thread
-    (Text, true),    // api_name
-    (Text, false),   // status
-    (Int64, true),   // graph_id
-    (Int64, true),   // graph_node_id
-];
 
 /// Types of [`STATS_COLUMNS`], in order.
 const STATS_TYPES: [(ColumnType, bool); 13] = [
@@ -248,16 +170,8 @@ const PROBE_KERNEL_COLUMNS: [(&str, ColumnType, bool); 14] = [
     ("source", Text, true),
 ];
 
-fn typed(names: &[&str], types: &[(ColumnType, bool)]) -> Vec<Column> {
-    names.iter().zip(types).map(|(n, &(ty, nullable))| Column { name: (*n).to_owned(), ty, nullable }).collect()
-}
-
 fn listed(columns: &[(&str, ColumnType, bool)]) -> Vec<Column> {
     columns.iter().map(|&(n, ty, nullable)| Column { name: n.to_owned(), ty, nullable }).collect()
-}
-
-fn u32s(v: Option<u32>) -> Option<u64> {
-    v.map(u64::from)
 }
 
 impl Report {
@@ -298,45 +212,14 @@ impl Report {
         if device_column {
             columns.push(Column::null("device_id", Int64));
         }
-        columns.extend(typed(&RANGE_COLUMNS, &RANGE_TYPES));
-        columns.extend(metric_names.iter().map(|m| Column::null(*m, Float64)));
-        columns.extend(RANGE_DERIVED_COLUMNS.iter().map(|m| Column::null(*m, Float64)));
+        columns.extend(range_columns(&metric_names));
         let metadata = self.parquet_metadata(table, self.csv_metadata_lines(table))?;
         let mut w = ParquetRows::new(out, columns, metadata, what)?;
         for (device, row) in rows {
             if device_column {
                 w.u64(u32s(device))?;
             }
-            w.u64(u32s(row.range_id.map(|i| i.slot)))?;
-            w.u64(u32s(row.range_id.map(|i| i.generation)))?;
-            w.text(Some(&row.path))?;
-            w.text(Some(&row.name))?;
-            w.u64(Some(row.depth.into()))?;
-            w.u64(Some(row.instance.into()))?;
-            w.u64(row.thread)?;
-            w.u64(Some(row.kernel_count))?;
-            w.u64(Some(row.self_kernel_count))?;
-            w.u64(Some(row.flagged_kernel_count))?;
-            w.u64(row.gpu_time_ns)?;
-            w.u64(row.wall_time_ns)?;
-            w.u64(row.start_ns)?;
-            w.u64(row.end_ns)?;
-            w.u64(row.gpu_busy_ns)?;
-            w.u64(Some(row.transfer_count))?;
-            w.u64(Some(row.transfer_bytes))?;
-            w.u64(Some(row.memcpy_bytes))?;
-            w.u64(Some(row.memset_bytes))?;
-            w.u64(Some(row.untimed_transfer_count))?;
-            w.u64(row.transfer_time_ns)?;
-            w.f64(row.transfer_gbps)?;
-            for i in 0..metric_names.len() {
-                w.f64(row.metrics.get(i).copied().flatten())?;
-            }
-            w.f64(row.dram_read_bytes)?;
-            w.f64(row.dram_write_bytes)?;
-            w.f64(row.dram_read_gbps)?;
-            w.f64(row.dram_write_gbps)?;
-            w.f64(row.dram_total_gbps)?;
+            push_range(&mut w, row, metric_names.len())?;
             w.end_row()?;
         }
         w.finish()
@@ -347,8 +230,7 @@ impl Report {
         const TABLE: &str = "per-kernel report";
         let metric_names = self.metric_names();
         let probes = self.probe_columns();
-        let mut columns = typed(&KERNEL_COLUMNS, &KERNEL_TYPES);
-        columns.extend(metric_names.iter().map(|m| Column::null(*m, Float64)));
+        let mut columns = kernel_columns(&metric_names);
         columns.extend(probes.iter().map(|(name, values)| {
             Column::null(
                 name.as_str(),
@@ -362,38 +244,7 @@ impl Report {
         let metadata = self.parquet_metadata(TABLE, self.csv_metadata_lines(TABLE))?;
         let mut w = ParquetRows::new(out, columns, metadata, "per-kernel Parquet")?;
         for (row, k) in self.kernels.iter().enumerate() {
-            w.u64(Some(k.correlation_id.into()))?;
-            w.u64(u32s(k.cycle))?;
-            w.u64(u32s(k.ordinal))?;
-            w.u64(u32s(k.range_id.map(|i| i.slot)))?;
-            w.u64(u32s(k.range_id.map(|i| i.generation)))?;
-            w.text(Some(&k.range_path))?;
-            w.text(k.kernel_name.as_deref())?;
-            w.text(k.mangled_name.as_deref())?;
-            for axis in 0..3 {
-                w.i32(k.grid.map(|g| g[axis]))?;
-            }
-            for axis in 0..3 {
-                w.i32(k.block.map(|b| b[axis]))?;
-            }
-            w.u64(k.registers_per_thread.map(u64::from))?;
-            w.i64(k.shared_memory_bytes)?;
-            w.u64(u32s(k.stream_id))?;
-            w.u64(k.thread)?;
-            w.u64(u32s(k.device_id))?;
-            w.u64(k.start_ns)?;
-            w.u64(k.end_ns)?;
-            w.u64(k.duration_ns)?;
-            w.text(Some(k.time_source.as_str()))?;
-            w.u64(k.range_duration_ns)?;
-            w.text(Some(k.status.as_str()))?;
-            w.text(Some(k.granularity.as_str()))?;
-            w.u64(u32s(k.graph_id))?;
-            w.u64(k.graph_node_id)?;
-            w.u64(u32s(k.graph_kernels))?;
-            for i in 0..metric_names.len() {
-                w.f64(k.metrics.get(i).copied().flatten())?;
-            }
+            push_kernel(&mut w, k, metric_names.len())?;
             for (_, values) in &probes {
                 match values {
                     ProbeValues::Text(v) => w.text(v[row].as_deref())?,
@@ -410,26 +261,9 @@ impl Report {
     pub fn write_transfers_parquet_to<W: Write + Send>(&self, out: W) -> Result<usize> {
         const TABLE: &str = "per-transfer report";
         let metadata = self.parquet_metadata(TABLE, self.csv_metadata_lines(TABLE))?;
-        let mut w = ParquetRows::new(out, typed(&TRANSFER_COLUMNS, &TRANSFER_TYPES), metadata, "per-transfer Parquet")?;
+        let mut w = ParquetRows::new(out, transfer_columns(), metadata, "per-transfer Parquet")?;
         for t in &self.transfers {
-            w.u64(Some(t.correlation_id.into()))?;
-            w.text(Some(t.kind.as_str()))?;
-            w.u64(Some(t.bytes))?;
-            w.u64(t.start_ns)?;
-            w.u64(t.end_ns)?;
-            w.u64(t.duration_ns)?;
-            w.f64(t.gbps())?;
-            w.text(Some(t.timing.as_str()))?;
-            w.u64(u32s(t.stream_id))?;
-            w.u64(u32s(t.device_id))?;
-            w.u64(u32s(t.range_id.map(|i| i.slot)))?;
-            w.u64(u32s(t.range_id.map(|i| i.generation)))?;
-            w.text(Some(&t.range_path))?;
-            w.u64(t.thread)?;
-            w.text(t.api_name.as_deref())?;
-            w.text(Some(t.status.as_str()))?;
-            w.u64(u32s(t.graph_id))?;
-            w.u64(t.graph_node_id)?;
+            push_transfer(&mut w, t)?;
             w.end_row()?;
         }
         w.finish()

@@ -83,12 +83,12 @@ enum Builder {
 }
 
 impl Builder {
-    fn new(ty: ColumnType) -> Self {
+    fn new(ty: ColumnType, rows: usize) -> Self {
         match ty {
-            ColumnType::Int64 => Builder::Int64(Int64Builder::with_capacity(ROW_GROUP_ROWS)),
-            ColumnType::Int32 => Builder::Int32(Int32Builder::with_capacity(ROW_GROUP_ROWS)),
-            ColumnType::Float64 => Builder::Float64(Float64Builder::with_capacity(ROW_GROUP_ROWS)),
-            ColumnType::Bool => Builder::Bool(BooleanBuilder::with_capacity(ROW_GROUP_ROWS)),
+            ColumnType::Int64 => Builder::Int64(Int64Builder::with_capacity(rows)),
+            ColumnType::Int32 => Builder::Int32(Int32Builder::with_capacity(rows)),
+            ColumnType::Float64 => Builder::Float64(Float64Builder::with_capacity(rows)),
+            ColumnType::Bool => Builder::Bool(BooleanBuilder::with_capacity(rows)),
             ColumnType::Text => Builder::Text(StringBuilder::new()),
         }
     }
@@ -114,11 +114,25 @@ pub struct ParquetRows<W: Write + Send> {
     rows: usize,
     writer: ArrowWriter<W>,
     what: &'static str,
+    row_group: usize,
 }
 
 impl<W: Write + Send> ParquetRows<W> {
     /// A writer of `columns` into `out`, with `metadata` as the file's key-value metadata.
     pub fn new(out: W, columns: Vec<Column>, metadata: Vec<(String, String)>, what: &'static str) -> Result<Self> {
+        Self::with_row_group(out, columns, metadata, what, ROW_GROUP_ROWS)
+    }
+
+    /// [`ParquetRows::new`] with row groups of `row_group` rows: what the writer holds in
+    /// memory before it encodes them (the streamed part files keep it small).
+    pub fn with_row_group(
+        out: W,
+        columns: Vec<Column>,
+        metadata: Vec<(String, String)>,
+        what: &'static str,
+        row_group: usize,
+    ) -> Result<Self> {
+        let row_group = row_group.max(1);
         let fields: Vec<Field> = columns.iter().map(|c| Field::new(&c.name, c.ty.data_type(), c.nullable)).collect();
         // In the Arrow schema too: readers that take the schema from `ARROW:schema` (pyarrow,
         // Polars) show it as the schema's metadata.
@@ -126,13 +140,13 @@ impl<W: Write + Send> ParquetRows<W> {
         let level = ZstdLevel::try_new(1).map_err(|e| parquet_error(what, e))?;
         let props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(level))
-            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+            .set_max_row_group_row_count(Some(row_group))
             .set_created_by(format!("gmprof {}", env!("CARGO_PKG_VERSION")))
             .set_key_value_metadata(Some(metadata.into_iter().map(|(k, v)| KeyValue::new(k, v)).collect()))
             .build();
         let writer = ArrowWriter::try_new(out, schema.clone(), Some(props)).map_err(|e| parquet_error(what, e))?;
-        let builders = columns.iter().map(|c| Builder::new(c.ty)).collect();
-        Ok(Self { columns, schema, builders, column: 0, rows: 0, writer, what })
+        let builders = columns.iter().map(|c| Builder::new(c.ty, row_group)).collect();
+        Ok(Self { columns, schema, builders, column: 0, rows: 0, writer, what, row_group })
     }
 
     fn next(&mut self, wanted: ColumnType) -> Result<&mut Builder> {
@@ -224,7 +238,7 @@ impl<W: Write + Send> ParquetRows<W> {
         }
         self.column = 0;
         self.rows += 1;
-        if self.rows % ROW_GROUP_ROWS == 0 {
+        if self.rows % self.row_group == 0 {
             self.flush()?;
         }
         Ok(())
@@ -237,6 +251,16 @@ impl<W: Write + Send> ParquetRows<W> {
         }
         let batch = RecordBatch::try_new(self.schema.clone(), arrays).map_err(|e| parquet_error(self.what, e))?;
         self.writer.write(&batch).map_err(|e| parquet_error(self.what, e))
+    }
+
+    /// Rows ended so far.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Bytes of encoded data the writer holds in memory for the row group it is building.
+    pub fn in_progress_bytes(&self) -> usize {
+        self.writer.in_progress_size()
     }
 
     /// Writes what is left and the footer; returns the number of rows.

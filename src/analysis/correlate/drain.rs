@@ -1,0 +1,135 @@
+//! Draining: [`Correlator::drain_complete`] moves the records that are complete out of a
+//! running session's correlator into a correlator of their own, which
+//! [`Correlator::finish`] joins into rows that no later record can change. The streamed
+//! outputs drain every few seconds, so the session's correlator holds only what is in
+//! flight.
+//!
+//! Imports `correlator` (the state it splits) and `store`; `mod.rs` declares it and nothing
+//! imports it (its one item is a method).
+
+use std::collections::{HashMap, HashSet};
+
+use super::correlator::Correlator;
+use super::store::IdMap;
+use crate::model::{LaunchApi, ProfilingMode, RangeId};
+
+/// What a drain left in the correlator, per range: launches and transfer calls still
+/// waiting for their activity records. A range with any is not complete.
+pub type PendingByRange = HashMap<RangeId, u64>;
+
+impl Correlator {
+    /// Moves the complete records out, for [`Correlator::finish`] on their own; returns
+    /// them and what stays pending per range.
+    ///
+    /// In the modes that join by correlation id alone (trace, per_range):
+    ///
+    /// - a launch is complete when its activity record has arrived, or when it was captured
+    ///   into a graph (it never gets one); a CUDA graph launch, whose kernels' records may
+    ///   come in several buffers, waits until its records were already here at the previous
+    ///   drain;
+    /// - a memcpy/memset call is complete when its record has arrived, when it was captured,
+    ///   or when no record will time it (untimed);
+    /// - an activity record goes with its launch or call; one with neither, still without
+    ///   one at the next drain, is drained on its own (an unlaunched row), as a transfer
+    ///   record of a graph launch already drained is;
+    /// - counter ranges (per_range's, by range) are drained as they were decoded.
+    ///
+    /// In kernel_replay and per_kernel (counters join launches by cycle) nothing is drained.
+    pub fn drain_complete(&mut self, mode: ProfilingMode) -> (Correlator, PendingByRange) {
+        let mut chunk = Correlator::default();
+        let mut pending = PendingByRange::default();
+        if matches!(mode, ProfilingMode::KernelReplay | ProfilingMode::PerKernel) {
+            for l in &self.launches {
+                if let Some(r) = l.range {
+                    *pending.entry(r).or_default() += 1;
+                }
+            }
+            return (chunk, pending);
+        }
+        let stale = self.stale_activities.min(self.activities.len());
+        // Correlation id -> whether every one of its records was here at the last drain.
+        let mut arrived: IdMap<u32, bool> = IdMap::default();
+        arrived.reserve(self.activities.len());
+        for (i, a) in self.activities.iter().enumerate() {
+            *arrived.entry(a.correlation_id).or_insert(true) &= i < stale;
+        }
+        let mut drained: HashSet<u32> = HashSet::with_capacity(self.launches.len());
+        let mut launched: HashSet<u32> = HashSet::with_capacity(self.launches.len());
+        let mut kept = Vec::with_capacity(self.launches.len() / 8);
+        for l in std::mem::take(&mut self.launches) {
+            let complete = self.captured.contains_key(&l.correlation_id)
+                || match (arrived.get(&l.correlation_id), l.api) {
+                    (Some(all_stale), LaunchApi::Graph) => *all_stale,
+                    (Some(_), _) => true,
+                    (None, _) => false,
+                };
+            if complete {
+                drained.insert(l.correlation_id);
+                chunk.launches.push(l);
+            } else {
+                launched.insert(l.correlation_id);
+                if let Some(r) = l.range {
+                    *pending.entry(r).or_default() += 1;
+                }
+                kept.push(l);
+            }
+        }
+        self.launches = kept;
+        let mut kept = Vec::with_capacity(self.activities.len() / 8);
+        for (i, a) in std::mem::take(&mut self.activities).into_iter().enumerate() {
+            let alone = i < stale && !launched.contains(&a.correlation_id);
+            if drained.contains(&a.correlation_id) || alone {
+                chunk.activities.push(a);
+            } else {
+                kept.push(a);
+            }
+        }
+        self.activities = kept;
+        self.stale_activities = self.activities.len();
+
+        let stale = self.stale_transfer_activities.min(self.transfer_activities.len());
+        let timed: HashSet<u32> = self.transfer_activities.iter().map(|t| t.correlation_id).collect();
+        let mut calls_drained: HashSet<u32> = HashSet::new();
+        let mut calls_kept: HashSet<u32> = HashSet::new();
+        let mut kept = Vec::new();
+        for c in std::mem::take(&mut self.transfer_calls) {
+            let id = c.correlation_id;
+            if timed.contains(&id) || self.captured.contains_key(&id) || c.untimed.is_some() {
+                calls_drained.insert(id);
+                chunk.transfer_calls.push(c);
+            } else {
+                calls_kept.insert(id);
+                if let Some(r) = c.range {
+                    *pending.entry(r).or_default() += 1;
+                }
+                kept.push(c);
+            }
+        }
+        self.transfer_calls = kept;
+        let mut kept = Vec::new();
+        for (i, t) in std::mem::take(&mut self.transfer_activities).into_iter().enumerate() {
+            let id = t.correlation_id;
+            let with_call = calls_drained.contains(&id);
+            // Without a call: a graph launch's memcpy or memset node, or unlaunched. It goes
+            // with its graph launch, or on its own once stale.
+            let alone = !calls_kept.contains(&id) && (drained.contains(&id) || (i < stale && !launched.contains(&id)));
+            if with_call || alone {
+                chunk.transfer_activities.push(t);
+            } else {
+                kept.push(t);
+            }
+        }
+        self.transfer_activities = kept;
+        self.stale_transfer_activities = self.transfer_activities.len();
+
+        for id in drained.iter().chain(&calls_drained) {
+            if let Some(nodes) = self.captured.remove(id) {
+                chunk.captured.insert(*id, nodes);
+            }
+        }
+        chunk.counter_cycles = std::mem::take(&mut self.counter_cycles);
+        chunk.counter_ranges = chunk.counter_cycles.values().map(|c| c.len() as u64).sum();
+        self.counter_ranges -= chunk.counter_ranges.min(self.counter_ranges);
+        (chunk, pending)
+    }
+}

@@ -1,0 +1,17 @@
+//! Streamed outputs (issue 42): rows written to part files as they complete, aggregates and
+//! the steps table kept online, so a run of any length is profiled at flat memory.
+//!
+//! `writer` ([`StreamWriter`]) is the sink; `pipeline` ([`StreamPipeline`]) feeds it the rows
+//! its drains
+//! correlate ([`Correlator::drain_complete`](crate::analysis::correlate::Correlator::drain_complete))
+//! and the range instances the tracker completes
+//! ([`RangeInstances`](crate::analysis::online::RangeInstances)) from a running session's
+//! correlator and range tree.
+//!
+//! This `mod.rs` only declares and re-exports; no file imports it.
+
+pub mod pipeline;
+pub mod writer;
+
+pub use self::pipeline::{Drained, StreamEnd, StreamPipeline};
+pub use self::writer::{StreamMeta, StreamSettings, StreamWriter, StreamWritten, STREAMED_TABLES};

@@ -1,0 +1,152 @@
+//! The streaming path from a running session's records to the streamed outputs:
+//! [`StreamPipeline::drain`] moves the complete records out of the session's correlator
+//! ([`Correlator::drain_complete`]), joins them ([`Correlator::finish`]), folds them into
+//! the range instances in flight ([`RangeInstances`]), removes completed ranges from the
+//! session tree, and writes every row and completed range ([`StreamWriter`]). After a drain
+//! the session holds only records in flight and ranges open or in flight.
+//!
+//! Imports `writer`; `mod.rs` re-exports it.
+
+use std::time::Instant;
+
+use super::writer::{StreamWriter, StreamWritten};
+use crate::analysis::correlate::{Correlation, CorrelationCounts, Correlator, MAX_WARNINGS};
+use crate::analysis::online::RangeInstances;
+use crate::error::Result;
+use crate::model::session::SessionTree;
+use crate::model::{MetricSet, ProfilingMode};
+
+/// What one drain moved.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Drained {
+    /// Kernel rows written.
+    pub kernels: u64,
+    /// Transfer rows written.
+    pub transfers: u64,
+    /// Range rows written.
+    pub ranges: u64,
+}
+
+/// A run's streaming state; see the [module docs](self).
+#[derive(Debug)]
+pub struct StreamPipeline {
+    writer: StreamWriter,
+    instances: RangeInstances,
+    mode: ProfilingMode,
+    counts: CorrelationCounts,
+    warnings: Vec<String>,
+    warnings_left_out: u64,
+}
+
+/// What a streamed run wrote and saw, at its end.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StreamEnd {
+    /// The streamed tables and the whole run's aggregates.
+    pub written: StreamWritten,
+    /// The joins' counts, summed over every drain.
+    pub counts: CorrelationCounts,
+    /// Their warnings (the first [`MAX_WARNINGS`] distinct ones, and a count of the rest).
+    pub warnings: Vec<String>,
+}
+
+impl StreamPipeline {
+    /// Streams a session in `mode` with `metrics` into `writer`.
+    pub fn new(writer: StreamWriter, metrics: &MetricSet, mode: ProfilingMode) -> Self {
+        Self {
+            writer,
+            instances: RangeInstances::new(metrics.metrics.len()),
+            mode,
+            counts: CorrelationCounts::default(),
+            warnings: Vec::new(),
+            warnings_left_out: 0,
+        }
+    }
+
+    /// The writer (its aggregates so far).
+    pub fn writer(&self) -> &StreamWriter {
+        &self.writer
+    }
+
+    /// Ranges with rows in flight.
+    pub fn ranges_in_flight(&self) -> usize {
+        self.instances.in_flight()
+    }
+
+    /// Moves what is complete out of `correlator` and `tree` into the streamed outputs and
+    /// closes the segments that are due at `now`.
+    pub fn drain(
+        &mut self,
+        correlator: &mut Correlator,
+        tree: &mut SessionTree,
+        metrics: &MetricSet,
+        now: Instant,
+    ) -> Result<Drained> {
+        let (chunk, pending) = correlator.drain_complete(self.mode);
+        let correlation = chunk.finish(tree, metrics, self.mode);
+        let drained = self.write(correlation, tree, &pending)?;
+        self.writer.tick(now)?;
+        Ok(drained)
+    }
+
+    fn write(
+        &mut self,
+        correlation: Correlation,
+        tree: &mut SessionTree,
+        pending: &crate::analysis::correlate::PendingByRange,
+    ) -> Result<Drained> {
+        let mut drained = Drained::default();
+        for k in &correlation.rows {
+            self.writer.kernel(k)?;
+            drained.kernels += 1;
+        }
+        for t in &correlation.transfers {
+            self.writer.transfer(t)?;
+            drained.transfers += 1;
+        }
+        self.instances.add(&correlation);
+        for (row, top) in self.instances.complete(tree, pending) {
+            self.writer.range(&row, top)?;
+            if let Some(id) = row.range_id {
+                tree.remove(id);
+            }
+            drained.ranges += 1;
+        }
+        self.counts.add(&correlation.counts);
+        for w in correlation.warnings {
+            if self.warnings.contains(&w) {
+                continue;
+            }
+            if self.warnings.len() < MAX_WARNINGS {
+                self.warnings.push(w);
+            } else {
+                self.warnings_left_out += 1;
+            }
+        }
+        Ok(drained)
+    }
+
+    /// Ends the run: everything left in `correlator` is joined as it is (what never got its
+    /// activity record is flagged as in a whole-session join), ranges still open are closed
+    /// at `end_ns`, every range and the root row are written, and the writer finishes.
+    pub fn finish(
+        mut self,
+        correlator: Correlator,
+        tree: &mut SessionTree,
+        metrics: &MetricSet,
+        end_ns: u64,
+    ) -> Result<StreamEnd> {
+        let open = tree.close_all_open(end_ns);
+        let correlation = correlator.finish(tree, metrics, self.mode);
+        self.write(correlation, tree, &Default::default())?;
+        if let Some(root) = self.instances.root() {
+            self.writer.range(&root, None)?;
+        }
+        let mut warnings = std::mem::take(&mut self.warnings);
+        warnings.extend(open);
+        if self.warnings_left_out > 0 {
+            warnings.push(format!("... and {} more warning(s) of the streamed joins", self.warnings_left_out));
+        }
+        let written = self.writer.finish()?;
+        Ok(StreamEnd { written, counts: self.counts, warnings })
+    }
+}

@@ -1,0 +1,220 @@
+//! The streamed outputs of one run: [`StreamWriter`] takes rows as they complete, writes them
+//! to part files (`kernels/`, `transfers/`, `ranges/`, `steps/`, `step_ranges/`,
+//! `aggregates/`, see [`parts`](crate::report::tables::parquet::parts)) and folds them into
+//! the [`OnlineAggregates`]; it holds no row once written.
+//!
+//! Its memory is bounded by its settings: one open segment per table (a row group of
+//! [`SegmentPolicy::row_group`] rows at most), and the online aggregates'
+//! ([`OnlineSettings`]).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::analysis::aggregate::RangeRow;
+use crate::analysis::correlate::{KernelRow, TransferRow};
+use crate::analysis::online::{AggregateRow, OnlineAggregates, OnlineSettings};
+use crate::error::{Error, Result};
+use crate::model::{ProfilingMode, RangeId};
+use crate::report::tables::parquet::parts::{PartWriter, PartsWritten, SegmentPolicy};
+use crate::report::tables::parquet::rows::{
+    kernel_columns, push_kernel, push_range, push_transfer, range_columns, transfer_columns,
+};
+use crate::report::tables::parquet::streamed::{
+    aggregate_columns, push_aggregate, push_step, push_step_range, step_columns, step_range_columns,
+};
+use crate::report::tables::parquet::{KEY_META, KEY_TABLE};
+
+/// Directory names of the streamed tables.
+pub const STREAMED_TABLES: [&str; 6] = ["kernels", "transfers", "ranges", "steps", "step_ranges", "aggregates"];
+
+/// How a run streams.
+#[derive(Clone, Debug, Default)]
+pub struct StreamSettings {
+    /// When segments close.
+    pub segment: SegmentPolicy,
+    /// What the online aggregates keep.
+    pub online: OnlineSettings,
+}
+
+/// What the part files' `gmprof.meta` says of the run (known when it starts).
+#[derive(Clone, Debug, Serialize)]
+pub struct StreamMeta {
+    /// The profiling mode.
+    pub mode: ProfilingMode,
+    /// Metric columns, in order.
+    pub metrics: Vec<String>,
+    /// The gmprof version.
+    pub gmprof_version: String,
+}
+
+impl StreamMeta {
+    /// The meta of a run in `mode` collecting `metrics`.
+    pub fn new(mode: ProfilingMode, metrics: Vec<String>) -> Self {
+        Self { mode, metrics, gmprof_version: env!("CARGO_PKG_VERSION").to_owned() }
+    }
+}
+
+/// What a [`StreamWriter`] wrote, table by table, and the whole run's aggregates.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StreamWritten {
+    /// Each table's directory name and its parts.
+    pub tables: Vec<(&'static str, PartsWritten)>,
+    /// The whole run's aggregate rows.
+    pub aggregates: Vec<AggregateRow>,
+    /// Step rows written.
+    pub steps: u64,
+    /// The step group, when one was found.
+    pub step_group: Option<String>,
+}
+
+impl StreamWritten {
+    /// The parts of table `name`.
+    pub fn table(&self, name: &str) -> Option<&PartsWritten> {
+        self.tables.iter().find(|(n, _)| *n == name).map(|(_, p)| p)
+    }
+}
+
+/// The streamed outputs of one run; see the [module docs](self).
+#[derive(Debug)]
+pub struct StreamWriter {
+    dir: PathBuf,
+    metrics: usize,
+    kernels: PartWriter,
+    transfers: PartWriter,
+    ranges: PartWriter,
+    steps: PartWriter,
+    step_ranges: PartWriter,
+    aggregates: PartWriter,
+    online: OnlineAggregates,
+    steps_written: u64,
+}
+
+impl StreamWriter {
+    /// Opens the streamed tables under `dir` (part files of an earlier run there are
+    /// removed).
+    pub fn create(dir: &Path, meta: &StreamMeta, settings: StreamSettings) -> Result<Self> {
+        let meta_json = serde_json::to_string(meta)
+            .map_err(|e| Error::Serialize { what: "streamed tables' metadata", message: e.to_string() })?;
+        let names: Vec<&str> = meta.metrics.iter().map(String::as_str).collect();
+        let policy = settings.segment;
+        let open = |table: &'static str, what: &'static str, columns| {
+            let metadata = vec![(KEY_TABLE.to_owned(), table.to_owned()), (KEY_META.to_owned(), meta_json.clone())];
+            PartWriter::create(&dir.join(table), what, columns, metadata, policy)
+        };
+        Ok(Self {
+            dir: dir.to_owned(),
+            metrics: names.len(),
+            kernels: open("kernels", "streamed kernels", kernel_columns(&names))?,
+            transfers: open("transfers", "streamed transfers", transfer_columns())?,
+            ranges: open("ranges", "streamed ranges", range_columns(&names))?,
+            steps: open("steps", "streamed steps", step_columns())?,
+            step_ranges: open("step_ranges", "streamed step ranges", step_range_columns())?,
+            aggregates: open("aggregates", "streamed aggregates", aggregate_columns())?,
+            online: OnlineAggregates::new(settings.online),
+            steps_written: 0,
+        })
+    }
+
+    /// The output directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The online aggregates so far.
+    pub fn online(&self) -> &OnlineAggregates {
+        &self.online
+    }
+
+    /// Writes one kernel row and folds it into the aggregates.
+    pub fn kernel(&mut self, row: &KernelRow) -> Result<()> {
+        let metrics = self.metrics;
+        self.kernels.row(|w| push_kernel(w, row, metrics))?;
+        self.online.add_kernel(row);
+        Ok(())
+    }
+
+    /// Writes one transfer row.
+    pub fn transfer(&mut self, row: &TransferRow) -> Result<()> {
+        self.transfers.row(|w| push_transfer(w, row))
+    }
+
+    /// Writes one completed range instance (children before parents) and folds it into the
+    /// aggregates and the steps table; `top` is its top-level ancestor.
+    pub fn range(&mut self, row: &RangeRow, top: Option<RangeId>) -> Result<()> {
+        let metrics = self.metrics;
+        self.ranges.row(|w| push_range(w, row, metrics))?;
+        self.online.add_range(row, top);
+        self.write_steps_and_windows()
+    }
+
+    fn write_steps_and_windows(&mut self) -> Result<()> {
+        for step in self.online.take_steps() {
+            self.steps.row(|w| push_step(w, &step))?;
+            for g in &step.groups {
+                self.step_ranges.row(|w| push_step_range(w, step.step, g))?;
+            }
+            self.steps_written += 1;
+        }
+        for window in self.online.take_closed_windows() {
+            let span = Some((window.window, window.first_step, window.steps));
+            for r in &window.rows {
+                self.aggregates.row(|w| push_aggregate(w, span, r))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes every segment that has been open for the policy's time.
+    pub fn tick(&mut self, now: Instant) -> Result<()> {
+        for table in self.tables_mut() {
+            table.tick(now)?;
+        }
+        Ok(())
+    }
+
+    /// Closes every open segment now (a checkpoint, or before the process ends by a signal).
+    pub fn close_segments(&mut self) -> Result<()> {
+        for table in self.tables_mut() {
+            table.close_segment()?;
+        }
+        Ok(())
+    }
+
+    fn tables_mut(&mut self) -> [&mut PartWriter; 6] {
+        [
+            &mut self.kernels,
+            &mut self.transfers,
+            &mut self.ranges,
+            &mut self.steps,
+            &mut self.step_ranges,
+            &mut self.aggregates,
+        ]
+    }
+
+    /// Encoded bytes the open segments hold in memory.
+    pub fn open_bytes(&mut self) -> usize {
+        self.tables_mut().iter().map(|t| t.open_bytes()).sum()
+    }
+
+    /// Ends the run: closes the last window, writes the whole run's aggregates (window
+    /// null), closes every segment.
+    pub fn finish(mut self) -> Result<StreamWritten> {
+        self.online.finish_window();
+        self.write_steps_and_windows()?;
+        let whole = self.online.whole_rows();
+        for r in &whole {
+            self.aggregates.row(|w| push_aggregate(w, None, r))?;
+        }
+        let step_group = self.online.steps().group().map(str::to_owned);
+        let Self { kernels, transfers, ranges, steps, step_ranges, aggregates, steps_written, .. } = self;
+        let mut tables = Vec::with_capacity(STREAMED_TABLES.len());
+        for (name, table) in
+            STREAMED_TABLES.into_iter().zip([kernels, transfers, ranges, steps, step_ranges, aggregates])
+        {
+            tables.push((name, table.finish()?));
+        }
+        Ok(StreamWritten { tables, aggregates: whole, steps: steps_written, step_group })
+    }
+}

@@ -1,0 +1,129 @@
+//! The tables only a streamed run has: `steps` (one row per step), `step_ranges` (each
+//! step's range groups) and `aggregates` (the online aggregates of each closed window of
+//! steps, and of the whole run), with their columns and one row's values.
+//!
+//! Imports `writer` and `rows` and the rows of `analysis::online`; `stream` writes them as
+//! part files.
+
+use std::io::Write;
+
+use super::rows::typed;
+use super::writer::{Column, ColumnType, ParquetRows};
+use crate::analysis::online::{AggregateRow, StepGroup, StepRow};
+use crate::error::Result;
+
+use ColumnType::{Float64, Int64, Text};
+
+/// Columns of `steps`.
+pub const STEP_COLUMNS: [&str; 9] =
+    ["step", "path", "start_ns", "end_ns", "wall_time_ns", "gpu_time_ns", "kernels", "transfers", "window"];
+const STEP_TYPES: [(ColumnType, bool); 9] = [
+    (Int64, false), // step
+    (Text, false),  // path
+    (Int64, true),  // start_ns
+    (Int64, true),  // end_ns
+    (Int64, true),  // wall_time_ns
+    (Int64, true),  // gpu_time_ns
+    (Int64, false), // kernels
+    (Int64, false), // transfers
+    (Int64, false), // window
+];
+
+/// Columns of `step_ranges`.
+pub const STEP_RANGE_COLUMNS: [&str; 4] = ["step", "path", "count", "gpu_time_ns"];
+const STEP_RANGE_TYPES: [(ColumnType, bool); 4] = [(Int64, false), (Text, false), (Int64, false), (Int64, true)];
+
+/// Columns of `aggregates`.
+pub const AGGREGATE_COLUMNS: [&str; 15] = [
+    "window",
+    "first_step",
+    "steps",
+    "table",
+    "quantity",
+    "key",
+    "count",
+    "missing",
+    "total_ns",
+    "mean_ns",
+    "min_ns",
+    "p50_ns",
+    "p90_ns",
+    "p99_ns",
+    "max_ns",
+];
+const AGGREGATE_TYPES: [(ColumnType, bool); 15] = [
+    (Int64, true),   // window: null for the whole run
+    (Int64, true),   // first_step
+    (Int64, true),   // steps
+    (Text, false),   // table
+    (Text, false),   // quantity
+    (Text, false),   // key
+    (Int64, false),  // count
+    (Int64, false),  // missing
+    (Int64, true),   // total_ns
+    (Float64, true), // mean_ns
+    (Int64, true),   // min_ns
+    (Int64, true),   // p50_ns
+    (Int64, true),   // p90_ns
+    (Int64, true),   // p99_ns
+    (Int64, true),   // max_ns
+];
+
+/// The columns of `steps`.
+pub fn step_columns() -> Vec<Column> {
+    typed(&STEP_COLUMNS, &STEP_TYPES)
+}
+
+/// The columns of `step_ranges`.
+pub fn step_range_columns() -> Vec<Column> {
+    typed(&STEP_RANGE_COLUMNS, &STEP_RANGE_TYPES)
+}
+
+/// The columns of `aggregates`.
+pub fn aggregate_columns() -> Vec<Column> {
+    typed(&AGGREGATE_COLUMNS, &AGGREGATE_TYPES)
+}
+
+/// A step row's values; the caller ends the row.
+pub fn push_step<W: Write + Send>(w: &mut ParquetRows<W>, s: &StepRow) -> Result<()> {
+    w.u64(Some(s.step))?;
+    w.text(Some(&s.path))?;
+    w.u64(s.start_ns)?;
+    w.u64(s.end_ns)?;
+    w.u64(s.wall_time_ns)?;
+    w.u64(s.gpu_time_ns)?;
+    w.u64(Some(s.kernels))?;
+    w.u64(Some(s.transfers))?;
+    w.u64(Some(s.window))
+}
+
+/// One of a step's range groups; the caller ends the row.
+pub fn push_step_range<W: Write + Send>(w: &mut ParquetRows<W>, step: u64, g: &StepGroup) -> Result<()> {
+    w.u64(Some(step))?;
+    w.text(Some(&g.path))?;
+    w.u64(Some(g.count))?;
+    w.u64(g.gpu_time_ns)
+}
+
+/// Where an aggregate row belongs: a window (number, first step, steps) or the whole run.
+pub type WindowSpan = Option<(u64, u64, u64)>;
+
+/// An aggregate row's values; the caller ends the row.
+pub fn push_aggregate<W: Write + Send>(w: &mut ParquetRows<W>, span: WindowSpan, r: &AggregateRow) -> Result<()> {
+    w.u64(span.map(|s| s.0))?;
+    w.u64(span.map(|s| s.1))?;
+    w.u64(span.map(|s| s.2))?;
+    w.text(Some(r.table.as_str()))?;
+    w.text(Some(r.quantity.as_str()))?;
+    w.text(Some(&r.key))?;
+    let s = &r.summary;
+    w.u64(Some(s.count))?;
+    w.u64(Some(s.missing))?;
+    w.u64(s.total_ns)?;
+    w.f64(s.mean_ns)?;
+    w.u64(s.min_ns)?;
+    w.u64(s.p50_ns)?;
+    w.u64(s.p90_ns)?;
+    w.u64(s.p99_ns)?;
+    w.u64(s.max_ns)
+}
