@@ -7,11 +7,14 @@
 //! Imports `correlator` (the state it splits) and `store`; `mod.rs` declares it and nothing
 //! imports it (its one item is a method).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use super::correlator::Correlator;
 use super::store::IdMap;
 use crate::model::{LaunchApi, ProfilingMode, RangeId};
+
+/// A set of correlation ids.
+type IdSet = IdMap<u32, ()>;
 
 /// What a drain left in the correlator, per range: launches and transfer calls still
 /// waiting for their activity records. A range with any is not complete.
@@ -53,8 +56,9 @@ impl Correlator {
         for (i, a) in self.activities.iter().enumerate() {
             *arrived.entry(a.correlation_id).or_insert(true) &= i < stale;
         }
-        let mut drained: HashSet<u32> = HashSet::with_capacity(self.launches.len());
-        let mut launched: HashSet<u32> = HashSet::with_capacity(self.launches.len());
+        let mut drained = IdSet::default();
+        drained.reserve(self.launches.len());
+        let mut launched = IdSet::default();
         let mut kept = Vec::with_capacity(self.launches.len() / 8);
         for l in std::mem::take(&mut self.launches) {
             let complete = self.captured.contains_key(&l.correlation_id)
@@ -64,10 +68,10 @@ impl Correlator {
                     (None, _) => false,
                 };
             if complete {
-                drained.insert(l.correlation_id);
+                drained.insert(l.correlation_id, ());
                 chunk.launches.push(l);
             } else {
-                launched.insert(l.correlation_id);
+                launched.insert(l.correlation_id, ());
                 if let Some(r) = l.range {
                     *pending.entry(r).or_default() += 1;
                 }
@@ -77,8 +81,8 @@ impl Correlator {
         self.launches = kept;
         let mut kept = Vec::with_capacity(self.activities.len() / 8);
         for (i, a) in std::mem::take(&mut self.activities).into_iter().enumerate() {
-            let alone = i < stale && !launched.contains(&a.correlation_id);
-            if drained.contains(&a.correlation_id) || alone {
+            let alone = i < stale && !launched.contains_key(&a.correlation_id);
+            if drained.contains_key(&a.correlation_id) || alone {
                 chunk.activities.push(a);
             } else {
                 kept.push(a);
@@ -88,17 +92,17 @@ impl Correlator {
         self.stale_activities = self.activities.len();
 
         let stale = self.stale_transfer_activities.min(self.transfer_activities.len());
-        let timed: HashSet<u32> = self.transfer_activities.iter().map(|t| t.correlation_id).collect();
-        let mut calls_drained: HashSet<u32> = HashSet::new();
-        let mut calls_kept: HashSet<u32> = HashSet::new();
+        let timed: IdSet = self.transfer_activities.iter().map(|t| (t.correlation_id, ())).collect();
+        let mut calls_drained = IdSet::default();
+        let mut calls_kept = IdSet::default();
         let mut kept = Vec::new();
         for c in std::mem::take(&mut self.transfer_calls) {
             let id = c.correlation_id;
-            if timed.contains(&id) || self.captured.contains_key(&id) || c.untimed.is_some() {
-                calls_drained.insert(id);
+            if timed.contains_key(&id) || self.captured.contains_key(&id) || c.untimed.is_some() {
+                calls_drained.insert(id, ());
                 chunk.transfer_calls.push(c);
             } else {
-                calls_kept.insert(id);
+                calls_kept.insert(id, ());
                 if let Some(r) = c.range {
                     *pending.entry(r).or_default() += 1;
                 }
@@ -109,10 +113,11 @@ impl Correlator {
         let mut kept = Vec::new();
         for (i, t) in std::mem::take(&mut self.transfer_activities).into_iter().enumerate() {
             let id = t.correlation_id;
-            let with_call = calls_drained.contains(&id);
+            let with_call = calls_drained.contains_key(&id);
             // Without a call: a graph launch's memcpy or memset node, or unlaunched. It goes
             // with its graph launch, or on its own once stale.
-            let alone = !calls_kept.contains(&id) && (drained.contains(&id) || (i < stale && !launched.contains(&id)));
+            let alone = !calls_kept.contains_key(&id)
+                && (drained.contains_key(&id) || (i < stale && !launched.contains_key(&id)));
             if with_call || alone {
                 chunk.transfer_activities.push(t);
             } else {
@@ -122,7 +127,7 @@ impl Correlator {
         self.transfer_activities = kept;
         self.stale_transfer_activities = self.transfer_activities.len();
 
-        for id in drained.iter().chain(&calls_drained) {
+        for id in drained.keys().chain(calls_drained.keys()) {
             if let Some(nodes) = self.captured.remove(id) {
                 chunk.captured.insert(*id, nodes);
             }

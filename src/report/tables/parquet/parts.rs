@@ -164,7 +164,7 @@ impl PartWriter {
             KEY_PART.to_owned(),
             format!("{{\"part\": {}, \"first_row\": {}}}", self.written.parts, self.written.rows),
         ));
-        let rows = ParquetRows::with_row_group(
+        let rows = ParquetRows::streamed(
             BufWriter::new(file),
             self.columns.clone(),
             metadata,

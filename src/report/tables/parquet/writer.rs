@@ -10,7 +10,8 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
 
 use crate::error::{Error, Result};
 
@@ -89,7 +90,7 @@ impl Builder {
             ColumnType::Int32 => Builder::Int32(Int32Builder::with_capacity(rows)),
             ColumnType::Float64 => Builder::Float64(Float64Builder::with_capacity(rows)),
             ColumnType::Bool => Builder::Bool(BooleanBuilder::with_capacity(rows)),
-            ColumnType::Text => Builder::Text(StringBuilder::new()),
+            ColumnType::Text => Builder::Text(StringBuilder::with_capacity(rows, rows * 32)),
         }
     }
 
@@ -120,17 +121,30 @@ pub struct ParquetRows<W: Write + Send> {
 impl<W: Write + Send> ParquetRows<W> {
     /// A writer of `columns` into `out`, with `metadata` as the file's key-value metadata.
     pub fn new(out: W, columns: Vec<Column>, metadata: Vec<(String, String)>, what: &'static str) -> Result<Self> {
-        Self::with_row_group(out, columns, metadata, what, ROW_GROUP_ROWS)
+        Self::build(out, columns, metadata, what, ROW_GROUP_ROWS, false)
     }
 
-    /// [`ParquetRows::new`] with row groups of `row_group` rows: what the writer holds in
-    /// memory before it encodes them (the streamed part files keep it small).
-    pub fn with_row_group(
+    /// A writer for a streamed part file: row groups of `row_group` rows (what the writer
+    /// holds in memory before it encodes them), dictionaries for text columns only (an id or
+    /// a timestamp is never repeated, and trying a dictionary on them first was most of the
+    /// encoding's time) and statistics per column chunk rather than per page.
+    pub fn streamed(
         out: W,
         columns: Vec<Column>,
         metadata: Vec<(String, String)>,
         what: &'static str,
         row_group: usize,
+    ) -> Result<Self> {
+        Self::build(out, columns, metadata, what, row_group, true)
+    }
+
+    fn build(
+        out: W,
+        columns: Vec<Column>,
+        metadata: Vec<(String, String)>,
+        what: &'static str,
+        row_group: usize,
+        streamed: bool,
     ) -> Result<Self> {
         let row_group = row_group.max(1);
         let fields: Vec<Field> = columns.iter().map(|c| Field::new(&c.name, c.ty.data_type(), c.nullable)).collect();
@@ -138,14 +152,22 @@ impl<W: Write + Send> ParquetRows<W> {
         // Polars) show it as the schema's metadata.
         let schema = Arc::new(Schema::new_with_metadata(fields, metadata.iter().cloned().collect()));
         let level = ZstdLevel::try_new(1).map_err(|e| parquet_error(what, e))?;
-        let props = WriterProperties::builder()
+        let mut props = WriterProperties::builder();
+        if streamed {
+            props = props.set_dictionary_enabled(false).set_statistics_enabled(EnabledStatistics::Chunk);
+            for c in columns.iter().filter(|c| c.ty == ColumnType::Text) {
+                props = props.set_column_dictionary_enabled(ColumnPath::from(c.name.as_str()), true);
+            }
+        }
+        let props = props
             .set_compression(Compression::ZSTD(level))
             .set_max_row_group_row_count(Some(row_group))
             .set_created_by(format!("gmprof {}", env!("CARGO_PKG_VERSION")))
             .set_key_value_metadata(Some(metadata.into_iter().map(|(k, v)| KeyValue::new(k, v)).collect()))
             .build();
         let writer = ArrowWriter::try_new(out, schema.clone(), Some(props)).map_err(|e| parquet_error(what, e))?;
-        let builders = columns.iter().map(|c| Builder::new(c.ty, row_group)).collect();
+        // Small at first (a streamed table may stay small); a full row group's size after one.
+        let builders = columns.iter().map(|c| Builder::new(c.ty, row_group.min(4096))).collect();
         Ok(Self { columns, schema, builders, column: 0, rows: 0, writer, what, row_group })
     }
 
@@ -169,15 +191,19 @@ impl<W: Write + Send> ParquetRows<W> {
 
     /// An `Int64` value from an unsigned one; a value past `i64::MAX` is an error.
     pub fn u64(&mut self, value: Option<u64>) -> Result<()> {
-        let name = self.columns.get(self.column).map(|c| c.name.clone()).unwrap_or_default();
-        let value = value
-            .map(|v| {
-                i64::try_from(v).map_err(|_| Error::Serialize {
+        let value = match value.map(i64::try_from) {
+            None => None,
+            Some(Ok(v)) => Some(v),
+            Some(Err(_)) => {
+                // The column's name only on this error path: cloning it for every value was a
+                // tenth of a streamed run's writing.
+                let name = self.columns.get(self.column).map(|c| c.name.as_str()).unwrap_or_default();
+                return Err(Error::Serialize {
                     what: self.what,
-                    message: format!("{name}: {v} does not fit a signed 64-bit integer"),
-                })
-            })
-            .transpose()?;
+                    message: format!("{name}: {} does not fit a signed 64-bit integer", value.unwrap_or(0)),
+                });
+            }
+        };
         self.i64(value)
     }
 
@@ -246,6 +272,11 @@ impl<W: Write + Send> ParquetRows<W> {
 
     fn flush(&mut self) -> Result<()> {
         let arrays: Vec<ArrayRef> = self.builders.iter_mut().map(Builder::finish).collect();
+        // A finished builder starts again empty: give it back its capacity, or the next row
+        // group grows it again by copying (a fifth of a streamed run's time).
+        for (b, c) in self.builders.iter_mut().zip(&self.columns) {
+            *b = Builder::new(c.ty, self.row_group);
+        }
         if arrays.first().is_some_and(|a| a.is_empty()) {
             return Ok(());
         }

@@ -1,0 +1,138 @@
+//! The streamed outputs' CPU benchmark (issue 42): a training run of 10 M kernels (by
+//! default) replayed through the seam a running session drains through: the session's
+//! correlator and range tree as capture fills them, then every few steps
+//! `StreamPipeline::drain` (complete records out, joined, range instances completed, online
+//! aggregates and the steps table, Parquet part files written). No GPU, no CUPTI.
+//!
+//! It prints the kernels per second of the drains (correlate → aggregate → writers; the
+//! synthetic records' making is timed apart), the process's resident memory sampled at every
+//! drain (min and max after the first 10 % of the run, to show it flat), and the bytes per
+//! kernel on disk.
+//!
+//! Run with `cargo bench --bench stream`; `GMPROF_BENCH_KERNELS=1000000` for a shorter run,
+//! `GMPROF_BENCH_OUT=DIR` to keep the part files (default: a temporary directory).
+
+#[path = "../tests/common/stream_session.rs"]
+mod stream_session;
+
+use std::time::{Duration, Instant};
+
+use gmprof::correlate::Correlator;
+use gmprof::model::{MetricSet, ProfilingMode};
+use gmprof::report::stream::{StreamMeta, StreamPipeline, StreamSettings, StreamWriter};
+use gmprof::session::SessionTree;
+use stream_session::{Player, Shape};
+
+/// CPU time of the calling thread: the drains' own time, whatever else the machine runs.
+fn thread_cpu() -> Duration {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `t` is a valid timespec for clock_gettime to fill; the clock id is a constant.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+/// Resident memory now, bytes (Linux; 0 elsewhere).
+fn rss() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
+        .unwrap_or(0);
+    pages * 4096
+}
+
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        total += if path.is_dir() { dir_bytes(&path) } else { entry.metadata().map_or(0, |m| m.len()) };
+    }
+    total
+}
+
+fn main() {
+    let kernels: u64 = std::env::var("GMPROF_BENCH_KERNELS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000_000);
+    // llm.c's GPT-2 shape: about 400 kernels per step in 12 layers.
+    let shape = Shape { steps: 0, layers: 12, kernels_per_layer: 33 };
+    let shape = Shape { steps: kernels.div_ceil(shape.kernels_per_step()), ..shape };
+    let temp = tempfile::tempdir().expect("a temporary directory");
+    let out = std::env::var_os("GMPROF_BENCH_OUT").map_or_else(|| temp.path().to_owned(), Into::into);
+    let metrics = MetricSet::default();
+    let mode = ProfilingMode::Trace;
+    let writer = StreamWriter::create(&out, &StreamMeta::new(mode, Vec::new()), StreamSettings::default())
+        .expect("streamed tables");
+    let mut pipeline = StreamPipeline::new(writer, &metrics, mode);
+    let (mut tree, mut correlator) = (SessionTree::new(), Correlator::new());
+    let mut player = Player::new(shape);
+
+    // A drain every 25 steps: about 10 000 kernels, a tenth of a second of a fast run.
+    let drain_every = 25;
+    let (mut making, mut draining, mut draining_cpu) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    let mut samples: Vec<(u64, u64)> = Vec::new();
+    let started = Instant::now();
+    for step in 0..shape.steps {
+        let t = Instant::now();
+        player.step(&mut tree, &mut correlator, step);
+        making += t.elapsed();
+        if step % drain_every == drain_every - 1 {
+            let (t, cpu) = (Instant::now(), thread_cpu());
+            pipeline.drain(&mut correlator, &mut tree, &metrics, Instant::now()).expect("drain");
+            draining += t.elapsed();
+            draining_cpu += thread_cpu() - cpu;
+            samples.push((player.launched, rss()));
+        }
+    }
+    player.flush(&mut correlator);
+    let (t, cpu) = (Instant::now(), thread_cpu());
+    let end = pipeline.finish(correlator, &mut tree, &metrics, player.now()).expect("finish");
+    let finish = t.elapsed();
+    draining += finish;
+    draining_cpu += thread_cpu() - cpu;
+    let wall = started.elapsed();
+
+    let heard = player.launched;
+    assert_eq!(end.counts.kernel_rows, heard, "every kernel streamed");
+    assert_eq!(end.written.table("kernels").map(|p| p.rows), Some(heard));
+    assert_eq!(end.written.steps, shape.steps);
+    let steady: Vec<u64> = samples.iter().filter(|(k, _)| *k >= heard / 10).map(|(_, r)| *r).collect();
+    let (lo, hi) = (steady.iter().min().copied().unwrap_or(0), steady.iter().max().copied().unwrap_or(0));
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    let bytes = dir_bytes(&out);
+    println!(
+        "stream bench: {heard} kernels, {} steps, {} drains, {} kernel parts",
+        shape.steps,
+        samples.len(),
+        end.written.table("kernels").map_or(0, |p| p.parts)
+    );
+    println!(
+        "  drains (correlate -> aggregate -> writers): {:.2} s = {:.2} M kernels/s; finish {:.0} ms",
+        draining.as_secs_f64(),
+        heard as f64 / draining.as_secs_f64() / 1e6,
+        finish.as_secs_f64() * 1e3
+    );
+    println!(
+        "  the drains' CPU time (one thread): {:.2} s = {:.2} M kernels/s per core",
+        draining_cpu.as_secs_f64(),
+        heard as f64 / draining_cpu.as_secs_f64() / 1e6
+    );
+    println!("  making the records: {:.2} s; wall {:.2} s", making.as_secs_f64(), wall.as_secs_f64());
+    println!(
+        "  RSS after the first 10 %: min {:.1} MiB, max {:.1} MiB (first sample {:.1} MiB, last {:.1} MiB)",
+        mib(lo),
+        mib(hi),
+        mib(samples.first().map_or(0, |s| s.1)),
+        mib(samples.last().map_or(0, |s| s.1))
+    );
+    println!(
+        "  on disk: {:.1} MiB, {:.1} bytes per kernel (all streamed tables)",
+        mib(bytes),
+        bytes as f64 / heard as f64
+    );
+    for (i, (k, r)) in samples.iter().enumerate() {
+        if i % (samples.len() / 10).max(1) == 0 {
+            println!("    at {k:>9} kernels: RSS {:.1} MiB", mib(*r));
+        }
+    }
+}
