@@ -319,7 +319,7 @@ impl SessionTree {
     /// paths cost no memory once done. Returns false for
     /// an open or unknown range (nothing changes).
     pub fn remove(&mut self, id: RangeId) -> bool {
-        if !self.get(id).is_some_and(|n| !n.is_open()) {
+        if self.get(id).is_none_or(RangeNode::is_open) {
             return false;
         }
         let node = self.nodes.remove(id.slot as usize);

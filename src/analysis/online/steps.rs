@@ -127,10 +127,8 @@ impl StepTracker {
             return None;
         }
         let groups = row.range_id.and_then(|id| self.pending.remove(&id)).map(top_groups).unwrap_or_default();
-        if row.range_id.is_none() {
-            // The root row: kernels outside every range, never a step.
-            return None;
-        }
+        // The root row (kernels outside every range) is never a step.
+        row.range_id?;
         let folded = fold_numbers(&row.path);
         match &self.group {
             Some(group) if group == folded.as_ref() => Some(self.make_step(settings, row, groups)),
