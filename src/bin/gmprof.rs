@@ -503,7 +503,8 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
             // Refuse an unknown probe or a bad spec before the program starts.
             gmprof::probe::parse_probe_list(list).map_err(|e| gmprof::Error::InvalidConfig(format!("--probe: {e}")))?;
         }
-        if probe_sass.as_deref() == Some("always") && mode.as_deref() != Some("trace") {
+        let any_mode = std::env::var(gmprof::ways_in::probe_run::PROBE_SASS_ANY_MODE_ENV).as_deref() == Ok("1");
+        if probe_sass.as_deref() == Some("always") && mode.as_deref() != Some("trace") && !any_mode {
             return Err(gmprof::Error::InvalidConfig(
                 "--probe-sass always: CUPTI's SASS metrics run beside --mode trace only; add --mode trace".into(),
             ));
