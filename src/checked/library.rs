@@ -255,6 +255,22 @@ impl Cupti {
         Ok(Cupti { raw: Box::leak(Box::new(lib)) })
     }
 
+    /// Puts `cupti` and `driver` where [`Cupti::load`] and [`Driver::load`] find their
+    /// libraries, for the rest of the process: the scripted libraries of the fault-injection
+    /// tests ([`crate::checked::scripted`]), installed in a child process before anything
+    /// loads CUPTI. Fails once either library is loaded.
+    #[cfg(test)]
+    pub(crate) fn install_scripted(cupti: CuptiLibrary, driver: DriverLibrary, name: &str) -> Result<()> {
+        let _guard = LOAD_LOCK.lock();
+        if CUPTI.get().is_some() || DRIVER.get().is_some() {
+            return Err(Error::InvalidState("libcupti or libcuda is loaded already: install first".into()));
+        }
+        let _ = CUPTI_PATH.set(name.to_owned());
+        let _ = CUPTI.set(Box::leak(Box::new(cupti)));
+        let _ = DRIVER.set(Box::leak(Box::new(driver)));
+        Ok(())
+    }
+
     /// The name or path this libcupti was loaded by.
     pub fn path(&self) -> &'static str {
         CUPTI_PATH.get().map_or("libcupti", String::as_str)

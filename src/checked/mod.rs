@@ -66,6 +66,8 @@ pub mod pc_sampling;
 pub mod pm_sampling;
 pub mod range_profiler;
 pub mod sass_metrics;
+#[cfg(test)]
+pub mod scripted;
 pub mod self_time;
 pub mod target;
 
