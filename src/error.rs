@@ -285,6 +285,30 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// The CUPTI and driver calls a text names as failed: `(function, code name)` for each
+/// [`Error::Cupti`] and [`Error::Cuda`] in it as their `Display` writes them
+/// (`cuptiRangeProfilerPushRange failed with CUPTI_ERROR_UNKNOWN (999): ...`), in order. A
+/// report's warnings carry the errors of the calls that failed while profiling; the summary
+/// names those calls from them.
+pub fn failed_calls(text: &str) -> Vec<(&str, &str)> {
+    const SEP: &str = " failed with ";
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(SEP) {
+        let before = &rest[..at];
+        let api = &before[before.rfind(|c: char| !word(c)).map_or(0, |i| i + 1)..];
+        let after = &rest[at + SEP.len()..];
+        let code = &after[..after.find(|c: char| !word(c)).unwrap_or(after.len())];
+        let is_code = code.starts_with("CUPTI_ERROR_") || code.starts_with("CUDA_ERROR_");
+        if is_code && (api.starts_with("cu") && api.len() > 2) {
+            out.push((api, code));
+        }
+        rest = after;
+    }
+    out
+}
+
 impl fmt::Display for LoadAttempt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.candidate, self.reason)
@@ -356,6 +380,37 @@ mod tests {
         };
         let text = e.to_string();
         assert!(text.contains("dram__bytez_read.sum (did you mean dram__bytes_read.sum?)"), "{text}");
+    }
+
+    #[test]
+    fn failed_calls_are_read_back_from_their_errors() {
+        let cupti = Error::Cupti {
+            api: "cuptiRangeProfilerPushRange",
+            code: 999,
+            code_name: "CUPTI_ERROR_UNKNOWN".into(),
+            description: "CUPTI_ERROR_UNKNOWN".into(),
+            context: "pushing a CUPTI range".into(),
+            hint: None,
+        };
+        let cuda = Error::Cuda {
+            api: "cuCtxSynchronize",
+            code: 700,
+            code_name: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+            description: "an illegal memory access was encountered".into(),
+            context: "synchronizing the CUDA context".into(),
+            hint: None,
+        };
+        let warning = format!("range 'step' has no counters: {cupti}; then {cuda}");
+        assert_eq!(
+            failed_calls(&warning),
+            [
+                ("cuptiRangeProfilerPushRange", "CUPTI_ERROR_UNKNOWN"),
+                ("cuCtxSynchronize", "CUDA_ERROR_ILLEGAL_ADDRESS")
+            ]
+        );
+        assert!(failed_calls("the build failed with an error").is_empty());
+        assert!(failed_calls("1 launch(es) have no kernel activity record").is_empty());
+        assert!(failed_calls(" failed with CUPTI_ERROR_UNKNOWN").is_empty(), "no function named");
     }
 
     #[test]

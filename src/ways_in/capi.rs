@@ -377,8 +377,11 @@ fn finish_session(session: Session, run_end: RunEnd, teardown: Teardown) -> Resu
     session
         .profiler
         .finish_with(run_end, teardown, |report| {
-            // The CUDA error that failed the context and the kernels in flight.
-            if let Some(line) = crate::report::summary::ending_line(report) {
+            // The CUDA error that failed the context and the kernels in flight, and the
+            // CUPTI and driver calls that failed.
+            let lines =
+                [crate::report::summary::ending_line(report), crate::report::summary::failed_calls_line(report)];
+            for line in lines.into_iter().flatten() {
                 eprintln!("gmprof: {line}");
             }
             written = session.outputs.write_final(report);

@@ -285,10 +285,15 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
                 report.meta.warnings.push(unbalanced_warning(unbalanced, *state.started_by.lock()));
             }
             probes_joined = crate::ways_in::probe_run::attach(report);
-            // The CUDA error that failed the context and the kernels in flight, said once:
-            // here, or by `gmprof run` in the summary it prints.
-            if let Some(line) = crate::report::summary::ending_line(report).filter(|_| !state.under_launcher) {
-                eprintln!("gmprof: {line}");
+            // The CUDA error that failed the context and the kernels in flight, and the
+            // CUPTI and driver calls that failed, said once: here, or by `gmprof run` in the
+            // summary it prints.
+            if !state.under_launcher {
+                let lines =
+                    [crate::report::summary::ending_line(report), crate::report::summary::failed_calls_line(report)];
+                for line in lines.into_iter().flatten() {
+                    eprintln!("gmprof: {line}");
+                }
             }
             let Some(outputs) = state.outputs.get() else { return };
             match outputs.write_final(report) {

@@ -1,5 +1,7 @@
 //! Text for people: the summary printed at the end of a run ([`summary`]; [`group`] folds
-//! numbered range names and sets warm-up apart, [`pc_summary`] writes its PC sampling lines, [`probe_line`] its probe line),
+//! numbered range names and sets warm-up apart, [`pc_summary`] writes its PC sampling lines,
+//! [`probe_line`] its probe line, [`endings`] the lines that say a run ended with errors or
+//! calls failed),
 //! the statistics as a table ([`stats`]), and what every text table formats through
 //! ([`format`](mod@format): durations with a unit, the blank of a value not measured, cells).
 //!
@@ -7,6 +9,7 @@
 //! [`Report`](crate::report::Report) model; no other folder of `report` (`runs`, `html` and
 //! `diff` import it).
 
+pub mod endings;
 pub mod format;
 pub mod group;
 pub mod pc_summary;

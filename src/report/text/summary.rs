@@ -28,8 +28,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::group::{group_rows, warmup_rows, GroupBy};
-use crate::analysis::correlate::{Granularity, KernelRow, KernelStatus};
-use crate::model::{RunEnd, TransferKind};
+use crate::model::TransferKind;
 use crate::report::model::Report;
 use crate::report::tables::stats::nearest_rank;
 
@@ -39,6 +38,7 @@ pub const DEFAULT_TOP: usize = 20;
 /// Longest label shown; longer ones keep their end (the innermost names).
 pub const MAX_LABEL_CHARS: usize = 56;
 
+pub use super::endings::{ending_line, failed_calls_line};
 pub(crate) use super::format::cell;
 pub use super::format::{format_duration_ns, BLANK};
 
@@ -180,6 +180,9 @@ pub struct Summary {
     /// context, the steps that failed, the launches that never completed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ending_line: Option<String>,
+    /// The CUPTI and driver calls that failed while profiling ([`failed_calls_line`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_calls_line: Option<String>,
     /// What rows were grouped by.
     pub group_by: GroupBy,
     /// Warm-up instances per repeated range.
@@ -337,6 +340,7 @@ impl Summary {
             pause_line: pause_line(&report.meta.profiler_pauses),
             self_time_line: report.meta.self_time.map(self_time_line),
             ending_line: ending_line(report),
+            failed_calls_line: failed_calls_line(report),
             memcpy_bytes: report
                 .transfers
                 .iter()
@@ -432,39 +436,6 @@ fn pause_line(pauses: &[crate::model::ProfilerPause]) -> Option<String> {
         format_duration_ns(total as f64),
         format_duration_ns(longest as f64)
     ))
-}
-
-/// How many of the launches that never completed the ending line names.
-const NOT_COMPLETED_NAMED: usize = 3;
-
-/// "run ended with errors: finished (process exit), after CUDA_ERROR_ILLEGAL_INSTRUCTION
-/// (715): ...; 2 launch(es) never completed (status not_completed), the last: ...", when
-/// finishing met errors. The summary shows it; an injected run prints it when it finishes.
-pub fn ending_line(report: &Report) -> Option<String> {
-    let end = report.meta.run_end.as_ref().filter(|e| matches!(e, RunEnd::FinishedWithErrors { .. }))?;
-    let mut line = format!("run ended with errors: {}", end.describe());
-    let not_completed: Vec<&KernelRow> =
-        report.kernels.iter().filter(|k| k.status == KernelStatus::NotCompleted).collect();
-    if !not_completed.is_empty() {
-        let from = not_completed.len().saturating_sub(NOT_COMPLETED_NAMED);
-        let named: Vec<String> = not_completed[from..]
-            .iter()
-            .map(|k| {
-                let what = match (&k.kernel_name, k.granularity) {
-                    (Some(name), _) => cell(name),
-                    (None, Granularity::Graph) => "a CUDA graph".to_owned(),
-                    (None, _) => "a kernel, name not kept".to_owned(),
-                };
-                format!("{what} (correlation id {})", k.correlation_id)
-            })
-            .collect();
-        line.push_str(&format!(
-            " | {} launch(es) never completed (kernels.csv status not_completed); the last: {}",
-            not_completed.len(),
-            named.join(", ")
-        ));
-    }
-    Some(line)
 }
 
 fn self_time_line(t: crate::model::SelfTime) -> String {
@@ -599,7 +570,7 @@ impl fmt::Display for Summary {
                 self.graph_launches, self.graph_node_kernels, self.captured_calls
             )?;
         }
-        if let Some(line) = &self.ending_line {
+        for line in [&self.ending_line, &self.failed_calls_line].into_iter().flatten() {
             writeln!(f, "{line}")?;
         }
         if let Some(line) = &self.pm_line {
