@@ -579,6 +579,8 @@ impl HubMembership {
                 .buffers_allocated_late
                 .saturating_sub(self.stats_at_join.buffers_allocated_late),
             callback_panics: now.callback_panics.saturating_sub(self.stats_at_join.callback_panics),
+            buffers_cut_short: now.buffers_cut_short.saturating_sub(self.stats_at_join.buffers_cut_short),
+            dropped_counts_unread: now.dropped_counts_unread.saturating_sub(self.stats_at_join.dropped_counts_unread),
         }
     }
 

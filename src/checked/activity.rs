@@ -77,6 +77,22 @@ static REGISTRATION: Mutex<Option<Registration>> = Mutex::new(None);
 static BUFFERS_ALLOCATED_LATE: AtomicU64 = AtomicU64::new(0);
 static RECORDS_DROPPED: AtomicU64 = AtomicU64::new(0);
 static CALLBACK_PANICS: AtomicU64 = AtomicU64::new(0);
+static BUFFERS_CUT_SHORT: AtomicU64 = AtomicU64::new(0);
+static DROPPED_COUNTS_UNREAD: AtomicU64 = AtomicU64::new(0);
+/// The error of the first call that cut a buffer short or hid the dropped count.
+static FIRST_READ_ERROR: Mutex<Option<String>> = Mutex::new(None);
+
+/// Counts a failed read of a completed buffer (`counter`) and keeps the first error.
+fn read_failed(counter: &AtomicU64, error: crate::error::Error) {
+    counter.fetch_add(1, Ordering::Relaxed);
+    FIRST_READ_ERROR.lock().get_or_insert_with(|| error.to_string());
+}
+
+/// The error of the first `cuptiActivityGetNextRecord` or `cuptiActivityGetNumDroppedRecords`
+/// that failed (see [`ActivityStats::buffers_cut_short`]).
+pub fn first_read_error() -> Option<String> {
+    FIRST_READ_ERROR.lock().clone()
+}
 
 fn new_buffer() -> Box<[u64]> {
     vec![0u64; BUFFER_WORDS].into_boxed_slice()
@@ -152,7 +168,14 @@ unsafe fn decode_buffer(cupti: &Cupti, buffer: *mut u8, valid: usize) -> Vec<Act
         // SAFETY: `buffer`/`valid` describe a completed CUPTI buffer (caller's guarantee);
         // `record` is the iterator CUPTI advances.
         let rc = unsafe { next(buffer, valid, &mut record) };
-        if rc != CUptiResult::CUPTI_SUCCESS || record.is_null() {
+        if rc == CUptiResult::CUPTI_ERROR_MAX_LIMIT_REACHED || (rc == CUptiResult::CUPTI_SUCCESS && record.is_null()) {
+            // The end of the buffer.
+            break;
+        }
+        if rc != CUptiResult::CUPTI_SUCCESS {
+            // Any other answer ends the buffer early: the records after this point are lost.
+            let context = "reading a completed activity buffer";
+            read_failed(&BUFFERS_CUT_SHORT, cupti.error(rc, "cuptiActivityGetNextRecord", context));
             break;
         }
         // SAFETY: CUPTI returned a pointer to a record inside the buffer.
@@ -208,8 +231,14 @@ unsafe fn decode_buffer(cupti: &Cupti, buffer: *mut u8, valid: usize) -> Vec<Act
     if let Ok(get_dropped) = cupti.raw().cuptiActivityGetNumDroppedRecords.as_ref() {
         let mut dropped = 0usize;
         // SAFETY: null context and stream 0 ask for the global count; `dropped` is valid.
-        if unsafe { get_dropped(std::ptr::null_mut(), 0, &mut dropped) } == CUptiResult::CUPTI_SUCCESS {
-            RECORDS_DROPPED.fetch_add(dropped as u64, Ordering::Relaxed);
+        match unsafe { get_dropped(std::ptr::null_mut(), 0, &mut dropped) } {
+            CUptiResult::CUPTI_SUCCESS => {
+                RECORDS_DROPPED.fetch_add(dropped as u64, Ordering::Relaxed);
+            }
+            rc => {
+                let context = "counting the activity records CUPTI dropped";
+                read_failed(&DROPPED_COUNTS_UNREAD, cupti.error(rc, "cuptiActivityGetNumDroppedRecords", context));
+            }
         }
     }
     out
@@ -286,6 +315,12 @@ pub struct ActivityStats {
     pub buffers_allocated_late: u64,
     /// Panics caught inside buffer callbacks (each loses that buffer's records).
     pub callback_panics: u64,
+    /// Completed buffers whose records could not be read to the end
+    /// (`cuptiActivityGetNextRecord` failed): the records after that point are lost.
+    pub buffers_cut_short: u64,
+    /// Completed buffers after which CUPTI's count of dropped records could not be read
+    /// (`cuptiActivityGetNumDroppedRecords` failed): `records_dropped` may be too low.
+    pub dropped_counts_unread: u64,
 }
 
 /// Process-wide activity tracing, owned; disabled (after a final flush) on drop.
@@ -308,6 +343,8 @@ fn global_stats() -> ActivityStats {
         records_dropped: RECORDS_DROPPED.load(Ordering::Relaxed),
         buffers_allocated_late: BUFFERS_ALLOCATED_LATE.load(Ordering::Relaxed),
         callback_panics: CALLBACK_PANICS.load(Ordering::Relaxed),
+        buffers_cut_short: BUFFERS_CUT_SHORT.load(Ordering::Relaxed),
+        dropped_counts_unread: DROPPED_COUNTS_UNREAD.load(Ordering::Relaxed),
     }
 }
 
@@ -384,6 +421,8 @@ impl ActivityTracing {
             records_dropped: now.records_dropped - self.stats_at_start.records_dropped,
             buffers_allocated_late: now.buffers_allocated_late - self.stats_at_start.buffers_allocated_late,
             callback_panics: now.callback_panics - self.stats_at_start.callback_panics,
+            buffers_cut_short: now.buffers_cut_short - self.stats_at_start.buffers_cut_short,
+            dropped_counts_unread: now.dropped_counts_unread - self.stats_at_start.dropped_counts_unread,
         }
     }
 
@@ -462,15 +501,32 @@ impl LaunchClock {
         LaunchClock { get: Some(monotonic_raw) }
     }
 
-    /// The timestamp, ns; `None` without a clock or when the call fails.
+    /// The timestamp, ns; `None` without a clock or when the call fails (counted, with the
+    /// first failure's code: [`launch_stamps_missed`]).
     pub fn now(&self) -> Option<u64> {
         let get = self.get?;
         let mut ts = 0u64;
         // SAFETY: `get` is cuptiGetTimestamp or `monotonic_raw`; both write one u64 through
         // the valid out-pointer they are given.
         let code = unsafe { get(&mut ts) };
-        (code == CUptiResult::CUPTI_SUCCESS).then_some(ts)
+        if code != CUptiResult::CUPTI_SUCCESS {
+            STAMPS_MISSED.fetch_add(1, Ordering::Relaxed);
+            let _ = STAMP_ERROR.compare_exchange(0, code.0, Ordering::Relaxed, Ordering::Relaxed);
+            return None;
+        }
+        Some(ts)
     }
+}
+
+/// Launch stamps [`LaunchClock::now`] could not take, process-wide.
+static STAMPS_MISSED: AtomicU64 = AtomicU64::new(0);
+/// The code of the first of them (0: none).
+static STAMP_ERROR: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Launch stamps that could not be taken so far (process-wide), and the first failure's code.
+pub fn launch_stamps_missed() -> (u64, Option<CUptiResult>) {
+    let code = STAMP_ERROR.load(Ordering::Relaxed);
+    (STAMPS_MISSED.load(Ordering::Relaxed), (code != 0).then_some(CUptiResult(code)))
 }
 
 /// [`LaunchClock::monotonic_stand_in`]'s function, shaped like `cuptiGetTimestamp`.

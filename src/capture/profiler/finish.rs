@@ -342,9 +342,22 @@ impl Shared {
             evaluated = Some(self.stop_counters(counters, &mut failures));
             dropped_ranges = counters.dropped_ranges;
         }
-        // The last activity records, while every CUPTI object is still alive.
+        // The last activity records, while every CUPTI object is still alive. A flush that
+        // fails is tried once more: the records it did not bring in are still in CUPTI's
+        // buffers, and a second flush that works loses nothing (the warning says so).
         tracing::debug!("gmprof: finish: flushing activity");
-        failures.check(FinishStep::ActivityFlush, calls.flush_activity(capture.membership.as_ref()));
+        let flushed = calls.flush_activity(capture.membership.as_ref()).or_else(|first| {
+            match calls.flush_activity(capture.membership.as_ref()) {
+                Ok(()) => {
+                    self.state.lock().warnings.push(format!(
+                        "the last activity flush failed and brought every record in when tried again: {first}"
+                    ));
+                    Ok(())
+                }
+                Err(_) => Err(first),
+            }
+        });
+        failures.check(FinishStep::ActivityFlush, flushed);
         let mut dropped_records = 0;
         let mut unprofiled = Vec::new();
         if let Some(membership) = capture.membership.as_ref() {
@@ -364,6 +377,7 @@ impl Shared {
                     stats.callback_panics
                 ));
             }
+            state.warnings.extend(activity_read_warnings(&stats, activity::first_read_error()));
         }
         self.drain_activity();
 
@@ -379,6 +393,13 @@ impl Shared {
         }
         if let Some(warning) = self.unread_memsets_warning() {
             state.warnings.push(warning);
+        }
+        let (missed, code) = activity::launch_stamps_missed();
+        if let (missed @ 1.., Some(code)) = (missed.saturating_sub(self.stamps_missed_at_start), code) {
+            let error = self.cupti.error(code, "cuptiGetTimestamp", "stamping a launch");
+            state.warnings.push(format!(
+                "{missed} launch(es) have no launch time (no launch_ns, no launch mark on the timeline): {error}"
+            ));
         }
         if unreplayed > 0 {
             state.warnings.push(format!(
@@ -527,6 +548,28 @@ impl Shared {
         drop(primary);
         Ok(())
     }
+}
+
+/// The warnings for completed activity buffers gmprof could not read to their end, and for
+/// dropped-record counts it could not read (`error`: the first such call's).
+pub(super) fn activity_read_warnings(stats: &activity::ActivityStats, error: Option<String>) -> Vec<String> {
+    let error = error.unwrap_or_else(|| "no error kept".into());
+    let mut out = Vec::new();
+    if stats.buffers_cut_short > 0 {
+        out.push(format!(
+            "{} activity buffer(s) could not be read to their end ({error}): the records after that point are lost, \
+             so their launches and transfers have no activity record",
+            stats.buffers_cut_short
+        ));
+    }
+    if stats.dropped_counts_unread > 0 {
+        out.push(format!(
+            "CUPTI's count of dropped activity records could not be read after {} buffer(s) ({error}): the dropped \
+             activity records may be more than counted",
+            stats.dropped_counts_unread
+        ));
+    }
+    out
 }
 
 /// The warning for a last counter cycle that could not be stopped or decoded.

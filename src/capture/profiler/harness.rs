@@ -84,7 +84,8 @@ pub struct Faults {
     pub synchronize: Option<Error>,
     /// What `cuptiGetTimestamp` returns.
     pub timestamp: Option<Error>,
-    /// What `cuptiActivityFlushAll` returns.
+    /// What `cuptiActivityFlushAll` returns; a flush that failed fails again when tried
+    /// again, as on a failed context.
     pub activity_flush: Option<Error>,
     /// Records the flush delivers before it returns (those CUPTI still held).
     pub flushed_records: Vec<ActivityRecord>,
@@ -95,6 +96,8 @@ struct ScriptedCalls {
     faults: RefCell<Faults>,
     session: Arc<Shared>,
     clock: u64,
+    /// The flush failed: every later one fails too.
+    flush_failed: std::cell::Cell<bool>,
 }
 
 impl FinishCalls for ScriptedCalls {
@@ -115,7 +118,12 @@ impl FinishCalls for ScriptedCalls {
         if !records.is_empty() {
             self.session.on_records(records);
         }
-        self.faults.borrow_mut().activity_flush.take().map_or(Ok(()), Err)
+        if self.flush_failed.get() {
+            return Err(Error::InvalidState("the activity flush failed again".into()));
+        }
+        let failed = self.faults.borrow_mut().activity_flush.take();
+        self.flush_failed.set(failed.is_some());
+        failed.map_or(Ok(()), Err)
     }
 }
 
@@ -188,6 +196,7 @@ impl LaunchHarness {
             pm: Mutex::new(None),
             pc: Mutex::new(None),
             self_time_at_start: None,
+            stamps_missed_at_start: 0,
         });
         let session: Arc<dyn CaptureSession> = shared.clone();
         let route = BenchRoute::add(context_id, Arc::downgrade(&session));
@@ -391,8 +400,12 @@ impl LaunchHarness {
     /// Finishes the session as [`Profiler::finish_with`] does, with the synchronize, the
     /// CUPTI clock and the activity flush answered by `faults`.
     pub fn finish(self, run_end: RunEnd, faults: Faults) -> Result<Report> {
-        let calls =
-            ScriptedCalls { faults: RefCell::new(faults), session: Arc::clone(&self.shared), clock: self.clock + 1 };
+        let calls = ScriptedCalls {
+            faults: RefCell::new(faults),
+            session: Arc::clone(&self.shared),
+            clock: self.clock + 1,
+            flush_failed: std::cell::Cell::new(false),
+        };
         let profiler = Profiler { shared: Arc::clone(&self.shared) };
         profiler.finish_through(run_end, Teardown::Release, &calls, |_| {})
     }

@@ -116,6 +116,7 @@ impl Profiler {
             pm: Mutex::new(None),
             pc: Mutex::new(None),
             self_time_at_start: crate::checked::self_time::snapshot(),
+            stamps_missed_at_start: activity::launch_stamps_missed().0,
         });
         // The capture is in place before the hub can route a callback to this session.
         *shared.capture.lock() = Some(Capture { membership: None, counters, _primary: primary, context });

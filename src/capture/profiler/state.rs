@@ -127,6 +127,9 @@ pub(super) struct Shared {
     pub(super) pc: Mutex<Option<PcSession>>,
     /// gmprof's own callback time at the start, when measured (`GMPROF_SELF_TIME=1`).
     pub(super) self_time_at_start: Option<crate::model::SelfTime>,
+    /// Launch stamps missed in the process before the session started
+    /// ([`activity::launch_stamps_missed`]).
+    pub(super) stamps_missed_at_start: u64,
 }
 
 /// A profiling session on one GPU context. Cheap to clone; all clones share the session.
