@@ -24,11 +24,12 @@ impl Report {
         let mut ranges = aggregation.ranges;
         let mut warnings = info.warnings;
         warnings.extend(blank_unmeasured_sass_metrics(metrics, &mut rows, &mut ranges));
-        if info.dropped_counter_ranges > 0 {
+        // Those lost to failed calls are said by the warnings of the calls.
+        let by_cupti = info.dropped_counter_ranges.saturating_sub(info.counter_ranges_lost);
+        if by_cupti > 0 {
             warnings.push(format!(
-                "CUPTI dropped {} counter range(s): their kernels have no counters (raise the \
-                 ranges per cycle or the counter image size)",
-                info.dropped_counter_ranges
+                "CUPTI dropped {by_cupti} counter range(s): their kernels have no counters (raise the \
+                 ranges per cycle or the counter image size)"
             ));
         }
         if info.dropped_activity_records > 0 {

@@ -24,8 +24,13 @@ pub struct CaptureInfo {
     pub device_name: Option<String>,
     /// The chip name CUPTI uses, e.g. `GH100`.
     pub chip: Option<String>,
-    /// Counter ranges CUPTI could not fit in a counter image and dropped.
+    /// Counter ranges CUPTI could not fit in a counter image and dropped, with those lost to
+    /// failed calls ([`CaptureInfo::counter_ranges_lost`]).
     pub dropped_counter_ranges: u64,
+    /// Of the dropped counter ranges, those gmprof lost because CUPTI calls failed (a counter
+    /// cycle that could not be decoded, ranges that could not be evaluated); warnings say
+    /// which calls.
+    pub counter_ranges_lost: u64,
     /// Activity records CUPTI dropped (buffers full).
     pub dropped_activity_records: u64,
     /// Wall-clock start of the session, ns since the Unix epoch.
@@ -58,6 +63,7 @@ impl CaptureInfo {
             device_name: None,
             chip: None,
             dropped_counter_ranges: 0,
+            counter_ranges_lost: 0,
             dropped_activity_records: 0,
             started_unix_ns: None,
             finished_unix_ns: None,

@@ -16,7 +16,7 @@ use crate::model::{MetricSet, ProfilingMode, GPU_TIME_METRIC};
 
 use super::builder::ProfilerBuilder;
 use super::evaluator::Evaluator;
-use super::state::{Counters, Profiler, Shared};
+use super::state::{Counters, Profiler, Restart, Shared};
 
 /// What `start_counters` sets up.
 pub(super) struct CounterSetup {
@@ -116,11 +116,15 @@ impl Profiler {
                 cycle: 0,
                 ordinal_in_cycle: 0,
                 dropped_ranges: 0,
+                lost_ranges: 0,
                 running: false,
                 user_depth: 0,
                 evaluator,
                 background_evaluation: cfg.background_evaluation,
                 pauses: Vec::new(),
+                pushed: Vec::new(),
+                broken: None,
+                restart: None,
             },
             metric_set: MetricSet { metrics: specs },
             names,
@@ -132,17 +136,39 @@ impl Profiler {
 }
 
 impl Shared {
-    /// Stops the profiler, hands the full image to the evaluator, re-arms and starts again.
+    /// `call`, tried once more when it fails: a CUPTI call that fails once and works when
+    /// tried again loses nothing, and a warning of the report says it failed. Returns the
+    /// first error when both tries fail. Called with the capture lock held (never the state
+    /// lock, which the warning takes).
+    pub(super) fn retried<T>(&self, call: impl Fn() -> Result<T>) -> Result<T> {
+        let first = match call() {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        let Ok(again) = call() else { return Err(first) };
+        self.state.lock().warnings.push(format!("{first}; it worked when tried again, so nothing was lost"));
+        Ok(again)
+    }
+
+    /// Ends a full counter cycle and starts the next one: stop, decode and hand the image to
+    /// the evaluator, re-arm, start. Each range profiler call is tried once more when it
+    /// fails ([`Shared::retried`]). A stop that still fails leaves the profiler running (the
+    /// next launch tries again, and what did not fit the image is counted as dropped); a
+    /// decode that still fails loses that cycle's counters only (counted and said); a re-arm
+    /// or start that still fails is tried again at the next launch or range
+    /// ([`Shared::restart_cycle`]).
     pub(super) fn cycle_counter_image(&self, counters: &mut Counters) -> Result<()> {
         let t0 = Instant::now();
         let paused_at = activity::timestamp(&self.cupti).ok();
         let (cycle, ranges) = (counters.cycle, counters.ordinal_in_cycle);
-        self.finish_cycle(counters)?;
-        self.rearm(counters)?;
-        let Some(rp) = counters.range_profiler.as_ref() else { return Ok(()) };
+        self.stop_cycle(counters)?;
+        if let Err(e) = self.collect_cycle(counters) {
+            self.drop_cycle(counters, true, &format!("could not be decoded ({e})"), "the next cycle goes on");
+        }
+        next_cycle(counters);
+        counters.restart = Some(Restart::Rearm);
         let t_start = Instant::now();
-        rp.start()?;
-        counters.running = true;
+        self.restart_cycle(counters)?;
         let stats = &mut counters.evaluator.stats;
         stats.start += t_start.elapsed();
         stats.longest = stats.longest.max(t0.elapsed());
@@ -153,30 +179,88 @@ impl Shared {
         Ok(())
     }
 
-    /// Re-initializes the image and configuration for the next cycle.
-    pub(super) fn rearm(&self, counters: &mut Counters) -> Result<()> {
-        let Some(rp) = counters.range_profiler.as_ref() else { return Ok(()) };
-        let t0 = Instant::now();
-        rp.initialize_counter_data(&mut counters.counter_data)?;
-        // SAFETY: the images live in `counters` and outlive the range profiler.
-        unsafe { rp.set_config(&counters.config_image, &mut counters.counter_data, &counters.config)? };
-        counters.cycle += 1;
-        counters.ordinal_in_cycle = 0;
-        counters.evaluator.stats.rearm += t0.elapsed();
+    /// At a launch or a range push where a new cycle may begin (no CUPTI range open, no
+    /// replay): cycles a full image, or brings a cycle that failed back to running. A
+    /// failure is said once, when the cycle fails; the next launch tries again.
+    pub(super) fn next_cycle_if_due(&self, counters: &mut Counters) {
+        let full = counters.ordinal_in_cycle as usize >= counters.config.max_ranges_per_pass;
+        if counters.running && full {
+            if let Err(e) = self.cycle_counter_image(counters) {
+                tracing::error!("gmprof: could not cycle the counter image: {e}");
+                self.state.lock().warnings.push(format!("counter image cycle failed: {e}"));
+            }
+        } else if counters.restart.is_some() {
+            if counters.ordinal_in_cycle > 0 {
+                // Launches (or ranges) came while the profiler was stopped: no counters.
+                let what = "never ran: the profiler could not be started again";
+                self.drop_cycle(counters, false, what, "the next cycle goes on");
+                next_cycle(counters);
+            }
+            if let Err(e) = self.restart_cycle(counters) {
+                tracing::debug!("gmprof: the counter cycle could not start again yet: {e}");
+            }
+        }
+    }
+
+    /// Brings a cycle that a failed re-arm or start left stopped back to running: what is
+    /// left of re-arm and start. `counters.restart` stays set until it works.
+    pub(super) fn restart_cycle(&self, counters: &mut Counters) -> Result<()> {
+        if counters.restart == Some(Restart::Rearm) {
+            self.rearm(counters)?;
+            counters.restart = Some(Restart::Start);
+        }
+        if counters.restart == Some(Restart::Start) {
+            if let Some(rp) = counters.range_profiler.as_ref() {
+                self.retried(|| rp.start())?;
+                counters.running = true;
+            }
+            counters.restart = None;
+        }
         Ok(())
     }
 
-    /// Stops and decodes the current cycle and hands it to the evaluator.
-    pub(super) fn finish_cycle(&self, counters: &mut Counters) -> Result<()> {
-        self.stop_cycle(counters)?;
-        self.collect_cycle(counters)
+    /// A counter cycle whose counters are lost (`what` happened to it; `then`: what comes
+    /// next): its launches (its ranges in per_range) are counted in the dropped counter
+    /// ranges and a warning says why. When the profiler ran in it (`ran`), CUPTI numbered
+    /// its auto ranges, and the evaluator skips their numbers.
+    pub(super) fn drop_cycle(&self, counters: &mut Counters, ran: bool, what: &str, then: &str) {
+        let cycle = counters.cycle;
+        let (lost, unit) = match self.mode {
+            ProfilingMode::PerRange => (u64::from(counters.ordinal_in_cycle), "range(s)"),
+            _ => (self.state.lock().correlator.launches_in_cycle(cycle), "launch(es)"),
+        };
+        if ran {
+            counters.evaluator.skip(cycle, lost);
+        }
+        if lost == 0 {
+            return;
+        }
+        counters.dropped_ranges += lost;
+        counters.lost_ranges += lost;
+        self.state.lock().warnings.push(format!(
+            "counter cycle {cycle} {what}: the counters of its {lost} {unit} are dropped (counted in the dropped \
+             counter ranges) and left blank; {then}"
+        ));
+    }
+
+    /// Re-initializes the image and configuration for the next cycle (numbered by
+    /// [`next_cycle`]).
+    pub(super) fn rearm(&self, counters: &mut Counters) -> Result<()> {
+        let Some(rp) = counters.range_profiler.as_ref() else { return Ok(()) };
+        let t0 = Instant::now();
+        let image = std::cell::RefCell::new(&mut counters.counter_data);
+        self.retried(|| rp.initialize_counter_data(&mut image.borrow_mut()))?;
+        // SAFETY: the images live in `counters` and outlive the range profiler.
+        self.retried(|| unsafe { rp.set_config(&counters.config_image, &mut image.borrow_mut(), &counters.config) })?;
+        counters.evaluator.stats.rearm += t0.elapsed();
+        Ok(())
     }
 
     /// Stops the range profiler at the end of a cycle.
     pub(super) fn stop_cycle(&self, counters: &mut Counters) -> Result<()> {
         let Some(rp) = counters.range_profiler.as_ref() else { return Ok(()) };
         let t0 = Instant::now();
-        let stop = rp.stop()?;
+        let stop = self.retried(|| rp.stop())?;
         counters.running = false;
         counters.evaluator.stats.stop += t0.elapsed();
         if !stop.all_passes_submitted {
@@ -190,17 +274,32 @@ impl Shared {
 
     /// Decodes the stopped cycle and hands the image to the evaluator, which turns it into
     /// counter ranges for the correlator (collected at finish). `counters.counter_data` is
-    /// then a spare image, to be re-armed before the profiler starts again.
+    /// then a spare image, to be re-armed before the profiler starts again. A cycle whose
+    /// counters cannot be trusted (`counters.broken`) is dropped instead.
     pub(super) fn collect_cycle(&self, counters: &mut Counters) -> Result<()> {
         let Some(rp) = counters.range_profiler.as_ref() else { return Ok(()) };
         counters.user_depth = 0;
         let t0 = Instant::now();
-        let dropped = rp.decode()?;
+        let dropped = self.retried(|| rp.decode())?;
         counters.evaluator.stats.decode += t0.elapsed();
         if dropped > 0 {
             tracing::warn!("gmprof: CUPTI dropped {dropped} counter range(s) in cycle {}", counters.cycle);
             counters.dropped_ranges += dropped as u64;
         }
-        counters.evaluator.hand_off(counters.cycle, dropped, &mut counters.counter_data)
+        if let Some(why) = counters.broken.take() {
+            self.drop_cycle(counters, true, &format!("cannot be trusted ({why})"), "the other cycles keep theirs");
+            return Ok(());
+        }
+        let expected = match self.mode {
+            ProfilingMode::PerRange => u64::from(counters.ordinal_in_cycle),
+            _ => self.state.lock().correlator.launches_in_cycle(counters.cycle),
+        };
+        counters.evaluator.hand_off(counters.cycle, dropped, expected, &mut counters.counter_data)
     }
+}
+
+/// Numbers the next counter cycle: launches (ranges) from now on are its.
+pub(super) fn next_cycle(counters: &mut Counters) {
+    counters.cycle += 1;
+    counters.ordinal_in_cycle = 0;
 }

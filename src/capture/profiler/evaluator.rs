@@ -34,6 +34,9 @@ pub(super) struct CycleJob {
     pub(super) image: CounterDataImage,
     /// Ranges CUPTI dropped in this cycle (from the decode): auto-range numbering skips them.
     pub(super) dropped: usize,
+    /// Ranges gmprof expects of the cycle (its launches, or its ranges in per_range): what
+    /// is lost when the image cannot be read at all.
+    pub(super) expected: u64,
 }
 
 /// Where a cycle's time went, for the log line at finish.
@@ -65,6 +68,9 @@ pub(super) struct EvaluatorOutput {
     pub(super) cycles: Vec<(u32, Vec<CounterRange>)>,
     /// Cycles that could not be evaluated, and why.
     pub(super) errors: Vec<String>,
+    /// Counter ranges lost to evaluation failures (their values are blank): for the
+    /// dropped counter ranges.
+    pub(super) lost_ranges: u64,
     /// Time spent evaluating, and ranges evaluated.
     pub(super) evaluate: Duration,
     pub(super) ranges: u64,
@@ -107,21 +113,41 @@ struct Worker {
 }
 
 impl Worker {
-    fn evaluate(&mut self, job: &CycleJob) -> Result<Vec<CounterRange>> {
+    /// The counter ranges of a decoded image. A range whose name or values cannot be read
+    /// is left out (its launch or range gets no counters), counted in `lost` with the first
+    /// such error; an image whose ranges cannot be counted is an error.
+    fn evaluate(&mut self, job: &CycleJob, lost: &mut (u64, Option<Error>)) -> Result<Vec<CounterRange>> {
+        if job.image.is_empty() {
+            // A dropped cycle (Evaluator::skip): its auto ranges' numbers only.
+            self.auto_ranges_before += job.dropped as u64;
+            return Ok(Vec::new());
+        }
         let image = job.image.bytes();
         let count = job.image.range_count(&self.cupti)?;
         let names: Vec<&str> = self.metric_names.iter().map(String::as_str).collect();
         let base = self.auto_ranges_before;
         let mut ranges = Vec::with_capacity(count);
         for index in 0..count {
-            let raw_name = self.host.range_name(image, index, "/")?;
+            let read = self
+                .host
+                .range_name(image, index, "/")
+                .and_then(|raw| self.host.evaluate(image, index, &names).map(|values| (raw, values)));
+            let (raw_name, values) = match read {
+                Ok(read) => read,
+                Err(e) => {
+                    lost.0 += 1;
+                    lost.1.get_or_insert(e);
+                    continue;
+                }
+            };
             let name = match (self.range_mode, raw_name.parse::<u64>()) {
                 (RangeMode::Auto, Ok(n)) if n >= base => (n - base).to_string(),
+                // An auto range of an earlier cycle that was dropped: not this cycle's.
+                (RangeMode::Auto, Ok(_)) => continue,
                 // A nested user range is named by its path; gmprof's own name is the last part.
                 (RangeMode::User, _) => raw_name.rsplit('/').next().unwrap_or_default().to_owned(),
                 _ => raw_name,
             };
-            let values = self.host.evaluate(image, index, &names)?;
             ranges.push(CounterRange { cycle: job.cycle, index: index as u32, name, values });
         }
         self.auto_ranges_before += (count + job.dropped) as u64;
@@ -142,6 +168,7 @@ impl Worker {
         let mut output = EvaluatorOutput {
             cycles: Vec::new(),
             errors: Vec::new(),
+            lost_ranges: 0,
             evaluate: Duration::ZERO,
             ranges: 0,
             host: None,
@@ -149,19 +176,37 @@ impl Worker {
         };
         for job in jobs {
             let t0 = Instant::now();
-            match catch_unwind(AssertUnwindSafe(|| self.evaluate(&job))) {
+            let mut lost = (0, None);
+            let lost_all = |output: &mut EvaluatorOutput, why: String| {
+                output.lost_ranges += job.expected;
+                output.errors.push(format!(
+                    "counter cycle {}: {why}: the counters of its {} range(s) are dropped (counted in the dropped \
+                     counter ranges) and left blank",
+                    job.cycle, job.expected
+                ));
+            };
+            match catch_unwind(AssertUnwindSafe(|| self.evaluate(&job, &mut lost))) {
                 Ok(Ok(ranges)) => {
                     output.ranges += ranges.len() as u64;
                     self.evaluated.lock().push((job.cycle, ranges));
                 }
-                Ok(Err(e)) => output.errors.push(format!("counter cycle {}: evaluation failed: {e}", job.cycle)),
-                Err(_) => output.errors.push(format!(
-                    "counter cycle {}: an internal error in gmprof's evaluator lost its counters",
+                Ok(Err(e)) => lost_all(&mut output, format!("evaluation failed ({e})")),
+                Err(_) => lost_all(&mut output, "an internal error in gmprof's evaluator lost them".into()),
+            }
+            if let (n @ 1.., Some(e)) = lost {
+                output.lost_ranges += n;
+                output.errors.push(format!(
+                    "counter cycle {}: {n} counter range(s) could not be evaluated ({e}): they are dropped (counted in \
+                     the dropped counter ranges) and their launches or ranges left blank",
                     job.cycle
-                )),
+                ));
             }
             output.evaluate += t0.elapsed();
-            // The launching side may be gone (the session ends): keep the image instead.
+            // The launching side may be gone (the session ends): keep the image instead. A
+            // skipped cycle's empty image is no spare.
+            if job.image.is_empty() {
+                continue;
+            }
             if let Err(mpsc::SendError(image)) = returned.send(job.image) {
                 output.images.push(image);
             }
@@ -205,13 +250,19 @@ impl Evaluator {
     /// the image to arm next (it still needs re-initializing). Waits for the evaluator only
     /// when bounded memory requires it, or always when background evaluation is off. If the
     /// evaluator is gone, `image` stays as it was and an error says why.
-    pub(super) fn hand_off(&mut self, cycle: u32, dropped: usize, image: &mut CounterDataImage) -> Result<()> {
+    pub(super) fn hand_off(
+        &mut self,
+        cycle: u32,
+        dropped: usize,
+        expected: u64,
+        image: &mut CounterDataImage,
+    ) -> Result<()> {
         let t0 = Instant::now();
         let Some(jobs) = self.jobs.as_ref() else {
             return Err(Error::InvalidState("the counter evaluator has finished".into()));
         };
         let len = image.len();
-        let job = CycleJob { cycle, image: std::mem::take(image), dropped };
+        let job = CycleJob { cycle, image: std::mem::take(image), dropped, expected };
         if let Err(mpsc::SendError(job)) = jobs.send(job) {
             *image = job.image;
             return Err(Error::InvalidState("gmprof's counter evaluator thread stopped".into()));
@@ -256,6 +307,16 @@ impl Evaluator {
         std::mem::take(&mut *self.evaluated.lock())
     }
 
+    /// Cycle `cycle` was dropped before its image could be handed over: the evaluator counts
+    /// its `ranges` auto ranges (CUPTI numbers them on from the enable) without evaluating
+    /// anything.
+    pub(super) fn skip(&mut self, cycle: u32, ranges: u64) {
+        if let Some(jobs) = self.jobs.as_ref() {
+            let job = CycleJob { cycle, image: CounterDataImage::default(), dropped: ranges as usize, expected: 0 };
+            let _ = jobs.send(job);
+        }
+    }
+
     /// Waits for every handed-over cycle and stops the thread (the evaluator stays, stopped).
     pub(super) fn finish(&mut self) -> EvaluatorOutput {
         self.stop()
@@ -268,6 +329,7 @@ impl Evaluator {
             _ => EvaluatorOutput {
                 cycles: Vec::new(),
                 errors: vec!["gmprof's counter evaluator thread was lost; counters of its cycles are missing".into()],
+                lost_ranges: 0,
                 evaluate: Duration::ZERO,
                 ranges: 0,
                 host: None,

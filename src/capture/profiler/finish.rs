@@ -334,13 +334,13 @@ impl Shared {
             }
             capture
         });
-        let mut dropped_ranges = 0;
+        let (mut dropped_ranges, mut lost_ranges) = (0, 0);
         let mut counters = capture.counters.take();
         let mut evaluated = None;
         if let Some(counters) = counters.as_mut() {
             tracing::debug!("gmprof: finish: decoding the last counter cycle");
             evaluated = Some(self.stop_counters(counters, &mut failures));
-            dropped_ranges = counters.dropped_ranges;
+            (dropped_ranges, lost_ranges) = (counters.dropped_ranges, counters.lost_ranges);
         }
         // The last activity records, while every CUPTI object is still alive. A flush that
         // fails is tried once more: the records it did not bring in are still in CUPTI's
@@ -428,6 +428,7 @@ impl Shared {
         warnings.extend(open);
         drop(state);
         let mut info = self.capture_info(clock_finish, warnings, dropped_ranges, dropped_records);
+        info.counter_ranges_lost = lost_ranges;
         info.unprofiled_contexts = unprofiled;
         info.run_end = Some(run_end.with_failures(failures.cuda_error, failures.steps));
         if let Some(counters) = counters.as_mut() {
@@ -470,12 +471,19 @@ impl Shared {
         }
         if counters.running {
             self.end_last_cycle(counters, failures);
+        } else if counters.restart.take().is_some() {
+            // A mid-run cycle failed and the profiler never ran again: the launches since
+            // have no counters.
+            let what = "never ran: the profiler could not be started again";
+            self.drop_cycle(counters, false, what, "the cycles before keep theirs");
         }
         // Every decoded image's counter ranges, from the evaluator thread.
         tracing::debug!("gmprof: finish: waiting for the counter evaluator");
         let stats = counters.evaluator.stats;
         let mut evaluated = counters.evaluator.finish();
         tracing::info!("gmprof: {}", stats.describe(&evaluated, counters.background_evaluation));
+        counters.dropped_ranges += evaluated.lost_ranges;
+        counters.lost_ranges += evaluated.lost_ranges;
         let mut state = self.state.lock();
         for (cycle, ranges) in std::mem::take(&mut evaluated.cycles) {
             state.correlator.add_counter_ranges(cycle, ranges);
@@ -500,7 +508,7 @@ impl Shared {
         let cycle = counters.cycle;
         if let Some(rp) = counters.range_profiler.as_ref() {
             while counters.user_depth > 0 {
-                if let Err(e) = rp.pop() {
+                if let Err(e) = self.retried(|| rp.pop()) {
                     failures.push(FinishStep::RangeProfilerStop, &e);
                     break;
                 }
@@ -519,6 +527,7 @@ impl Shared {
             _ => (self.state.lock().correlator.launches_in_cycle(cycle), "launch(es)"),
         };
         counters.dropped_ranges += lost;
+        counters.lost_ranges += lost;
         self.state.lock().warnings.push(undecoded_cycle_warning(cycle, lost, what, step));
     }
 

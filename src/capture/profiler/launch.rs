@@ -330,6 +330,9 @@ impl Shared {
                             tracing::error!("gmprof: could not cycle the counter image: {e}");
                             self.state.lock().warnings.push(format!("counter image cycle failed: {e}"));
                         }
+                    } else if counters.restart.is_some() && !replay_active {
+                        // A failed cycle left the profiler stopped: this launch tries again.
+                        self.next_cycle_if_due(counters);
                     }
                     let at = (counters.cycle, Some(counters.ordinal_in_cycle));
                     counters.ordinal_in_cycle += 1;
@@ -435,7 +438,7 @@ impl Shared {
     /// [`Shared::push_kernel_range`] with the capture lock held.
     fn push_kernel_range_locked(&self, counters: &mut Counters, name: &CStr) {
         let Some(rp) = counters.range_profiler.as_ref().filter(|_| counters.running) else { return };
-        match rp.push_cstr(name) {
+        match self.retried(|| rp.push_cstr(name)) {
             Ok(()) => {
                 counters.user_depth += 1;
                 crate::capture::hub::want_exit();
@@ -455,11 +458,12 @@ impl Shared {
         let Some(rp) = counters.range_profiler.as_ref().filter(|_| counters.running && counters.user_depth > 0) else {
             return;
         };
-        match rp.pop() {
+        match self.retried(|| rp.pop()) {
             Ok(()) => counters.user_depth -= 1,
+            // CUPTI's range stays open past its launch: the cycle's counters cannot be
+            // trusted, so they are dropped when it is collected.
             Err(e) => {
-                drop(guard);
-                self.state.lock().warnings.push(format!("closing a per-kernel range: {e}"));
+                counters.broken.get_or_insert(format!("a per-kernel CUPTI range did not close: {e}"));
             }
         }
     }

@@ -207,17 +207,26 @@ impl Shared {
         };
         let mut guard = self.capture.lock();
         if let Some(counters) = guard.as_mut().and_then(|c| c.counters.as_mut()) {
-            let full = counters.ordinal_in_cycle as usize >= counters.config.max_ranges_per_pass;
-            if full && !active && counters.running && counters.user_depth == 0 {
-                if let Err(e) = self.cycle_counter_image(counters) {
-                    self.state.lock().warnings.push(format!("counter image cycle failed: {e}"));
-                }
+            if !active && counters.user_depth == 0 {
+                self.next_cycle_if_due(counters);
             }
-            if let Some(rp) = counters.range_profiler.as_ref().filter(|_| counters.running) {
-                rp.push(&counter_name)?;
-                counters.user_depth += 1;
-                counters.ordinal_in_cycle += 1;
-            }
+            // A range whose CUPTI range cannot be pushed is still a range (its wall time,
+            // kernels and transfers are right); it has no counters, and the warning says why.
+            let pushed = match counters.range_profiler.as_ref().filter(|_| counters.running) {
+                Some(rp) => match self.retried(|| rp.push(&counter_name)) {
+                    Ok(()) => {
+                        counters.user_depth += 1;
+                        counters.ordinal_in_cycle += 1;
+                        true
+                    }
+                    Err(e) => {
+                        self.state.lock().warnings.push(format!("range '{name}' has no counters: {e}"));
+                        false
+                    }
+                },
+                None => false,
+            };
+            counters.pushed.push(pushed);
         }
         Ok(id)
     }
@@ -248,11 +257,18 @@ impl Shared {
         if self.mode == ProfilingMode::PerRange {
             let mut guard = self.capture.lock();
             if let Some(counters) = guard.as_mut().and_then(|c| c.counters.as_mut()) {
+                let pushed = counters.pushed.pop().unwrap_or(false);
                 if let Some(rp) =
-                    counters.range_profiler.as_ref().filter(|_| counters.running && counters.user_depth > 0)
+                    counters.range_profiler.as_ref().filter(|_| pushed && counters.running && counters.user_depth > 0)
                 {
-                    rp.pop()?;
-                    counters.user_depth -= 1;
+                    match self.retried(|| rp.pop()) {
+                        Ok(()) => counters.user_depth -= 1,
+                        // CUPTI's range stays open past its range: the cycle's counters
+                        // cannot be trusted, so they are dropped when it is collected.
+                        Err(e) => {
+                            counters.broken.get_or_insert(format!("a CUPTI range did not close: {e}"));
+                        }
+                    }
                 }
             }
         }

@@ -119,6 +119,7 @@ impl Shared {
             if let Some(counters) = guard.as_mut().and_then(|c| c.counters.as_mut()) {
                 self.collect_cycle(counters)?;
                 self.rearm(counters)?;
+                super::counters::next_cycle(counters);
             }
         }
         // Every pass's activity records are needed to compare the passes.

@@ -181,6 +181,8 @@ pub(super) struct Counters {
     pub(super) cycle: u32,
     pub(super) ordinal_in_cycle: u32,
     pub(super) dropped_ranges: u64,
+    /// Of `dropped_ranges`, those lost because CUPTI calls failed (said by their warnings).
+    pub(super) lost_ranges: u64,
     /// Whether the range profiler is started (between `start` and `stop`).
     pub(super) running: bool,
     /// CUPTI user ranges open now.
@@ -192,6 +194,24 @@ pub(super) struct Counters {
     pub(super) background_evaluation: bool,
     /// Mid-run counter cycles, as the launching thread saw them.
     pub(super) pauses: Vec<crate::model::ProfilerPause>,
+    /// Per user range open in per_range mode, oldest first: whether CUPTI has a range for
+    /// it (one whose push failed has none, and its pop must not close CUPTI's).
+    pub(super) pushed: Vec<bool>,
+    /// Why this cycle's counters cannot be trusted (a CUPTI range did not close with its
+    /// range): they are dropped, counted and said, when the cycle is collected.
+    pub(super) broken: Option<String>,
+    /// What a failed mid-run cycle left to do before the profiler runs again; tried again
+    /// at the next launch or range.
+    pub(super) restart: Option<Restart>,
+}
+
+/// The steps that bring a counter cycle back to running after a failed one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Restart {
+    /// Re-initialize the image and configure (then start).
+    Rearm,
+    /// Start.
+    Start,
 }
 
 /// A kernel's identity for comparing replay passes: name, grid and block.
