@@ -110,14 +110,23 @@ impl MetricCatalog {
 
     /// True when CUPTI accepts `full` in a configuration.
     pub fn is_valid(&self, full: &str) -> bool {
-        let Some(entry) = self.base_of(full) else { return false };
+        self.check(full).unwrap_or(false)
+    }
+
+    /// Whether CUPTI accepts `full` in a configuration; an error when the calls that tell
+    /// failed for another reason than the name: CUPTI could not make a host object, or
+    /// refused a name its own tables list (a failed call is not an unknown metric).
+    fn check(&self, full: &str) -> Result<bool> {
+        let Some(entry) = self.base_of(full) else { return Ok(false) };
         if full == entry.name {
             // A bare base name is not collectable: CUPTI needs a rollup (.sum, .avg, ...).
-            return false;
+            return Ok(false);
         }
-        match ProfilerHost::new(&self.cupti, &self.chip, None) {
-            Ok(mut scratch) => scratch.add_metrics(&[full]).is_ok(),
-            Err(_) => false,
+        let mut scratch = ProfilerHost::new(&self.cupti, &self.chip, None)?;
+        match scratch.add_metrics(&[full]) {
+            Ok(()) => Ok(true),
+            Err(e) if self.full_names(entry).iter().any(|n| n == full) => Err(e),
+            Err(_) => Ok(false),
         }
     }
 
@@ -143,7 +152,7 @@ impl MetricCatalog {
         let mut unknown = Vec::new();
         let mut specs = Vec::new();
         for name in names {
-            if self.is_valid(name) {
+            if self.check(name)? {
                 specs.push(self.spec(name));
             } else {
                 unknown.push(UnknownMetric { name: (*name).to_owned(), suggestions: self.suggest(name, 3) });

@@ -483,19 +483,28 @@ impl<S: PmSource> Decoder<S> {
                 }
             }
         }
-        if !self.gave_up {
+        // The last drain is tried again after a failure (up to the failures allowed in a
+        // row): there is no later drain for what the hardware buffer still holds.
+        while !self.gave_up {
             let started = Instant::now();
             self.timing.drains += 1;
-            match self.drain() {
-                Ok(()) => self.failures = 0,
+            let drained = self.drain();
+            self.timing.longest = self.timing.longest.max(started.elapsed());
+            match drained {
+                Ok(()) => {
+                    self.failures = 0;
+                    break;
+                }
                 Err(e) => {
                     self.fail(format!("decoding: {e}"));
-                    if last {
+                    if !last {
+                        break;
+                    }
+                    if self.gave_up {
                         final_error.get_or_insert(format!("decoding the last samples: {e}"));
                     }
                 }
             }
-            self.timing.longest = self.timing.longest.max(started.elapsed());
         }
         if last {
             self.collect_in_flight();

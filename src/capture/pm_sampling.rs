@@ -54,11 +54,12 @@ pub const METRIC_ALTERNATIVES: [(&str, &str); 2] = [
 pub fn resolve_metrics(cupti: &Cupti, host: &ProfilerHost, names: &[String]) -> Result<Vec<PmMetric>> {
     let mut metrics = Vec::with_capacity(names.len());
     let mut unknown = Vec::new();
+    let mut first_error = None;
     for name in names {
         let alternative = METRIC_ALTERNATIVES.iter().find(|(n, _)| n == name).map(|(_, a)| *a);
-        let found = std::iter::once(name.as_str())
-            .chain(alternative)
-            .find_map(|n| host.metric_properties(n).ok().map(|p| PmMetric::new(n, p.unit())));
+        let found = std::iter::once(name.as_str()).chain(alternative).find_map(|n| {
+            host.metric_properties(n).map_err(|e| first_error.get_or_insert(e)).ok().map(|p| PmMetric::new(n, p.unit()))
+        });
         match found {
             Some(m) => metrics.push(m),
             None => unknown.push(name.clone()),
@@ -66,7 +67,14 @@ pub fn resolve_metrics(cupti: &Cupti, host: &ProfilerHost, names: &[String]) -> 
     }
     if !unknown.is_empty() {
         let refs: Vec<&str> = unknown.iter().map(String::as_str).collect();
-        let described = match MetricCatalog::for_pm_sampling(cupti, host.chip()).map(|c| c.validate(&refs)) {
+        let catalog = MetricCatalog::for_pm_sampling(cupti, host.chip()).map(|c| c.validate(&refs));
+        let unknown_names = matches!(catalog, Ok(Err(Error::UnknownMetrics { .. })));
+        if let (false, Some(e)) = (unknown_names, first_error) {
+            // The chip's tables know every name, or could not be read either: a call
+            // failed, not the names.
+            return Err(e);
+        }
+        let described = match catalog {
             Ok(Err(Error::UnknownMetrics { unknown, .. })) => unknown
                 .iter()
                 .map(|u| match u.suggestions.first() {

@@ -74,12 +74,15 @@ pub fn chip_name(cupti: &Cupti, device_index: usize) -> Result<String> {
 }
 
 /// [`chip_name`] with the profiler API initialized around the query, for callers that do
-/// not hold a [`ProfilerApi`] (trace mode, the command line).
+/// not hold a [`ProfilerApi`] (trace mode, the command line). A chip name read is returned
+/// even when the de-initialization after it fails (logged: it costs nothing read).
 pub fn query_chip_name(cupti: &Cupti, device_index: usize) -> Result<String> {
     let api = ProfilerApi::initialize(cupti)?;
-    let chip = chip_name(cupti, device_index);
-    api.shutdown()?;
-    chip
+    let chip = chip_name(cupti, device_index)?;
+    if let Err(e) = api.shutdown() {
+        tracing::warn!("gmprof: {e}");
+    }
+    Ok(chip)
 }
 
 /// The counter availability image of `ctx`'s device: which counters can be collected now

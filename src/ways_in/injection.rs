@@ -204,6 +204,9 @@ fn build_profiler(config: &InjectionConfig, ctx: Context) -> Result<Profiler> {
     }
     builder = builder.pm_sampling(config.pm_sampling.clone());
     builder = builder.pc_sampling(config.pc_sampling.clone());
+    // A sampler whose CUPTI calls fail is left out (the report says why): the program is
+    // still measured.
+    builder = builder.optional_samplers(true);
     // Range boundaries arrive inside CUPTI's NVTX callbacks, where flushing the activity
     // buffers crashed CUPTI 13.0 (seen on an H200); the report does not depend on when
     // records arrive, so injected sessions never flush there.
@@ -324,6 +327,16 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
         }
     } else if contexts == 0 {
         eprintln!("gmprof: the program created no CUDA context; nothing was profiled");
+    } else {
+        // No profiler started: what the hub heard of each context (its kernel launches) is
+        // what is known of them, with why they were not profiled.
+        let refused = state.profilers.refused();
+        let mut heard = crate::capture::hub::unprofiled_contexts(0);
+        for c in &mut heard {
+            let why = refused.iter().find(|r| r.device_id == c.device_id).or(refused.first());
+            c.why = c.why.take().or_else(|| why.map(|r| r.why.clone()));
+        }
+        *state.unprofiled.lock() = heard;
     }
     if let Some(outputs) = state.outputs.get() {
         match crate::ways_in::probe_run::write_outputs(outputs.dir(), probes_joined && outputs_written) {

@@ -35,6 +35,7 @@ pub struct ProfilerBuilder {
     pub(super) background_evaluation: bool,
     pub(super) pm_sampling: Option<PmSamplingConfig>,
     pub(super) pc_sampling: Option<PcSamplingConfig>,
+    pub(super) optional_samplers: bool,
 }
 
 /// The metrics a builder collects unless told otherwise (`gpu__time_duration.sum` is always
@@ -93,6 +94,7 @@ impl Default for ProfilerBuilder {
             background_evaluation: true,
             pm_sampling: None,
             pc_sampling: None,
+            optional_samplers: false,
         }
     }
 }
@@ -117,6 +119,17 @@ impl ProfilerBuilder {
     /// profiler holds the counters). `None` turns it off.
     pub fn pc_sampling(mut self, config: Option<PcSamplingConfig>) -> Self {
         self.pc_sampling = config;
+        self
+    }
+
+    /// Whether a PM or PC sampler that fails to start (a CUPTI call failed) is left out, the
+    /// rest of the session going on and a warning of the report saying why, instead of
+    /// failing [`ProfilerBuilder::build`] (default: it fails). A configuration the sampler
+    /// refuses (metrics the chip cannot sample, PM sampling beside a counter mode) fails the
+    /// build either way. `gmprof run` sets it: a program profiled by injection is measured
+    /// even when a sampler cannot run.
+    pub fn optional_samplers(mut self, on: bool) -> Self {
+        self.optional_samplers = on;
         self
     }
 

@@ -65,10 +65,16 @@ impl Profiler {
 
         let device_peaks = driver::device_peaks(&drv, device);
         let driver_version = driver::driver_release(&drv);
+        // What went wrong while starting that the session goes on without: for the report.
+        let mut start_warnings = Vec::new();
         let (counters, metric_set, names, passes, chip, mode) = if cfg.mode == Some(ProfilingMode::Trace) {
             // Trace mode needs no counters, but the report names the chip in every mode.
             let chip = target::query_chip_name(&cupti, device as usize).unwrap_or_else(|e| {
                 tracing::warn!("gmprof: could not read the chip name: {e}");
+                start_warnings.push(format!(
+                    "the chip's name could not be read ({e}): the report names no chip, and PM sampling, which needs \
+                     the chip's metric tables, cannot run"
+                ));
                 String::new()
             });
             (None, MetricSet::default(), Vec::new(), 0, chip, ProfilingMode::Trace)
@@ -118,6 +124,7 @@ impl Profiler {
             self_time_at_start: crate::checked::self_time::snapshot(),
             stamps_missed_at_start: activity::launch_stamps_missed().0,
         });
+        shared.state.lock().warnings.append(&mut start_warnings);
         // The capture is in place before the hub can route a callback to this session.
         *shared.capture.lock() = Some(Capture { membership: None, counters, _primary: primary, context });
         let session: Arc<dyn CaptureSession> = shared.clone();
@@ -145,6 +152,7 @@ impl Profiler {
             let session = PmSession::start(&shared.cupti, device as usize, &shared.chip, pm_cfg, beside);
             match session {
                 Ok(session) => *shared.pm.lock() = Some(session),
+                Err(e) if cfg.optional_samplers && may_be_left_out(&e) => left_out(&shared, "PM sampling", &e),
                 Err(e) => {
                     // Nothing of this capture is handed out: leave the hub and stop counters.
                     if let Some(capture) = shared.capture.lock().take() {
@@ -159,6 +167,7 @@ impl Profiler {
         if let Some(pc_cfg) = &cfg.pc_sampling {
             match PcSession::start(&shared.cupti, context, pc_cfg) {
                 Ok(session) => *shared.pc.lock() = Some(session),
+                Err(e) if cfg.optional_samplers && may_be_left_out(&e) => left_out(&shared, "PC sampling", &e),
                 Err(e) => {
                     // Nothing of this capture is handed out: stop PM sampling, leave the hub.
                     if let Some(pm) = shared.pm.lock().take() {
@@ -175,4 +184,17 @@ impl Profiler {
         }
         Ok(Profiler { shared })
     }
+}
+
+/// Whether a sampler that failed to start with `e` may be left out of the session
+/// ([`ProfilerBuilder::optional_samplers`]): a failed call, not a configuration it refuses.
+fn may_be_left_out(e: &Error) -> bool {
+    !matches!(e, Error::InvalidConfig(_) | Error::UnknownMetrics { .. })
+}
+
+/// The session goes on without sampler `what`, which failed to start with `e`; the report
+/// says so.
+fn left_out(shared: &Shared, what: &str, e: &Error) {
+    tracing::warn!("gmprof: {what} did not start: {e}");
+    shared.state.lock().warnings.push(format!("{what} did not start, and the session went on without it: {e}"));
 }
