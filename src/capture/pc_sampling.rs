@@ -254,7 +254,8 @@ fn add_source_lines(cupti: &Cupti, capture: &mut PcCapture) {
     let mut wanted: Vec<((String, u64, u64), u64)> = samples.into_iter().collect();
     wanted.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let wanted: Vec<(String, u64, u64)> = wanted.into_iter().take(MAX_SOURCE_LOOKUPS).map(|(k, _)| k).collect();
-    let (lines, text) = crate::capture::cubins::annotate(cupti, &wanted);
+    let (lines, text, notes) = crate::capture::cubins::annotate(cupti, &wanted);
+    capture.errors.extend(notes.into_iter().map(|n| format!("source lines: {n}")));
     let mut instructions: Vec<PcInstruction> = text
         .into_iter()
         .map(|((function, cubin_crc, pc_offset), sass)| PcInstruction { cubin_crc, function, pc_offset, sass })

@@ -289,7 +289,8 @@ pub fn cubin_crc(cupti: &Cupti, cubin: &[u8]) -> Result<u64> {
 }
 
 /// The source file (directory joined) and line of the instruction at `pc_offset` in
-/// `function` of `cubin`; `None` when the cubin has no line information there.
+/// `function` of `cubin`; `None` when the cubin has no line information there, an error when
+/// `cuptiGetSassToSourceCorrelation` failed.
 pub fn source_line(cupti: &Cupti, cubin: &[u8], function: &str, pc_offset: u32) -> Result<Option<(String, u32)>> {
     let name = CString::new(function).map_err(|_| Error::InvalidConfig(format!("function name {function:?}")))?;
     let mut p = CUpti_GetSassToSourceCorrelationParams {
@@ -313,7 +314,8 @@ pub fn source_line(cupti: &Cupti, cubin: &[u8], function: &str, pc_offset: u32) 
         t
     };
     let (file, dir) = (take(p.fileName), take(p.dirName));
-    if found.is_err() || file.is_empty() || p.lineNumber == 0 {
+    found?;
+    if file.is_empty() || p.lineNumber == 0 {
         return Ok(None);
     }
     let path = if dir.is_empty() || file.starts_with('/') { file } else { format!("{dir}/{file}") };

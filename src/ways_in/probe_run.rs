@@ -161,6 +161,7 @@ pub fn attach(report: &mut Report) -> bool {
     if let Some(sass) = &out.sass {
         report.meta.warnings.extend(sass_warnings(sass));
     }
+    report.meta.warnings.extend(out.notes.iter().map(|n| format!("probes: {n}")));
     report.attach_probes(out.launches);
     if out.timeline_left_off > 0 {
         report.meta.warnings.push(format!(

@@ -356,11 +356,19 @@ fn count_with_sass(state: &mut State, function: usize, launch: Launch) {
                 state.launches.push(LaunchRecord { status, ..launch_record(&launch) });
                 return;
             }
-            sass.before_counted_launch();
+            if let Err(why) = sass.before_counted_launch() {
+                // Its flush would mix in the counts still waiting: not counted.
+                let status = format!("not counted: {why}");
+                state.launches.push(LaunchRecord { status, ..launch_record(&launch) });
+                return;
+            }
             let mangled = row.mangled.clone();
             sass.pending.insert(launch.info.correlation_id, (function, mangled, launch));
         }
         Err(why) => {
+            // The report says it too (a collection that could not be enabled is a failed
+            // call; the next launch tries again).
+            sass.note_failure(format!("launch not counted: {why}"));
             if !row.detail.contains(why.as_str()) {
                 row.detail.push_str(&format!("; {why}"));
             }
@@ -534,6 +542,8 @@ pub struct ProbeOutputs {
     pub graph_nodes: u64,
     /// Device memory the graph map pool took, bytes.
     pub graph_pool_bytes: u64,
+    /// What went wrong that the report says (driver calls that failed).
+    pub notes: Vec<String>,
 }
 
 /// Ends SASS metric collection: a last flush, collections disabled, configurations unset
@@ -588,7 +598,7 @@ pub fn outputs() -> Option<ProbeOutputs> {
             flush_us: x.flush_us,
             dropped: x.dropped,
             unknown_values: x.unknown_values,
-            failures: x.failures.clone(),
+            failures: x.all_failures(),
             over_quota: x.over_quota,
             graph_launches: x.graph_launches,
             cubins_not_kept: sass::CUBINS.lock().skipped,
@@ -652,6 +662,7 @@ pub fn outputs() -> Option<ProbeOutputs> {
         sass,
         sass_off: s.sass_off.clone(),
         captured_launches: s.captured.values().map(|c| c.0).sum(),
+        notes: s.notes.clone(),
     })
 }
 

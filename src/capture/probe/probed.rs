@@ -92,7 +92,24 @@ pub(super) fn prepare(
 ) -> Option<Probed> {
     let key = f as usize;
     if !state.kernels.contains(key) {
-        let mangled = quietly(|| api.function_name(f)).unwrap_or_default();
+        // The name selects the kernel and matches CUPTI's counts to it: read again once when
+        // the driver fails to give it; a kernel still without one is not probed or counted
+        // this time, and its next launch tries again (nothing is kept of it).
+        let mangled = match quietly(|| api.function_name(f)) {
+            Ok(name) => name,
+            Err(first) => match quietly(|| api.function_name(f)) {
+                Ok(name) => {
+                    state.note(format!("{first}; it worked when tried again, so nothing was lost"));
+                    name
+                }
+                Err(_) => {
+                    state.note(format!(
+                        "a kernel's name could not be read ({first}): a launch was neither probed nor counted"
+                    ));
+                    return None;
+                }
+            },
+        };
         let kernel = demangle(&mangled);
         let selected = config.kernels.as_ref().is_none_or(|p| p.matches(&mangled) || p.matches(&kernel));
         let module = quietly(|| api.function_module(f)).map_err(|e| e.to_string());

@@ -38,13 +38,15 @@ pub struct OtherCounts {
     /// Warp instructions counted.
     pub instructions: u64,
     /// Why they are not a launch's: `not heard launched` (a CUDA graph's kernel, another
-    /// launch path) or `PTX-probed or not selected`.
+    /// launch path), `PTX-probed or not selected`, or counted before a flush that failed.
     pub why: &'static str,
 }
 
 pub(super) const NOT_HEARD: &str = "not heard launched (a CUDA graph's kernel, or a launch API gmprof does not hook)";
 pub(super) const NOT_COUNTED: &str =
     "launched while not counted (over --probe-sass-launches, outside --probe-range, PTX-probed or not selected)";
+pub(super) const AFTER_FAILED_FLUSH: &str =
+    "counted before a SASS metrics flush that failed (its counts came with a later flush, not attributed)";
 
 /// The SASS path's state.
 pub(super) struct SassState {
@@ -63,6 +65,9 @@ pub(super) struct SassState {
     /// outside the range, PTX-probed or not selected): its counts wait in CUPTI, so the next
     /// counted launch flushes them apart first.
     dirty: bool,
+    /// Whether the last flush failed: what it would have taken waits in CUPTI, and the next
+    /// flush keeps it apart, as counts no launch is known for.
+    flush_failed: bool,
     /// Launches counted per function handle, for the quota.
     pub(super) counted: HashMap<usize, u64>,
     /// Launches counted per kernel function at most (`None`: all).
@@ -74,8 +79,9 @@ pub(super) struct SassState {
     /// Where the first flush of each kernel is recorded as JSON lines (for CPU tests).
     dump: Option<std::path::PathBuf>,
     dumped: std::collections::HashSet<String>,
-    /// Kept cubins by CUPTI's CRC, computed at the end ([`SassState::source_lines`]).
-    crc_index: std::sync::OnceLock<HashMap<u32, usize>>,
+    /// Kept cubins by CUPTI's CRC, computed at the end ([`SassState::source_lines`]), and
+    /// what to say of cubins whose CRC could not be computed.
+    crc_index: std::sync::OnceLock<(HashMap<u32, usize>, Option<String>)>,
     pub(super) hot: HotSpots,
     pub(super) others: BTreeMap<String, OtherCounts>,
     pub(super) unknown_values: u64,
@@ -117,6 +123,7 @@ impl SassState {
             collections: HashMap::new(),
             pending: HashMap::new(),
             dirty: false,
+            flush_failed: false,
             counted: HashMap::new(),
             quota,
             over_quota: 0,
@@ -135,7 +142,7 @@ impl SassState {
         })
     }
 
-    fn note_failure(&mut self, what: String) {
+    pub(super) fn note_failure(&mut self, what: String) {
         if self.failures.len() < 8 && !self.failures.contains(&what) {
             self.failures.push(what);
         }
@@ -216,26 +223,43 @@ impl SassState {
     }
 
     /// Before a counted launch: if launches ran since the last flush, waits for them and
-    /// flushes their counts apart, so the launch's flush holds only its own.
-    pub(super) fn before_counted_launch(&mut self) {
+    /// flushes their counts apart, so the launch's flush holds only its own. An error when
+    /// that cannot be done: the launch is not counted (its flush would hold their counts too).
+    pub(super) fn before_counted_launch(&mut self) -> std::result::Result<(), String> {
         if !std::mem::replace(&mut self.dirty, false) {
-            return;
+            return Ok(());
         }
-        let Some(ctx) = quietly(|| current_context(&self.driver)).ok().flatten() else { return };
+        let ctx = match quietly(|| current_context(&self.driver)) {
+            Ok(Some(ctx)) => ctx,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                self.dirty = true;
+                let why = format!("the counts waiting in CUPTI could not be flushed apart: {e}");
+                self.note_failure(why.clone());
+                return Err(why);
+            }
+        };
         let key = ctx.as_raw() as usize;
-        let Some((collection, ids)) = self.collections.get(&key) else { return };
+        let Some((collection, ids)) = self.collections.get(&key) else { return Ok(()) };
         let ids = *ids;
         let started = Instant::now();
         let flushed = quietly(|| synchronize(&self.driver)).and_then(|()| quietly(|| collection.flush()));
         self.flushes += 1;
         self.flush_us += started.elapsed().as_secs_f64() * 1e6;
+        let why = if std::mem::take(&mut self.flush_failed) { AFTER_FAILED_FLUSH } else { NOT_COUNTED };
         match flushed {
             Ok(records) => {
                 let a = attribute(&records, &ids, "");
                 self.unknown_values += a.unknown_values;
-                self.keep_others(a.others, NOT_COUNTED);
+                self.keep_others(a.others, why);
+                Ok(())
             }
-            Err(e) => self.note_failure(format!("SASS metrics flush failed: {e}")),
+            Err(e) => {
+                (self.dirty, self.flush_failed) = (true, true);
+                let why = format!("SASS metrics flush failed: {e}");
+                self.note_failure(why.clone());
+                Err(why)
+            }
         }
     }
 
@@ -248,7 +272,17 @@ impl SassState {
         probes: &[ProbeSpec],
     ) -> Option<(usize, LaunchRecord)> {
         let pending = self.pending.remove(&correlation_id);
-        let ctx = quietly(|| current_context(&self.driver)).ok().flatten()?;
+        let ctx = match quietly(|| current_context(&self.driver)) {
+            Ok(ctx) => ctx?,
+            Err(e) => {
+                // Its counts (if it ran patched) wait in CUPTI: flushed apart before the next.
+                self.dirty = true;
+                let why = format!("the launch's context could not be read: {e}");
+                self.note_failure(why.clone());
+                let (function, _, launch) = pending?;
+                return Some((function, LaunchRecord { status: format!("failed: {why}"), ..sass_record(&launch) }));
+            }
+        };
         let key = ctx.as_raw() as usize;
         self.collections.get(&key)?;
         let Some((function, mangled, launch)) = pending else {
@@ -257,10 +291,22 @@ impl SassState {
             return None;
         };
         let started = Instant::now();
+        // A flush that fails is tried once more: the counts wait in CUPTI, and a second flush
+        // that works attributes them as the first would have.
+        let mut recovered = None;
         let flushed = quietly(|| synchronize(&self.driver)).and_then(|()| {
             let (collection, _) = &self.collections[&key];
-            quietly(|| collection.flush())
+            quietly(|| collection.flush()).or_else(|first| match quietly(|| collection.flush()) {
+                Ok(records) => {
+                    recovered = Some(first.to_string());
+                    Ok(records)
+                }
+                Err(_) => Err(first),
+            })
         });
+        if let Some(first) = recovered {
+            self.note_failure(format!("SASS metrics flush: {first}; it worked when tried again, so nothing was lost"));
+        }
         let us = started.elapsed().as_secs_f64() * 1e6;
         self.flushes += 1;
         self.flush_us += us;
@@ -268,6 +314,8 @@ impl SassState {
         let records = match flushed {
             Ok(r) => r,
             Err(e) => {
+                // The counts stay in CUPTI: the next counted launch flushes them apart first.
+                (self.dirty, self.flush_failed) = (true, true);
                 let why = format!("SASS metrics flush failed: {e}");
                 self.note_failure(why.clone());
                 let record = LaunchRecord { status: format!("failed: {why}"), readback_us: us, ..sass_record(&launch) };
@@ -325,11 +373,12 @@ impl SassState {
     pub(super) fn finish(&mut self) {
         let collections: Vec<(usize, (SassCollection, MetricIds))> = self.collections.drain().collect();
         for (_, (collection, ids)) in collections {
+            let why = if std::mem::take(&mut self.flush_failed) { AFTER_FAILED_FLUSH } else { NOT_HEARD };
             match quietly(|| collection.flush()) {
                 Ok(records) => {
                     let a = attribute(&records, &ids, "");
                     self.unknown_values += a.unknown_values;
-                    self.keep_others(a.others, NOT_HEARD);
+                    self.keep_others(a.others, why);
                 }
                 Err(e) => self.note_failure(format!("the last SASS metrics flush failed: {e}")),
             }
@@ -349,6 +398,15 @@ impl SassState {
     }
 }
 
+impl SassState {
+    /// What went wrong, for the report: the failures noted, and cubins whose CRC could not be
+    /// computed (known once [`SassState::source_lines`] ran).
+    pub(super) fn all_failures(&self) -> Vec<String> {
+        let note = self.crc_index.get().and_then(|(_, n)| n.clone()).map(|n| format!("source lines: {n}"));
+        self.failures.iter().cloned().chain(note).collect()
+    }
+}
+
 // The cubins of the modules loaded while the SASS path is on, for the source lines of the
 // hottest instructions: kept by the shared store.
 pub(super) use crate::capture::cubins::CUBINS;
@@ -360,14 +418,9 @@ impl SassState {
         let store = CUBINS.lock();
         // The CRCs once (the outputs are taken twice at the end: for the report and for the
         // probe files), after the last module was loaded.
-        let by_crc = self.crc_index.get_or_init(|| {
-            let mut by_crc = HashMap::new();
-            for (i, cubin) in store.cubins.iter().enumerate() {
-                if let Ok(crc) = sass_metrics::cubin_crc(&self.cupti, cubin) {
-                    by_crc.entry(crc as u32).or_insert(i);
-                }
-            }
-            by_crc
+        let (by_crc, _) = self.crc_index.get_or_init(|| {
+            let (by_crc, note) = crate::capture::cubins::crc_index(&self.cupti, &store);
+            (by_crc.into_iter().map(|(crc, i)| (crc as u32, i)).collect(), note)
         });
         let mut out = HashMap::new();
         for (function, crc, pc) in wanted {

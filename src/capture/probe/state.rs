@@ -67,6 +67,17 @@ pub(super) struct State {
     /// Map buffers of launches whose read-back a capture interrupted: freed at the first
     /// launch outside captures (a free during a capture could invalidate it).
     pub(super) deferred_frees: Vec<u64>,
+    /// What went wrong that the report says (each once, the first few).
+    pub(super) notes: Vec<String>,
+}
+
+impl State {
+    /// Keeps `what` for the report, once, up to 8 notes.
+    pub(super) fn note(&mut self, what: String) {
+        if self.notes.len() < 8 && !self.notes.contains(&what) {
+            self.notes.push(what);
+        }
+    }
 }
 
 // SAFETY: the raw pointers in State are driver handles and argument arrays owned by State,
