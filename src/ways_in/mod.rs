@@ -29,6 +29,8 @@ pub mod capi;
 pub mod contexts;
 pub mod device_timers;
 pub mod env_names;
+#[cfg(test)]
+mod fault_injection;
 pub(crate) mod global;
 pub mod immediate_exit;
 pub mod inject_entry;
