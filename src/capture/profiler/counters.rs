@@ -138,15 +138,20 @@ impl Profiler {
 impl Shared {
     /// `call`, tried once more when it fails: a CUPTI call that fails once and works when
     /// tried again loses nothing, and a warning of the report says it failed. Returns the
-    /// first error when both tries fail. Called with the capture lock held (never the state
-    /// lock, which the warning takes).
+    /// first error when both tries fail. The same warning is said once however often it
+    /// happens. Called with the capture lock held (never the state lock, which the warning
+    /// takes).
     pub(super) fn retried<T>(&self, call: impl Fn() -> Result<T>) -> Result<T> {
         let first = match call() {
             Ok(v) => return Ok(v),
             Err(e) => e,
         };
         let Ok(again) = call() else { return Err(first) };
-        self.state.lock().warnings.push(format!("{first}; it worked when tried again, so nothing was lost"));
+        let warning = format!("{first}; it worked when tried again, so nothing was lost");
+        let warnings = &mut self.state.lock().warnings;
+        if !warnings.contains(&warning) {
+            warnings.push(warning);
+        }
         Ok(again)
     }
 
