@@ -138,6 +138,7 @@ impl Player {
             range: tree.current(1),
             api_name: "cuMemcpyHtoDAsync_v2".into(),
             untimed: None,
+            params: None,
         });
         self.late_transfers.push(TransferActivity {
             correlation_id: id,
