@@ -506,7 +506,9 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         let any_mode = std::env::var(gmprof::ways_in::probe_run::PROBE_SASS_ANY_MODE_ENV).as_deref() == Ok("1");
         if probe_sass.as_deref() == Some("always") && mode.as_deref() != Some("trace") && !any_mode {
             return Err(gmprof::Error::InvalidConfig(
-                "--probe-sass always: CUPTI's SASS metrics run beside --mode trace only; add --mode trace".into(),
+                "--probe-sass always: CUPTI's SASS metrics run beside --mode trace only (beside a counter mode the \
+                 counters measure CUPTI's patched kernels: 15-67x their time on an H200); add --mode trace"
+                    .into(),
             ));
         }
         let iteration_replay = iteration_replay.zip(iterations);

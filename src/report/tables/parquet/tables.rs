@@ -86,7 +86,7 @@ const PM_COLUMNS: [(&str, ColumnType, bool); 23] = [
 ];
 
 /// Columns of `probe_launches.parquet` (`probe_launches.csv`'s).
-const PROBE_LAUNCH_COLUMNS: [(&str, ColumnType, bool); 18] = [
+const PROBE_LAUNCH_COLUMNS: [(&str, ColumnType, bool); 19] = [
     ("correlation_id", Int64, false),
     ("kernel", Text, false),
     ("range_path", Text, true),
@@ -105,6 +105,7 @@ const PROBE_LAUNCH_COLUMNS: [(&str, ColumnType, bool); 18] = [
     ("readback_us", Float64, false),
     ("variant", Int64, true),
     ("source", Text, true),
+    ("graph_launches", Int64, true),
 ];
 
 /// Columns of `probes.parquet` (`probes.csv`'s).
@@ -393,6 +394,7 @@ pub fn write_probe_parquets(dir: &Path, launches: &[ProbedLaunch]) -> Result<()>
             w.f64(Some(l.readback_us))?;
             w.u64(u32s(l.variant))?;
             w.text(l.source.as_deref())?;
+            w.u64(l.graph_launches)?;
             w.end_row()?;
         }
         w.finish().map(drop)
