@@ -5,7 +5,7 @@ torch.compile(mode="reduce-overhead") (Inductor's CUDA graph trees).
     python3 scripts/graphs/hf_gpt2.py [--steps N] [--mode eager|compile|cudagraphs]
                                       [--layers L] [--batch B] [--seq T]
                                       [--adamw plain|foreach|fused] [--amp] [--clip NORM]
-                                      [--measure-from STEP]
+                                      [--measure-from STEP] [--attn sdpa|eager]
 
 The model is GPT-2 small's configuration (12 layers, 768 wide, vocabulary 50 257) from
 `GPT2Config`, initialised from a fixed seed: no weights are downloaded. Tokens are random,
@@ -41,6 +41,9 @@ def main():
                     help="AdamW's implementation (plain: for-loop, bit-reproducible; foreach: "
                          "PyTorch's default on CUDA)")
     ap.add_argument("--amp", action="store_true", help="forward and loss under bf16 autocast")
+    ap.add_argument("--attn", choices=["sdpa", "eager"], default="sdpa",
+                    help="transformers' attention: sdpa (its default; PyTorch's memory-efficient "
+                         "attention, whose backward is not deterministic) or eager (matmuls and softmax)")
     ap.add_argument("--clip", type=float, default=0.0, help="clip_grad_norm_ to this norm (0: off)")
     ap.add_argument("--measure-from", type=int, default=-1,
                     help="steps from this one on are also inside an NVTX range 'measured' (for ncu --nvtx "
@@ -51,7 +54,9 @@ def main():
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.backends.cuda.matmul.allow_tf32 = False
     config = GPT2Config(n_layer=args.layers, attn_pdrop=0.0, embd_pdrop=0.0, resid_pdrop=0.0)
+    config._attn_implementation = args.attn
     model = GPT2LMHeadModel(config).cuda()
+    print(f"hf_gpt2: attention {model.config._attn_implementation}", flush=True)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=args.adamw == "fused",
                             foreach=args.adamw == "foreach")
