@@ -78,16 +78,25 @@ pub fn defines(text: &str, mangled: &str) -> bool {
 pub fn object_ptx(path: &Path, max_section_bytes: u64) -> Result<Option<ObjectPtx>, String> {
     let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let cache = object::ReadCache::new(file);
-    let Ok(elf) = object::File::parse(&cache) else { return Ok(None) };
+    ptx_in_object(&cache, &path.display().to_string(), max_section_bytes)
+}
+
+/// [`object_ptx`] of an object's bytes (or a [`object::ReadCache`] of its file), `name`
+/// naming it in the errors.
+pub fn ptx_in_object<'data, R: object::ReadRef<'data>>(
+    data: R,
+    name: &str,
+    max_section_bytes: u64,
+) -> Result<Option<ObjectPtx>, String> {
+    let Ok(elf) = object::File::parse(data) else { return Ok(None) };
     let Some(section) = elf.section_by_name(NV_FATBIN) else { return Ok(None) };
     let size = section.size();
     if size > max_section_bytes {
         return Err(format!(
-            "{}: its {NV_FATBIN} section is {size} B, over the {max_section_bytes} B gmprof reads",
-            path.display()
+            "{name}: its {NV_FATBIN} section is {size} B, over the {max_section_bytes} B gmprof reads"
         ));
     }
-    let data = section.data().map_err(|e| format!("{}: {NV_FATBIN}: {e}", path.display()))?;
+    let data = section.data().map_err(|e| format!("{name}: {NV_FATBIN}: {e}"))?;
     let mut out = ObjectPtx { section_bytes: size, ..ObjectPtx::default() };
     for bytes in fatbins_in(data) {
         out.fatbins += 1;
@@ -116,6 +125,8 @@ mod tests {
         // probe_kernels_host.o is `nvcc -c` of probe_kernels.cu with the same targets as
         // probe_kernels_default.fatbin (scripts/probe-golden.sh).
         let ptx = object_ptx(&data("probe_kernels_host.o"), 1 << 30).unwrap().expect("an nvcc object has a .nv_fatbin");
+        let bytes = std::fs::read(data("probe_kernels_host.o")).unwrap();
+        assert_eq!(ptx_in_object(bytes.as_slice(), "probe_kernels_host.o", 1 << 30), Ok(Some(ptx.clone())));
         assert_eq!(ptx.fatbins, 1);
         assert!(ptx.problems.is_empty(), "{:?}", ptx.problems);
         assert_eq!(ptx.texts.len(), 1, "one compute_90 PTX entry");

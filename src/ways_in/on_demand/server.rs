@@ -203,17 +203,24 @@ fn serve_one(stream: UnixStream, owner: u32, handler: &dyn Handler) {
         Err(refusal) => return answer(&stream, &Response::refused(refusal, None)),
     }
     let _ = stream.set_read_timeout(Some(REQUEST_TIMEOUT));
-    let mut reader = BufReader::new(&stream);
-    let line = match protocol::read_line(&mut reader) {
+    if let Some(response) = respond(&mut BufReader::new(&stream), handler) {
+        answer(&stream, &response);
+    }
+}
+
+/// What a connection's owner is answered: its request line read from `reader`
+/// ([`protocol::read_line`]), parsed and handed to `handler`, or the refusal of a line that
+/// is too long, not UTF-8 or not a request; `None` when the peer sent nothing.
+pub fn respond<R: std::io::BufRead>(reader: &mut R, handler: &dyn Handler) -> Option<Response> {
+    let line = match protocol::read_line(reader) {
         Ok(Some(line)) => line,
-        Ok(None) => return,
-        Err(e) => return answer(&stream, &Response::refused(format!("could not read the request: {e}"), None)),
+        Ok(None) => return None,
+        Err(e) => return Some(Response::refused(format!("could not read the request: {e}"), None)),
     };
-    let response = match protocol::parse_request(&line) {
+    Some(match protocol::parse_request(&line) {
         Ok(request) => handler.handle(request),
         Err(e) => Response::refused(e, None),
-    };
-    answer(&stream, &response);
+    })
 }
 
 /// Sends `request` to the socket at `path` and reads the answer. A socket of another user
@@ -335,6 +342,20 @@ mod tests {
         let e = check_peer(1001, 1000).unwrap_err();
         assert!(e.starts_with("refused: this process belongs to uid 1000 and you are uid 1001"), "{e}");
         assert!(check_peer(0, 1000).is_err(), "root is another user too");
+    }
+
+    #[test]
+    fn a_connection_is_answered_from_its_first_line() {
+        let answer = |bytes: &[u8]| respond(&mut std::io::Cursor::new(bytes.to_vec()), &Echo);
+        assert_eq!(answer(b""), None, "a peer that sent nothing gets nothing");
+        let echoed = answer(b"{\"gmprof\":1,\"request\":\"cancel\",\"id\":7}\n{\"gmprof\":1}\n").unwrap();
+        assert_eq!(echoed.error.as_deref(), Some("echo Cancel { id: 7 }"));
+        let e = answer(b"hello\n").unwrap().error.unwrap();
+        assert!(e.starts_with("the request is not JSON"), "{e}");
+        let e = answer(&[0xff, b'\n']).unwrap().error.unwrap();
+        assert_eq!(e, "could not read the request: a line that is not UTF-8");
+        let e = answer(&vec![b' '; protocol::MAX_LINE + 1]).unwrap().error.unwrap();
+        assert_eq!(e, format!("could not read the request: a line longer than {} bytes", protocol::MAX_LINE));
     }
 
     #[test]
