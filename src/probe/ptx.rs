@@ -228,6 +228,10 @@ impl<'a> Cursor<'a> {
                     while self.pos < b.len() && b[self.pos] != b'"' {
                         self.pos += 1;
                     }
+                    // An unterminated string runs to the end of the input, not past it.
+                    if self.pos == b.len() {
+                        break;
+                    }
                 }
                 _ => {}
             }
