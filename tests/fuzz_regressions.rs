@@ -25,3 +25,54 @@ fn ptx_with_an_unterminated_string_is_a_parse_error() {
     let e = gmprof::probe::probe_ptx(".version 9.0\n.target sm_90\n.entry k(\"", "k", &[]).unwrap_err();
     assert_eq!(e.to_string(), "PTX line 3: expected one of \";{\" before the end of the input");
 }
+
+#[test]
+fn an_elf_whose_header_tables_lie_past_the_address_space_is_not_identified() {
+    // e_phoff = 2^64 - 1: `phoff + phentsize * phnum` overflowed in `elf_extent`, which the
+    // module-load hook calls on a cubin in the program's memory (found by the image target).
+    use gmprof::probe::fatbin::{self, Image};
+    let input = regression("image", "elf_program_headers_past_the_address_space.cubin");
+    assert_eq!(fatbin::elf_extent(&input), None);
+    // Sound headers still give the cubin's size.
+    let cubin = std::fs::read(
+        root().join("tests/data/ptx/triton_cache/JPMUXDQUMFBMSOZF3SQVSES6ODJDH5QURY7JVQAXRVZBQALFZHHA/triton_poi_fused_add_mul_relu_0.cubin"),
+    )
+    .unwrap();
+    let tables = fatbin::elf_extent(&cubin[..64]).unwrap();
+    assert_eq!(fatbin::elf_extent(&cubin[..tables]), Some(cubin.len()));
+    assert_eq!(fatbin::classify(&input), Ok(Image::Elf));
+    // A section whose offset is 2^64 - 1 (the sum the fuzzer's input overflowed first).
+    let mut bad = cubin.clone();
+    let shoff = u64::from_le_bytes(bad[0x28..0x30].try_into().unwrap()) as usize;
+    let shentsize = u16::from_le_bytes([bad[0x3a], bad[0x3b]]) as usize;
+    let offset = shoff + shentsize + 0x18;
+    bad[offset..offset + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+    assert_eq!(fatbin::elf_extent(&bad[..64]), Some(tables));
+    assert_eq!(fatbin::elf_extent(&bad[..tables]), None);
+}
+
+#[test]
+fn fatbin_sizes_past_the_address_space_are_errors() {
+    // The same overflow in a fatbin's header and an entry's size (the sizes' sums in
+    // `fatbin_len`, `parse_fatbin` and `host::fatbins_in` were unchecked too).
+    use gmprof::probe::fatbin::{self, FatbinError};
+    use gmprof::probe::host;
+    let mut fatbin = std::fs::read(root().join("tests/data/ptx/probe_kernels_default.fatbin")).unwrap();
+    // The header's size of what follows, 2^64 - 1: the total overflowed.
+    let mut huge = fatbin.clone();
+    huge[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+    assert_eq!(fatbin::fatbin_len(&huge), None);
+    assert_eq!(fatbin::parse_fatbin(&huge), Err(FatbinError("the header's size does not fit in memory".into())));
+    // The first entry's padded size, 2^64 - 1: its end overflowed.
+    let header = u16::from_le_bytes([fatbin[6], fatbin[7]]) as usize;
+    fatbin[header + 8..header + 16].copy_from_slice(&u64::MAX.to_le_bytes());
+    assert_eq!(fatbin::parse_fatbin(&fatbin), Err(FatbinError("an entry runs past the end".into())));
+    // In a section, such a fatbin is kept as far as the section goes (a truncated one), and
+    // its parser says what is wrong.
+    let mut section = huge.clone();
+    section.extend_from_slice(&huge);
+    let found = host::fatbins_in(&section);
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].len(), section.len());
+    assert!(fatbin::parse_fatbin(found[0]).is_err());
+}

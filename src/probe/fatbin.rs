@@ -59,45 +59,54 @@ pub struct Entry {
 pub struct FatbinError(pub String);
 
 fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
+    Some(u16::from_le_bytes(b.get(at..at.checked_add(2)?)?.try_into().ok()?))
 }
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
+    Some(u32::from_le_bytes(b.get(at..at.checked_add(4)?)?.try_into().ok()?))
 }
 fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
+    Some(u64::from_le_bytes(b.get(at..at.checked_add(8)?)?.try_into().ok()?))
 }
 
-/// The total size of a fatbin from its header, if `head` (at least 16 bytes) starts one.
+/// `offset + size`, both read from a header; `None` when the sum does not fit.
+fn end_of(offset: u64, size: u64) -> Option<usize> {
+    usize::try_from(offset.checked_add(size)?).ok()
+}
+
+/// The total size of a fatbin from its header, if `head` (at least 16 bytes) starts one
+/// whose size fits in memory.
 pub fn fatbin_len(head: &[u8]) -> Option<usize> {
     if u32_at(head, 0)? != FATBIN_MAGIC {
         return None;
     }
-    Some(u16_at(head, 6)? as usize + u64_at(head, 8)? as usize)
+    end_of(u64::from(u16_at(head, 6)?), u64_at(head, 8)?)
 }
 
 /// How many bytes a 64-bit ELF (a cubin) spans, as far as `bytes` shows: the end of its
 /// section and program header tables and of every section with file data (`SHT_NOBITS`
 /// has none) whose header lies within `bytes`. Called on the 64-byte ELF header it gives
-/// the tables' end; called again on that many bytes it gives the whole file.
+/// the tables' end; called again on that many bytes it gives the whole file. `None` when
+/// `bytes` is not a 64-bit ELF or an offset and size in its headers add up past what an
+/// address can hold (headers no loaded image has).
 pub fn elf_extent(bytes: &[u8]) -> Option<usize> {
     if !bytes.starts_with(b"\x7fELF") || bytes.get(4) != Some(&2) {
         return None;
     }
-    let phoff = u64_at(bytes, 0x20)? as usize;
-    let shoff = u64_at(bytes, 0x28)? as usize;
-    let (phentsize, phnum) = (u16_at(bytes, 0x36)? as usize, u16_at(bytes, 0x38)? as usize);
-    let (shentsize, shnum) = (u16_at(bytes, 0x3a)? as usize, u16_at(bytes, 0x3c)? as usize);
-    let mut end = 64.max(phoff + phentsize * phnum).max(shoff + shentsize * shnum);
+    let (phoff, shoff) = (u64_at(bytes, 0x20)?, u64_at(bytes, 0x28)?);
+    let (phentsize, phnum) = (u64::from(u16_at(bytes, 0x36)?), u64::from(u16_at(bytes, 0x38)?));
+    let (shentsize, shnum) = (u64::from(u16_at(bytes, 0x3a)?), u64::from(u16_at(bytes, 0x3c)?));
+    let mut end = 64.max(end_of(phoff, phentsize * phnum)?).max(end_of(shoff, shentsize * shnum)?);
     for i in 0..shnum {
-        let at = shoff + i * shentsize;
-        let (Some(kind), Some(offset), Some(size)) =
-            (u32_at(bytes, at + 4), u64_at(bytes, at + 0x18), u64_at(bytes, at + 0x20))
-        else {
+        let at = end_of(shoff, i * shentsize)?;
+        let (Some(kind), Some(offset), Some(size)) = (
+            at.checked_add(4).and_then(|a| u32_at(bytes, a)),
+            at.checked_add(0x18).and_then(|a| u64_at(bytes, a)),
+            at.checked_add(0x20).and_then(|a| u64_at(bytes, a)),
+        ) else {
             break;
         };
         if kind != 8 {
-            end = end.max(offset as usize + size as usize);
+            end = end.max(end_of(offset, size)?);
         }
     }
     Some(end)
@@ -121,14 +130,17 @@ pub fn classify(bytes: &[u8]) -> Result<Image, FatbinError> {
 /// Parses a fatbin's entries.
 pub fn parse_fatbin(bytes: &[u8]) -> Result<Vec<Entry>, FatbinError> {
     let err = |m: &str| FatbinError(m.to_string());
-    let total = fatbin_len(bytes).ok_or_else(|| err("no fatbin header"))?;
+    if u32_at(bytes, 0) != Some(FATBIN_MAGIC) {
+        return Err(err("no fatbin header"));
+    }
+    let total = fatbin_len(bytes).ok_or_else(|| err("the header's size does not fit in memory"))?;
     let end = total.min(bytes.len());
     let mut at = u16_at(bytes, 6).ok_or_else(|| err("short header"))? as usize;
     let mut entries = Vec::new();
-    while at + 0x40 <= end {
+    while end.saturating_sub(at) >= 0x40 {
         let kind = u16_at(bytes, at).ok_or_else(|| err("short entry"))?;
         let header = u32_at(bytes, at + 4).ok_or_else(|| err("short entry"))? as usize;
-        let padded = u64_at(bytes, at + 8).ok_or_else(|| err("short entry"))? as usize;
+        let padded = u64_at(bytes, at + 8).ok_or_else(|| err("short entry"))?;
         let compressed = u32_at(bytes, at + 0x10).unwrap_or(0) as usize;
         let sm = u32_at(bytes, at + 0x1c).unwrap_or(0);
         let flags = u64_at(bytes, at + 0x28).unwrap_or(0);
@@ -136,9 +148,10 @@ pub fn parse_fatbin(bytes: &[u8]) -> Result<Vec<Entry>, FatbinError> {
         if header < 0x40 || kind == 0 {
             return Err(err("an entry header is malformed"));
         }
-        let start = at + header;
-        let stop = (start + padded).min(end);
-        let raw = bytes.get(start..stop).ok_or_else(|| err("an entry runs past the end"))?;
+        let past = || err("an entry runs past the end");
+        let start = at.checked_add(header).filter(|&s| s <= end).ok_or_else(past)?;
+        let next = end_of(start as u64, padded).ok_or_else(past)?;
+        let raw = &bytes[start..next.min(end)];
         let kind = match kind {
             1 => EntryKind::Ptx,
             2 => EntryKind::Elf,
@@ -161,7 +174,7 @@ pub fn parse_fatbin(bytes: &[u8]) -> Result<Vec<Entry>, FatbinError> {
             (Some(raw.to_vec()), None)
         };
         entries.push(Entry { kind, sm, payload, problem });
-        at = start + padded;
+        at = next;
     }
     Ok(entries)
 }

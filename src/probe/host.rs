@@ -30,12 +30,18 @@ pub const NV_FATBIN: &str = ".nv_fatbin";
 pub fn fatbins_in(section: &[u8]) -> Vec<&[u8]> {
     let mut out = Vec::new();
     let mut at = 0;
-    while at + 16 <= section.len() {
-        match fatbin::fatbin_len(&section[at..]) {
+    while section.len().saturating_sub(at) >= 16 {
+        let head = &section[at..];
+        // A size past the address space is kept as far as the section goes, like a
+        // truncated fatbin.
+        let len = head.starts_with(&fatbin::FATBIN_MAGIC.to_le_bytes()).then(|| fatbin::fatbin_len(head));
+        match len.map(|l| l.unwrap_or(usize::MAX)) {
             Some(len) if len >= 16 => {
-                let end = section.len().min(at + len);
+                let end = at.saturating_add(len).min(section.len());
                 out.push(&section[at..end]);
-                at = (at + len + 7) & !7;
+                // The next one starts 8-aligned after this one; none after one that runs
+                // past the section.
+                at = if end < section.len() { (end + 7) & !7 } else { section.len() };
             }
             _ => at += 8,
         }
