@@ -76,3 +76,38 @@ fn fatbin_sizes_past_the_address_space_are_errors() {
     assert_eq!(found[0].len(), section.len());
     assert!(fatbin::parse_fatbin(found[0]).is_err());
 }
+
+#[test]
+fn a_probe_field_whose_total_passes_u64_has_no_total() {
+    // block_sched's map of two blocks: their inverted start times (near 2^64) summed past
+    // u64 in `decode::field_total`, which the probe engine calls on every field of every
+    // probed launch. The probe_spec target's seed itself crashed on its first run.
+    use gmprof::probe::decode;
+    use gmprof::probe::ProbeSpec;
+    let input = regression("probe_spec", "block_sched_times_sum_past_u64");
+    let at = input.iter().position(|&b| b == 0).unwrap();
+    let spec = ProbeSpec::from_toml(std::str::from_utf8(&input[..at]).unwrap()).unwrap();
+    let map = &input[at + 1..];
+    assert_eq!(map.len(), 3 * 24);
+    assert_eq!(decode::field_total(&spec, map, "start_ns_inverted"), None);
+    assert_eq!(decode::field_total(&spec, map, "end_ns"), Some(1500 + 1700));
+    assert_eq!(decode::field_total(&spec, map, "smid"), Some(3 + 4));
+    assert_eq!(decode::field_total(&spec, map, "entries"), Some(2));
+}
+
+#[test]
+fn a_signed_probe_field_has_no_total() {
+    // A custom probe's 4-byte s32 field was read as 8 bytes, past its 4-byte record (found
+    // while fixing the sum above, before the fuzzer reached it).
+    use gmprof::probe::decode::{self, LaunchInfo};
+    use gmprof::probe::ProbeSpec;
+    let input = regression("probe_spec", "s32_field_summed_as_8_bytes");
+    let at = input.iter().position(|&b| b == 0).unwrap();
+    let spec = ProbeSpec::from_toml(std::str::from_utf8(&input[..at]).unwrap()).unwrap();
+    let map = &input[at + 1..];
+    assert_eq!(spec.record_layout(), (vec![0], 4));
+    assert_eq!(decode::field_total(&spec, map, "delta"), None);
+    let launch = LaunchInfo { correlation_id: 1, kernel: "k".into(), blocks: 2, threads: 32 };
+    let values: Vec<String> = decode::rows(&spec, &launch, map).unwrap().into_iter().map(|r| r.value).collect();
+    assert_eq!(values, ["-3", "5"]);
+}

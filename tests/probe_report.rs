@@ -265,4 +265,19 @@ fn range_totals_sum_nested_ranges_per_source() {
     assert_eq!(get("step/forward/attn", "sass-metrics"), Some((10, 1)));
     assert_eq!(get("step/backward", "sass-metrics"), Some((200, 1)));
     assert_eq!(rows.len(), 6);
+    // A field whose launches' totals sum past u64 (block_sched's `end_ns`: %globaltimer
+    // values, 1.7e18 each) has no range total; it overflowed before.
+    let times = |id: u32, path: &str| ProbedLaunch {
+        totals: vec![ProbeTotal {
+            probe: "block_sched".into(),
+            field: "end_ns".into(),
+            total: 1_795_439_539_570_973_741,
+            records: 1,
+        }],
+        ..launch(id, path, "ptx-probe", 0)
+    };
+    let launches: Vec<ProbedLaunch> = (0..11).map(|i| times(i, "step")).collect();
+    assert!(range_totals(&launches).is_empty());
+    let rows = range_totals(&launches[..10]);
+    assert_eq!(rows.iter().map(|r| (r.total, r.launches)).collect::<Vec<_>>(), [(17_954_395_395_709_737_410, 10)]);
 }

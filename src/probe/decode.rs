@@ -138,20 +138,23 @@ pub fn block_spans(map: &[u8]) -> Vec<BlockSpan> {
         .collect()
 }
 
-/// Sum of an unsigned field over all records.
+/// Sum of an unsigned (`u32`, `u64`) field over all records; `None` for a field of another
+/// type (a sum of signed or floating-point bits is no total), and when the sum does not fit
+/// in 64 bits (`block_sched`'s `%globaltimer` fields over a dozen blocks: a total of times
+/// means nothing, and probes.csv leaves it out).
 pub fn field_total(spec: &ProbeSpec, map: &[u8], field: &str) -> Option<u64> {
     let (offsets, size) = spec.record_layout();
     let i = spec.fields.iter().position(|f| f.name == field)?;
     let ty = spec.fields[i].ty;
+    if !matches!(ty, FieldType::U32 | FieldType::U64) {
+        return None;
+    }
     let off = offsets[i];
-    Some(
-        map.chunks_exact(size.max(1))
-            .map(|r| match ty {
-                FieldType::U32 => u32::from_le_bytes(r[off..off + 4].try_into().unwrap_or_default()) as u64,
-                _ => u64::from_le_bytes(r[off..off + 8].try_into().unwrap_or_default()),
-            })
-            .sum(),
-    )
+    let value = |r: &[u8]| match ty {
+        FieldType::U32 => u64::from(u32::from_le_bytes(r[off..off + 4].try_into().unwrap_or_default())),
+        _ => u64::from_le_bytes(r[off..off + 8].try_into().unwrap_or_default()),
+    };
+    map.chunks_exact(size.max(1)).try_fold(0u64, |sum, r| sum.checked_add(value(r)))
 }
 
 /// Writes rows as CSV.

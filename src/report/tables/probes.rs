@@ -98,7 +98,11 @@ pub struct ProbeRangeTotal {
 /// and source: the sum of the probed launches' totals. Launches without a range path (no
 /// kernel row) are left out; unprobed launches have no totals.
 pub fn range_totals(launches: &[ProbedLaunch]) -> Vec<ProbeRangeTotal> {
-    let mut sums: BTreeMap<(String, String, String, String), (u64, u64)> = BTreeMap::new();
+    // A sum that does not fit in 64 bits is `None` and its row left out (a probe's time
+    // fields, `%globaltimer` values, over a dozen launches), as `field_total` leaves it out
+    // of a launch.
+    type Key = (String, String, String, String);
+    let mut sums: BTreeMap<Key, (Option<u64>, u64)> = BTreeMap::new();
     for l in launches {
         let Some(path) = l.range_path.as_deref() else { continue };
         let source = l.source.clone().unwrap_or_default();
@@ -106,20 +110,17 @@ pub fn range_totals(launches: &[ProbedLaunch]) -> Vec<ProbeRangeTotal> {
         for depth in 1..=parts.len() {
             let prefix = parts[..depth].join("/");
             for t in &l.totals {
-                let e = sums.entry((prefix.clone(), t.probe.clone(), t.field.clone(), source.clone())).or_default();
-                e.0 += t.total;
+                let e = sums
+                    .entry((prefix.clone(), t.probe.clone(), t.field.clone(), source.clone()))
+                    .or_insert((Some(0), 0));
+                e.0 = e.0.and_then(|sum| sum.checked_add(t.total));
                 e.1 += 1;
             }
         }
     }
     sums.into_iter()
-        .map(|((range_path, probe, field, source), (total, launches))| ProbeRangeTotal {
-            range_path,
-            probe,
-            field,
-            source,
-            total,
-            launches,
+        .filter_map(|((range_path, probe, field, source), (total, launches))| {
+            Some(ProbeRangeTotal { range_path, probe, field, source, total: total?, launches })
         })
         .collect()
 }
