@@ -111,3 +111,23 @@ fn a_signed_probe_field_has_no_total() {
     let values: Vec<String> = decode::rows(&spec, &launch, map).unwrap().into_iter().map(|r| r.value).collect();
     assert_eq!(values, ["-3", "5"]);
 }
+
+#[test]
+fn a_parquet_file_with_a_malformed_arrow_schema_is_read_by_its_parquet_schema() {
+    // The Arrow schema embedded in the file's metadata has an integer of bit width 0, on
+    // which the Arrow IPC decoder panics: `gmprof merge` crashed instead of leaving the
+    // process out (found by the parquet target). The reader now takes the columns' types
+    // from the Parquet schema.
+    use gmprof::report::rank_ranges::RankRanges;
+    let input = regression("parquet", "arrow_schema_int_of_bit_width_0.parquet");
+    let dir = tempfile::tempdir().unwrap();
+    let rank = dir.path().join("node0-0");
+    std::fs::create_dir(&rank).unwrap();
+    std::fs::copy(root().join("tests/golden/ranges.parquet"), rank.join("ranges.parquet")).unwrap();
+    std::fs::write(rank.join("kernels.parquet"), &input).unwrap();
+    let read = RankRanges::read(dir.path(), &rank).unwrap();
+    let kernels = read.kernels.unwrap();
+    let golden = RankRanges::read(root(), &root().join("tests/golden")).unwrap();
+    assert_eq!(read.ranges.len(), golden.ranges.len());
+    assert_eq!(kernels, golden.kernels.unwrap());
+}
