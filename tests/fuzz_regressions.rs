@@ -131,3 +131,19 @@ fn a_parquet_file_with_a_malformed_arrow_schema_is_read_by_its_parquet_schema() 
     assert_eq!(read.ranges.len(), golden.ranges.len());
     assert_eq!(kernels, golden.kernels.unwrap());
 }
+
+#[test]
+fn a_pm_sample_whose_times_sum_past_u64_is_drawn() {
+    // A PM sample ending at 1.8e19 ns: the HTML report's PM plot took the middle of its
+    // bucket as `(start + end) / 2` in u64, which overflowed (`gmprof report --html`; found
+    // by the report_json target).
+    let input = regression("report_json", "pm_sample_times_sum_past_u64.json");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("report.json");
+    std::fs::write(&path, &input).unwrap();
+    let report = gmprof::Report::read_json(&path).unwrap();
+    let pm = report.pm.as_ref().unwrap();
+    assert_eq!(pm.samples[5].end_ns, 17_954_395_395_711_730_745);
+    let html = report.to_html(&Default::default()).unwrap();
+    assert!(html.contains("1319 PM samples every 200.0 µs"), "the PM plot is drawn");
+}

@@ -142,7 +142,7 @@ fn pm_view(pm: &PmReport, origin: u64) -> Option<PmView> {
     let mut values: Vec<Vec<Option<f64>>> = vec![Vec::new(); pm.metrics.len()];
     for bucket in samples.chunks(per_point) {
         let (a, b) = (bucket[0].start_ns, bucket[bucket.len() - 1].end_ns);
-        t.push((a + b) as f64 / 2.0 / 1000.0 - origin as f64 / 1000.0);
+        t.push((a as f64 + b as f64) / 2.0 / 1000.0 - origin as f64 / 1000.0);
         for (m, series) in values.iter_mut().enumerate() {
             let (mut sum, mut weight) = (0.0, 0.0);
             for s in bucket {
