@@ -147,3 +147,36 @@ fn a_pm_sample_whose_times_sum_past_u64_is_drawn() {
     let html = report.to_html(&Default::default()).unwrap();
     assert!(html.contains("1319 PM samples every 200.0 µs"), "the PM plot is drawn");
 }
+
+#[test]
+fn a_capture_longer_than_a_timer_can_wait_is_refused() {
+    // GMPROF_CAPTURE_DURATION=2.3e20 was accepted (finite and positive), and the signal's
+    // capture would have started a timer thread whose Duration::from_secs_f64 panics past
+    // 1.8e19 s (found by the env target, which holds what was accepted to that); a request
+    // over the control socket for 1e300 s was accepted the same way.
+    use gmprof::ways_in::on_demand::protocol::{self, Request, Span};
+    use gmprof::ways_in::on_demand::OnDemandConfig;
+    let input = regression("env", "capture_duration_no_timer_can_wait");
+    let text = std::str::from_utf8(&input).unwrap();
+    let vars: Vec<(&str, &str)> = text.lines().filter_map(|l| l.split_once('=')).collect();
+    let lookup = |k: &str| vars.iter().rev().find(|(key, _)| *key == k).map(|(_, v)| v.to_string());
+    let e = OnDemandConfig::from_lookup(&lookup).unwrap_err().to_string();
+    assert!(e.contains("GMPROF_CAPTURE_DURATION=233333333333333333333.5: longer than a capture can last"), "{e}");
+    // With GMPROF_ON_DEMAND=1 the capture signal's captures last that long.
+    let on_demand = |seconds: &str| {
+        OnDemandConfig::from_lookup(&|k: &str| match k {
+            "GMPROF_ON_DEMAND" => Some("1".into()),
+            "GMPROF_CAPTURE_DURATION" => Some(seconds.into()),
+            _ => None,
+        })
+    };
+    assert!(on_demand("1e20").is_err());
+    assert_eq!(on_demand("86400").unwrap().unwrap().signal_span, Span::Seconds(86400.0));
+    let line = regression("control", "capture_of_1e300_seconds");
+    let request = protocol::parse_request(std::str::from_utf8(&line).unwrap()).unwrap();
+    let Request::Capture { span, .. } = request else { panic!("a capture request") };
+    assert_eq!(span, Span::Seconds(1e300));
+    let e = span.validate().unwrap_err().to_string();
+    assert!(e.contains("--duration 1e300 is longer than a capture can last"), "{e}");
+    assert!(Span::Seconds(3600.0 * 24.0 * 365.0 * 100.0).validate().is_ok(), "a century is fine");
+}

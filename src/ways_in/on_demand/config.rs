@@ -166,7 +166,14 @@ impl OnDemandConfig {
                     env::CAPTURE_STEPS
                 )))
             }
-            (None, Some(seconds)) => Span::Seconds(seconds),
+            (None, Some(seconds)) if Span::Seconds(seconds).validate().is_ok() => Span::Seconds(seconds),
+            (None, Some(_)) => {
+                return Err(Error::InvalidConfig(format!(
+                    "{}={}: longer than a capture can last (seconds, up to about 1.8e19)",
+                    env::CAPTURE_DURATION,
+                    get(env::CAPTURE_DURATION).unwrap_or_default()
+                )))
+            }
             (None, None) if step_range.is_some() => Span::Steps(DEFAULT_CAPTURE_STEPS),
             (None, None) => Span::Seconds(DEFAULT_CAPTURE_SECONDS),
         };

@@ -105,13 +105,17 @@ impl Span {
         }
     }
 
-    /// Refuses a span of no steps or no time.
+    /// Refuses a span of no steps, no time, or more time than a timer can wait.
     pub fn validate(&self) -> Result<()> {
         match self {
             Span::Steps(0) => Err(Error::InvalidConfig("--steps must be at least 1".into())),
             Span::Seconds(s) if !(s.is_finite() && *s > 0.0) => {
                 Err(Error::InvalidConfig(format!("--duration must be a positive number of seconds, not {s}")))
             }
+            // The capture's timer waits this long: a Duration holds up to 2^64 seconds.
+            Span::Seconds(s) if std::time::Duration::try_from_secs_f64(*s).is_err() => Err(Error::InvalidConfig(
+                format!("--duration {s:e} is longer than a capture can last (seconds, up to about 1.8e19)"),
+            )),
             _ => Ok(()),
         }
     }

@@ -620,8 +620,12 @@ impl Service {
 
     fn spawn_deadline(&self, id: u64, seconds: f64) {
         let me = self.me.clone();
+        // A span is validated before a capture starts (`Span::validate`), so this holds.
+        let Ok(wait) = Duration::try_from_secs_f64(seconds) else {
+            eprintln!("gmprof: capture {id}: no timer waits {seconds} s; it ends with the run");
+            return;
+        };
         let spawned = std::thread::Builder::new().name(format!("gmprof-capture-{id}-timer")).spawn(move || {
-            let wait = Duration::from_secs_f64(seconds);
             std::thread::sleep(wait);
             let Some(service) = me.upgrade() else { return };
             service.on_deadline(id, false);
