@@ -1,15 +1,150 @@
-//! Inputs that once crashed gmprof (found by the fuzz targets, `fuzz/`; README "Fuzzing"),
-//! kept in `tests/data/fuzz/TARGET/`, and what gmprof now makes of each, read through the
-//! entry point that crashed.
+//! The fuzz targets (`fuzz/`, README "Fuzzing") run here without libFuzzer: every seed, and
+//! every input a fuzzer once crashed gmprof with (`tests/data/fuzz/TARGET/`), goes through
+//! the same target function the fuzzer calls, and what gmprof makes of each crashing input
+//! is checked. A target's function panics where gmprof would have crashed.
 
-use std::path::Path;
+#[path = "../fuzz/src/targets/mod.rs"]
+mod targets;
+
+use std::path::{Path, PathBuf};
+
+type Target = fn(&[u8]);
+
+/// Each target, and the seed directory it starts from.
+const TARGETS: [(&str, Target, &str); 10] = [
+    ("ptx_parse", targets::ptx_parse::run, "ptx"),
+    ("ptx_inject", targets::ptx_inject::run, "ptx"),
+    ("image", targets::image::run, "image"),
+    ("elf_object", targets::elf_object::run, "elf_object"),
+    ("probe_spec", targets::probe_spec::run, "probe_spec"),
+    ("env", targets::env::run, "env"),
+    ("control", targets::control::run, "control"),
+    ("report_json", targets::report_json::run, "report_json"),
+    ("parquet", targets::parquet::run, "parquet"),
+    ("trace_check", targets::trace_check::run, "trace_check"),
+];
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The files of `dir`, sorted (none when it does not exist).
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| entries.flatten().map(|e| e.path()).filter(|p| p.is_file()).collect())
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
 fn regression(target: &str, name: &str) -> Vec<u8> {
     std::fs::read(root().join("tests/data/fuzz").join(target).join(name)).unwrap()
+}
+
+#[test]
+fn every_seed_runs_through_its_target() {
+    let mut ran = 0;
+    for (name, run, seeds) in TARGETS {
+        let inputs = files(&root().join("fuzz/seeds").join(seeds));
+        assert!(!inputs.is_empty(), "{name}: no seeds in fuzz/seeds/{seeds}");
+        for input in inputs {
+            run(&std::fs::read(&input).unwrap());
+            ran += 1;
+        }
+    }
+    assert!(ran >= 40, "only {ran} seeds");
+}
+
+#[test]
+fn the_seeds_are_inputs_gmprof_reads() {
+    use gmprof::probe::fatbin::{self, Image};
+    use gmprof::probe::{host, Module, ProbeSpec};
+    let seeds = |kind: &str| -> Vec<(String, Vec<u8>)> {
+        files(&root().join("fuzz/seeds").join(kind))
+            .into_iter()
+            .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
+            .collect()
+    };
+    for (name, bytes) in seeds("ptx") {
+        let module = Module::parse(std::str::from_utf8(&bytes).unwrap()).unwrap();
+        assert!(module.kernels().count() >= 1, "{name}");
+    }
+    let kinds: Vec<(String, &str)> = seeds("image")
+        .into_iter()
+        .map(|(name, bytes)| {
+            let kind = match fatbin::classify(&bytes).unwrap() {
+                Image::Ptx(_) => "ptx",
+                Image::Fatbin(entries) if fatbin::ptx_of(&entries).0.is_empty() => "fatbin, SASS only",
+                Image::Fatbin(_) => "fatbin",
+                Image::Elf => "cubin",
+                Image::Unknown => "unknown",
+            };
+            (name, kind)
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("probe_kernels_default.fatbin".to_string(), "fatbin"),
+            ("probe_kernels_nocompress.fatbin".to_string(), "fatbin"),
+            ("probe_kernels_sass_only.fatbin".to_string(), "fatbin, SASS only"),
+            ("probe_kernels_sm90.ptx".to_string(), "ptx"),
+            ("triton_sm90.cubin".to_string(), "cubin"),
+        ]
+    );
+    let object = &seeds("elf_object")[0];
+    assert_eq!(object.0, "probe_kernels_host.o");
+    let ptx = host::ptx_in_object(object.1.as_slice(), &object.0, 1 << 30).unwrap().unwrap();
+    assert_eq!((ptx.fatbins, ptx.texts.len()), (1, 1));
+    for (name, bytes) in seeds("probe_spec") {
+        let at = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+        assert!(ProbeSpec::from_toml(std::str::from_utf8(&bytes[..at]).unwrap()).is_ok(), "{name}");
+    }
+    for (name, bytes) in seeds("report_json") {
+        let path = tempfile::Builder::new().suffix(&format!("-{name}")).tempfile().unwrap();
+        std::fs::write(path.path(), &bytes).unwrap();
+        let report = gmprof::Report::read_json(path.path()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(!report.ranges.is_empty(), "{name}");
+    }
+    for (name, bytes) in seeds("parquet") {
+        let path = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(path.path(), &bytes).unwrap();
+        assert!(gmprof::report::parquet::read::report_meta(path.path()).is_ok(), "{name}");
+    }
+    for (name, bytes) in seeds("control") {
+        let first = std::str::from_utf8(&bytes).unwrap().lines().next().unwrap().to_owned();
+        let request = gmprof::ways_in::on_demand::protocol::parse_request(&first);
+        let response = gmprof::ways_in::on_demand::protocol::parse_response(&first);
+        assert!(request.is_ok() != response.is_ok(), "{name}: a request or a response");
+    }
+    let events: Vec<(String, usize, usize)> = seeds("trace_check")
+        .into_iter()
+        .map(|(name, bytes)| {
+            let check =
+                gmprof::trace_check::check_trace_json(std::str::from_utf8(&bytes).unwrap(), &Default::default());
+            (name, check.events, check.violations.len())
+        })
+        .collect();
+    assert_eq!(
+        events,
+        [
+            ("multi_gpu_late_trace.trace.json".to_string(), 27, 0),
+            ("pm_trace_200us.trace.json".to_string(), 56, 0),
+            ("trace.json".to_string(), 37, 0),
+        ]
+    );
+}
+
+#[test]
+fn every_saved_crash_runs_through_its_target_without_crashing() {
+    let mut ran = 0;
+    for (name, run, _) in TARGETS {
+        for input in files(&root().join("tests/data/fuzz").join(name)) {
+            run(&std::fs::read(&input).unwrap());
+            ran += 1;
+        }
+    }
+    assert!(ran > 0, "no saved crashes in tests/data/fuzz");
 }
 
 // ---- What gmprof makes of each input that crashed it (each test failed before its fix).
@@ -24,6 +159,8 @@ fn ptx_with_an_unterminated_string_is_a_parse_error() {
     assert_eq!(e.message, "expected one of \";{\" before the end of the input");
     let e = gmprof::probe::probe_ptx(".version 9.0\n.target sm_90\n.entry k(\"", "k", &[]).unwrap_err();
     assert_eq!(e.to_string(), "PTX line 3: expected one of \";{\" before the end of the input");
+    targets::ptx_parse::run(&input);
+    targets::ptx_inject::run(&input);
 }
 
 #[test]
@@ -49,6 +186,8 @@ fn an_elf_whose_header_tables_lie_past_the_address_space_is_not_identified() {
     bad[offset..offset + 8].copy_from_slice(&u64::MAX.to_le_bytes());
     assert_eq!(fatbin::elf_extent(&bad[..64]), Some(tables));
     assert_eq!(fatbin::elf_extent(&bad[..tables]), None);
+    targets::image::run(&input);
+    targets::image::run(&bad);
 }
 
 #[test]
@@ -75,6 +214,9 @@ fn fatbin_sizes_past_the_address_space_are_errors() {
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].len(), section.len());
     assert!(fatbin::parse_fatbin(found[0]).is_err());
+    targets::image::run(&huge);
+    targets::image::run(&fatbin);
+    targets::elf_object::run(&section);
 }
 
 #[test]
@@ -93,6 +235,7 @@ fn a_probe_field_whose_total_passes_u64_has_no_total() {
     assert_eq!(decode::field_total(&spec, map, "end_ns"), Some(1500 + 1700));
     assert_eq!(decode::field_total(&spec, map, "smid"), Some(3 + 4));
     assert_eq!(decode::field_total(&spec, map, "entries"), Some(2));
+    targets::probe_spec::run(&input);
 }
 
 #[test]
@@ -110,6 +253,7 @@ fn a_signed_probe_field_has_no_total() {
     let launch = LaunchInfo { correlation_id: 1, kernel: "k".into(), blocks: 2, threads: 32 };
     let values: Vec<String> = decode::rows(&spec, &launch, map).unwrap().into_iter().map(|r| r.value).collect();
     assert_eq!(values, ["-3", "5"]);
+    targets::probe_spec::run(&input);
 }
 
 #[test]
@@ -130,6 +274,7 @@ fn a_parquet_file_with_a_malformed_arrow_schema_is_read_by_its_parquet_schema() 
     let golden = RankRanges::read(root(), &root().join("tests/golden")).unwrap();
     assert_eq!(read.ranges.len(), golden.ranges.len());
     assert_eq!(kernels, golden.kernels.unwrap());
+    targets::parquet::run(&input);
 }
 
 #[test]
@@ -146,6 +291,7 @@ fn a_pm_sample_whose_times_sum_past_u64_is_drawn() {
     assert_eq!(pm.samples[5].end_ns, 17_954_395_395_711_730_745);
     let html = report.to_html(&Default::default()).unwrap();
     assert!(html.contains("1319 PM samples every 200.0 µs"), "the PM plot is drawn");
+    targets::report_json::run(&input);
 }
 
 #[test]
@@ -179,4 +325,6 @@ fn a_capture_longer_than_a_timer_can_wait_is_refused() {
     let e = span.validate().unwrap_err().to_string();
     assert!(e.contains("--duration 1e300 is longer than a capture can last"), "{e}");
     assert!(Span::Seconds(3600.0 * 24.0 * 365.0 * 100.0).validate().is_ok(), "a century is fine");
+    targets::env::run(&input);
+    targets::control::run(&line);
 }
