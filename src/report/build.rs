@@ -86,6 +86,7 @@ impl Report {
             device_regions: Vec::new(),
             probes: Vec::new(),
             range_devices: Vec::new(),
+            streamed: None,
         }
     }
 

@@ -192,6 +192,11 @@ pub struct Report {
     /// (`range_devices.csv`); [`Report::ranges`] holds the totals over all devices.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub range_devices: Vec<RangeDeviceRow>,
+    /// When the run passed the row limit and its rows were streamed to part files (issue
+    /// 42): what was written and the whole run's aggregates; [`Report::ranges`],
+    /// [`Report::kernels`] and [`Report::transfers`] are then empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streamed: Option<crate::report::stream::summary::StreamedSummary>,
 }
 
 impl Report {

@@ -17,6 +17,19 @@ use crate::report::timeline::probe_trace;
 pub const OUTPUT_FILES: [&str; 6] =
     ["ranges.csv", "kernels.csv", "transfers.csv", "stats.csv", "report.json", "trace.json"];
 
+/// The whole-file row tables a streamed report does not write (and removes when an earlier
+/// checkpoint left them).
+pub const WHOLE_FILE_TABLES: [&str; 8] = [
+    "ranges.csv",
+    "kernels.csv",
+    "transfers.csv",
+    "stats.csv",
+    pq::RANGES_PARQUET,
+    pq::KERNELS_PARQUET,
+    pq::TRANSFERS_PARQUET,
+    pq::STATS_PARQUET,
+];
+
 /// The file [`Report::write_all`] adds when the session sampled PM counters.
 pub const PM_CSV: &str = "pm.csv";
 
@@ -34,6 +47,34 @@ impl Report {
     pub fn write_all_as(&self, dir: impl AsRef<std::path::Path>, formats: OutputFormats) -> crate::error::Result<()> {
         let dir = dir.as_ref();
         std::fs::create_dir_all(dir).map_err(|e| crate::error::Error::io(dir, e))?;
+        if self.streamed.is_some() {
+            // The rows are in the streamed part files; a whole-file table of an earlier
+            // checkpoint would hold only the run's start, so it goes.
+            for name in WHOLE_FILE_TABLES {
+                match std::fs::remove_file(dir.join(name)) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(crate::error::Error::io(dir.join(name), e))
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            self.write_row_tables(dir, formats)?;
+        }
+        if !self.range_devices.is_empty() {
+            if formats.csv {
+                self.write_range_devices_csv(dir.join(devices::RANGE_DEVICES_CSV))?;
+            }
+            if formats.parquet {
+                self.write_range_devices_parquet(dir.join(pq::RANGE_DEVICES_PARQUET))?;
+            }
+        }
+        self.write_json(dir.join("report.json"))?;
+        self.write_extras(dir, formats)
+    }
+
+    /// The whole-file row tables: ranges, kernels, transfers and stats.
+    fn write_row_tables(&self, dir: &std::path::Path, formats: OutputFormats) -> crate::error::Result<()> {
         if formats.csv {
             self.write_csv(dir.join("ranges.csv"))?;
             self.write_kernels_csv(dir.join("kernels.csv"))?;
@@ -46,15 +87,11 @@ impl Report {
             self.write_transfers_parquet(dir.join(pq::TRANSFERS_PARQUET))?;
             self.write_stats_parquet(dir.join(pq::STATS_PARQUET))?;
         }
-        if !self.range_devices.is_empty() {
-            if formats.csv {
-                self.write_range_devices_csv(dir.join(devices::RANGE_DEVICES_CSV))?;
-            }
-            if formats.parquet {
-                self.write_range_devices_parquet(dir.join(pq::RANGE_DEVICES_PARQUET))?;
-            }
-        }
-        self.write_json(dir.join("report.json"))?;
+        Ok(())
+    }
+
+    /// PM, PC, region timers, probes and the trace.
+    fn write_extras(&self, dir: &std::path::Path, formats: OutputFormats) -> crate::error::Result<()> {
         if self.pm.is_some() {
             if formats.csv {
                 self.write_pm_csv(dir.join(PM_CSV))?;

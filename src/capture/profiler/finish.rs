@@ -177,7 +177,7 @@ impl Profiler {
             for (kind, bytes, count) in crate::capture::probe::internal_transfers(true) {
                 correlator.add_internal_transfers(kind, bytes, count);
             }
-            Report::analyze(info, &shared.metric_set, &state.tree, correlator)
+            shared.analyze_at_finish(&mut state, correlator, info)
         };
         if let Some(pm) = pm {
             report.attach_pm(&pm);

@@ -392,6 +392,18 @@ impl LaunchHarness {
         self.shared.on_records(records);
     }
 
+    /// The session as a [`Profiler`] (its range, stream and checkpoint calls).
+    pub fn profiler(&self) -> Profiler {
+        Profiler { shared: Arc::clone(&self.shared) }
+    }
+
+    /// One streaming step as [`Profiler::stream_tick`] takes it, without CUPTI's flush: the
+    /// records delivered so far are drained into the session, then streamed past the limit.
+    pub fn stream_step(&self) -> super::stream::StreamProgress {
+        self.shared.drain_activity();
+        self.shared.stream_step(std::time::Instant::now())
+    }
+
     /// Ends the session's window ([`Profiler::seal`]).
     pub fn seal(&self) {
         Profiler { shared: Arc::clone(&self.shared) }.seal();

@@ -78,9 +78,13 @@ mod replay;
 mod scope;
 mod start;
 mod state;
+mod stream;
+#[cfg(test)]
+mod stream_tests;
 
 pub use self::builder::*;
 pub use self::finish::Teardown;
 pub use self::launch::current_thread_id;
 pub use self::scope::RangeScope;
-pub use self::state::{Profiler, RangeGuard};
+pub use self::state::{Profiler, RangeGuard, StreamConfig};
+pub use self::stream::StreamProgress;

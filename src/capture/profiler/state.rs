@@ -28,6 +28,7 @@ use crate::checked::target::ProfilerApi;
 use crate::checked::{Cupti, Driver};
 use crate::model::session::SessionTree;
 use crate::model::{ClockPair, DevicePeaks, MetricSet, ProfilingMode, RangeId, ThreadId};
+use crate::report::stream::{StreamPipeline, StreamSettings};
 
 /// What a live capture holds; dropped (in field order) when the capture ends.
 pub(super) struct Capture {
@@ -59,6 +60,32 @@ pub(super) struct SessionState {
     pub(super) recent: recent::RecentLaunches,
     /// Launches numbered so far where no counter image numbers them (trace, per_range).
     pub(super) launches_numbered: u32,
+    /// The streamed outputs, when asked for ([`Profiler::stream_into`]).
+    pub(super) stream: Option<Box<Streaming>>,
+}
+
+/// How a session streams its rows (issue 42; see the README's streamed outputs).
+#[derive(Clone, Debug)]
+pub struct StreamConfig {
+    /// The directory the streamed tables go into (`kernels/`, `steps/`, ...).
+    pub dir: std::path::PathBuf,
+    /// Kernel launches the session holds before it starts streaming: below it the session
+    /// keeps every row and writes exactly the whole-file outputs; once past it, every row is
+    /// streamed and leaves memory, and the whole-file row tables are not written.
+    pub row_limit: u64,
+    /// Segments and aggregates.
+    pub settings: StreamSettings,
+}
+
+/// The state of a streaming session.
+#[derive(Debug)]
+pub(super) struct Streaming {
+    pub(super) config: StreamConfig,
+    /// Started once the session passed the row limit.
+    pub(super) pipeline: Option<StreamPipeline>,
+    /// Drains that failed, and the first one's error.
+    pub(super) failed_drains: u64,
+    pub(super) first_failure: Option<String>,
 }
 
 impl SessionState {
@@ -74,6 +101,7 @@ impl SessionState {
             after_seal: Default::default(),
             recent: Default::default(),
             launches_numbered: 0,
+            stream: None,
         }
     }
 

@@ -140,7 +140,11 @@ pub fn combine(mut parts: Vec<ContextReport>) -> Option<Report> {
     let mut device_timers = Vec::new();
     let mut device_regions = Vec::new();
     let mut probes = Vec::new();
+    // A streamed context's summary (the first one; each context streams into its own
+    // directory, see the README's streamed outputs).
+    let mut streamed = None;
     for (i, part) in parts.iter_mut().enumerate() {
+        streamed = streamed.or_else(|| part.report.streamed.take());
         if let Some(mut p) = part.report.pm.take() {
             sampled.push(part.device_id);
             if pm.is_none() {
@@ -170,6 +174,7 @@ pub fn combine(mut parts: Vec<ContextReport>) -> Option<Report> {
         device_regions,
         probes,
         range_devices: per_device,
+        streamed,
     };
     if pc_sampled.len() > 1 {
         report.meta.warnings.push(format!(

@@ -185,6 +185,7 @@ impl RankRanges {
             device_regions: Vec::new(),
             probes: Vec::new(),
             range_devices: Vec::new(),
+            streamed: None,
         };
         let ending = crate::report::text::summary::ending_line(&shell);
         Ok(RankRanges { label, dir: dir.to_owned(), meta, ranges, kernels, source: RANGES_PARQUET, ending })

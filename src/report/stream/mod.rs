@@ -11,7 +11,9 @@
 //! This `mod.rs` only declares and re-exports; no file imports it.
 
 pub mod pipeline;
+pub mod summary;
 pub mod writer;
 
 pub use self::pipeline::{Drained, StreamEnd, StreamPipeline};
+pub use self::summary::{StreamedSummary, StreamedTable};
 pub use self::writer::{StreamMeta, StreamSettings, StreamWriter, StreamWritten, STREAMED_TABLES};

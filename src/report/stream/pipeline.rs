@@ -9,6 +9,7 @@
 
 use std::time::Instant;
 
+use super::summary::{StreamedSummary, StreamedTable};
 use super::writer::{StreamWriter, StreamWritten};
 use crate::analysis::correlate::{Correlation, CorrelationCounts, Correlator, MAX_WARNINGS};
 use crate::analysis::online::RangeInstances;
@@ -25,6 +26,30 @@ pub struct Drained {
     pub transfers: u64,
     /// Range rows written.
     pub ranges: u64,
+}
+
+impl StreamEnd {
+    /// What `report.json` says of the run ([`Report::streamed`](crate::report::Report::streamed)):
+    /// `why` it streamed, past `row_limit`.
+    pub fn summary(&self, why: String, row_limit: u64) -> StreamedSummary {
+        let rows = |name: &str| self.written.table(name).map_or(0, |p| p.rows);
+        StreamedSummary {
+            why,
+            row_limit,
+            kernels: rows("kernels"),
+            transfers: rows("transfers"),
+            ranges: rows("ranges"),
+            steps: self.written.steps,
+            step_group: self.written.step_group.clone(),
+            tables: self
+                .written
+                .tables
+                .iter()
+                .map(|(name, p)| StreamedTable { table: (*name).to_owned(), parts: p.parts, rows: p.rows })
+                .collect(),
+            aggregates: self.written.aggregates.clone(),
+        }
+    }
 }
 
 /// A run's streaming state; see the [module docs](self).
@@ -65,6 +90,12 @@ impl StreamPipeline {
     /// The writer (its aggregates so far).
     pub fn writer(&self) -> &StreamWriter {
         &self.writer
+    }
+
+    /// Closes every open segment now (a checkpoint, a signal): what is written so far is
+    /// in complete part files.
+    pub fn close_segments(&mut self) -> Result<()> {
+        self.writer.close_segments()
     }
 
     /// Ranges with rows in flight.

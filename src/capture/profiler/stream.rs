@@ -1,0 +1,221 @@
+//! A running session's streamed outputs (issue 42): [`Profiler::stream_into`] asks for them,
+//! [`Profiler::stream_tick`] (the checkpoint thread's, every few seconds) drains what is
+//! complete into the part files once the session has passed its row limit, and the finish
+//! ([`Shared::analyze_at_finish`]) ends the stream and builds the report from its aggregates.
+//!
+//! Below the row limit nothing here touches the session: it keeps every row and the finish
+//! is exactly the whole-session one. Past it, every drain moves the complete rows out of the
+//! correlator and the completed ranges out of the tree (under the session lock), so the
+//! session holds only what is in flight; the report then carries the aggregates
+//! ([`Report::streamed`]) in place of rows, and the whole-file row tables are not written.
+//! Trace mode only for now: per_range's counters arrive by cycle, after their range may have
+//! completed, and are not yet held back for it.
+//!
+//! On `state` (the session), as `finish` is; `mod.rs` re-exports [`StreamProgress`].
+
+use std::time::Instant;
+
+use super::state::{Profiler, SessionState, Shared, StreamConfig, Streaming};
+use crate::analysis::correlate::Correlator;
+use crate::checked::activity;
+use crate::error::{Error, Result};
+use crate::model::session::SessionTree;
+use crate::model::ProfilingMode;
+use crate::report::stream::{Drained, StreamMeta, StreamPipeline, StreamWriter};
+use crate::report::{CaptureInfo, Report};
+
+/// What one [`Profiler::stream_tick`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamProgress {
+    /// The session does not stream (not asked for, or it could not start).
+    Off,
+    /// Below the row limit: nothing drained; the session holds `launches`.
+    BelowLimit {
+        /// Launches held.
+        launches: u64,
+    },
+    /// Streaming: what this drain moved, and the launches and ranges still held after it.
+    Streaming {
+        /// Rows written by this drain.
+        drained: Drained,
+        /// Launches still held (in flight).
+        launches_held: u64,
+        /// Ranges still in the session tree (open or in flight).
+        ranges_held: u64,
+    },
+}
+
+impl Profiler {
+    /// Streams this session's rows into part files under `config.dir` once it has heard more
+    /// than `config.row_limit` launches (see the [module docs](self)). Trace mode only; call
+    /// it before the program launches anything.
+    pub fn stream_into(&self, config: StreamConfig) -> Result<()> {
+        self.ensure_running()?;
+        if self.shared.mode != ProfilingMode::Trace {
+            return Err(Error::InvalidConfig(format!(
+                "streamed outputs are not available in {} mode yet (trace only)",
+                self.shared.mode.as_str()
+            )));
+        }
+        let mut state = self.shared.state.lock();
+        state.stream = Some(Box::new(Streaming { config, pipeline: None, failed_drains: 0, first_failure: None }));
+        Ok(())
+    }
+
+    /// Whether the session has started streaming (passed its row limit): its rows are then
+    /// not all in memory, and a whole-session checkpoint would describe only what is left.
+    pub fn is_streaming(&self) -> bool {
+        self.shared.state.lock().stream.as_ref().is_some_and(|s| s.pipeline.is_some())
+    }
+
+    /// One streaming step while the program runs: flushes CUPTI's activity buffers, and
+    /// past the row limit drains what is complete into the part files (segments close by
+    /// their policy). Below the limit it only counts.
+    pub fn stream_tick(&self) -> Result<StreamProgress> {
+        self.ensure_running()?;
+        if self.shared.state.lock().stream.is_none() {
+            return Ok(StreamProgress::Off);
+        }
+        activity::flush_all(&self.shared.cupti, true)?;
+        self.shared.drain_activity();
+        Ok(self.shared.stream_step(Instant::now()))
+    }
+
+    /// Closes the open segments now, so every row streamed so far is in a complete part
+    /// file (a checkpoint, a signal the program handles itself).
+    pub fn close_stream_segments(&self) -> Result<()> {
+        let mut state = self.shared.state.lock();
+        match state.stream.as_mut().and_then(|s| s.pipeline.as_mut()) {
+            Some(pipeline) => pipeline.close_segments(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Shared {
+    /// Starts the pipeline of `streaming` (its writer's files); an error stops streaming for
+    /// good, with the warning in `warnings`.
+    fn start_pipeline(&self, streaming: &mut Streaming, warnings: &mut Vec<String>) -> bool {
+        if streaming.pipeline.is_some() {
+            return true;
+        }
+        let meta = StreamMeta::new(self.mode, self.metric_names.clone());
+        match StreamWriter::create(&streaming.config.dir, &meta, streaming.config.settings.clone()) {
+            Ok(writer) => {
+                tracing::info!(
+                    dir = %streaming.config.dir.display(),
+                    "gmprof: past the row limit of {} launches: streaming rows to part files",
+                    streaming.config.row_limit
+                );
+                streaming.pipeline = Some(StreamPipeline::new(writer, &self.metric_set, self.mode));
+                true
+            }
+            Err(e) => {
+                warnings.push(format!(
+                    "the streamed outputs could not start ({e}); every row is kept and written whole instead"
+                ));
+                false
+            }
+        }
+    }
+
+    /// The drain of [`Profiler::stream_tick`], on records already drained into the session.
+    pub(super) fn stream_step(&self, now: Instant) -> StreamProgress {
+        let mut guard = self.state.lock();
+        let state = &mut *guard;
+        let Some(streaming) = state.stream.as_deref_mut() else { return StreamProgress::Off };
+        if streaming.pipeline.is_none() {
+            let launches = state.correlator.launch_count() as u64;
+            if launches <= streaming.config.row_limit {
+                return StreamProgress::BelowLimit { launches };
+            }
+            if !self.start_pipeline(streaming, &mut state.warnings) {
+                state.stream = None;
+                return StreamProgress::Off;
+            }
+        }
+        let Some(pipeline) = streaming.pipeline.as_mut() else { return StreamProgress::Off };
+        let drained = match pipeline.drain(&mut state.correlator, &mut state.tree, &self.metric_set, now) {
+            Ok(d) => d,
+            Err(e) => {
+                // The drained rows that were not written are lost: counted and said at the end.
+                streaming.failed_drains += 1;
+                streaming.first_failure.get_or_insert_with(|| e.to_string());
+                tracing::warn!("gmprof: a streamed drain failed: {e}");
+                Drained::default()
+            }
+        };
+        // Nested driver ids of calls already drained are not needed any more.
+        let held = state.correlator.held_call_ids();
+        state.aliases.retain(|_, outer| held.contains(outer));
+        StreamProgress::Streaming {
+            drained,
+            launches_held: state.correlator.launch_count() as u64,
+            ranges_held: state.tree.len() as u64,
+        }
+    }
+
+    /// The finish's report: the whole-session one ([`Report::analyze`]) unless the session
+    /// streams and passed its row limit (by now); then the stream ends (the last rows, the
+    /// root row, the whole run's aggregates, every segment closed) and the report carries
+    /// the aggregates and no rows.
+    pub(super) fn analyze_at_finish(
+        &self,
+        state: &mut SessionState,
+        correlator: Correlator,
+        mut info: CaptureInfo,
+    ) -> Report {
+        let past_limit = |s: &Streaming| s.pipeline.is_some() || correlator.launch_count() as u64 > s.config.row_limit;
+        let Some(mut streaming) = state.stream.take().filter(|s| past_limit(s)) else {
+            return Report::analyze(info, &self.metric_set, &state.tree, correlator);
+        };
+        if !self.start_pipeline(&mut streaming, &mut info.warnings) {
+            return Report::analyze(info, &self.metric_set, &state.tree, correlator);
+        }
+        let Some(pipeline) = streaming.pipeline.take() else {
+            return Report::analyze(info, &self.metric_set, &state.tree, correlator);
+        };
+        let end_ns = info.clock.map_or(0, |c| c.finish.cupti_ns);
+        let ended = pipeline.finish(correlator, &mut state.tree, &self.metric_set, end_ns);
+        if streaming.failed_drains > 0 {
+            info.warnings.push(format!(
+                "{} streamed drain(s) failed, and the rows they had taken are not in the part files: {}",
+                streaming.failed_drains,
+                streaming.first_failure.as_deref().unwrap_or("no error kept")
+            ));
+        }
+        let limit = streaming.config.row_limit;
+        match ended {
+            Ok(end) => {
+                info.warnings.extend(end.warnings.iter().cloned());
+                let mut report = Report::analyze(info, &self.metric_set, &SessionTree::new(), Correlator::new());
+                let summary = end.summary(
+                    format!(
+                        "the run launched more than {limit} kernels (GMPROF_ROW_LIMIT): every row was streamed to \
+                         the part files in {} and left memory; the whole-file row tables are not written",
+                        streaming.config.dir.display()
+                    ),
+                    limit,
+                );
+                report.meta.flagged_kernel_rows = end.counts.flagged_rows;
+                report.meta.orphan_counter_ranges = end.counts.orphan_counter_ranges;
+                report.meta.counts = end.counts;
+                report.meta.kernel_count = summary.kernels;
+                report.meta.total_gpu_time_ns = summary
+                    .aggregates
+                    .iter()
+                    .filter(|a| a.quantity == crate::analysis::online::AggregateQuantity::DurationNs)
+                    .try_fold(0u64, |sum, a| a.summary.total_ns.map(|t| sum + t));
+                report.streamed = Some(summary);
+                report
+            }
+            Err(e) => {
+                info.warnings.push(format!(
+                    "the streamed outputs could not be finished ({e}): the part files closed before are complete, \
+                     the rows of the open segments are lost"
+                ));
+                Report::analyze(info, &self.metric_set, &SessionTree::new(), Correlator::new())
+            }
+        }
+    }
+}
