@@ -427,6 +427,9 @@ fn print_report(path: &std::path::Path, csv: bool, stats: bool, view: &ViewArgs)
         report.write_csv_to(stdout::Quiet)?;
     } else {
         outln!("{}", report.summary_with(&view.options()));
+        if let Some(streamed) = &report.streamed {
+            outln!("{}", gmprof::report::text::streamed::streamed_text(streamed));
+        }
         if stats {
             outln!("{}", report.stats());
         }

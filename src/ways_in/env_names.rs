@@ -34,6 +34,14 @@ pub mod injection {
     pub const SIGNALS: &str = "GMPROF_SIGNALS";
     /// Seconds a terminating signal waits for the outputs to be written (default 120).
     pub const SIGNAL_TIMEOUT_SECS: &str = "GMPROF_SIGNAL_TIMEOUT_SECS";
+    /// `1` to stream rows to part files once a trace run passes [`ROW_LIMIT`] kernel
+    /// launches (issue 42; default off while in progress).
+    pub const STREAM: &str = "GMPROF_STREAM";
+    /// Kernel launches a streaming run keeps in memory and writes whole (default 200 000);
+    /// past it every row is streamed and leaves memory.
+    pub const ROW_LIMIT: &str = "GMPROF_ROW_LIMIT";
+    /// Seconds between a streaming run's drains (default 2).
+    pub const STREAM_SECS: &str = "GMPROF_STREAM_SECS";
     /// Kernels (kernel_replay, per_kernel) or ranges (per_range) per counter cycle: counters
     /// reach a checkpoint when their cycle ends, so this bounds what a SIGKILL loses.
     pub const RANGES_PER_CYCLE: &str = "GMPROF_RANGES_PER_CYCLE";

@@ -38,18 +38,20 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 
 use crate::capture::profiler::Profiler;
-use crate::capture::profiler::Teardown;
+use crate::capture::profiler::{StreamConfig, Teardown};
 use crate::checked::callback::{ContextEvent, NvtxEvent};
 use crate::checked::driver::Context;
 use crate::checked::Cupti;
 use crate::error::{Error, Result};
 use crate::model::RunEnd;
+use crate::report::stream::StreamSettings;
 use crate::ways_in::contexts::ContextProfilers;
 pub use crate::ways_in::injection_config::{env, InjectionConfig};
 pub use crate::ways_in::injection_status::{InjectionStatus, STATUS_FILE};
 use crate::ways_in::layout::{self, ProcessIdentity, Target};
 pub use crate::ways_in::nvtx_stack::{NvtxRangeStack, PopAction};
 use crate::ways_in::outputs::{self, Outputs};
+use crate::ways_in::settings::StreamOptions;
 pub use crate::ways_in::settings::{DEFAULT_CHECKPOINT_SECS, DEFAULT_SIGNAL_TIMEOUT_SECS};
 use crate::ways_in::signals::{self, Request};
 
@@ -135,6 +137,9 @@ fn on_context(state: &'static Injected, event: ContextEvent) {
                 Ok(profiler) => {
                     let device = profiler.device_id();
                     let slot = state.profilers.add(ctx, profiler.clone());
+                    if let (Some(options), Some(outputs)) = (state.config.stream, state.outputs.get()) {
+                        start_streaming(&profiler, slot, options, outputs.dir());
+                    }
                     tracing::debug!(slot, ?device, "gmprof: profiler started on a context");
                     if slot == 1 && profiler.mode() == crate::model::ProfilingMode::KernelReplay {
                         // Kernel replay makes each launch wait for its kernel; a collective's
@@ -306,12 +311,22 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
                         0 | 1 => String::new(),
                         n => format!(", {n} GPUs"),
                     };
-                    eprintln!(
-                        "gmprof: wrote {} ({} ranges, {} kernels{devices}; {ended})",
-                        outputs.dir().display(),
-                        report.ranges.len(),
-                        report.kernels.len()
-                    );
+                    match &report.streamed {
+                        Some(streamed) => eprintln!(
+                            "gmprof: wrote {} ({} ranges, {} kernels{devices} streamed to part files past the row \
+                             limit of {}; whole-file row tables not written; {ended})",
+                            outputs.dir().display(),
+                            streamed.ranges,
+                            streamed.kernels,
+                            streamed.row_limit
+                        ),
+                        None => eprintln!(
+                            "gmprof: wrote {} ({} ranges, {} kernels{devices}; {ended})",
+                            outputs.dir().display(),
+                            report.ranges.len(),
+                            report.kernels.len()
+                        ),
+                    }
                 }
                 Err(e) => note_error(state, format!("could not write the outputs: {e}")),
             }
@@ -401,6 +416,17 @@ fn checkpoint(state: &Injected, reason: &str) -> bool {
     if let Some(go_on) = crate::ways_in::on_demand::injected::checkpoint(reason) {
         return go_on;
     }
+    let (_, live) = state.profilers.live();
+    if live.iter().any(|(_, p)| p.is_streaming()) {
+        // Past the row limit the rows are in the part files, not in the session: a
+        // checkpoint closes the open segments, so what is streamed is in complete files.
+        for (_, profiler) in &live {
+            if let Err(e) = profiler.close_stream_segments() {
+                tracing::warn!("gmprof: closing the streamed segments at a checkpoint failed: {e}");
+            }
+        }
+        return !state.done.load(Ordering::Acquire);
+    }
     let Some(outputs) = state.outputs.get() else { return false };
     let written = state.profilers.checkpoint(reason).and_then(|report| match report {
         Some(report) => Ok(outputs.write_checkpoint_report(&report)?.then(|| report.meta.run_end.clone()).flatten()),
@@ -410,6 +436,32 @@ fn checkpoint(state: &Injected, reason: &str) -> bool {
         Ok(Some(run_end)) => write_status(state, Some(run_end), false),
         Ok(None) => {}
         Err(e) => tracing::warn!("gmprof: checkpoint failed: {e}"),
+    }
+    !state.done.load(Ordering::Acquire)
+}
+
+/// Streams `profiler`'s rows (slot `slot`) into `dir` (the first context's) or a
+/// `context-N` directory in it, past the row limit of `options`.
+fn start_streaming(profiler: &Profiler, slot: u32, options: StreamOptions, dir: &std::path::Path) {
+    let dir = if slot == 0 { dir.to_owned() } else { dir.join(format!("context-{slot}")) };
+    let config = StreamConfig { dir, row_limit: options.row_limit, settings: StreamSettings::default() };
+    if let Err(e) = profiler.stream_into(config) {
+        eprintln!("gmprof: {} is set but {e}; the whole-file outputs are written", env::STREAM);
+    }
+}
+
+/// One streaming drain of every live profiler (the `gmprof-stream` thread's tick).
+fn stream_tick(state: &Injected) -> bool {
+    if state.done.load(Ordering::Acquire) || std::process::id() != state.identity.pid {
+        return false;
+    }
+    let (_, live) = state.profilers.live();
+    for (_, profiler) in live {
+        match profiler.stream_tick() {
+            Ok(progress) => tracing::trace!(?progress, "gmprof: streamed drain"),
+            // Finishing, or a flush that failed: the next tick or the finish drains.
+            Err(e) => tracing::debug!("gmprof: a streamed drain was skipped: {e}"),
+        }
     }
     !state.done.load(Ordering::Acquire)
 }
@@ -430,6 +482,9 @@ fn install_exit_hooks(state: &'static Injected) {
         }
         if let Some(every) = state.config.checkpoint_every {
             outputs::spawn_checkpoints(every, move || checkpoint(state, "periodic"));
+        }
+        if let Some(options) = state.config.stream {
+            outputs::spawn_periodic("gmprof-stream", options.every, move || stream_tick(state));
         }
         if state.config.handle_signals {
             let installed = signals::install(state.config.signal_timeout, move |request| match request {

@@ -49,6 +49,9 @@ pub struct InjectionConfig {
     /// PC sampling (`GMPROF_PC_SAMPLING`, `GMPROF_PC_COLLECTION`, `GMPROF_PC_RECORD`), when
     /// asked for.
     pub pc_sampling: Option<crate::capture::pc_sampling::PcSamplingConfig>,
+    /// Streamed outputs (`GMPROF_STREAM`, `GMPROF_ROW_LIMIT`, `GMPROF_STREAM_SECS`), when
+    /// asked for.
+    pub stream: Option<crate::ways_in::settings::StreamOptions>,
 }
 
 impl InjectionConfig {
@@ -88,6 +91,7 @@ impl InjectionConfig {
             iteration_replay: iteration_replay(get(env::ITERATION_REPLAY), get(env::ITERATIONS))?,
             pm_sampling: PmSamplingConfig::from_lookup(&lookup)?,
             pc_sampling: crate::capture::pc_sampling::PcSamplingConfig::from_lookup(&lookup)?,
+            stream: crate::ways_in::settings::StreamOptions::from_lookup(&lookup)?,
         })
     }
 }

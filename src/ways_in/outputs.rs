@@ -115,7 +115,13 @@ fn with_device_timers(
 /// [`CHECKPOINT_COST_FACTOR`] times as long as the last tick took, whichever is longer, so
 /// checkpoints never take more than a tenth of a core however large the session grows.
 pub fn spawn_checkpoints(every: Duration, tick: impl Fn() -> bool + Send + 'static) {
-    let spawned = std::thread::Builder::new().name("gmprof-checkpoint".into()).spawn(move || {
+    spawn_periodic("gmprof-checkpoint", every, tick);
+}
+
+/// Calls `tick` on a thread named `name` as [`spawn_checkpoints`] does (the streamed
+/// outputs' drains run so on `gmprof-stream`).
+pub fn spawn_periodic(name: &str, every: Duration, tick: impl Fn() -> bool + Send + 'static) {
+    let spawned = std::thread::Builder::new().name(name.into()).spawn(move || {
         let mut wait = every;
         loop {
             std::thread::sleep(wait);
@@ -127,6 +133,6 @@ pub fn spawn_checkpoints(every: Duration, tick: impl Fn() -> bool + Send + 'stat
         }
     });
     if let Err(e) = spawned {
-        tracing::warn!("gmprof: could not start the checkpoint thread: {e}; outputs are written at the end only");
+        tracing::warn!("gmprof: could not start the {name} thread: {e}; outputs are written at the end only");
     }
 }

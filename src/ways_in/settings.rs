@@ -18,6 +18,44 @@ pub const DEFAULT_CHECKPOINT_SECS: u64 = 30;
 /// Default seconds a terminating signal waits for the outputs.
 pub const DEFAULT_SIGNAL_TIMEOUT_SECS: u64 = 120;
 
+/// Default kernel launches a streaming run keeps before it streams (`GMPROF_ROW_LIMIT`).
+pub const DEFAULT_ROW_LIMIT: u64 = 200_000;
+/// Default seconds between a streaming run's drains (`GMPROF_STREAM_SECS`).
+pub const DEFAULT_STREAM_SECS: u64 = 2;
+
+/// The streamed outputs (issue 42), from `GMPROF_STREAM`, `GMPROF_ROW_LIMIT` and
+/// `GMPROF_STREAM_SECS`; `None` when `GMPROF_STREAM` is not on (the default for now).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamOptions {
+    /// Kernel launches kept (and written whole) before the run streams.
+    pub row_limit: u64,
+    /// Time between drains.
+    pub every: Duration,
+}
+
+impl StreamOptions {
+    /// Reads the settings through `lookup` (an environment).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<Self>> {
+        let get = |k: &str| lookup(k).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+        if !parse_flag(env::STREAM, get(env::STREAM), false)? {
+            return Ok(None);
+        }
+        let number = |key: &str, default: u64, what: &str| -> Result<u64> {
+            match get(key).map(|v| v.replace('_', "")) {
+                None => Ok(default),
+                Some(v) => match v.parse::<u64>() {
+                    Ok(n) if n > 0 => Ok(n),
+                    _ => Err(Error::InvalidConfig(format!("{key}={v}: use {what} above 0"))),
+                },
+            }
+        };
+        Ok(Some(StreamOptions {
+            row_limit: number(env::ROW_LIMIT, DEFAULT_ROW_LIMIT, "a number of kernel launches")?,
+            every: Duration::from_secs(number(env::STREAM_SECS, DEFAULT_STREAM_SECS, "a whole number of seconds")?),
+        }))
+    }
+}
+
 /// A yes/no setting: `1`, `true`, `yes` or `0`, `false`, `no`; `default` when unset.
 pub(crate) fn parse_flag(key: &str, value: Option<String>, default: bool) -> Result<bool> {
     match value.as_deref() {
@@ -57,5 +95,27 @@ impl EndSettings {
             handle_signals: parse_flag(env::SIGNALS, get(env::SIGNALS), true)?,
             signal_timeout: Duration::from_secs(seconds(env::SIGNAL_TIMEOUT_SECS, DEFAULT_SIGNAL_TIMEOUT_SECS)?),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream(vars: &[(&str, &str)]) -> Result<Option<StreamOptions>> {
+        StreamOptions::from_lookup(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| (*v).to_owned()))
+    }
+
+    #[test]
+    fn streaming_is_off_unless_asked_for_and_has_its_defaults() {
+        assert_eq!(stream(&[]).unwrap(), None);
+        assert_eq!(stream(&[(env::ROW_LIMIT, "10")]).unwrap(), None);
+        let on = stream(&[(env::STREAM, "1")]).unwrap().unwrap();
+        assert_eq!(on, StreamOptions { row_limit: 200_000, every: Duration::from_secs(2) });
+        let set = stream(&[(env::STREAM, "yes"), (env::ROW_LIMIT, "1_000_000"), (env::STREAM_SECS, "5")]).unwrap();
+        assert_eq!(set, Some(StreamOptions { row_limit: 1_000_000, every: Duration::from_secs(5) }));
+        let e = stream(&[(env::STREAM, "1"), (env::ROW_LIMIT, "0")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_ROW_LIMIT=0"), "{e}");
+        assert!(stream(&[(env::STREAM, "maybe")]).is_err());
     }
 }

@@ -156,6 +156,9 @@ fn a_run_past_the_row_limit_streams_every_kernel_and_holds_only_what_is_in_fligh
     assert!(!dir.path().join("kernels.csv").exists() && !dir.path().join("kernels.parquet").exists());
     let back: Report = serde_json::from_slice(&std::fs::read(dir.path().join("report.json")).unwrap()).unwrap();
     assert_eq!(back.streamed.as_ref(), Some(streamed));
+    let text = crate::report::text::streamed::streamed_text(streamed);
+    assert!(text.starts_with("streamed: 4000 kernels, 0 transfers, 1200 range instances, 400 steps"), "{text}");
+    assert!(text.contains("step/layer #") && text.contains("gemm"), "{text}");
 }
 
 #[test]
@@ -200,4 +203,62 @@ fn only_trace_mode_streams_for_now() {
     let h = LaunchHarness::new(crate::model::ProfilingMode::PerRange).unwrap();
     let e = h.profiler().stream_into(config(dir.path(), 10)).unwrap_err().to_string();
     assert!(e.contains("trace only"), "{e}");
+}
+
+/// The child of [`a_process_killed_mid_run_leaves_complete_part_files`]: streams a run that
+/// never ends into `GMPROF_TEST_STREAM_CHILD`; without it, nothing.
+#[test]
+fn child_streams_until_killed() {
+    let Some(dir) = std::env::var_os("GMPROF_TEST_STREAM_CHILD") else { return };
+    let mut h = LaunchHarness::trace().unwrap();
+    h.profiler().stream_into(config(Path::new(&dir), 100)).unwrap();
+    let mut late = Vec::new();
+    let mut gpu_ns = 1_000;
+    for step in 0.. {
+        h.push_range("step").unwrap();
+        let mut records = Vec::new();
+        for k in 0..PER_STEP {
+            let (symbol, name) = NAMES[(k % 3) as usize];
+            let id = h.launch_kernel(false, symbol);
+            records.push(h.kernel_record(id, name, gpu_ns, gpu_ns + 100));
+            gpu_ns += 1_000;
+        }
+        h.pop_range().unwrap();
+        h.deliver(std::mem::replace(&mut late, records));
+        if step % 5 == 4 {
+            h.stream_step();
+        }
+    }
+}
+
+#[test]
+fn a_process_killed_mid_run_leaves_complete_part_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "capture::profiler::stream_tests::child_streams_until_killed", "--nocapture"])
+        .env("GMPROF_TEST_STREAM_CHILD", dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let kernels = dir.path().join("kernels");
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while part_files(&kernels).map_or(0, |p| p.len()) < 4 {
+        assert!(std::time::Instant::now() < deadline, "the child wrote no parts");
+        assert!(child.try_wait().unwrap().is_none(), "the child ended");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL: no handler, no finish
+    child.wait().unwrap();
+    // Every part file is complete and readable, with its segment's rows; the open segment is
+    // at most a hidden temporary file.
+    let parts = part_files(&kernels).unwrap();
+    assert!(parts.len() >= 4);
+    for part in &parts {
+        assert_eq!(read::row_count(part).unwrap(), 500, "{}", part.display());
+    }
+    for entry in std::fs::read_dir(&kernels).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        assert!(name.starts_with("part-") || name.starts_with(".part-"), "{name}");
+    }
 }

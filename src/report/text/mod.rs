@@ -15,6 +15,7 @@ pub mod group;
 pub mod pc_summary;
 pub mod probe_line;
 pub mod stats;
+pub mod streamed;
 pub mod summary;
 
 pub use self::format::{format_duration_ns, BLANK};

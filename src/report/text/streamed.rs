@@ -1,0 +1,63 @@
+//! The text of a streamed run ([`StreamedSummary`]): why its rows are in part files, and the
+//! range groups and kernels with the most time from the whole run's aggregates, in place of
+//! the summary's range table (which a streamed report has no rows for).
+//!
+//! Imports `format` and the streamed summary; `gmprof show` (and so `gmprof run`) prints it
+//! after the summary.
+
+use std::fmt::Write as _;
+
+use super::format::{format_duration_ns, BLANK};
+use crate::analysis::online::{AggregateQuantity, AggregateRow, AggregateTable};
+use crate::report::stream::summary::StreamedSummary;
+
+/// Rows shown per table.
+pub const STREAMED_TOP: usize = 10;
+
+fn duration(ns: Option<u64>) -> String {
+    ns.map_or_else(|| BLANK.to_owned(), |t| format_duration_ns(t as f64))
+}
+
+fn table(out: &mut String, title: &str, rows: &mut Vec<&AggregateRow>) {
+    rows.sort_by(|a, b| b.summary.total_ns.cmp(&a.summary.total_ns).then_with(|| a.key.cmp(&b.key)));
+    let _ = writeln!(out, "{title} (whole run, from the aggregates; p50 and p99 within 1 %):");
+    let _ = writeln!(out, "  {:>10} {:>12} {:>10} {:>10} {:>10}  name", "count", "total", "mean", "p50", "p99");
+    for r in rows.iter().take(STREAMED_TOP) {
+        let s = &r.summary;
+        let mean = s.mean_ns.map_or_else(|| BLANK.to_owned(), format_duration_ns);
+        let _ = writeln!(
+            out,
+            "  {:>10} {:>12} {:>10} {:>10} {:>10}  {}",
+            s.count,
+            duration(s.total_ns),
+            mean,
+            duration(s.p50_ns),
+            duration(s.p99_ns),
+            r.key
+        );
+    }
+    if rows.len() > STREAMED_TOP {
+        let _ = writeln!(out, "  ... and {} more (aggregates/ parts)", rows.len() - STREAMED_TOP);
+    }
+}
+
+/// The text: the why, the range groups' GPU time and the kernels' durations.
+pub fn streamed_text(s: &StreamedSummary) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "streamed: {} kernels, {} transfers, {} range instances, {} steps{}",
+        s.kernels,
+        s.transfers,
+        s.ranges,
+        s.steps,
+        s.step_group.as_deref().map(|g| format!(" (step range `{g}`)")).unwrap_or_default()
+    );
+    let _ = writeln!(out, "{}", s.why);
+    let pick = |table: AggregateTable, quantity: AggregateQuantity| -> Vec<&AggregateRow> {
+        s.aggregates.iter().filter(|a| a.table == table && a.quantity == quantity).collect()
+    };
+    table(&mut out, "range groups by GPU time", &mut pick(AggregateTable::Range, AggregateQuantity::GpuTimeNs));
+    table(&mut out, "kernels by duration", &mut pick(AggregateTable::Kernel, AggregateQuantity::DurationNs));
+    out
+}
