@@ -203,6 +203,11 @@ impl Profiler {
     /// are not in yet are left out and counted in [`RunEnd::Checkpoint`].
     pub fn checkpoint(&self, reason: &str) -> Result<Report> {
         self.ensure_running()?;
+        if self.is_streaming() {
+            return Err(Error::InvalidState(
+                "the session streams its rows to part files (past its row limit): no whole-session checkpoint".into(),
+            ));
+        }
         let shared = &self.shared;
         activity::flush_all(&shared.cupti, true)?;
         shared.drain_activity();

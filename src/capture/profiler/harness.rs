@@ -404,6 +404,12 @@ impl LaunchHarness {
         self.shared.stream_step(std::time::Instant::now())
     }
 
+    /// Nested driver correlation ids the session maps to their runtime call.
+    pub fn aliases_held(&self) -> usize {
+        let state = self.shared.state.lock();
+        state.aliases.len() + state.alias_log.len()
+    }
+
     /// Ends the session's window ([`Profiler::seal`]).
     pub fn seal(&self) {
         Profiler { shared: Arc::clone(&self.shared) }.seal();

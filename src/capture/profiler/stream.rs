@@ -68,13 +68,25 @@ impl Profiler {
         self.shared.state.lock().stream.as_ref().is_some_and(|s| s.pipeline.is_some())
     }
 
-    /// One streaming step while the program runs: flushes CUPTI's activity buffers, and
-    /// past the row limit drains what is complete into the part files (segments close by
+    /// One streaming step while the program runs: past the row limit it flushes CUPTI's
+    /// activity buffers and drains what is complete into the part files (segments close by
     /// their policy). Below the limit it only counts.
     pub fn stream_tick(&self) -> Result<StreamProgress> {
         self.ensure_running()?;
-        if self.shared.state.lock().stream.is_none() {
-            return Ok(StreamProgress::Off);
+        {
+            // Below the limit nothing is flushed or drained: the session runs as it would
+            // without streaming (launches are counted as they are made, not by the flush).
+            let state = self.shared.state.lock();
+            match state.stream.as_deref() {
+                None => return Ok(StreamProgress::Off),
+                Some(s) if s.pipeline.is_none() => {
+                    let launches = state.correlator.launch_count() as u64;
+                    if launches <= s.config.row_limit {
+                        return Ok(StreamProgress::BelowLimit { launches });
+                    }
+                }
+                Some(_) => {}
+            }
         }
         activity::flush_all(&self.shared.cupti, true)?;
         self.shared.drain_activity();

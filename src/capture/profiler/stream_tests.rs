@@ -50,7 +50,10 @@ fn run(h: &mut LaunchHarness, steps: u64, drain_every: u64) -> ((u64, u64), Repo
             h.push_range(&format!("layer {layer}")).unwrap();
             for k in 0..KERNELS_PER_LAYER {
                 let (symbol, name) = NAMES[(k % 3) as usize];
-                let id = h.launch_kernel(false, symbol);
+                // Every other launch through the runtime: its record carries the nested
+                // driver call's id, which the session maps to the runtime call's.
+                let runtime = k % 2 == 0;
+                let id = h.launch_kernel(runtime, symbol) + u32::from(runtime);
                 let duration = 100 + (step * PER_STEP + layer * KERNELS_PER_LAYER + k) % 7 * 10;
                 records.push(h.kernel_record(id, name, gpu_ns, gpu_ns + duration));
                 gpu_ns += 1_000;
@@ -62,6 +65,8 @@ fn run(h: &mut LaunchHarness, steps: u64, drain_every: u64) -> ((u64, u64), Repo
         if step % drain_every == drain_every - 1 {
             if let StreamProgress::Streaming { launches_held, ranges_held, .. } = h.stream_step() {
                 most_held = (most_held.0.max(launches_held), most_held.1.max(ranges_held));
+                // The nested ids of calls drained are dropped too.
+                assert!(h.aliases_held() as u64 <= launches_held, "{} aliases", h.aliases_held());
             }
         }
     }
