@@ -457,10 +457,16 @@ fn stream_tick(state: &Injected) -> bool {
     }
     let (_, live) = state.profilers.live();
     for (_, profiler) in live {
-        match profiler.stream_tick() {
-            Ok(progress) => tracing::trace!(?progress, "gmprof: streamed drain"),
+        // A panic in a drain ends the streaming thread, not the program; the finish still
+        // ends the stream.
+        match catch_unwind(std::panic::AssertUnwindSafe(|| profiler.stream_tick())) {
+            Ok(Ok(progress)) => tracing::trace!(?progress, "gmprof: streamed drain"),
             // Finishing, or a flush that failed: the next tick or the finish drains.
-            Err(e) => tracing::debug!("gmprof: a streamed drain was skipped: {e}"),
+            Ok(Err(e)) => tracing::debug!("gmprof: a streamed drain was skipped: {e}"),
+            Err(_) => {
+                tracing::warn!("gmprof: an internal error stopped the streamed drains; the finish writes the rest");
+                return false;
+            }
         }
     }
     !state.done.load(Ordering::Acquire)

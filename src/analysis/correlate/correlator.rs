@@ -158,13 +158,6 @@ impl Correlator {
         self.launches.len()
     }
 
-    /// Whether a launch or a memcpy/memset call of correlation id `id` is held (not yet
-    /// drained).
-    pub fn holds_call(&self, id: u32) -> bool {
-        self.launches.iter().any(|l| l.correlation_id == id)
-            || self.transfer_calls.iter().any(|c| c.correlation_id == id)
-    }
-
     /// The correlation ids of the launches and memcpy/memset calls held.
     pub fn held_call_ids(&self) -> std::collections::HashSet<u32> {
         self.launches
