@@ -204,8 +204,8 @@ impl Shared {
                 let summary = end.summary(
                     format!(
                         "the run launched more than {limit} kernels (GMPROF_ROW_LIMIT): every row was streamed to \
-                         the part files in {} and left memory; the whole-file row tables are not written",
-                        streaming.config.dir.display()
+                         part files beside report.json (kernels/, transfers/, ranges/, steps/, step_ranges/, \
+                         aggregates/) and left memory; the whole-file row tables are not written"
                     ),
                     limit,
                 );
