@@ -151,6 +151,10 @@ fn a_run_past_the_row_limit_streams_every_kernel_and_holds_only_what_is_in_fligh
     let step_numbers = column_ints(dir.path(), "steps", "step");
     assert_eq!(step_numbers, (0..steps as i64).map(Some).collect::<Vec<_>>());
     assert!(column_ints(dir.path(), "steps", "kernels").iter().all(|k| *k == Some(PER_STEP as i64)));
+    // report.json's steps table: the same rows.
+    assert_eq!(streamed.steps_table.len() as u64, steps);
+    assert_eq!(streamed.steps_table_left_out, 0);
+    assert!(streamed.steps_table.iter().enumerate().all(|(i, r)| r.step == i as u64 && r.kernels == PER_STEP));
     // Ranges: every instance (no root row: no kernel ran outside the ranges).
     assert_eq!(column_ints(dir.path(), "ranges", "instance").len() as u64, steps * (1 + LAYERS));
 

@@ -48,6 +48,8 @@ impl StreamEnd {
                 .map(|(name, p)| StreamedTable { table: (*name).to_owned(), parts: p.parts, rows: p.rows })
                 .collect(),
             aggregates: self.written.aggregates.clone(),
+            steps_table: self.written.steps_table.clone(),
+            steps_table_left_out: self.written.steps_table_left_out,
         }
     }
 }

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::online::AggregateRow;
+use crate::analysis::online::{AggregateRow, StepRow};
 
 /// One streamed table's part files.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,4 +43,12 @@ pub struct StreamedSummary {
     /// The whole run's aggregates (per range group and per kernel name); the windows' are
     /// in `aggregates/`.
     pub aggregates: Vec<AggregateRow>,
+    /// The steps table's first rows (at most
+    /// [`MAX_REPORT_STEPS`](crate::report::stream::writer::MAX_REPORT_STEPS), without their
+    /// range groups, which are in `step_ranges/`).
+    #[serde(default)]
+    pub steps_table: Vec<StepRow>,
+    /// Step rows beyond those, in `steps/` only.
+    #[serde(default)]
+    pub steps_table_left_out: u64,
 }

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::analysis::aggregate::RangeRow;
 use crate::analysis::correlate::{KernelRow, TransferRow};
-use crate::analysis::online::{AggregateRow, OnlineAggregates, OnlineSettings};
+use crate::analysis::online::{AggregateRow, OnlineAggregates, OnlineSettings, StepRow};
 use crate::error::{Error, Result};
 use crate::model::{ProfilingMode, RangeId};
 use crate::report::tables::parquet::parts::{PartWriter, PartsWritten, SegmentPolicy};
@@ -28,6 +28,10 @@ use crate::report::tables::parquet::{KEY_META, KEY_TABLE};
 
 /// Directory names of the streamed tables.
 pub const STREAMED_TABLES: [&str; 6] = ["kernels", "transfers", "ranges", "steps", "step_ranges", "aggregates"];
+
+/// Step rows [`StreamWritten::steps_table`] keeps for `report.json` (without their range
+/// groups); later steps are in `steps/` only, and counted.
+pub const MAX_REPORT_STEPS: usize = 100_000;
 
 /// How a run streams.
 #[derive(Clone, Debug, Default)]
@@ -67,6 +71,10 @@ pub struct StreamWritten {
     pub steps: u64,
     /// The step group, when one was found.
     pub step_group: Option<String>,
+    /// The first [`MAX_REPORT_STEPS`] step rows, without their range groups.
+    pub steps_table: Vec<StepRow>,
+    /// Step rows beyond those (in `steps/` only).
+    pub steps_table_left_out: u64,
 }
 
 impl StreamWritten {
@@ -89,6 +97,7 @@ pub struct StreamWriter {
     aggregates: PartWriter,
     online: OnlineAggregates,
     steps_written: u64,
+    steps_table: Vec<StepRow>,
 }
 
 impl StreamWriter {
@@ -114,6 +123,7 @@ impl StreamWriter {
             aggregates: open("aggregates", "streamed aggregates", aggregate_columns())?,
             online: OnlineAggregates::new(settings.online),
             steps_written: 0,
+            steps_table: Vec::new(),
         })
     }
 
@@ -156,6 +166,9 @@ impl StreamWriter {
                 self.step_ranges.row(|w| push_step_range(w, step.step, g))?;
             }
             self.steps_written += 1;
+            if self.steps_table.len() < MAX_REPORT_STEPS {
+                self.steps_table.push(StepRow { groups: Vec::new(), ..step });
+            }
         }
         for window in self.online.take_closed_windows() {
             let span = Some((window.window, window.first_step, window.steps));
@@ -208,13 +221,21 @@ impl StreamWriter {
             self.aggregates.row(|w| push_aggregate(w, None, r))?;
         }
         let step_group = self.online.steps().group().map(str::to_owned);
-        let Self { kernels, transfers, ranges, steps, step_ranges, aggregates, steps_written, .. } = self;
+        let Self { kernels, transfers, ranges, steps, step_ranges, aggregates, steps_written, steps_table, .. } = self;
         let mut tables = Vec::with_capacity(STREAMED_TABLES.len());
         for (name, table) in
             STREAMED_TABLES.into_iter().zip([kernels, transfers, ranges, steps, step_ranges, aggregates])
         {
             tables.push((name, table.finish()?));
         }
-        Ok(StreamWritten { tables, aggregates: whole, steps: steps_written, step_group })
+        let steps_table_left_out = steps_written.saturating_sub(steps_table.len() as u64);
+        Ok(StreamWritten {
+            tables,
+            aggregates: whole,
+            steps: steps_written,
+            step_group,
+            steps_table,
+            steps_table_left_out,
+        })
     }
 }
