@@ -47,7 +47,7 @@ pub enum StreamProgress {
 
 impl Profiler {
     /// Streams this session's rows into part files under `config.dir` once it has heard more
-    /// than `config.row_limit` launches (see the [module docs](self)). Trace mode only; call
+    /// than `config.row_limit` launches. Trace mode only; call
     /// it before the program launches anything.
     pub fn stream_into(&self, config: StreamConfig) -> Result<()> {
         self.ensure_running()?;
