@@ -17,7 +17,6 @@
 # Needs cargo-fuzz (`cargo install cargo-fuzz --version 0.13.1 --locked`); stable Rust is
 # enough: --sanitizer none builds with libFuzzer's coverage instrumentation only.
 set -euo pipefail
-cd "$(dirname "$0")"
 
 seconds=30
 runs=-1
@@ -28,12 +27,13 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
-    --log) log=$2; shift 2 ;;
+    --log) mkdir -p "$2"; log=$(cd "$2" && pwd); shift 2 ;;
     --bin) bin=$(cd "$2" && pwd); shift 2 ;;
     -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
+cd "$(dirname "$0")"
 all=(ptx_parse ptx_inject image elf_object probe_spec env control report_json parquet trace_check)
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 
@@ -72,7 +72,7 @@ for t in "${targets[@]}"; do
   rc=$?
   set -e
   wall=$(( $(date +%s) - start ))
-  [ -n "$log" ] && { mkdir -p "$log"; cp "$out" "$log/$t.log"; }
+  [ -n "$log" ] && cp "$out" "$log/$t.log"
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$out" | tail -n1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$out" | tail -n1)
   if [ "$rc" -eq 0 ]; then
