@@ -328,3 +328,47 @@ fn a_capture_longer_than_a_timer_can_wait_is_refused() {
     targets::env::run(&input);
     targets::control::run(&line);
 }
+
+#[test]
+fn a_fatbin_payload_is_decompressed_to_64_mib_at_most() {
+    // 16 KB of fatbin whose PTX entry is a zstd frame of 4 000 run-length blocks: gmprof
+    // decompressed all 500 MiB at the module load, in the program's memory. Found by reading
+    // `parse_fatbin` while fuzzing it (the image target's 10 M executions had not reached
+    // it); the target's allocation limit aborted on it. Now a fatbin's PTX is decompressed
+    // to 64 MiB at most, and compressed SASS, which gmprof does not read, not at all.
+    use gmprof::probe::fatbin::{self, EntryKind, MAX_DECOMPRESSED_BYTES};
+    let input = regression("image", "zstd_payload_of_500_mib.fatbin");
+    assert_eq!(input.len(), 16_088);
+    let entries = fatbin::parse_fatbin(&input).unwrap();
+    assert_eq!(entries.len(), 1);
+    assert_eq!((entries[0].kind, entries[0].sm), (EntryKind::Ptx, 90));
+    let decompressed = entries[0].payload.as_ref().map(Vec::len);
+    assert_eq!(decompressed, None, "bytes decompressed");
+    assert_eq!(
+        entries[0].problem.as_deref(),
+        Some("zstd: it decompresses to more than the 67108864 bytes gmprof decompresses of a fatbin")
+    );
+    assert_eq!(MAX_DECOMPRESSED_BYTES, 64 << 20);
+    let (ptx, problems) = fatbin::ptx_of(&entries);
+    assert!(ptx.is_empty());
+    assert_eq!(
+        problems,
+        ["PTX for sm_90: zstd: it decompresses to more than the 67108864 bytes gmprof decompresses of a fatbin"]
+    );
+    // The same frame as a SASS entry is not decompressed at all.
+    let mut sass = input.clone();
+    sass[16..18].copy_from_slice(&2u16.to_le_bytes());
+    let entries = fatbin::parse_fatbin(&sass).unwrap();
+    assert_eq!((entries[0].kind, entries[0].payload.as_ref().map(Vec::len)), (EntryKind::Elf, None));
+    assert_eq!(entries[0].problem.as_deref(), Some("compressed SASS, not decompressed: gmprof reads only PTX"));
+    // nvcc's fatbin: its zstd PTX (5 270 bytes, as its header says) decompressed as before,
+    // its SASS stored as is.
+    let nvcc = std::fs::read(root().join("tests/data/ptx/probe_kernels_default.fatbin")).unwrap();
+    let entries = fatbin::parse_fatbin(&nvcc).unwrap();
+    let sizes: Vec<_> = entries.iter().map(|e| (e.kind, e.payload.as_ref().map(Vec::len))).collect();
+    assert_eq!(sizes, [(EntryKind::Ptx, Some(5_270)), (EntryKind::Elf, Some(13_584))]);
+    let (ptx, problems) = fatbin::ptx_of(&entries);
+    assert_eq!((ptx.len(), problems.len()), (1, 0));
+    assert!(ptx[0].contains(".entry _Z9histogramPjPKhi("));
+    targets::image::run(&input);
+}

@@ -14,6 +14,10 @@ pub const FATBIN_MAGIC: u32 = 0xBA55_ED50;
 /// Magic of the wrapper struct the runtime registers (`__cudaRegisterFatBinary`).
 pub const FATBIN_WRAPPER_MAGIC: u32 = 0x4662_43B1;
 const FLAG_ZSTD: u64 = 0x8000;
+/// The most bytes gmprof decompresses a fatbin's PTX entries to, all together (64 MiB):
+/// nvcc's PTX of one translation unit for one target is a few MB, and 16 KB of zstd can
+/// claim gigabytes. PTX past it is reported as not extracted.
+pub const MAX_DECOMPRESSED_BYTES: usize = 64 << 20;
 const FLAG_OLD_COMPRESSION: u64 = 0x2000;
 
 /// What an image turned out to be.
@@ -47,7 +51,8 @@ pub struct Entry {
     pub kind: EntryKind,
     /// Target SM (90 for sm_90).
     pub sm: u32,
-    /// The payload, decompressed; `None` when it could not be decompressed.
+    /// The payload, decompressed; `None` when it could not be (or, compressed SASS, was not:
+    /// gmprof reads only PTX).
     pub payload: Option<Vec<u8>>,
     /// Why the payload is missing.
     pub problem: Option<String>,
@@ -137,6 +142,7 @@ pub fn parse_fatbin(bytes: &[u8]) -> Result<Vec<Entry>, FatbinError> {
     let end = total.min(bytes.len());
     let mut at = u16_at(bytes, 6).ok_or_else(|| err("short header"))? as usize;
     let mut entries = Vec::new();
+    let mut budget = MAX_DECOMPRESSED_BYTES;
     while end.saturating_sub(at) >= 0x40 {
         let kind = u16_at(bytes, at).ok_or_else(|| err("short entry"))?;
         let header = u32_at(bytes, at + 4).ok_or_else(|| err("short entry"))? as usize;
@@ -157,13 +163,13 @@ pub fn parse_fatbin(bytes: &[u8]) -> Result<Vec<Entry>, FatbinError> {
             2 => EntryKind::Elf,
             k => EntryKind::Other(k),
         };
-        let (payload, problem) = if flags & FLAG_ZSTD != 0 {
+        let (payload, problem) = if flags & FLAG_ZSTD != 0 && kind != EntryKind::Ptx {
+            (None, Some("compressed SASS, not decompressed: gmprof reads only PTX".to_string()))
+        } else if flags & FLAG_ZSTD != 0 {
             let data = raw.get(..compressed.min(raw.len())).unwrap_or(raw);
-            match zstd_decode(data) {
-                Ok(mut out) => {
-                    if uncompressed > 0 {
-                        out.truncate(uncompressed);
-                    }
+            match zstd_decode(data, uncompressed, budget) {
+                Ok(out) => {
+                    budget -= out.len();
                     (Some(out), None)
                 }
                 Err(e) => (None, Some(format!("zstd: {e}"))),
@@ -179,11 +185,21 @@ pub fn parse_fatbin(bytes: &[u8]) -> Result<Vec<Entry>, FatbinError> {
     Ok(entries)
 }
 
-fn zstd_decode(data: &[u8]) -> Result<Vec<u8>, String> {
+/// `data` decompressed: `declared` bytes at most when the entry's header gives its size and
+/// it fits the `budget` left, else the whole frame if it fits the budget, else an error.
+fn zstd_decode(data: &[u8], declared: usize, budget: usize) -> Result<Vec<u8>, String> {
     use std::io::Read as _;
-    let mut dec = ruzstd::decoding::StreamingDecoder::new(data).map_err(|e| e.to_string())?;
-    let mut out = Vec::new();
-    dec.read_to_end(&mut out).map_err(|e| e.to_string())?;
+    let dec = ruzstd::decoding::StreamingDecoder::new(data).map_err(|e| e.to_string())?;
+    let exact = declared > 0 && declared <= budget;
+    let limit = if exact { declared } else { budget };
+    let mut out = Vec::with_capacity(if exact { declared } else { 0 });
+    // One byte past the limit tells a frame that is longer from one that ends there.
+    dec.take(limit as u64 + u64::from(!exact)).read_to_end(&mut out).map_err(|e| e.to_string())?;
+    if out.len() > limit {
+        return Err(format!(
+            "it decompresses to more than the {MAX_DECOMPRESSED_BYTES} bytes gmprof decompresses of a fatbin"
+        ));
+    }
     Ok(out)
 }
 
