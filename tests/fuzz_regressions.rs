@@ -90,6 +90,7 @@ fn the_seeds_are_inputs_gmprof_reads() {
             ("probe_kernels_sass_only.fatbin".to_string(), "fatbin, SASS only"),
             ("probe_kernels_sm90.ptx".to_string(), "ptx"),
             ("triton_sm90.cubin".to_string(), "cubin"),
+            ("zstd_rle_blocks.fatbin".to_string(), "fatbin"),
         ]
     );
     let object = &seeds("elf_object")[0];
