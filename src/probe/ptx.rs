@@ -183,11 +183,24 @@ fn strip_comments(src: &str) -> String {
 struct Cursor<'a> {
     s: &'a str,
     pos: usize,
+    /// A position and the line breaks before it, so that [`Cursor::line`] counts from there:
+    /// counting from the start at every function made parsing quadratic.
+    counted: std::cell::Cell<(usize, usize)>,
 }
 
 impl<'a> Cursor<'a> {
+    fn new(s: &'a str) -> Cursor<'a> {
+        Cursor { s, pos: 0, counted: std::cell::Cell::new((0, 0)) }
+    }
     fn line(&self) -> usize {
-        self.s[..self.pos].matches('\n').count() + 1
+        let pos = self.pos.min(self.s.len());
+        let (from, before) = match self.counted.get() {
+            (at, n) if at <= pos => (at, n),
+            _ => (0, 0),
+        };
+        let n = before + self.s.as_bytes()[from..pos].iter().filter(|&&b| b == b'\n').count();
+        self.counted.set((pos, n));
+        n + 1
     }
     fn err(&self, message: impl Into<String>) -> ParseError {
         ParseError { line: self.line(), message: message.into() }
@@ -303,7 +316,7 @@ impl Module {
     /// Parses a PTX module.
     pub fn parse(src: &str) -> Result<Module, ParseError> {
         let clean = strip_comments(src);
-        let mut c = Cursor { s: &clean, pos: 0 };
+        let mut c = Cursor::new(&clean);
         let mut module = Module::default();
         loop {
             c.skip_ws();
@@ -444,7 +457,7 @@ fn matching_paren(s: &str) -> Option<usize> {
 /// Parses the statements of a body (without its outer braces).
 pub(crate) fn parse_body(body: &str, end_line: usize) -> Result<Vec<Stmt>, ParseError> {
     let first_line = end_line.saturating_sub(body.matches('\n').count());
-    let mut c = Cursor { s: body, pos: 0 };
+    let mut c = Cursor::new(body);
     let mut out = Vec::new();
     loop {
         c.skip_ws();
