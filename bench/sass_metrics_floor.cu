@@ -18,10 +18,18 @@
 //                      (with them, every flushed value is 0; CUPTI's own sample shows that
 //                      CUPTI_ACTIVITY_KIND_KERNEL keeps the counts right, and memcpy or memset
 //                      records alone leave functions unpatched)
+//   SMF_SERIAL=1       CUPTI_ACTIVITY_KIND_KERNEL records (serialized kernels, as gmprof's SASS
+//                      path runs) instead of CONCURRENT_KERNEL
 //   SMF_EAGER=1        patch at enable instead of lazily (modules loaded later stay unpatched)
 //   SMF_INIT_FIRST=1   initialize the profiler API before the context exists
 //   SMF_CTX_CREATE=1   a context of its own instead of the primary one
 //   SMF_NO_BEFORE=1, SMF_NO_MEMSET=1, SMF_NO_BLAS=1, SMF_NO_STRUCTSIZE=1 leave steps out
+//   SMF_GRAPH=N        after the rounds, capture a CUDA graph on a stream of its own (spin
+//                      1000 iters, axpy, spin 500 iters, a kernel launched only inside the
+//                      graph, and the SGEMM), instantiate it and launch it N times, then one
+//                      flush (no flush during the capture); then N more launches with a flush
+//                      after each. SMF_CAPTURE_MODE=global|thread_local|relaxed (default global).
+//                      A flush that does not return within 30 s prints HANG and exits 3.
 // Build with -DNO_CUBLAS for a program without cuBLAS.
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -33,6 +41,8 @@
 #include <cupti_sass_metrics.h>
 #include <cupti_target.h>
 
+#include <csignal>
+#include <unistd.h>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -74,8 +84,23 @@ static int kernel_records = 0;
 static void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
     CUpti_Activity* rec = nullptr;
     while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS)
-        if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) ++kernel_records;
+        if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) ++kernel_records;
     free(buffer);
+}
+
+// A kernel launched only inside the CUDA graph: 2 + 3 per iteration of its loop.
+__global__ void graph_only(float* out, int iters) {
+    float acc = threadIdx.x;
+    for (int i = 0; i < iters; ++i) acc = acc * 0.999f - 0.25f;
+    out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+}
+
+static const char* volatile watch_label = "";
+static void on_alarm(int) {
+    char msg[256];
+    int k = snprintf(msg, sizeof msg, "HANG: %s did not return within 30 s\n", watch_label);
+    if (k > 0) { ssize_t w = write(2, msg, (size_t)k); (void)w; }
+    _exit(3);
 }
 
 static double now_us() {
@@ -83,6 +108,7 @@ static double now_us() {
 }
 
 int main(int argc, char** argv) {
+    signal(SIGALRM, on_alarm);
     const char* what = argc > 1 ? argv[1] : "list";
     bool sass = strcmp(what, "plain") != 0;
     if (sass && getenv("SMF_INIT_FIRST")) {
@@ -134,7 +160,7 @@ int main(int argc, char** argv) {
     if (sass) {
         if (!getenv("SMF_NO_ACTIVITY")) {
             CK(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
-            CK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+            CK(cuptiActivityEnable(getenv("SMF_SERIAL") ? CUPTI_ACTIVITY_KIND_KERNEL : CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
         }
         std::vector<CUpti_SassMetrics_Config> configs;
         char* list = strdup(argc > 2 ? argv[2] : "smsp__sass_inst_executed");
@@ -180,6 +206,8 @@ int main(int argc, char** argv) {
     bool blas = false;
 #endif
     auto flush = [&](const char* label) {
+        watch_label = label;
+        alarm(30);
         double t0 = now_us();
         cudaDeviceSynchronize();
         if (!sass) return;
@@ -210,6 +238,7 @@ int main(int argc, char** argv) {
             }
         }
         double t2 = now_us();
+        alarm(0);
         printf("%s: sync %.1f us, flush %.1f us, records %zu, instances %zu\n", label, t1 - t0, t2 - t1,
                dp.numOfPatchedInstructionRecords, dp.numOfInstances);
         for (auto& [fn, s] : sums) {
@@ -234,6 +263,49 @@ int main(int argc, char** argv) {
 #endif
         printf("round %d sgemm launch %.1f us\n", round, now_us() - t);
         flush("sgemm 1024");
+    }
+    if (const char* g = getenv("SMF_GRAPH")) {
+        int launches = atoi(g);
+        const char* mode_s = getenv("SMF_CAPTURE_MODE") ? getenv("SMF_CAPTURE_MODE") : "global";
+        cudaStreamCaptureMode mode = strcmp(mode_s, "relaxed") == 0        ? cudaStreamCaptureModeRelaxed
+                                     : strcmp(mode_s, "thread_local") == 0 ? cudaStreamCaptureModeThreadLocal
+                                                                           : cudaStreamCaptureModeGlobal;
+        cudaStream_t s;
+        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+#ifndef NO_CUBLAS
+        if (blas) cublasSetStream(h, s);
+#endif
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        double t = now_us();
+        if (cudaStreamBeginCapture(s, mode) != cudaSuccess) { printf("begin capture failed\n"); return 2; }
+        spin<<<132, 256, 0, s>>>(y, 1000);
+        axpy<<<(n + 255) / 256, 256, 0, s>>>(x, y, 2.0f, n);
+        spin<<<132, 256, 0, s>>>(y, 500);
+        graph_only<<<66, 128, 0, s>>>(y, 300);
+#ifndef NO_CUBLAS
+        if (blas) cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, &alpha, a, m, b, m, &beta, c, m);
+#endif
+        cudaError_t e = cudaStreamEndCapture(s, &graph);
+        printf("graph captured (%s): %s, %.1f us\n", mode_s, cudaGetErrorString(e), now_us() - t);
+        if (e != cudaSuccess) return 2;
+        size_t nodes = 0;
+        cudaGraphGetNodes(graph, nullptr, &nodes);
+        e = cudaGraphInstantiate(&exec, graph, 0);
+        printf("graph nodes %zu, instantiate: %s\n", nodes, cudaGetErrorString(e));
+        if (e != cudaSuccess) return 2;
+        for (int i = 0; i < launches; ++i) cudaGraphLaunch(exec, s);
+        char label[96];
+        snprintf(label, sizeof label, "graph x%d, one flush", launches);
+        flush(label);
+        for (int i = 0; i < launches; ++i) {
+            cudaGraphLaunch(exec, s);
+            snprintf(label, sizeof label, "graph launch %d, flushed alone", i + 1);
+            flush(label);
+        }
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+        cudaStreamDestroy(s);
     }
     if (sass) {
         CUpti_SassMetricsDisable_Params dis{CUpti_SassMetricsDisable_Params_STRUCT_SIZE};
