@@ -8,9 +8,14 @@
 #
 #   scripts/gpu-stage --no-tests && (on the GPU machine) bash scripts/gpu/capture-safety.sh
 #
+# Case "own" runs scripts/graphs/capture_modes.py (a step captured with torch.cuda.graph) in
+# each capture mode (global, thread_local, relaxed) and with stream-ordered allocations
+# (PyTorch's cudaMallocAsync backend), natively twice and under gmprof with the probes and in
+# per_kernel, against the native parameter hash.
+#
 # Variables: STEPS (default 8), LAYERS (default 12: GPT-2 small), CASES (default: all of
-# "probes modes eager replay"), MODES (the runs of "modes", default "trace per-kernel
-# per-range pm-sampling pc-sampling"), PROBE_SASS (the --probe-sass values of "probes", default
+# "probes modes eager replay own"), MODES (the runs of "modes", default "trace per-kernel
+# per-range pm-sampling pc-sampling per-kernel-probe per-range-probe"), PROBE_SASS (the --probe-sass values of "probes", default
 # "auto always never"), LIMIT (seconds per run, default 300), OUT (where logs go; default
 # out/capture-safety).
 set -uo pipefail
@@ -18,7 +23,7 @@ cd "$(dirname "$0")/../.."
 . scripts/gpu/env.sh
 export PYTHONUNBUFFERED=1
 STEPS=${STEPS:-8} LAYERS=${LAYERS:-12} LIMIT=${LIMIT:-300}
-CASES=${CASES:-probes modes eager replay}
+CASES=${CASES:-probes modes eager replay own}
 out=$(mkdir -p "${OUT:-out/capture-safety}" && cd "${OUT:-out/capture-safety}" && pwd)
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)'
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
@@ -74,6 +79,41 @@ PY
   [ $verdict = PASS ] || tail -15 "$out/$name.log" | sed 's/^/    | /'
 }
 
+# run_own NAME CAPTURE ALLOC [gmprof run args...]: scripts/graphs/capture_modes.py natively
+# (no args) or under gmprof run; must print the native run's line (loss bits, parameter hash).
+run_own() {
+  local name=$1 cm=$2 al=$3; shift 3
+  local prog=(python3 scripts/graphs/capture_modes.py --capture "$cm" --alloc "$al" --steps "$((STEPS * 3))")
+  local t0=$SECONDS rc
+  if [ $# -eq 0 ]; then
+    timeout "$LIMIT" "${prog[@]}" > "$out/$name.log" 2>&1; rc=$?
+  else
+    timeout "$LIMIT" "$G" run "$@" -o "$out/$name" -- "${prog[@]}" > "$out/$name.log" 2>&1; rc=$?
+  fi
+  local final want verdict=PASS note=""
+  final=$(grep '^capture_modes:' "$out/$name.log" | tail -1)
+  want=$(grep '^capture_modes:' "$out/own-$cm-$al-native.log" | tail -1)
+  if [ $rc -ne 0 ] || [ -z "$final" ]; then verdict=FAIL; note="(no result)"
+  elif [ "$name" != "own-$cm-$al-native" ]; then
+    if [ "$final" = "$want" ]; then note="(= native)"; else verdict=FAIL; note="(differs from native)"; fi
+  fi
+  [ $verdict = PASS ] || fails=$((fails + 1))
+  printf '%s %-30s rc=%d %3ds %s %s\n' "$verdict" "$name" "$rc" "$((SECONDS - t0))" "${final#capture_modes: }" "$note"
+  if [ $# -gt 0 ]; then
+    grep -E '^gmprof: probes|^gmprof: SASS|Error|error:|^gmprof: warning|dropped' "$out/$name.log" |
+      grep -v 'warnings.warn' | head -6 | sed 's/^/    /'
+    [ -f "$out/$name/report.json" ] && python3 - "$out/$name/report.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+m = r["meta"]
+print(f"    report: {m['kernel_count']} kernels, flagged rows {m['flagged_kernel_rows']}, warnings {len(m['warnings'])}")
+for w in m["warnings"]:
+    print(f"      warning: {w[:300]}")
+PY
+  fi
+  [ $verdict = PASS ] || tail -12 "$out/$name.log" | sed 's/^/    | /'
+}
+
 for c in $CASES; do
   case $c in
     probes)
@@ -84,13 +124,15 @@ for c in $CASES; do
       ;;
     modes)
       [ -f "$out/native-cudagraphs.log" ] || { run native-cudagraphs cudagraphs; run native-cudagraphs-again cudagraphs; }
-      for m in ${MODES:-trace per-kernel per-range pm-sampling pc-sampling}; do
+      for m in ${MODES:-trace per-kernel per-range pm-sampling pc-sampling per-kernel-probe per-range-probe}; do
         case $m in
           trace) run trace cudagraphs --mode trace ;;
           per-kernel) run per-kernel cudagraphs --mode per_kernel ;;
           per-range) run per-range cudagraphs --mode per_range ;;
           pm-sampling) run pm-sampling cudagraphs --mode trace --pm-sampling default ;;
           pc-sampling) run pc-sampling cudagraphs --pc-sampling ;;
+          per-kernel-probe) run per-kernel-probe cudagraphs --mode per_kernel --probe exec_count ;;
+          per-range-probe) run per-range-probe cudagraphs --mode per_range --probe exec_count ;;
         esac
       done
       ;;
@@ -99,6 +141,16 @@ for c in $CASES; do
       run native-eager-again eager
       run eager-trace eager --mode trace
       run eager-probe-auto eager --mode trace --probe exec_count
+      ;;
+    own)
+      for cm in ${OWN_CAPTURES:-global thread_local relaxed}; do
+        for al in ${OWN_ALLOCS:-native async}; do
+          run_own "own-$cm-$al-native" "$cm" "$al"
+          run_own "own-$cm-$al-native-again" "$cm" "$al"
+          run_own "own-$cm-$al-probe" "$cm" "$al" --mode trace --probe exec_count
+          [ "$al" = async ] && run_own "own-$cm-$al-per-kernel" "$cm" "$al" --mode per_kernel
+        done
+      done
       ;;
     replay)
       [ -f "$out/native-cudagraphs.log" ] || { run native-cudagraphs cudagraphs; run native-cudagraphs-again cudagraphs; }
