@@ -11,7 +11,10 @@
 #   scripts/gpu-stage --no-tests && (on the GPU machine) bash scripts/gpu/graph-probes.sh
 #
 # Variables: PART (graphs, the default; modes; all), STEPS (default 6), LAYERS (default 12),
-# SASS (default "never auto"), OUT (logs; default out/graph-probes).
+# SASS (default "never auto"), NCU_KERNELS (ncu's kernel filter, default
+# "--kernel-name regex:triton_"; empty: every kernel), NCU_LIMIT (seconds, default 400),
+# PROBE_ARGS (more gmprof run arguments, e.g. --probe-sass-launches 3), OUT (logs; default
+# out/graph-probes).
 set -u
 cd "$(dirname "$0")/../.."
 . scripts/gpu/env.sh
@@ -26,18 +29,21 @@ loss() { grep -oE 'loss_bits=[0-9a-fx]+' "$1" | tail -1; }
 if [ "${PART:-graphs}" != modes ]; then
 timeout 300 "${prog[@]}" > "$out/native.log" 2>&1; echo "native: rc=$? $(loss "$out/native.log")"
 # ncu on the replayed steps' Triton kernels, each graph node profiled as a kernel.
-timeout 400 ncu --graph-profiling node --nvtx --nvtx-include "measured/" --kernel-name-base function \
-  --kernel-name regex:triton_ --csv --print-units base --metrics smsp__inst_executed.sum,smsp__thread_inst_executed.sum \
+timeout "${NCU_LIMIT:-400}" ncu --graph-profiling node --nvtx --nvtx-include "measured/" --kernel-name-base function \
+  ${NCU_KERNELS---kernel-name regex:triton_} --csv --print-units base --metrics smsp__inst_executed.sum,smsp__thread_inst_executed.sum \
   --cache-control none --clock-control none "${prog[@]}" --measure-from 3 > $W/ncu.csv 2> "$out/ncu.err"
 echo "ncu: rc=$? $(grep -c smsp__inst_executed $W/ncu.csv) result(s)"; grep -v '^==PROF==' "$out/ncu.err" | tail -3
 for v in ${SASS:-never auto}; do
   rm -rf $W/probe-$v
-  timeout 300 "$G" run --mode trace --probe exec_count --probe-sass $v -o $W/probe-$v -- "${prog[@]}" > "$out/probe-$v.log" 2>&1
+  timeout 300 "$G" run --mode trace --probe exec_count --probe-sass $v ${PROBE_ARGS:-} -o $W/probe-$v -- "${prog[@]}" > "$out/probe-$v.log" 2>&1
   rc=$?
   verdict=FAIL; [ $rc -eq 0 ] && [ "$(loss "$out/probe-$v.log")" = "$(loss "$out/native.log")" ] && [ -n "$(loss "$out/native.log")" ] && verdict=PASS
   echo "$verdict probe --probe-sass $v: rc=$rc $(loss "$out/probe-$v.log") (native $(loss "$out/native.log"))"
   grep -E '^gmprof: probes|^probes:|^gmprof: SASS|warnings: |Error|error:' "$out/probe-$v.log" | grep -v warnings.warn | head -8 | sed 's/^/    /'
-  python3 scripts/check/graph_probe_vs_ncu.py $W/probe-$v --ncu $W/ncu.csv 2>&1 | sed 's/^/    /'
+  for src in ptx-probe sass-metrics; do
+    echo "    [$src]"
+    python3 scripts/check/graph_probe_vs_ncu.py $W/probe-$v --source $src --ncu $W/ncu.csv 2>&1 | sed 's/^/    /'
+  done
 done
 # The tables behind the comparisons, in one file.
 tar -C $W -czf "$out/graph-probes-tables.tgz" ncu.csv $(cd $W && ls -d probe-*/probe_launches.csv probe-*/probes.csv \

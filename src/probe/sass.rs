@@ -176,7 +176,8 @@ impl KernelCounts {
         out
     }
 
-    fn merge(&mut self, other: &KernelCounts) {
+    /// Adds `other`'s counts (the same function in another flush) to these.
+    pub fn merge(&mut self, other: &KernelCounts) {
         for (pc, c) in &other.pcs {
             self.pcs.entry(*pc).or_default().add(c);
         }

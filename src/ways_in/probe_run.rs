@@ -186,7 +186,11 @@ pub fn write_outputs(dir: &Path, joined: bool) -> Result<Option<(usize, usize)>>
     crate::report::probe_kernels::write_probe_kernels_csv(dir, &out.kernels)?;
     if let Some(sass) = &out.sass {
         crate::report::sass_hot::write_sass_hot_csv(dir, &sass.hot)?;
-        let counted = out.launches.iter().filter(|l| l.source.as_deref() == Some(probe::SASS_SOURCE)).count();
+        let counted = out
+            .launches
+            .iter()
+            .filter(|l| l.source.as_deref() == Some(probe::SASS_SOURCE) && l.graph_launches.is_none())
+            .count();
         eprintln!(
             "gmprof: SASS metrics: {counted} launch(es) counted, {} flush(es) costing {:.1} ms ({:.0} us each, the \
              wait for the launch included){}",
@@ -199,6 +203,31 @@ pub fn write_outputs(dir: &Path, joined: bool) -> Result<Option<(usize, usize)>>
                 String::new()
             }
         );
+        if sass.graph_nodes > 0 {
+            let rows: Vec<_> = out
+                .launches
+                .iter()
+                .filter(|l| l.source.as_deref() == Some(probe::SASS_SOURCE) && l.graph_launches.is_some())
+                .collect();
+            let counted = rows.iter().filter(|l| !l.totals.is_empty()).count();
+            let not_flushed: u64 = sass.graph_launches_not_flushed.iter().map(|(_, n)| n).sum();
+            let why: Vec<String> = sass.graph_launches_not_flushed.iter().map(|(w, n)| format!("{n}: {w}")).collect();
+            eprintln!(
+                "gmprof: SASS metrics: {} launch(es) made while a CUDA stream was capturing became graph nodes counted \
+                 at their graph's launches: {} row(s) in probe_launches.csv (a function's nodes in one graph share a \
+                 row), {counted} with counts per graph launch{}",
+                sass.graph_nodes,
+                rows.len(),
+                if not_flushed > 0 {
+                    format!(
+                        "; {not_flushed} graph launch(es) were not flushed alone and are not in them ({})",
+                        why.join("; ")
+                    )
+                } else {
+                    String::new()
+                }
+            );
+        }
         if sass.over_quota > 0 {
             eprintln!(
                 "gmprof: SASS metrics: {} later launch(es) ran patched, not counted (--probe-sass-launches)",
@@ -210,7 +239,11 @@ pub fn write_outputs(dir: &Path, joined: bool) -> Result<Option<(usize, usize)>>
         eprintln!("gmprof: probes: {why}; kernels without PTX are not probed");
     }
     if out.graph_nodes > 0 {
-        let per_launch = out.launches.iter().filter(|l| l.graph_launches.is_some_and(|n| n > 0)).count();
+        let per_launch = out
+            .launches
+            .iter()
+            .filter(|l| l.graph_launches.is_some_and(|n| n > 0) && l.source.as_deref() == Some(probe::PTX_SOURCE))
+            .count();
         eprintln!(
             "gmprof: probes: {} launch(es) made while a CUDA stream was capturing were built into their graph probed \
              ({} MiB of map pool); {per_launch} have counts per graph launch (probe_launches.csv, graph_launches)",

@@ -118,7 +118,7 @@ fn on_driver_call(call: &RawDriverCall) {
             // the graph map pool may grow.
             let capturing = stream_capture::any();
             if let Some(sass) = state.sass.as_mut() {
-                sass.stop_before_capture(capturing);
+                sass.before_capture(capturing);
             }
             if let Ok(api) = ModuleApi::get() {
                 graph_hooks::before_capture(api, state);
@@ -145,13 +145,12 @@ fn on_driver_call(call: &RawDriverCall) {
     let mut guard = STATE.lock();
     let Some((config, state)) = guard.as_mut() else { return };
     if is(Cbid::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch) || is(Cbid::CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz) {
-        // A graph's kernels are not launches gmprof hears: their SASS counts are flushed
-        // apart before the next counted launch.
+        // A graph's kernels are not launches gmprof hears: the SASS path flushes after the
+        // graph launch (`sass_graphs`), or their counts are flushed apart later.
         if call.site == CallbackSite::Exit {
-            if let Some(sass) = state.sass.as_mut() {
-                sass.graph_launched();
-            }
             graph_hooks::graph_launched(state, call);
+        } else if let (Some((exec, _)), Some(sass)) = (graph_hooks::launched_exec(call), state.sass.as_mut()) {
+            sass.graph_launch_enter(exec);
         }
         return;
     }
@@ -222,7 +221,10 @@ fn on_driver_call(call: &RawDriverCall) {
                 let probed =
                     graph_hooks::probe_captured(api, config, state, call, launch, f, args, dims, stream, shared);
                 if let Err(why) = probed {
-                    captured_launch(api, state, f, why);
+                    // Else a node the SASS path counts at its graph's launches.
+                    if let Err(sass_why) = graph_hooks::sass_captured(api, config, state, call, f, dims, stream) {
+                        captured_launch(api, state, f, format!("{why}; {sass_why}"));
+                    }
                 }
                 return;
             }
@@ -511,8 +513,14 @@ pub struct SassOutputs {
     pub failures: Vec<String>,
     /// Launches not counted for the quota (`--probe-sass-launches`).
     pub over_quota: u64,
-    /// CUDA graph launches (their kernels counted apart, as not heard launched).
+    /// CUDA graph launches made while the path ran.
     pub graph_launches: u64,
+    /// Launches made during stream captures that became graph nodes counted by SASS metrics
+    /// at their graph's launches.
+    pub graph_nodes: u64,
+    /// Launches of graphs with such nodes that were not flushed alone, by why (their counts
+    /// are kept apart, not attributed).
+    pub graph_launches_not_flushed: Vec<(String, u64)>,
     /// Loaded modules whose cubins were not kept for source lines (over 1 GiB in all).
     pub cubins_not_kept: u64,
 }
@@ -559,7 +567,7 @@ pub fn finish_sass() {
 /// A copy of what was probed so far (`None` when probing is off).
 pub fn outputs() -> Option<ProbeOutputs> {
     let guard = STATE.lock();
-    let (_, s) = guard.as_ref()?;
+    let (config, s) = guard.as_ref()?;
     let sass = s.sass.as_ref().map(|x| {
         use crate::probe::sass::Counter;
         let top = x.hot.top(SASS_HOT_TOP);
@@ -601,6 +609,8 @@ pub fn outputs() -> Option<ProbeOutputs> {
             failures: x.all_failures(),
             over_quota: x.over_quota,
             graph_launches: x.graph_launches,
+            graph_nodes: x.graphs.nodes.len() as u64,
+            graph_launches_not_flushed: x.graphs.unflushed.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
             cubins_not_kept: sass::CUBINS.lock().skipped,
         }
     });
@@ -650,8 +660,34 @@ pub fn outputs() -> Option<ProbeOutputs> {
             row.detail = if row.detail.is_empty() { note } else { format!("{}; {note}", row.detail) };
         }
     }
+    // Kernels counted by SASS metrics inside graphs: how many nodes, said on their rows (a
+    // kernel launched only inside graphs gets a row of its own).
+    if let Some(x) = s.sass.as_ref() {
+        for ((kernel, variant), (n, mangled)) in x.graphs.nodes_by_kernel() {
+            let note = format!("{n} graph node(s) counted by SASS metrics inside CUDA graphs (probe_launches.csv)");
+            match kernels.iter_mut().find(|k| k.kernel == kernel && variant.is_none_or(|v| v == k.variant)) {
+                Some(row) => row.detail = if row.detail.is_empty() { note } else { format!("{}; {note}", row.detail) },
+                None => kernels.push(ProbeKernel {
+                    kernel,
+                    mangled,
+                    status: "counted in CUDA graphs".into(),
+                    detail: note,
+                    source: Some(SASS_SOURCE.into()),
+                    ..ProbeKernel::default()
+                }),
+            }
+        }
+    }
     let mut launches = s.launches.clone();
     launches.extend(s.graph_records.iter().flatten().cloned());
+    if let Some(x) = s.sass.as_ref() {
+        let ptx_nodes: std::collections::HashSet<(usize, &str)> =
+            s.graphs.nodes.iter().filter_map(|n| n.graph.map(|g| (g, n.launch.info.kernel.as_str()))).collect();
+        launches.extend(x.graphs.records(
+            |counts| sass::totals(counts, &config.probes),
+            |graph, kernel| ptx_nodes.contains(&(graph, kernel)),
+        ));
+    }
     Some(ProbeOutputs {
         launches,
         graph_nodes: s.graphs.nodes.len() as u64,

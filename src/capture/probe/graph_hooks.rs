@@ -6,7 +6,9 @@
 //!
 //! During a capture nothing here allocates, copies or waits: the maps come from the pool, and
 //! the launch's parameters are rewritten as for any probed launch (the driver copies them into
-//! the graph node). Imports `config`, `graphs`, `launch`, `params`, `probed` and `state`;
+//! the graph node). The SASS path's graph calls go through here too: its captured nodes
+//! ([`sass_captured`]), the graphs they end in and the flush after each graph launch
+//! (`sass.rs`). Imports `config`, `graphs`, `launch`, `params`, `probed` and `state`;
 //! `engine` imports it.
 
 use std::collections::HashMap;
@@ -125,11 +127,54 @@ pub(super) fn probe_captured(
     Ok(())
 }
 
+/// A captured launch the PTX path did not build into its graph: a node counted by SASS
+/// metrics at its graph's launches (`sass_graphs`), when that path counts inside graphs and
+/// already collects in the context. Only host-side queries are made (no CUPTI call, no wait).
+/// `Err(why)` leaves it unprobed.
+pub(super) fn sass_captured(
+    api: &ModuleApi,
+    config: &ProbeConfig,
+    state: &mut State,
+    call: &RawDriverCall,
+    f: RawFunction,
+    dims: ([u32; 3], [u32; 3]),
+    stream: CUstream,
+) -> Result<(), String> {
+    let Some(sass) = state.sass.as_ref() else {
+        return Err(state.sass_off.clone().unwrap_or_else(|| "SASS metrics are off (--probe-sass never)".into()));
+    };
+    sass.counts_captured(api.current_context())?;
+    let key = f as usize;
+    let (mangled, variant) = match state.kernels.get(key) {
+        Some(row) if row.detail == NOT_SELECTED => return Err(NOT_SELECTED.into()),
+        Some(row) => (row.mangled.clone(), Some(row.variant)),
+        None => (quietly(|| api.function_name(f)).map_err(|e| format!("its name could not be read: {e}"))?, None),
+    };
+    let kernel = crate::probe::demangle(&mangled);
+    if variant.is_none() && !config.kernels.as_ref().is_none_or(|p| p.matches(&mangled) || p.matches(&kernel)) {
+        return Err(NOT_SELECTED.into());
+    }
+    let capture = stream_capture::origin_of(stream as usize)
+        .ok_or("several captures are in progress and its stream began none of them")?;
+    let blocks = dims.0.iter().map(|&d| d as u64).product::<u64>();
+    let threads = dims.1.iter().map(|&d| d as u64).product::<u64>();
+    let info = LaunchInfo { correlation_id: call.correlation_id, kernel, blocks, threads };
+    if let Some(sass) = state.sass.as_mut() {
+        sass.graphs.captured(capture, mangled, Launch { info, variant });
+    }
+    Ok(())
+}
+
 /// The exit of a probed captured launch: its arguments are no longer needed; a launch that
 /// failed built no node.
 pub(super) fn captured_exit(state: &mut State, correlation_id: u32, result: Option<i32>) {
     if state.graph_args.remove(&correlation_id).is_some() && result != Some(0) {
         state.graphs.nodes.retain(|n| n.launch.info.correlation_id != correlation_id);
+    }
+    if result != Some(0) {
+        if let Some(sass) = state.sass.as_mut() {
+            sass.graphs.nodes.retain(|n| n.launch.info.correlation_id != correlation_id);
+        }
     }
 }
 
@@ -145,6 +190,9 @@ pub(super) fn capture_ended(state: &mut State, call: &RawDriverCall) {
         .then(|| unsafe { *p.graph } as usize)
         .filter(|&g| g != 0);
     state.graphs.capture_ended(p.stream as usize, graph);
+    if let Some(sass) = state.sass.as_mut() {
+        sass.graphs.capture_ended(p.stream as usize, graph);
+    }
 }
 
 /// The exit of a graph instantiation.
@@ -160,16 +208,30 @@ pub(super) fn instantiated(state: &mut State, call: &RawDriverCall) {
     // SAFETY: on success the out-pointer holds the executable graph.
     let exec = unsafe { *p.exec } as usize;
     state.graphs.instantiated(exec, p.graph as usize);
+    if let Some(sass) = state.sass.as_mut() {
+        sass.graphs.instantiated(exec, p.graph as usize);
+    }
 }
 
-/// The exit of a graph launch.
-pub(super) fn graph_launched(state: &mut State, call: &RawDriverCall) {
-    if call.result != Some(0) || call.params.is_null() {
-        return;
+/// The executable graph a graph launch call launches, and its stream.
+pub(super) fn launched_exec(call: &RawDriverCall) -> Option<(usize, CUstream)> {
+    if call.params.is_null() {
+        return None;
     }
-    // SAFETY: cuGraphLaunch's parameters.
+    // SAFETY: cuGraphLaunch's parameters (both variants), valid for the callback.
     let p = unsafe { &*(call.params as *const GraphLaunchParams) };
-    state.graphs.launched(p.exec as usize);
+    Some((p.exec as usize, p.stream))
+}
+
+/// The exit of a graph launch: the PTX path's launch count, and the SASS path's flush.
+pub(super) fn graph_launched(state: &mut State, call: &RawDriverCall) {
+    let Some((exec, stream)) = launched_exec(call) else { return };
+    if let Some(sass) = state.sass.as_mut() {
+        sass.graph_launch_exit(exec, stream, call.result == Some(0));
+    }
+    if call.result == Some(0) {
+        state.graphs.launched(exec);
+    }
 }
 
 /// Reads the maps of every kernel probed inside a graph, once, at the end of the run (after

@@ -59,6 +59,7 @@ mod launch;
 mod params;
 mod probed;
 mod sass;
+mod sass_graphs;
 mod state;
 
 pub use self::config::{ProbeConfig, SassUse, DEFAULT_GRAPH_POOL_BYTES};

@@ -13,6 +13,16 @@
 //!   ([`crate::probe::sass::attribute`]) as a probe launch with source `sass-metrics`; the
 //!   counts of functions gmprof did not hear launched (a CUDA graph's kernels) and of
 //!   PTX-probed or unselected launches are kept apart, by function, never mixed in.
+//! - Inside CUDA graphs (`sass_graphs`): a kernel captured into a graph and not PTX-probed
+//!   there is counted at the graph's launches, by a flush right after each one (waited for,
+//!   with no capture in progress). At a capture's begin (no other capture in progress) the
+//!   context's collection is turned on and what waits in CUPTI is flushed apart; during a
+//!   capture no CUPTI or waiting call is made. This is opt-in (`GMPROF_PROBE_SASS_GRAPHS=1`):
+//!   it counts exactly in a CUDA program of its own and under `torch.cuda.graph`, but under
+//!   Inductor's CUDA graph trees (`mode="reduce-overhead"`) the wait after a graph launch
+//!   never returned (H200, CUPTI 13.0.1: `cuCtxSynchronize` inside the `cuGraphLaunch`
+//!   callback of PyTorch's autograd thread). By default the path stops at the program's
+//!   first capture, after a last flush.
 //! - At the end a last flush takes what is left, the collections are disabled (CUPTI's
 //!   dropped records counted) and the configurations unset.
 
@@ -20,6 +30,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 use super::launch::{launch_record, Launch};
+use super::sass_graphs::{SassGraphs, CAPTURING, FLUSH_FAILED, MIXED, OVER_QUOTA};
+use crate::capture::stream_capture;
 use crate::checked::callback::quietly;
 use crate::checked::driver::{current_context, current_device, synchronize};
 use crate::checked::library::{Cupti, Driver};
@@ -91,12 +103,21 @@ pub(super) struct SassState {
     pub(super) failures: Vec<String>,
     /// Why the path stopped counting (the program's first stream capture), if it did.
     pub(super) stopped: Option<String>,
+    /// Whether kernels inside CUDA graphs are counted (else the path stops at the first
+    /// capture): `GMPROF_PROBE_SASS_GRAPHS=1`, off by default (see the module doc).
+    pub(super) in_graphs: bool,
+    /// Kernels captured into graphs, and their counts per graph launch.
+    pub(super) graphs: SassGraphs,
+    /// Whether nothing waited in CUPTI when the graph launch in progress was made.
+    graph_clean: bool,
 }
 
-/// Why the SASS path stops at the program's first stream capture.
-pub(super) const STOPPED_FOR_CAPTURE: &str = "turned off at the program's first CUDA stream capture: after CUDA \
-graph launches, CUPTI's SASS metrics flush waited forever (H200, CUPTI 13.0.1, Inductor's CUDA graph trees); launches \
-after it are PTX-probed where the PTX path takes them, else not counted";
+/// Why the SASS path stops at the program's first stream capture (the default; see the module
+/// doc).
+pub(super) const STOPPED_FOR_CAPTURE: &str = "turned off at the program's first CUDA stream capture: under Inductor's \
+CUDA graph trees the wait after a graph launch never returned (H200, CUPTI 13.0.1); GMPROF_PROBE_SASS_GRAPHS=1 counts \
+graph kernels at each graph launch (exact under torch.cuda.graph); launches after it are PTX-probed where the PTX path \
+takes them, else not counted";
 
 impl SassState {
     pub(super) fn new(quota: Option<u64>, dump: Option<std::path::PathBuf>) -> Result<SassState> {
@@ -139,6 +160,9 @@ impl SassState {
             dropped: 0,
             failures: Vec::new(),
             stopped: None,
+            in_graphs: std::env::var("GMPROF_PROBE_SASS_GRAPHS").is_ok_and(|v| v.trim() == "1"),
+            graphs: SassGraphs::default(),
+            graph_clean: false,
         })
     }
 
@@ -169,6 +193,114 @@ impl SassState {
         self.finish();
         self.pending.clear();
         self.dirty = false;
+    }
+
+    /// At the enter of a call that begins a capture (`capture_in_progress`: another one is in
+    /// progress). Counting inside graphs: with no other capture in progress, the calling
+    /// thread's context collects from now on (so the graph's kernels are patched) and what
+    /// waits in CUPTI is flushed apart; otherwise nothing is done. Not counting inside graphs:
+    /// the path stops ([`SassState::stop_before_capture`]).
+    pub(super) fn before_capture(&mut self, capture_in_progress: bool) {
+        if !self.in_graphs {
+            return self.stop_before_capture(capture_in_progress);
+        }
+        if capture_in_progress || self.stopped.is_some() {
+            return;
+        }
+        match self.collect_here() {
+            Ok(()) => {
+                // A failure is noted and kept in `flush_failed`: the counts stay apart.
+                let _ = self.before_counted_launch();
+            }
+            Err(why) => self.note_failure(format!("SASS metrics inside CUDA graphs: {why}")),
+        }
+    }
+
+    /// Whether a launch captured now in context `ctx` (a key) can be a graph node counted at
+    /// its graph's launches: the path counts inside graphs and the context collects already
+    /// (no CUPTI call may be made during the capture). `Err` says why not.
+    pub(super) fn counts_captured(&self, ctx: usize) -> std::result::Result<(), String> {
+        if let Some(why) = &self.stopped {
+            return Err(format!("SASS metrics: {why}"));
+        }
+        if !self.in_graphs {
+            return Err("SASS metrics inside CUDA graphs are off (GMPROF_PROBE_SASS_GRAPHS=1 turns them on)".into());
+        }
+        if !self.collections.contains_key(&ctx) {
+            return Err("SASS metrics were not collecting in its context when the capture began".into());
+        }
+        Ok(())
+    }
+
+    /// At the enter of a launch of executable graph `exec`: when its graph has nodes the path
+    /// counts and no capture is in progress, what waits in CUPTI is flushed apart, so the
+    /// flush after the launch holds that launch's counts only.
+    pub(super) fn graph_launch_enter(&mut self, exec: usize) {
+        self.graph_clean = false;
+        if !self.in_graphs || self.stopped.is_some() || stream_capture::any() || self.graphs.graph_of(exec).is_none() {
+            return;
+        }
+        self.graph_clean = self.before_counted_launch().is_ok();
+    }
+
+    /// At the exit of a launch of executable graph `exec` (`ok`: it succeeded): its counts
+    /// are flushed alone when its graph has nodes the path counts, no capture is in progress
+    /// and the quota allows; otherwise they wait in CUPTI and are flushed apart later.
+    pub(super) fn graph_launch_exit(&mut self, exec: usize, stream: crate::sys::cupti::CUstream, ok: bool) {
+        let clean = std::mem::take(&mut self.graph_clean);
+        if !ok {
+            return;
+        }
+        self.graph_launches += 1;
+        self.dirty = true;
+        if !self.in_graphs || self.stopped.is_some() {
+            return;
+        }
+        let Some(graph) = self.graphs.graph_of(exec) else { return };
+        if stream_capture::any() {
+            return self.graphs.not_flushed(CAPTURING);
+        }
+        if self.quota.is_some_and(|q| self.graphs.flushed(graph) >= q) {
+            return self.graphs.not_flushed(OVER_QUOTA);
+        }
+        if !clean {
+            return self.graphs.not_flushed(MIXED);
+        }
+        let ctx = match quietly(|| current_context(&self.driver)) {
+            Ok(Some(ctx)) => ctx,
+            Ok(None) => return self.graphs.not_flushed(FLUSH_FAILED),
+            Err(e) => {
+                self.note_failure(format!("a CUDA graph launch's context could not be read: {e}"));
+                return self.graphs.not_flushed(FLUSH_FAILED);
+            }
+        };
+        let Some((collection, ids)) = self.collections.get(&(ctx.as_raw() as usize)) else { return };
+        let ids = *ids;
+        let started = Instant::now();
+        // The graph's stream only: its kernels are done when it is (kernel records are
+        // serialized while this path runs).
+        let flushed = crate::checked::module::ModuleApi::get()
+            .and_then(|api| quietly(|| api.synchronize(stream)))
+            .and_then(|()| quietly(|| collection.flush()));
+        self.flushes += 1;
+        self.flush_us += started.elapsed().as_secs_f64() * 1e6;
+        match flushed {
+            Ok(records) => {
+                self.dirty = false;
+                let a = attribute(&records, &ids, "");
+                self.unknown_values += a.unknown_values;
+                for k in a.others.iter().filter(|k| self.graphs.is_node_of(graph, &k.function)) {
+                    self.hot.add(k);
+                }
+                let others = self.graphs.add_flush(graph, a.others);
+                self.keep_others(others, NOT_COUNTED);
+            }
+            Err(e) => {
+                self.flush_failed = true;
+                self.note_failure(format!("SASS metrics flush after a CUDA graph launch failed: {e}"));
+                self.graphs.not_flushed(FLUSH_FAILED);
+            }
+        }
     }
 
     /// Makes sure the calling thread's context collects; `Err` says why it cannot.
@@ -203,12 +335,6 @@ impl SassState {
         let collection = SassCollection::enable(&cupti, ctx).map_err(|e| e.to_string())?;
         self.collections.insert(ctx.as_raw() as usize, (collection, ids));
         Ok(())
-    }
-
-    /// A CUDA graph was launched: its kernels' counts wait in CUPTI until the next flush.
-    pub(super) fn graph_launched(&mut self) {
-        self.dirty = true;
-        self.graph_launches += 1;
     }
 
     /// Whether a launch of `function` is still within the quota (counting it if so).

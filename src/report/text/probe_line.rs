@@ -22,7 +22,16 @@ pub(crate) fn probe_line(probes: &[ProbedLaunch]) -> Option<String> {
         String::new()
     } else {
         let counted = nodes.iter().filter(|l| !l.totals.is_empty()).count();
-        format!(" | CUDA graph nodes: {} built probed, {counted} with counts per graph launch", nodes.len())
+        let sass_rows = nodes.iter().filter(|l| l.source.as_deref() == Some("sass-metrics")).count();
+        let sass = if sass_rows > 0 {
+            format!(", {sass_rows} counted by SASS metrics (a function's nodes in one graph share a row)")
+        } else {
+            String::new()
+        };
+        format!(
+            " | CUDA graph nodes: {} built probed{sass}, {counted} with counts per graph launch",
+            nodes.len() - sass_rows
+        )
     };
     Some(format!(
         "probes: {} launch(es): {ptx} PTX-probed, {sass} counted by SASS metrics, {not} not probed{graphs} | host cost \
@@ -78,5 +87,20 @@ mod tests {
              launch and reading its counts)"
         );
         assert_eq!(probe_line(&[]), None);
+        let mut with_sass = probes.clone();
+        with_sass.push(launch(
+            "counted by SASS metrics in a CUDA graph: counts per graph launch, over 5 launch(es)",
+            Some("sass-metrics"),
+            Some(5),
+            true,
+        ));
+        assert!(
+            probe_line(&with_sass).unwrap().contains(
+                "CUDA graph nodes: 2 built probed, 1 counted by SASS metrics (a function's nodes in one graph share a \
+                 row), 2 with counts per graph launch"
+            ),
+            "{}",
+            probe_line(&with_sass).unwrap()
+        );
     }
 }
