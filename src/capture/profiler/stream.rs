@@ -20,7 +20,7 @@ use crate::analysis::correlate::Correlator;
 use crate::checked::activity;
 use crate::error::{Error, Result};
 use crate::model::session::SessionTree;
-use crate::model::ProfilingMode;
+use crate::model::{ProfilingMode, RunEnd};
 use crate::report::stream::{Drained, StreamMeta, StreamPipeline, StreamWriter};
 use crate::report::{CaptureInfo, Report};
 
@@ -81,7 +81,7 @@ impl Profiler {
                 None => return Ok(StreamProgress::Off),
                 Some(s) if s.pipeline.is_none() => {
                     let launches = state.correlator.launch_count() as u64;
-                    if launches <= s.config.row_limit {
+                    if launches <= s.config.effective_row_limit() {
                         return Ok(StreamProgress::BelowLimit { launches });
                     }
                 }
@@ -91,6 +91,17 @@ impl Profiler {
         activity::flush_all(&self.shared.cupti, true)?;
         self.shared.drain_activity();
         Ok(self.shared.stream_step(Instant::now()))
+    }
+
+    /// Asks the flight recorder for a window (a signal, the capture socket, the program):
+    /// it opens at the next step, holding the ring. `why` says who asked. Returns false when
+    /// the session has no flight recorder or has not started streaming yet (its first drain).
+    pub fn request_flight_window(&self, why: &str) -> bool {
+        let mut state = self.shared.state.lock();
+        match state.stream.as_mut().and_then(|s| s.pipeline.as_mut()) {
+            Some(pipeline) => pipeline.request_window(why),
+            None => false,
+        }
     }
 
     /// Closes the open segments now, so every row streamed so far is in a complete part
@@ -119,7 +130,16 @@ impl Shared {
                     "gmprof: past the row limit of {} launches: streaming rows to part files",
                     streaming.config.row_limit
                 );
-                streaming.pipeline = Some(StreamPipeline::new(writer, &self.metric_set, self.mode));
+                let mut pipeline = StreamPipeline::new(writer, &self.metric_set, self.mode);
+                // The flight recorder's windows are tables of this run: its mode, metrics.
+                let template = Report::analyze(
+                    CaptureInfo::new(self.mode),
+                    &self.metric_set,
+                    &SessionTree::new(),
+                    Correlator::new(),
+                );
+                pipeline.set_window_template(template);
+                streaming.pipeline = Some(pipeline);
                 true
             }
             Err(e) => {
@@ -138,7 +158,7 @@ impl Shared {
         let Some(streaming) = state.stream.as_deref_mut() else { return StreamProgress::Off };
         if streaming.pipeline.is_none() {
             let launches = state.correlator.launch_count() as u64;
-            if launches <= streaming.config.row_limit {
+            if launches <= streaming.config.effective_row_limit() {
                 return StreamProgress::BelowLimit { launches };
             }
             if !self.start_pipeline(streaming, &mut state.warnings) {
@@ -177,7 +197,8 @@ impl Shared {
         correlator: Correlator,
         mut info: CaptureInfo,
     ) -> Report {
-        let past_limit = |s: &Streaming| s.pipeline.is_some() || correlator.launch_count() as u64 > s.config.row_limit;
+        let past_limit =
+            |s: &Streaming| s.pipeline.is_some() || correlator.launch_count() as u64 > s.config.effective_row_limit();
         let Some(mut streaming) = state.stream.take().filter(|s| past_limit(s)) else {
             return Report::analyze(info, &self.metric_set, &state.tree, correlator);
         };
@@ -188,7 +209,13 @@ impl Shared {
             return Report::analyze(info, &self.metric_set, &state.tree, correlator);
         };
         let end_ns = info.clock.map_or(0, |c| c.finish.cupti_ns);
-        let ended = pipeline.finish(correlator, &mut state.tree, &self.metric_set, end_ns);
+        // A run ending abnormally (a signal, a CUDA error) asks the flight recorder for a
+        // last window.
+        let ending = match &info.run_end {
+            None | Some(RunEnd::Finished { .. }) | Some(RunEnd::Checkpoint { .. }) => None,
+            Some(other) => Some(format!("the run ended abnormally: {}", other.describe())),
+        };
+        let ended = pipeline.finish(correlator, &mut state.tree, &self.metric_set, end_ns, ending);
         if streaming.failed_drains > 0 {
             info.warnings.push(format!(
                 "{} streamed drain(s) failed, and the rows they had taken are not in the part files: {}",
@@ -196,16 +223,24 @@ impl Shared {
                 streaming.first_failure.as_deref().unwrap_or("no error kept")
             ));
         }
-        let limit = streaming.config.row_limit;
+        let limit = streaming.config.effective_row_limit();
+        let flight = streaming.config.settings.flight.is_some();
         match ended {
             Ok(end) => {
                 info.warnings.extend(end.warnings.iter().cloned());
                 let mut report = Report::analyze(info, &self.metric_set, &SessionTree::new(), Correlator::new());
+                let why = if flight {
+                    "the run had a flight recorder (GMPROF_SLOW_STEP, --slow-step), which streams from the run's \
+                     start"
+                        .to_owned()
+                } else {
+                    format!("the run launched more than {limit} kernels (GMPROF_ROW_LIMIT)")
+                };
                 let summary = end.summary(
                     format!(
-                        "the run launched more than {limit} kernels (GMPROF_ROW_LIMIT): every row was streamed to \
-                         part files beside report.json (kernels/, transfers/, ranges/, steps/, step_ranges/, \
-                         aggregates/) and left memory; the whole-file row tables are not written"
+                        "{why}: every row was streamed to part files beside report.json (kernels/, transfers/, \
+                         ranges/, steps/, step_ranges/, aggregates/) and left memory; the whole-file row tables are \
+                         not written"
                     ),
                     limit,
                 );

@@ -31,6 +31,7 @@ fn config(dir: &Path, row_limit: u64) -> StreamConfig {
         settings: StreamSettings {
             segment: SegmentPolicy { rows: 500, every: Duration::from_secs(3600), row_group: 128 },
             online: OnlineSettings { window_steps: 50, ..OnlineSettings::default() },
+            flight: None,
         },
     }
 }
