@@ -152,6 +152,15 @@ enum Command {
         /// Synchronize before each range closes.
         #[arg(long)]
         sync_on_pop: bool,
+        /// Flight recorder: write `window-N/` (every row of the steps around it, and why) when
+        /// a step is slow: `3x` (3 × the running median of step time) or a time (`200ms`).
+        /// Trace mode; the run streams from its start (README, "Flight recorder").
+        #[arg(long = "slow-step", value_name = "RULE", value_parser = trigger_rule)]
+        slow_step: Option<String>,
+        /// Flight recorder: a window when a range group's GPU time in a step jumps: `3x` its
+        /// running median, or a time above it (`50ms`).
+        #[arg(long = "group-jump", value_name = "RULE", value_parser = trigger_rule)]
+        group_jump: Option<String>,
         /// libgmprof.so to inject (default: next to this executable, or $GMPROF_LIBRARY).
         #[arg(long = "lib")]
         library: Option<PathBuf>,
@@ -445,6 +454,28 @@ fn print_report(path: &std::path::Path, csv: bool, stats: bool, view: &ViewArgs)
     Ok(())
 }
 
+/// The mode of a run with a flight recorder (`--slow-step`, `--group-jump`): trace, which
+/// the streamed outputs need; another mode asked for is an error.
+fn flight_recorder_mode(mode: Option<String>, flight: bool) -> gmprof::Result<Option<String>> {
+    if !flight {
+        return Ok(mode);
+    }
+    match mode.as_deref().map(str::parse::<ProfilingMode>).transpose()? {
+        None => Ok(Some(ProfilingMode::Trace.as_str().to_owned())),
+        Some(ProfilingMode::Trace) => Ok(mode),
+        Some(other) => Err(gmprof::Error::InvalidConfig(format!(
+            "--slow-step and --group-jump need --mode trace (the flight recorder rides on the streamed outputs, \
+             trace only for now), not {}",
+            other.as_str()
+        ))),
+    }
+}
+
+/// A flight-recorder rule (`3x`, `200ms`), checked before the program starts.
+fn trigger_rule(text: &str) -> Result<String, String> {
+    text.parse::<gmprof::analysis::online::TriggerRule>().map(|_| text.trim().to_owned())
+}
+
 fn run(cli: Cli) -> gmprof::Result<ExitCode> {
     if let Command::Run {
         mode,
@@ -453,6 +484,8 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         out,
         range_scope,
         sync_on_pop,
+        slow_step,
+        group_jump,
         library,
         stats,
         iteration_replay,
@@ -518,6 +551,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         if let Some((pattern, instances)) = &iteration_replay {
             check_iteration_replay_up_front(mode.as_deref(), &metrics, pattern, *instances)?;
         }
+        let mode = flight_recorder_mode(mode, slow_step.is_some() || group_jump.is_some())?;
         let opts = LaunchOptions {
             mode,
             metrics,
@@ -548,6 +582,8 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
             (PROBE_SASS_ENV, probe_sass),
             (PROBE_SASS_LAUNCHES_ENV, probe_sass_launches.map(|n| n.to_string())),
             (PROBE_GRAPH_POOL_ENV, probe_graph_pool.map(|n| n.to_string())),
+            (gmprof::injection::env::SLOW_STEP, slow_step),
+            (gmprof::injection::env::GROUP_JUMP, group_jump),
         ] {
             if let Some(v) = value {
                 plan.env.push((key.into(), v.into()));

@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use crate::analysis::online::{FlightSettings, TriggerRule};
 use crate::error::{Error, Result};
 use crate::ways_in::env_names::injection as env;
 
@@ -24,20 +25,35 @@ pub const DEFAULT_ROW_LIMIT: u64 = 200_000;
 pub const DEFAULT_STREAM_SECS: u64 = 2;
 
 /// The streamed outputs (issue 42), from `GMPROF_STREAM`, `GMPROF_ROW_LIMIT` and
-/// `GMPROF_STREAM_SECS`; `None` when `GMPROF_STREAM` is not on (the default for now).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// `GMPROF_STREAM_SECS`, and the flight recorder, from `GMPROF_SLOW_STEP`,
+/// `GMPROF_GROUP_JUMP` and `GMPROF_FLIGHT_*`; `None` when neither `GMPROF_STREAM` is on
+/// nor a flight-recorder rule is set (the default for now).
+#[derive(Clone, Debug, PartialEq)]
 pub struct StreamOptions {
     /// Kernel launches kept (and written whole) before the run streams.
     pub row_limit: u64,
     /// Time between drains.
     pub every: Duration,
+    /// The flight recorder, when a rule asks for one (the run then streams from its start).
+    pub flight: Option<FlightSettings>,
 }
 
 impl StreamOptions {
     /// Reads the settings through `lookup` (an environment).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<Self>> {
         let get = |k: &str| lookup(k).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
-        if !parse_flag(env::STREAM, get(env::STREAM), false)? {
+        let flight = flight_settings(&get)?;
+        let stream = parse_flag(env::STREAM, get(env::STREAM), flight.is_some())?;
+        if !stream {
+            if flight.is_some() {
+                return Err(Error::InvalidConfig(format!(
+                    "{}=0 turns the streamed outputs off, and the flight recorder ({} or {}) needs them: unset \
+                     one of them",
+                    env::STREAM,
+                    env::SLOW_STEP,
+                    env::GROUP_JUMP
+                )));
+            }
             return Ok(None);
         }
         let number = |key: &str, default: u64, what: &str| -> Result<u64> {
@@ -52,8 +68,51 @@ impl StreamOptions {
         Ok(Some(StreamOptions {
             row_limit: number(env::ROW_LIMIT, DEFAULT_ROW_LIMIT, "a number of kernel launches")?,
             every: Duration::from_secs(number(env::STREAM_SECS, DEFAULT_STREAM_SECS, "a whole number of seconds")?),
+            flight,
         }))
     }
+}
+
+/// The flight recorder's settings, when `GMPROF_SLOW_STEP` or `GMPROF_GROUP_JUMP` sets a
+/// rule; `GMPROF_FLIGHT_*` without a rule is an error (they would do nothing).
+fn flight_settings(get: &dyn Fn(&str) -> Option<String>) -> Result<Option<FlightSettings>> {
+    let rule = |key: &str| -> Result<Option<TriggerRule>> {
+        get(key)
+            .map(|v| v.parse::<TriggerRule>().map_err(|e| Error::InvalidConfig(format!("{key}={v}: {e}"))))
+            .transpose()
+    };
+    let (slow_step, group_jump) = (rule(env::SLOW_STEP)?, rule(env::GROUP_JUMP)?);
+    let bounds = [env::FLIGHT_STEPS, env::FLIGHT_AFTER, env::FLIGHT_GAP, env::FLIGHT_MAX, env::FLIGHT_ROWS];
+    if slow_step.is_none() && group_jump.is_none() {
+        if let Some(key) = bounds.into_iter().find(|k| get(k).is_some()) {
+            return Err(Error::InvalidConfig(format!(
+                "{key} is set but no flight-recorder rule is: set {} (`3x`, `200ms`) or {}",
+                env::SLOW_STEP,
+                env::GROUP_JUMP
+            )));
+        }
+        return Ok(None);
+    }
+    let number = |key: &str, default: u64, least: u64| -> Result<u64> {
+        match get(key).map(|v| v.replace('_', "")) {
+            None => Ok(default),
+            Some(v) => match v.parse::<u64>() {
+                Ok(n) if n >= least => Ok(n),
+                _ => Err(Error::InvalidConfig(format!("{key}={v}: use a whole number of at least {least}"))),
+            },
+        }
+    };
+    let d = FlightSettings::default();
+    let small = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    Ok(Some(FlightSettings {
+        slow_step,
+        group_jump,
+        ring_steps: small(number(env::FLIGHT_STEPS, d.ring_steps.into(), 1)?),
+        after_steps: small(number(env::FLIGHT_AFTER, d.after_steps.into(), 0)?),
+        min_gap_steps: number(env::FLIGHT_GAP, d.min_gap_steps, 0)?,
+        max_windows: small(number(env::FLIGHT_MAX, d.max_windows.into(), 1)?),
+        max_rows: usize::try_from(number(env::FLIGHT_ROWS, d.max_rows as u64, 1)?).unwrap_or(usize::MAX),
+    }))
 }
 
 /// A yes/no setting: `1`, `true`, `yes` or `0`, `false`, `no`; `default` when unset.
@@ -111,11 +170,40 @@ mod tests {
         assert_eq!(stream(&[]).unwrap(), None);
         assert_eq!(stream(&[(env::ROW_LIMIT, "10")]).unwrap(), None);
         let on = stream(&[(env::STREAM, "1")]).unwrap().unwrap();
-        assert_eq!(on, StreamOptions { row_limit: 200_000, every: Duration::from_secs(2) });
+        assert_eq!(on, StreamOptions { row_limit: 200_000, every: Duration::from_secs(2), flight: None });
         let set = stream(&[(env::STREAM, "yes"), (env::ROW_LIMIT, "1_000_000"), (env::STREAM_SECS, "5")]).unwrap();
-        assert_eq!(set, Some(StreamOptions { row_limit: 1_000_000, every: Duration::from_secs(5) }));
+        assert_eq!(set, Some(StreamOptions { row_limit: 1_000_000, every: Duration::from_secs(5), flight: None }));
         let e = stream(&[(env::STREAM, "1"), (env::ROW_LIMIT, "0")]).unwrap_err().to_string();
         assert!(e.contains("GMPROF_ROW_LIMIT=0"), "{e}");
         assert!(stream(&[(env::STREAM, "maybe")]).is_err());
+    }
+
+    #[test]
+    fn a_flight_recorder_rule_streams_the_run_and_bad_settings_say_what_to_write() {
+        let on = stream(&[(env::SLOW_STEP, "3x")]).unwrap().unwrap();
+        let flight = on.flight.unwrap();
+        assert_eq!(flight.slow_step, Some(TriggerRule::TimesMedian(3.0)));
+        assert_eq!(flight, FlightSettings::slow_step(TriggerRule::TimesMedian(3.0)));
+        let set = stream(&[
+            (env::GROUP_JUMP, "50ms"),
+            (env::FLIGHT_STEPS, "8"),
+            (env::FLIGHT_AFTER, "0"),
+            (env::FLIGHT_GAP, "1_000"),
+            (env::FLIGHT_MAX, "3"),
+        ])
+        .unwrap()
+        .unwrap()
+        .flight
+        .unwrap();
+        assert_eq!(set.group_jump, Some(TriggerRule::AboveNs(50_000_000)));
+        assert_eq!((set.ring_steps, set.after_steps, set.min_gap_steps, set.max_windows), (8, 0, 1_000, 3));
+        let e = stream(&[(env::SLOW_STEP, "3")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_SLOW_STEP=3") && e.contains("no unit") && e.contains("200ms"), "{e}");
+        let e = stream(&[(env::SLOW_STEP, "3x"), (env::STREAM, "0")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_STREAM=0") && e.contains("unset"), "{e}");
+        let e = stream(&[(env::FLIGHT_STEPS, "8")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_FLIGHT_STEPS is set but no flight-recorder rule is"), "{e}");
+        let e = stream(&[(env::SLOW_STEP, "3x"), (env::FLIGHT_STEPS, "0")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_FLIGHT_STEPS=0: use a whole number of at least 1"), "{e}");
     }
 }
