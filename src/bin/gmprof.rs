@@ -161,6 +161,10 @@ enum Command {
         /// running median, or a time above it (`50ms`).
         #[arg(long = "group-jump", value_name = "RULE", value_parser = trigger_rule)]
         group_jump: Option<String>,
+        /// Flight recorder: a window when the program gets this signal (SIGUSR1 or SIGUSR2:
+        /// `kill -USR1 PID`); alone it turns the recorder on with no rule.
+        #[arg(long = "flight-signal", value_name = "SIGNAL", value_parser = flight_signal)]
+        flight_signal: Option<String>,
         /// libgmprof.so to inject (default: next to this executable, or $GMPROF_LIBRARY).
         #[arg(long = "lib")]
         library: Option<PathBuf>,
@@ -464,11 +468,16 @@ fn flight_recorder_mode(mode: Option<String>, flight: bool) -> gmprof::Result<Op
         None => Ok(Some(ProfilingMode::Trace.as_str().to_owned())),
         Some(ProfilingMode::Trace) => Ok(mode),
         Some(other) => Err(gmprof::Error::InvalidConfig(format!(
-            "--slow-step and --group-jump need --mode trace (the flight recorder rides on the streamed outputs, \
-             trace only for now), not {}",
+            "--slow-step, --group-jump and --flight-signal need --mode trace (the flight recorder rides on the \
+             streamed outputs, trace only for now), not {}",
             other.as_str()
         ))),
     }
+}
+
+/// The flight recorder's signal (`SIGUSR1`, `SIGUSR2`), checked before the program starts.
+fn flight_signal(text: &str) -> Result<String, String> {
+    gmprof::ways_in::settings::parse_flight_signal(text).map(|_| text.trim().to_owned()).map_err(|e| e.to_string())
 }
 
 /// A flight-recorder rule (`3x`, `200ms`), checked before the program starts.
@@ -486,6 +495,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         sync_on_pop,
         slow_step,
         group_jump,
+        flight_signal,
         library,
         stats,
         iteration_replay,
@@ -551,7 +561,8 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         if let Some((pattern, instances)) = &iteration_replay {
             check_iteration_replay_up_front(mode.as_deref(), &metrics, pattern, *instances)?;
         }
-        let mode = flight_recorder_mode(mode, slow_step.is_some() || group_jump.is_some())?;
+        let flight = slow_step.is_some() || group_jump.is_some() || flight_signal.is_some();
+        let mode = flight_recorder_mode(mode, flight)?;
         let opts = LaunchOptions {
             mode,
             metrics,
@@ -584,6 +595,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
             (PROBE_GRAPH_POOL_ENV, probe_graph_pool.map(|n| n.to_string())),
             (gmprof::injection::env::SLOW_STEP, slow_step),
             (gmprof::injection::env::GROUP_JUMP, group_jump),
+            (gmprof::injection::env::FLIGHT_SIGNAL, flight_signal),
         ] {
             if let Some(v) = value {
                 plan.env.push((key.into(), v.into()));

@@ -59,6 +59,9 @@ pub mod injection {
     pub const FLIGHT_MAX: &str = "GMPROF_FLIGHT_MAX";
     /// Most rows the flight recorder holds at once (default 100 000).
     pub const FLIGHT_ROWS: &str = "GMPROF_FLIGHT_ROWS";
+    /// A signal that asks the flight recorder for a window (`SIGUSR1`, `SIGUSR2`); alone it
+    /// turns the recorder on with no rule (`--flight-signal`).
+    pub const FLIGHT_SIGNAL: &str = "GMPROF_FLIGHT_SIGNAL";
     /// Kernels (kernel_replay, per_kernel) or ranges (per_range) per counter cycle: counters
     /// reach a checkpoint when their cycle ends, so this bounds what a SIGKILL loses.
     pub const RANGES_PER_CYCLE: &str = "GMPROF_RANGES_PER_CYCLE";

@@ -498,6 +498,20 @@ fn install_exit_hooks(state: &'static Injected) {
         }
         if let Some(options) = &state.config.stream {
             outputs::spawn_periodic("gmprof-stream", options.every, move || stream_tick(state));
+            if let Some(signal) = options.flight_signal {
+                let name = signals::name(signal);
+                let why = format!("{name} received");
+                let installed = crate::ways_in::on_demand::trigger::install(signal, env::FLIGHT_SIGNAL, move || {
+                    for (_, profiler) in state.profilers.live().1 {
+                        if !profiler.request_flight_window(&why) {
+                            tracing::info!("gmprof: {why}, but the run has not streamed yet: no window");
+                        }
+                    }
+                });
+                if let Err(e) = installed {
+                    eprintln!("gmprof: {e}; the flight recorder's windows come from its rules only");
+                }
+            }
         }
         if state.config.handle_signals {
             let installed = signals::install(state.config.signal_timeout, move |request| match request {

@@ -34,15 +34,19 @@ pub struct StreamOptions {
     pub row_limit: u64,
     /// Time between drains.
     pub every: Duration,
-    /// The flight recorder, when a rule asks for one (the run then streams from its start).
+    /// The flight recorder, when a rule or a signal asks for one (the run then streams from
+    /// its start).
     pub flight: Option<FlightSettings>,
+    /// The signal that asks the flight recorder for a window (`GMPROF_FLIGHT_SIGNAL`).
+    pub flight_signal: Option<std::ffi::c_int>,
 }
 
 impl StreamOptions {
     /// Reads the settings through `lookup` (an environment).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<Self>> {
         let get = |k: &str| lookup(k).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
-        let flight = flight_settings(&get)?;
+        let flight_signal = get(env::FLIGHT_SIGNAL).map(|v| parse_flight_signal(&v)).transpose()?;
+        let flight = flight_settings(&get, flight_signal.is_some())?;
         let stream = parse_flag(env::STREAM, get(env::STREAM), flight.is_some())?;
         if !stream {
             if flight.is_some() {
@@ -69,13 +73,29 @@ impl StreamOptions {
             row_limit: number(env::ROW_LIMIT, DEFAULT_ROW_LIMIT, "a number of kernel launches")?,
             every: Duration::from_secs(number(env::STREAM_SECS, DEFAULT_STREAM_SECS, "a whole number of seconds")?),
             flight,
+            flight_signal,
         }))
     }
 }
 
+/// `GMPROF_FLIGHT_SIGNAL`'s value (`--flight-signal`): `SIGUSR1` or `SIGUSR2` (`USR1`,
+/// `usr2`, ...).
+pub fn parse_flight_signal(value: &str) -> Result<std::ffi::c_int> {
+    let upper = value.trim().to_ascii_uppercase();
+    match upper.strip_prefix("SIG").unwrap_or(&upper) {
+        "USR1" => Ok(libc::SIGUSR1),
+        "USR2" => Ok(libc::SIGUSR2),
+        _ => Err(Error::InvalidConfig(format!(
+            "{}={value}: use SIGUSR1 or SIGUSR2 (the ending signals already write a window)",
+            env::FLIGHT_SIGNAL
+        ))),
+    }
+}
+
 /// The flight recorder's settings, when `GMPROF_SLOW_STEP` or `GMPROF_GROUP_JUMP` sets a
-/// rule; `GMPROF_FLIGHT_*` without a rule is an error (they would do nothing).
-fn flight_settings(get: &dyn Fn(&str) -> Option<String>) -> Result<Option<FlightSettings>> {
+/// rule or a signal asks for windows (`signal`); `GMPROF_FLIGHT_*` without either is an
+/// error (they would do nothing).
+fn flight_settings(get: &dyn Fn(&str) -> Option<String>, signal: bool) -> Result<Option<FlightSettings>> {
     let rule = |key: &str| -> Result<Option<TriggerRule>> {
         get(key)
             .map(|v| v.parse::<TriggerRule>().map_err(|e| Error::InvalidConfig(format!("{key}={v}: {e}"))))
@@ -83,12 +103,13 @@ fn flight_settings(get: &dyn Fn(&str) -> Option<String>) -> Result<Option<Flight
     };
     let (slow_step, group_jump) = (rule(env::SLOW_STEP)?, rule(env::GROUP_JUMP)?);
     let bounds = [env::FLIGHT_STEPS, env::FLIGHT_AFTER, env::FLIGHT_GAP, env::FLIGHT_MAX, env::FLIGHT_ROWS];
-    if slow_step.is_none() && group_jump.is_none() {
+    if slow_step.is_none() && group_jump.is_none() && !signal {
         if let Some(key) = bounds.into_iter().find(|k| get(k).is_some()) {
             return Err(Error::InvalidConfig(format!(
-                "{key} is set but no flight-recorder rule is: set {} (`3x`, `200ms`) or {}",
+                "{key} is set but no flight-recorder rule is: set {} (`3x`, `200ms`), {} or {}",
                 env::SLOW_STEP,
-                env::GROUP_JUMP
+                env::GROUP_JUMP,
+                env::FLIGHT_SIGNAL
             )));
         }
         return Ok(None);
@@ -170,9 +191,13 @@ mod tests {
         assert_eq!(stream(&[]).unwrap(), None);
         assert_eq!(stream(&[(env::ROW_LIMIT, "10")]).unwrap(), None);
         let on = stream(&[(env::STREAM, "1")]).unwrap().unwrap();
-        assert_eq!(on, StreamOptions { row_limit: 200_000, every: Duration::from_secs(2), flight: None });
+        assert_eq!(
+            on,
+            StreamOptions { row_limit: 200_000, every: Duration::from_secs(2), flight: None, flight_signal: None }
+        );
         let set = stream(&[(env::STREAM, "yes"), (env::ROW_LIMIT, "1_000_000"), (env::STREAM_SECS, "5")]).unwrap();
-        assert_eq!(set, Some(StreamOptions { row_limit: 1_000_000, every: Duration::from_secs(5), flight: None }));
+        let every = Duration::from_secs(5);
+        assert_eq!(set, Some(StreamOptions { row_limit: 1_000_000, every, flight: None, flight_signal: None }));
         let e = stream(&[(env::STREAM, "1"), (env::ROW_LIMIT, "0")]).unwrap_err().to_string();
         assert!(e.contains("GMPROF_ROW_LIMIT=0"), "{e}");
         assert!(stream(&[(env::STREAM, "maybe")]).is_err());
@@ -203,6 +228,13 @@ mod tests {
         assert!(e.contains("GMPROF_STREAM=0") && e.contains("unset"), "{e}");
         let e = stream(&[(env::FLIGHT_STEPS, "8")]).unwrap_err().to_string();
         assert!(e.contains("GMPROF_FLIGHT_STEPS is set but no flight-recorder rule is"), "{e}");
+        // A signal alone: a recorder with no rule, windows when asked.
+        let asked = stream(&[(env::FLIGHT_SIGNAL, "usr1")]).unwrap().unwrap();
+        assert_eq!(asked.flight_signal, Some(libc::SIGUSR1));
+        let flight = asked.flight.unwrap();
+        assert!(flight.slow_step.is_none() && flight.describe().starts_with("asked for only"), "{flight:?}");
+        let e = stream(&[(env::FLIGHT_SIGNAL, "SIGTERM")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_FLIGHT_SIGNAL=SIGTERM: use SIGUSR1 or SIGUSR2"), "{e}");
         let e = stream(&[(env::SLOW_STEP, "3x"), (env::FLIGHT_STEPS, "0")]).unwrap_err().to_string();
         assert!(e.contains("GMPROF_FLIGHT_STEPS=0: use a whole number of at least 1"), "{e}");
     }
