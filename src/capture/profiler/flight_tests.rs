@@ -139,6 +139,10 @@ fn one_slow_step_in_6000_makes_one_window_that_holds_it_with_its_kernels() {
     assert_eq!(why["steps"][4]["gpu_time_ns"].as_u64().unwrap() / MS, 204, "{why}");
     let trace = std::fs::read_to_string(win.join("trace.json")).unwrap();
     assert!(trace.contains("slow_kernel"));
+    let window_report = Report::from_json(&std::fs::read_to_string(win.join("report.json")).unwrap()).unwrap();
+    assert_eq!(window_report.kernels.len() as u64, 7 * PER_STEP + 1);
+    assert_eq!(window_report.meta.kernel_count, 7 * PER_STEP + 1);
+    assert!(window_report.meta.warnings.iter().any(|w| w.contains("only steps 2996 to 3002")));
 
     // The steps table marks the window's steps, and only them.
     let marks = ints(dir.path(), "steps", ["step", "flight_window"]);

@@ -1,7 +1,8 @@
 //! A flight-recorder window's outputs ([`write_window`]): `window-N/` beside `report.json`,
 //! with the usual tables of its steps (`ranges`, `kernels`, `transfers`, as CSV and Parquet),
-//! their `trace.json`, and `why.json` ([`WHY_JSON`]: the triggers, the steps and the
-//! recorder's settings).
+//! their `trace.json`, a `report.json` of them (so `gmprof report window-N` summarizes the
+//! window), and `why.json` ([`WHY_JSON`]: the triggers, the steps and the recorder's
+//! settings).
 //!
 //! The windows themselves are decided in
 //! [`analysis::online::flight`](crate::analysis::online::flight); this file only writes them,
@@ -23,7 +24,7 @@ use crate::report::tables::parquet::tables as pq;
 pub const WHY_JSON: &str = "why.json";
 
 /// The files a window holds besides [`WHY_JSON`].
-pub const WINDOW_FILES: [&str; 7] = [
+pub const WINDOW_FILES: [&str; 8] = [
     "ranges.csv",
     "kernels.csv",
     "transfers.csv",
@@ -31,6 +32,7 @@ pub const WINDOW_FILES: [&str; 7] = [
     pq::KERNELS_PARQUET,
     pq::TRANSFERS_PARQUET,
     "trace.json",
+    "report.json",
 ];
 
 #[derive(Serialize)]
@@ -94,5 +96,9 @@ pub fn write_window(dir: &Path, template: &Report, window: FlightWindow, setting
     report.write_kernels_parquet(out.join(pq::KERNELS_PARQUET))?;
     report.write_transfers_parquet(out.join(pq::TRANSFERS_PARQUET))?;
     report.write_chrome_trace(out.join("trace.json"))?;
+    let json = serde_json::to_vec(&report)
+        .map_err(|e| Error::Serialize { what: "a flight-recorder window's report.json", message: e.to_string() })?;
+    let json_path = out.join("report.json");
+    std::fs::write(&json_path, json).map_err(|e| Error::io(&json_path, e))?;
     Ok(out)
 }

@@ -2,7 +2,7 @@
 //! range groups and kernels with the most time from the whole run's aggregates, in place of
 //! the summary's range table (which a streamed report has no rows for).
 //!
-//! Imports `format` and the streamed summary; `gmprof show` (and so `gmprof run`) prints it
+//! Imports `format` and the streamed summary; `gmprof report` (and so `gmprof run`) prints it
 //! after the summary.
 
 use std::fmt::Write as _;
