@@ -153,9 +153,10 @@ enum Command {
         #[arg(long)]
         sync_on_pop: bool,
         /// Flight recorder: write `window-N/` (every row of the steps around it, and why) when
-        /// a step is slow: `3x` (3 × the running median of step time) or a time (`200ms`).
-        /// Trace mode; the run streams from its start (README, "Flight recorder").
-        #[arg(long = "slow-step", value_name = "RULE", value_parser = trigger_rule)]
+        /// a step is slow: `3x` (3 × the running median of the steps' GPU time) or a time
+        /// (`200ms`); `wall:3x` judges wall time instead. Trace mode; the run streams from its
+        /// start (README, "Flight recorder").
+        #[arg(long = "slow-step", value_name = "RULE", value_parser = slow_step_rule)]
         slow_step: Option<String>,
         /// Flight recorder: a window when a range group's GPU time in a step jumps: `3x` its
         /// running median, or a time above it (`50ms`).
@@ -478,6 +479,11 @@ fn flight_recorder_mode(mode: Option<String>, flight: bool) -> gmprof::Result<Op
 /// The flight recorder's signal (`SIGUSR1`, `SIGUSR2`), checked before the program starts.
 fn flight_signal(text: &str) -> Result<String, String> {
     gmprof::ways_in::settings::parse_flight_signal(text).map(|_| text.trim().to_owned()).map_err(|e| e.to_string())
+}
+
+/// The slow-step rule (`3x`, `wall:200ms`), checked before the program starts.
+fn slow_step_rule(text: &str) -> Result<String, String> {
+    text.parse::<gmprof::analysis::online::SlowStepRule>().map(|_| text.trim().to_owned())
 }
 
 /// A flight-recorder rule (`3x`, `200ms`), checked before the program starts.

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use crate::analysis::online::{FlightSettings, TriggerRule};
+use crate::analysis::online::{FlightSettings, SlowStepRule, TriggerRule};
 use crate::error::{Error, Result};
 use crate::ways_in::env_names::injection as env;
 
@@ -96,12 +96,14 @@ pub fn parse_flight_signal(value: &str) -> Result<std::ffi::c_int> {
 /// rule or a signal asks for windows (`signal`); `GMPROF_FLIGHT_*` without either is an
 /// error (they would do nothing).
 fn flight_settings(get: &dyn Fn(&str) -> Option<String>, signal: bool) -> Result<Option<FlightSettings>> {
-    let rule = |key: &str| -> Result<Option<TriggerRule>> {
-        get(key)
-            .map(|v| v.parse::<TriggerRule>().map_err(|e| Error::InvalidConfig(format!("{key}={v}: {e}"))))
-            .transpose()
-    };
-    let (slow_step, group_jump) = (rule(env::SLOW_STEP)?, rule(env::GROUP_JUMP)?);
+    let key = env::SLOW_STEP;
+    let slow_step = get(key)
+        .map(|v| v.parse::<SlowStepRule>().map_err(|e| Error::InvalidConfig(format!("{key}={v}: {e}"))))
+        .transpose()?;
+    let key = env::GROUP_JUMP;
+    let group_jump = get(key)
+        .map(|v| v.parse::<TriggerRule>().map_err(|e| Error::InvalidConfig(format!("{key}={v}: {e}"))))
+        .transpose()?;
     let bounds = [env::FLIGHT_STEPS, env::FLIGHT_AFTER, env::FLIGHT_GAP, env::FLIGHT_MAX, env::FLIGHT_ROWS];
     if slow_step.is_none() && group_jump.is_none() && !signal {
         if let Some(key) = bounds.into_iter().find(|k| get(k).is_some()) {
@@ -207,7 +209,9 @@ mod tests {
     fn a_flight_recorder_rule_streams_the_run_and_bad_settings_say_what_to_write() {
         let on = stream(&[(env::SLOW_STEP, "3x")]).unwrap().unwrap();
         let flight = on.flight.unwrap();
-        assert_eq!(flight.slow_step, Some(TriggerRule::TimesMedian(3.0)));
+        assert_eq!(flight.slow_step.map(|s| s.rule), Some(TriggerRule::TimesMedian(3.0)));
+        let wall = stream(&[(env::SLOW_STEP, "wall:3x")]).unwrap().unwrap().flight.unwrap().slow_step.unwrap();
+        assert_eq!(wall.time, crate::analysis::online::StepTime::Wall);
         assert_eq!(flight, FlightSettings::slow_step(TriggerRule::TimesMedian(3.0)));
         let set = stream(&[
             (env::GROUP_JUMP, "50ms"),

@@ -36,7 +36,7 @@ use std::collections::{HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use super::flight_rules::{FlightSettings, TriggerRule, MAX_JUDGED_GROUPS, MEDIAN_STEPS, MIN_HISTORY};
+use super::flight_rules::{FlightSettings, StepTime, TriggerRule, MAX_JUDGED_GROUPS, MEDIAN_STEPS, MIN_HISTORY};
 use super::steps::StepRow;
 use crate::analysis::aggregate::RangeRow;
 use crate::analysis::correlate::{KernelRow, TransferRow};
@@ -304,8 +304,12 @@ impl FlightRecorder {
     fn judge(&mut self, step: &StepRow) -> Vec<String> {
         let mut triggers: Vec<String> =
             self.requested.drain(..).map(|why| format!("asked for ({why}); opened at step {}", step.step)).collect();
-        let time = step.wall_time_ns.max(step.gpu_time_ns);
-        if let (Some(rule), Some(t)) = (self.settings.slow_step, time) {
+        let time = |q: StepTime| match q {
+            StepTime::Gpu => step.gpu_time_ns,
+            StepTime::Wall => step.wall_time_ns,
+        };
+        if let Some((slow, t)) = self.settings.slow_step.and_then(|s| time(s.time).map(|t| (s, t))) {
+            let rule = slow.rule;
             let m = median(&self.step_times);
             if rule.breaks(t, m) {
                 let against = match (rule, m) {
@@ -320,12 +324,16 @@ impl FlightRecorder {
                         })
                     ),
                 };
+                let (other, other_time) = match slow.time {
+                    StepTime::Gpu => ("wall time", step.wall_time_ns),
+                    StepTime::Wall => ("GPU time", step.gpu_time_ns),
+                };
                 triggers.push(format!(
-                    "slow step: step {} took {} (wall {}, GPU {}), {against}",
+                    "slow step: step {} took {} of {} time ({other} {}), {against}",
                     step.step,
                     ms(t),
-                    step.wall_time_ns.map_or("unknown".to_owned(), ms),
-                    step.gpu_time_ns.map_or("unknown".to_owned(), ms),
+                    if slow.time == StepTime::Gpu { "GPU" } else { "wall" },
+                    other_time.map_or("unknown".to_owned(), ms),
                 ));
             }
             remember(&mut self.step_times, t);

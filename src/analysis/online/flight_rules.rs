@@ -1,5 +1,6 @@
 //! The flight recorder's settings ([`FlightSettings`]) and its trigger rules
-//! ([`TriggerRule`]: `3x`, `200ms`), parsed with errors that say what to write instead.
+//! ([`TriggerRule`]: `3x`, `200ms`; [`SlowStepRule`]: `3x`, `wall:200ms`), parsed with errors
+//! that say what to write instead.
 //!
 //! A leaf of `online`: `flight` reads it.
 
@@ -75,6 +76,66 @@ impl FromStr for TriggerRule {
     }
 }
 
+/// Which time of a step a [`SlowStepRule`] judges.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StepTime {
+    /// Σ of the step's kernel durations (the default): extra GPU work shows, and nothing the
+    /// host does (gmprof's own drains, which hold the session lock, included) does.
+    #[default]
+    Gpu,
+    /// Pop − push of the step range: host stalls show too (a data loader, a synchronize),
+    /// and so do gmprof's drains; for steps of more than a few milliseconds.
+    Wall,
+}
+
+impl StepTime {
+    /// `gpu` or `wall`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepTime::Gpu => "gpu",
+            StepTime::Wall => "wall",
+        }
+    }
+}
+
+/// The slow-step rule: a [`TriggerRule`] on one of the step's times (`3x`, `gpu:3x`,
+/// `wall:200ms`; GPU time unless `wall:` says otherwise).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SlowStepRule {
+    /// The time judged.
+    pub time: StepTime,
+    /// The rule.
+    pub rule: TriggerRule,
+}
+
+impl fmt::Display for SlowStepRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.time.as_str(), self.rule)
+    }
+}
+
+impl FromStr for SlowStepRule {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let t = text.trim();
+        let (time, rest) = match t.split_once(':') {
+            None => (StepTime::Gpu, t),
+            Some((q, rest)) => match q.trim().to_ascii_lowercase().as_str() {
+                "gpu" => (StepTime::Gpu, rest),
+                "wall" => (StepTime::Wall, rest),
+                other => {
+                    return Err(format!(
+                        "`{text}`: `{other}:` is no step time; write `gpu:` (the default) or `wall:` before the rule \
+                         (`wall:3x`)"
+                    ))
+                }
+            },
+        };
+        Ok(SlowStepRule { time, rule: rest.parse()? })
+    }
+}
+
 /// Default steps the ring holds (the trigger step and those before it).
 pub const DEFAULT_RING_STEPS: u32 = 5;
 /// Default steps a window holds after its trigger step.
@@ -95,9 +156,9 @@ pub const MAX_JUDGED_GROUPS: usize = 256;
 /// The flight recorder's settings: every bound on its memory is one of these.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlightSettings {
-    /// A step is slow when its time (the larger of its wall time and its GPU time) breaks
-    /// this rule (`GMPROF_SLOW_STEP`, `--slow-step`).
-    pub slow_step: Option<TriggerRule>,
+    /// A step is slow when its time (GPU time, or wall time with `wall:`) breaks this rule
+    /// (`GMPROF_SLOW_STEP`, `--slow-step`).
+    pub slow_step: Option<SlowStepRule>,
     /// A range group inside a step jumps when its GPU time in the step breaks this rule
     /// against its own running median (`GMPROF_GROUP_JUMP`).
     pub group_jump: Option<TriggerRule>,
@@ -130,8 +191,14 @@ impl Default for FlightSettings {
 }
 
 impl FlightSettings {
-    /// Settings with `slow_step` as the slow-step rule and the defaults otherwise.
+    /// Settings with `rule` on the steps' GPU time as the slow-step rule and the defaults
+    /// otherwise.
     pub fn slow_step(rule: TriggerRule) -> Self {
+        Self::slow_step_rule(SlowStepRule { time: StepTime::Gpu, rule })
+    }
+
+    /// Settings with `rule` as the slow-step rule and the defaults otherwise.
+    pub fn slow_step_rule(rule: SlowStepRule) -> Self {
         Self { slow_step: Some(rule), ..Self::default() }
     }
 
@@ -188,6 +255,20 @@ mod tests {
             assert!(e.contains(says), "{bad}: {e}");
             assert!(e.contains("3x") || e.contains("above 1"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn slow_step_rules_name_the_time_they_judge() {
+        let rule = |t: &str| t.parse::<SlowStepRule>();
+        assert_eq!(rule("3x"), Ok(SlowStepRule { time: StepTime::Gpu, rule: TriggerRule::TimesMedian(3.0) }));
+        assert_eq!(
+            rule("wall:200ms"),
+            Ok(SlowStepRule { time: StepTime::Wall, rule: TriggerRule::AboveNs(200_000_000) })
+        );
+        assert_eq!(rule(" GPU: 2x").map(|r| r.to_string()), Ok("gpu:2x".to_owned()));
+        let e = rule("cpu:3x").unwrap_err();
+        assert!(e.contains("`cpu:` is no step time") && e.contains("wall:3x"), "{e}");
+        assert!(rule("wall:3").unwrap_err().contains("no unit"));
     }
 
     #[test]

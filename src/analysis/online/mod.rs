@@ -37,7 +37,7 @@ pub use self::aggregates::{
 };
 pub use self::distribution::{Distribution, DistributionSummary, QUANTILES, RELATIVE_ERROR};
 pub use self::flight::{FlightRecorder, FlightSummary, FlightWindow, StepDetail, WindowEntry};
-pub use self::flight_rules::{FlightSettings, TriggerRule};
+pub use self::flight_rules::{FlightSettings, SlowStepRule, StepTime, TriggerRule};
 pub use self::folding::{fold_numbers, NUMBER_MARK};
 pub use self::instances::RangeInstances;
 pub use self::settings::{OnlineSettings, DEFAULT_WINDOW_STEPS, OTHER_KEY};

@@ -115,8 +115,9 @@ fn one_slow_step_in_6000_makes_one_window_that_holds_it_with_its_kernels() {
     // The ring (the trigger step and 4 before it) and the 2 steps after it.
     assert_eq!((w.trigger_step, w.first_step, w.last_step), (Some(3_000), Some(2_996), Some(3_002)));
     assert_eq!(w.kernels, 7 * PER_STEP + 1);
-    assert!(w.triggers.len() == 1 && w.triggers[0].starts_with("slow step: step 3000 took 210.000 ms"), "{w:?}");
-    assert!(w.triggers[0].contains("3x the running median of 10."), "{w:?}");
+    let why = "slow step: step 3000 took 204.600 ms of GPU time (wall time 210.000 ms), more than 3x the running \
+               median of 4.600 ms over 101 steps";
+    assert_eq!(w.triggers, [why]);
     assert!(w.ended_early.is_none() && w.steps_without_detail.is_empty());
     assert_eq!((flight.suppressed, flight.dropped_rows), (0, 0));
     assert_eq!(window_dirs(dir.path()), ["window-0"]);
@@ -229,6 +230,21 @@ fn a_window_asked_for_opens_at_the_next_step() {
     // Asked after the last step: the window opens at the run's end, on the ring.
     assert_eq!(flight.windows.len(), 1, "{flight:#?}");
     assert!(flight.windows[0].triggers[0].contains("asked for (SIGUSR1)"), "{flight:?}");
+}
+
+#[test]
+fn a_wall_time_rule_judges_wall_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = FlightSettings::slow_step_rule("wall:3x".parse().unwrap());
+    let report = run(600, &[300], settings, dir.path()).report();
+    let flight = report.streamed.unwrap().flight.unwrap();
+    assert_eq!(flight.windows.len(), 1, "{flight:#?}");
+    let w = &flight.windows[0];
+    assert_eq!(w.trigger_step, Some(300));
+    assert!(
+        w.triggers[0].starts_with("slow step: step 300 took 210.000 ms of wall time (GPU time 204.600 ms)"),
+        "{w:?}"
+    );
 }
 
 #[test]
