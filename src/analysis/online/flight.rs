@@ -25,8 +25,9 @@
 //!
 //! **Memory.** At most [`FlightSettings::max_rows`] rows at once (the ring, the rows of
 //! ranges still open, and the open window's); past it the oldest steps of the ring lose their
-//! detail first (a window then lists them as steps without detail), and when the ring has
-//! none left a new row is dropped and counted. Besides the rows: `ring_steps` + `after_steps`
+//! detail first (a window then lists them as steps without detail), then the older half of
+//! the largest set of rows waiting for a step, and when nothing is left to give up a new row
+//! is dropped; every row dropped is counted. Besides the rows: `ring_steps` + `after_steps`
 //! step rows, [`MEDIAN_STEPS`] step times, and [`MEDIAN_STEPS`] times for each of at most
 //! [`MAX_JUDGED_GROUPS`] range groups.
 //!
@@ -61,6 +62,15 @@ impl StepDetail {
     /// Rows held.
     pub fn rows(&self) -> usize {
         self.kernels.len() + self.transfers.len() + self.ranges.len()
+    }
+
+    /// Drops the older half of each kind of row; returns how many went.
+    fn drop_older_half(&mut self) -> usize {
+        let (k, t, r) = (self.kernels.len() / 2, self.transfers.len() / 2, self.ranges.len() / 2);
+        self.kernels.drain(..k);
+        self.transfers.drain(..t);
+        self.ranges.drain(..r);
+        k + t + r
     }
 
     fn append(&mut self, mut other: StepDetail) {
@@ -118,7 +128,8 @@ pub struct FlightSummary {
     /// The first of those, in words.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub suppressed_first: Vec<String>,
-    /// Rows dropped because the ring was at its row bound with nothing left to give up.
+    /// Rows dropped at the row bound: of steps not complete yet, or rows that found no room
+    /// (the ring's steps that gave up their rows are listed by their windows instead).
     pub dropped_rows: u64,
     /// Windows that could not be written, and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -230,16 +241,30 @@ impl FlightRecorder {
         self.ring.len()
     }
 
-    /// Makes room for one more row; false when there is none (the row is dropped).
+    /// Makes room for one more row: the ring's oldest step with rows gives them up; when
+    /// none has any, the older half of the largest set of rows waiting for a step goes (so
+    /// a run with no step, or one top-level range around everything, keeps its latest rows);
+    /// false when nothing can go (the row is dropped).
     fn room(&mut self) -> bool {
         while self.held_rows >= self.settings.max_rows.max(1) {
-            let Some(slot) = self.ring.iter_mut().find(|s| s.detail.rows() > 0) else {
-                self.dropped_rows += 1;
-                return false;
-            };
-            self.held_rows = self.held_rows.saturating_sub(slot.detail.rows());
-            slot.detail = StepDetail::default();
-            slot.detail_dropped = true;
+            if let Some(slot) = self.ring.iter_mut().find(|s| s.detail.rows() > 0) {
+                self.held_rows = self.held_rows.saturating_sub(slot.detail.rows());
+                slot.detail = StepDetail::default();
+                slot.detail_dropped = true;
+                continue;
+            }
+            let waiting = self.waiting.values_mut().chain(std::iter::once(&mut self.between));
+            match waiting.max_by_key(|d| d.rows()) {
+                Some(d) if d.rows() > 1 => {
+                    let gone = d.drop_older_half();
+                    self.held_rows = self.held_rows.saturating_sub(gone);
+                    self.dropped_rows += gone as u64;
+                }
+                _ => {
+                    self.dropped_rows += 1;
+                    return false;
+                }
+            }
         }
         self.held_rows += 1;
         true

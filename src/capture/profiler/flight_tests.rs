@@ -272,5 +272,37 @@ fn the_ring_holds_at_most_its_row_bound() {
     assert_eq!(flight.windows.len(), 1, "{flight:#?}");
     assert_eq!(streamed.kernels, 600 * PER_STEP + 1, "the streamed tables keep every row");
     let text = crate::report::text::streamed::streamed_text(&streamed);
-    assert!(text.contains("row(s) not kept: the ring was at its row bound"), "{text}");
+    assert!(text.contains("row(s) not kept: the recorder was at its row bound"), "{text}");
+}
+
+#[test]
+fn a_run_inside_one_top_level_range_keeps_its_latest_rows_for_an_abnormal_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = LaunchHarness::trace().unwrap();
+    h.profiler().stream_into(config(dir.path(), FlightSettings { max_rows: 100, ..slow_3x() })).unwrap();
+    // `step` inside `train`: no top-level range repeats, so there are no steps, and every
+    // row waits under `train` until the end.
+    h.push_range("train").unwrap();
+    let mut gpu_ns = 1_000;
+    for step in 0..300u64 {
+        h.push_range("step").unwrap();
+        let id = h.launch_kernel(false, c"gemm");
+        h.deliver(vec![h.kernel_record(id, "gemm", gpu_ns, gpu_ns + 1_000)]);
+        gpu_ns += 2_000;
+        h.pop_range().unwrap();
+        if step % 50 == 49 {
+            h.stream_step();
+        }
+    }
+    let report = h.finish(RunEnd::Signal { signal: 15, name: "SIGTERM".into() }, Faults::default()).unwrap();
+    let flight = report.streamed.unwrap().flight.unwrap();
+    assert_eq!(flight.windows.len(), 1, "{flight:#?}");
+    let w = &flight.windows[0];
+    assert_eq!((w.trigger_step, w.first_step), (None, None));
+    assert!(w.kernels > 0 && w.kernels < 100, "{w:?}");
+    assert!(flight.dropped_rows > 0);
+    // The window holds the latest rows, the last kernel's among them.
+    let json = std::fs::read_to_string(dir.path().join("window-0").join("report.json")).unwrap();
+    let window = Report::from_json(&json).unwrap();
+    assert_eq!(window.kernels.iter().filter_map(|k| k.start_ns).max(), Some(gpu_ns - 2_000));
 }

@@ -90,7 +90,11 @@ fn flight(out: &mut String, f: &FlightSummary) {
         let _ = writeln!(out, "  {} trigger(s) not written (rate limit), the first: {first}", f.suppressed);
     }
     if f.dropped_rows > 0 {
-        let _ = writeln!(out, "  {} row(s) not kept: the ring was at its row bound", f.dropped_rows);
+        let _ = writeln!(
+            out,
+            "  {} row(s) not kept: the recorder was at its row bound (GMPROF_FLIGHT_ROWS); windows may lack rows",
+            f.dropped_rows
+        );
     }
     for e in &f.errors {
         let _ = writeln!(out, "  {e}");
