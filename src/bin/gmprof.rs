@@ -22,6 +22,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+#[path = "gmprof/flight.rs"]
+mod flight;
 #[path = "gmprof/on_demand.rs"]
 mod on_demand;
 #[path = "gmprof/stdout.rs"]
@@ -152,20 +154,8 @@ enum Command {
         /// Synchronize before each range closes.
         #[arg(long)]
         sync_on_pop: bool,
-        /// Flight recorder: write `window-N/` (every row of the steps around it, and why) when
-        /// a step is slow: `3x` (3 × the running median of the steps' GPU time) or a time
-        /// (`200ms`); `wall:3x` judges wall time instead. Trace mode; the run streams from its
-        /// start (README, "Flight recorder").
-        #[arg(long = "slow-step", value_name = "RULE", value_parser = slow_step_rule)]
-        slow_step: Option<String>,
-        /// Flight recorder: a window when a range group's GPU time in a step jumps: `3x` its
-        /// running median, or a time above it (`50ms`).
-        #[arg(long = "group-jump", value_name = "RULE", value_parser = trigger_rule)]
-        group_jump: Option<String>,
-        /// Flight recorder: a window when the program gets this signal (SIGUSR1 or SIGUSR2:
-        /// `kill -USR1 PID`); alone it turns the recorder on with no rule.
-        #[arg(long = "flight-signal", value_name = "SIGNAL", value_parser = flight_signal)]
-        flight_signal: Option<String>,
+        #[command(flatten)]
+        flight: flight::FlightArgs,
         /// libgmprof.so to inject (default: next to this executable, or $GMPROF_LIBRARY).
         #[arg(long = "lib")]
         library: Option<PathBuf>,
@@ -459,38 +449,6 @@ fn print_report(path: &std::path::Path, csv: bool, stats: bool, view: &ViewArgs)
     Ok(())
 }
 
-/// The mode of a run with a flight recorder (`--slow-step`, `--group-jump`): trace, which
-/// the streamed outputs need; another mode asked for is an error.
-fn flight_recorder_mode(mode: Option<String>, flight: bool) -> gmprof::Result<Option<String>> {
-    if !flight {
-        return Ok(mode);
-    }
-    match mode.as_deref().map(str::parse::<ProfilingMode>).transpose()? {
-        None => Ok(Some(ProfilingMode::Trace.as_str().to_owned())),
-        Some(ProfilingMode::Trace) => Ok(mode),
-        Some(other) => Err(gmprof::Error::InvalidConfig(format!(
-            "--slow-step, --group-jump and --flight-signal need --mode trace (the flight recorder rides on the \
-             streamed outputs, trace only for now), not {}",
-            other.as_str()
-        ))),
-    }
-}
-
-/// The flight recorder's signal (`SIGUSR1`, `SIGUSR2`), checked before the program starts.
-fn flight_signal(text: &str) -> Result<String, String> {
-    gmprof::ways_in::settings::parse_flight_signal(text).map(|_| text.trim().to_owned()).map_err(|e| e.to_string())
-}
-
-/// The slow-step rule (`3x`, `wall:200ms`), checked before the program starts.
-fn slow_step_rule(text: &str) -> Result<String, String> {
-    text.parse::<gmprof::analysis::online::SlowStepRule>().map(|_| text.trim().to_owned())
-}
-
-/// A flight-recorder rule (`3x`, `200ms`), checked before the program starts.
-fn trigger_rule(text: &str) -> Result<String, String> {
-    text.parse::<gmprof::analysis::online::TriggerRule>().map(|_| text.trim().to_owned())
-}
-
 fn run(cli: Cli) -> gmprof::Result<ExitCode> {
     if let Command::Run {
         mode,
@@ -499,9 +457,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         out,
         range_scope,
         sync_on_pop,
-        slow_step,
-        group_jump,
-        flight_signal,
+        flight,
         library,
         stats,
         iteration_replay,
@@ -567,8 +523,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         if let Some((pattern, instances)) = &iteration_replay {
             check_iteration_replay_up_front(mode.as_deref(), &metrics, pattern, *instances)?;
         }
-        let flight = slow_step.is_some() || group_jump.is_some() || flight_signal.is_some();
-        let mode = flight_recorder_mode(mode, flight)?;
+        let mode = flight.mode(mode, on_demand.idle_start())?;
         let opts = LaunchOptions {
             mode,
             metrics,
@@ -599,14 +554,12 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
             (PROBE_SASS_ENV, probe_sass),
             (PROBE_SASS_LAUNCHES_ENV, probe_sass_launches.map(|n| n.to_string())),
             (PROBE_GRAPH_POOL_ENV, probe_graph_pool.map(|n| n.to_string())),
-            (gmprof::injection::env::SLOW_STEP, slow_step),
-            (gmprof::injection::env::GROUP_JUMP, group_jump),
-            (gmprof::injection::env::FLIGHT_SIGNAL, flight_signal),
         ] {
             if let Some(v) = value {
                 plan.env.push((key.into(), v.into()));
             }
         }
+        plan.env.extend(flight.env());
         plan.env.push((gmprof::report::formats::FORMAT_ENV.into(), format.to_string().into()));
         let mut outcome = plan.run()?;
         if on_demand.idle_start() {
