@@ -139,6 +139,9 @@ pub struct FlightSummary {
 /// Triggers kept in words in [`FlightSummary::suppressed_first`].
 const MAX_SUPPRESSED_KEPT: usize = 10;
 
+/// Reasons a window asked for keeps until it opens ([`FlightRecorder::request`]).
+pub const MAX_REQUESTS_KEPT: usize = 8;
+
 struct Slot {
     step: StepRow,
     detail: StepDetail,
@@ -320,9 +323,14 @@ impl FlightRecorder {
     }
 
     /// Asks for a window now (a signal, the capture socket, a CUDA error): it opens at the
-    /// next step made, or at the run's end. `why` says who asked.
+    /// next step made, or at the run's end. `why` says who asked; a reason already waiting is
+    /// not repeated (a sticky CUDA error fails every later call), and at most
+    /// [`MAX_REQUESTS_KEPT`] wait.
     pub fn request(&mut self, why: impl Into<String>) {
-        self.requested.push(why.into());
+        let why = why.into();
+        if self.requested.len() < MAX_REQUESTS_KEPT && !self.requested.contains(&why) {
+            self.requested.push(why);
+        }
     }
 
     /// The triggers that `step` breaks.

@@ -306,3 +306,26 @@ fn a_run_inside_one_top_level_range_keeps_its_latest_rows_for_an_abnormal_end() 
     let window = Report::from_json(&json).unwrap();
     assert_eq!(window.kernels.iter().filter_map(|k| k.start_ns).max(), Some(gpu_ns - 2_000));
 }
+
+#[test]
+fn a_copy_that_returns_a_cuda_error_asks_for_a_window() {
+    use crate::sys::cupti::CUpti_driver_api_trace_cbid_enum as D;
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = run(200, &[], slow_3x(), dir.path());
+    // An illegal address (700) surfaces at the next copy, and every later one fails too.
+    let mut copy = [0u8; 64];
+    for _ in 0..3 {
+        let api = super::harness::TransferApi {
+            domain: crate::checked::callback::ApiDomain::Driver,
+            cbid: D::CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2.0,
+            name: c"cuMemcpyHtoDAsync_v2",
+            params: copy.as_mut_ptr().cast(),
+        };
+        h.transfer(api, None, 700);
+    }
+    let flight = h.report().streamed.unwrap().flight.unwrap();
+    assert_eq!(flight.windows.len(), 1, "{flight:#?}");
+    let triggers = &flight.windows[0].triggers;
+    assert_eq!(triggers.len(), 1, "asked once however often it failed: {triggers:?}");
+    assert!(triggers[0].contains("cuMemcpyHtoDAsync_v2 returned CUDA error 700"), "{triggers:?}");
+}
