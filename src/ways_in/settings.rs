@@ -24,6 +24,11 @@ pub const DEFAULT_ROW_LIMIT: u64 = 200_000;
 /// Default seconds between a streaming run's drains (`GMPROF_STREAM_SECS`).
 pub const DEFAULT_STREAM_SECS: u64 = 2;
 
+/// The most steps `GMPROF_FLIGHT_STEPS` and `GMPROF_FLIGHT_AFTER` take.
+pub const MAX_FLIGHT_STEPS: u64 = 1_000;
+/// The most windows `GMPROF_FLIGHT_MAX` takes.
+pub const MAX_FLIGHT_WINDOWS: u64 = 1_000;
+
 /// The streamed outputs (issue 42), from `GMPROF_STREAM`, `GMPROF_ROW_LIMIT` and
 /// `GMPROF_STREAM_SECS`, and the flight recorder, from `GMPROF_SLOW_STEP`,
 /// `GMPROF_GROUP_JUMP` and `GMPROF_FLIGHT_*`; `None` when neither `GMPROF_STREAM` is on
@@ -116,12 +121,17 @@ fn flight_settings(get: &dyn Fn(&str) -> Option<String>, signal: bool) -> Result
         }
         return Ok(None);
     }
-    let number = |key: &str, default: u64, least: u64| -> Result<u64> {
+    // Steps and windows are bounded too: each step of a window is a step row kept, each
+    // window a directory written.
+    let number = |key: &str, default: u64, least: u64, most: u64| -> Result<u64> {
         match get(key).map(|v| v.replace('_', "")) {
             None => Ok(default),
             Some(v) => match v.parse::<u64>() {
-                Ok(n) if n >= least => Ok(n),
-                _ => Err(Error::InvalidConfig(format!("{key}={v}: use a whole number of at least {least}"))),
+                Ok(n) if (least..=most).contains(&n) => Ok(n),
+                _ if most == u64::MAX => {
+                    Err(Error::InvalidConfig(format!("{key}={v}: use a whole number of at least {least}")))
+                }
+                _ => Err(Error::InvalidConfig(format!("{key}={v}: use a whole number from {least} to {most}"))),
             },
         }
     };
@@ -130,11 +140,11 @@ fn flight_settings(get: &dyn Fn(&str) -> Option<String>, signal: bool) -> Result
     Ok(Some(FlightSettings {
         slow_step,
         group_jump,
-        ring_steps: small(number(env::FLIGHT_STEPS, d.ring_steps.into(), 1)?),
-        after_steps: small(number(env::FLIGHT_AFTER, d.after_steps.into(), 0)?),
-        min_gap_steps: number(env::FLIGHT_GAP, d.min_gap_steps, 0)?,
-        max_windows: small(number(env::FLIGHT_MAX, d.max_windows.into(), 1)?),
-        max_rows: usize::try_from(number(env::FLIGHT_ROWS, d.max_rows as u64, 1)?).unwrap_or(usize::MAX),
+        ring_steps: small(number(env::FLIGHT_STEPS, d.ring_steps.into(), 1, MAX_FLIGHT_STEPS)?),
+        after_steps: small(number(env::FLIGHT_AFTER, d.after_steps.into(), 0, MAX_FLIGHT_STEPS)?),
+        min_gap_steps: number(env::FLIGHT_GAP, d.min_gap_steps, 0, u64::MAX)?,
+        max_windows: small(number(env::FLIGHT_MAX, d.max_windows.into(), 1, MAX_FLIGHT_WINDOWS)?),
+        max_rows: usize::try_from(number(env::FLIGHT_ROWS, d.max_rows as u64, 1, u64::MAX)?).unwrap_or(usize::MAX),
     }))
 }
 
@@ -240,6 +250,10 @@ mod tests {
         let e = stream(&[(env::FLIGHT_SIGNAL, "SIGTERM")]).unwrap_err().to_string();
         assert!(e.contains("GMPROF_FLIGHT_SIGNAL=SIGTERM: use SIGUSR1 or SIGUSR2"), "{e}");
         let e = stream(&[(env::SLOW_STEP, "3x"), (env::FLIGHT_STEPS, "0")]).unwrap_err().to_string();
-        assert!(e.contains("GMPROF_FLIGHT_STEPS=0: use a whole number of at least 1"), "{e}");
+        assert!(e.contains("GMPROF_FLIGHT_STEPS=0: use a whole number from 1 to 1000"), "{e}");
+        let e = stream(&[(env::SLOW_STEP, "3x"), (env::FLIGHT_AFTER, "5000")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_FLIGHT_AFTER=5000: use a whole number from 0 to 1000"), "{e}");
+        let e = stream(&[(env::SLOW_STEP, "3x"), (env::FLIGHT_ROWS, "0")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_FLIGHT_ROWS=0: use a whole number of at least 1"), "{e}");
     }
 }
