@@ -104,7 +104,10 @@ fn slow_3x() -> FlightSettings {
 #[test]
 fn one_slow_step_in_6000_makes_one_window_that_holds_it_with_its_kernels() {
     let dir = tempfile::tempdir().unwrap();
-    let report = run(6_000, &[3_000], slow_3x(), dir.path()).report();
+    let h = run(6_000, &[3_000], slow_3x(), dir.path());
+    // Written by a drain while the run goes on (out of the session's lock), not at the finish.
+    assert!(dir.path().join("window-0").join("kernels.parquet").is_file());
+    let report = h.report();
     let streamed = report.streamed.as_ref().expect("a flight recorder streams");
     assert!(streamed.why.contains("flight recorder"), "{}", streamed.why);
     assert_eq!(streamed.steps, 6_000);

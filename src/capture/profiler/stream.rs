@@ -177,14 +177,28 @@ impl Shared {
                 Drained::default()
             }
         };
+        let windows = pipeline.take_window_jobs();
         // Nested driver ids of calls already drained are not needed any more.
         let held = state.correlator.held_call_ids();
         state.aliases.retain(|_, outer| held.contains(outer));
-        StreamProgress::Streaming {
+        let progress = StreamProgress::Streaming {
             drained,
             launches_held: state.correlator.launch_count() as u64,
             ranges_held: state.tree.len() as u64,
+        };
+        drop(guard);
+        // The flight recorder's windows are written with the session let go: the program's
+        // launches do not wait for them.
+        for job in windows {
+            let name = job.name().to_owned();
+            if let Err(e) = job.write() {
+                let mut state = self.state.lock();
+                if let Some(pipeline) = state.stream.as_mut().and_then(|s| s.pipeline.as_mut()) {
+                    pipeline.window_failed(&name, &e.to_string());
+                }
+            }
         }
+        progress
     }
 
     /// The finish's report: the whole-session one ([`Report::analyze`]) unless the session

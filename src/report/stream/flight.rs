@@ -54,6 +54,33 @@ struct Rows {
     ranges: usize,
 }
 
+/// A window to write, with what writing it needs: [`StreamWriter`](super::writer::StreamWriter)
+/// hands these out so the running session's drain writes them after it lets the session
+/// go ([`WindowJob::write`]).
+#[derive(Debug)]
+pub struct WindowJob {
+    /// The run's output directory (`window-N/` goes in it).
+    pub dir: PathBuf,
+    /// An empty report of the run.
+    pub template: Report,
+    /// The recorder's settings, in words.
+    pub settings: String,
+    /// The window.
+    pub window: FlightWindow,
+}
+
+impl WindowJob {
+    /// The window's directory name (`window-N`).
+    pub fn name(&self) -> &str {
+        &self.window.entry.dir
+    }
+
+    /// Writes the window ([`write_window`]).
+    pub fn write(self) -> Result<PathBuf> {
+        write_window(&self.dir, &self.template, self.window, &self.settings)
+    }
+}
+
 /// Writes `window` into its directory under `dir` (created; files of an earlier run there
 /// are replaced) from `template` (an empty report of the run); `settings` describes the
 /// recorder. Returns the window's directory.

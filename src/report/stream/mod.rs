@@ -16,7 +16,7 @@ pub mod pipeline;
 pub mod summary;
 pub mod writer;
 
-pub use self::flight::{write_window, WHY_JSON, WINDOW_FILES};
+pub use self::flight::{write_window, WindowJob, WHY_JSON, WINDOW_FILES};
 pub use self::pipeline::{Drained, StreamEnd, StreamPipeline};
 pub use self::summary::{StreamedSummary, StreamedTable};
 pub use self::writer::{StreamMeta, StreamSettings, StreamWriter, StreamWritten, STREAMED_TABLES};

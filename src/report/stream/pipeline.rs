@@ -102,6 +102,16 @@ impl StreamPipeline {
         self.writer.set_window_template(template);
     }
 
+    /// The flight recorder's windows to write ([`StreamWriter::take_window_jobs`]).
+    pub fn take_window_jobs(&mut self) -> Vec<super::flight::WindowJob> {
+        self.writer.take_window_jobs()
+    }
+
+    /// A window could not be written ([`StreamWriter::window_failed`]).
+    pub fn window_failed(&mut self, name: &str, error: &str) {
+        self.writer.window_failed(name, error);
+    }
+
     /// Asks the flight recorder for a window ([`StreamWriter::request_window`]).
     pub fn request_window(&mut self, why: impl Into<String>) -> bool {
         self.writer.request_window(why)

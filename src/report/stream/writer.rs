@@ -4,9 +4,10 @@
 //! the [`OnlineAggregates`]; it holds no row once written.
 //!
 //! With a flight recorder ([`StreamSettings::flight`]) it also feeds the
-//! [`FlightRecorder`], writes its windows (`window-N/`, [`write_window`]) as they complete,
-//! and writes each step row once the recorder has marked it (so `steps/` lags the run by
-//! the ring's steps).
+//! [`FlightRecorder`], hands out its windows as they complete ([`StreamWriter::take_window_jobs`]:
+//! the caller writes them, out of the session's lock; the finish writes those left), and
+//! writes each step row once the recorder has marked it (so `steps/` lags the run by the
+//! ring's steps).
 //!
 //! Its memory is bounded by its settings: one open segment per table (a row group of
 //! [`SegmentPolicy::row_group`] rows at most), the online aggregates'
@@ -17,7 +18,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::flight::write_window;
+use super::flight::WindowJob;
 use crate::analysis::aggregate::RangeRow;
 use crate::analysis::correlate::{KernelRow, TransferRow};
 use crate::analysis::online::{
@@ -121,6 +122,8 @@ struct Flight {
     recorder: FlightRecorder,
     template: Option<Box<Report>>,
     errors: Vec<String>,
+    /// Complete windows not handed out yet.
+    jobs: Vec<WindowJob>,
 }
 
 impl StreamWriter {
@@ -151,6 +154,7 @@ impl StreamWriter {
                 recorder: FlightRecorder::new(f),
                 template: None,
                 errors: Vec::new(),
+                jobs: Vec::new(),
             }),
         })
     }
@@ -225,21 +229,35 @@ impl StreamWriter {
         self.write_steps_and_windows()
     }
 
-    /// Writes the flight recorder's windows that are complete; a window that cannot be
-    /// written is said in the summary, and the run goes on.
-    fn write_flight_windows(&mut self) {
+    /// Queues the flight recorder's windows that are complete, to be written.
+    fn queue_flight_windows(&mut self) {
         let Some(f) = self.flight.as_mut() else { return };
         let settings = f.recorder.settings().describe();
         for window in f.recorder.take_windows() {
-            let name = window.entry.dir.clone();
-            let written = match &f.template {
-                Some(template) => write_window(&self.dir, template, window, &settings).map(|_| ()),
-                None => Err(Error::InvalidConfig("no report template was set for the windows".to_owned())),
-            };
-            if let Err(e) = written {
-                tracing::warn!("gmprof: the flight recorder's {name} could not be written: {e}");
-                f.errors.push(format!("{name} could not be written: {e}"));
+            match &f.template {
+                Some(template) => f.jobs.push(WindowJob {
+                    dir: self.dir.clone(),
+                    template: (**template).clone(),
+                    settings: settings.clone(),
+                    window,
+                }),
+                None => f.errors.push(format!("{} could not be written: no report template was set", window.entry.dir)),
             }
+        }
+    }
+
+    /// The flight recorder's windows complete since the last call, to be written
+    /// ([`WindowJob::write`]) by the caller, who says a failure with
+    /// [`StreamWriter::window_failed`]; those not taken are written by the finish.
+    pub fn take_window_jobs(&mut self) -> Vec<WindowJob> {
+        self.flight.as_mut().map(|f| std::mem::take(&mut f.jobs)).unwrap_or_default()
+    }
+
+    /// Window `name` could not be written (`error`): the summary says so, and the run goes on.
+    pub fn window_failed(&mut self, name: &str, error: &str) {
+        tracing::warn!("gmprof: the flight recorder's {name} could not be written: {error}");
+        if let Some(f) = self.flight.as_mut() {
+            f.errors.push(format!("{name} could not be written: {error}"));
         }
     }
 
@@ -249,7 +267,7 @@ impl StreamWriter {
             // With a flight recorder a step row is written once no later window can take it.
             steps = f.recorder.take_final_steps();
         }
-        self.write_flight_windows();
+        self.queue_flight_windows();
         for step in steps {
             self.steps.row(|w| push_step(w, &step))?;
             for g in &step.groups {
@@ -311,6 +329,12 @@ impl StreamWriter {
             f.recorder.finish(ending);
         }
         self.write_steps_and_windows()?;
+        for job in self.take_window_jobs() {
+            let name = job.name().to_owned();
+            if let Err(e) = job.write() {
+                self.window_failed(&name, &e.to_string());
+            }
+        }
         let whole = self.online.whole_rows();
         for r in &whole {
             self.aggregates.row(|w| push_aggregate(w, None, r))?;
