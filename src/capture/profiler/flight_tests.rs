@@ -332,3 +332,20 @@ fn a_copy_that_returns_a_cuda_error_asks_for_a_window() {
     assert_eq!(triggers.len(), 1, "asked once however often it failed: {triggers:?}");
     assert!(triggers[0].contains("cuMemcpyHtoDAsync_v2 returned CUDA error 700"), "{triggers:?}");
 }
+
+#[test]
+fn a_window_that_cannot_be_written_is_said_and_the_run_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    // A file where window-0/ would go.
+    std::fs::write(dir.path().join("window-0"), "in the way").unwrap();
+    let report = run(600, &[300, 450], slow_3x(), dir.path()).report();
+    let streamed = report.streamed.unwrap();
+    let flight = streamed.flight.clone().unwrap();
+    assert_eq!(flight.windows.len(), 2, "{flight:#?}");
+    assert_eq!(flight.errors.len(), 1, "{flight:#?}");
+    assert!(flight.errors[0].starts_with("window-0 could not be written"), "{flight:?}");
+    assert!(dir.path().join("window-1").join("why.json").is_file());
+    assert_eq!(streamed.steps, 600);
+    let text = crate::report::text::streamed::streamed_text(&streamed);
+    assert!(text.contains("window-0 could not be written"), "{text}");
+}

@@ -99,6 +99,9 @@ pub(super) struct Streaming {
     /// Drains that failed, and the first one's error.
     pub(super) failed_drains: u64,
     pub(super) first_failure: Option<String>,
+    /// Held while a drain writes flight-recorder windows out of the session's lock (taken
+    /// under it, so the finish, which takes it under the session's lock too, waits for them).
+    pub(super) window_writes: Arc<Mutex<()>>,
 }
 
 impl SessionState {

@@ -58,7 +58,13 @@ impl Profiler {
             )));
         }
         let mut state = self.shared.state.lock();
-        state.stream = Some(Box::new(Streaming { config, pipeline: None, failed_drains: 0, first_failure: None }));
+        state.stream = Some(Box::new(Streaming {
+            config,
+            pipeline: None,
+            failed_drains: 0,
+            first_failure: None,
+            window_writes: Default::default(),
+        }));
         Ok(())
     }
 
@@ -178,6 +184,7 @@ impl Shared {
             }
         };
         let windows = pipeline.take_window_jobs();
+        let window_writes = std::sync::Arc::clone(&streaming.window_writes);
         // Nested driver ids of calls already drained are not needed any more.
         let held = state.correlator.held_call_ids();
         state.aliases.retain(|_, outer| held.contains(outer));
@@ -186,15 +193,28 @@ impl Shared {
             launches_held: state.correlator.launch_count() as u64,
             ranges_held: state.tree.len() as u64,
         };
-        drop(guard);
+        if windows.is_empty() {
+            return progress;
+        }
         // The flight recorder's windows are written with the session let go: the program's
-        // launches do not wait for them.
+        // launches do not wait for them. The finish waits for them (`window_writes`, taken
+        // here under the session's lock, as the finish takes it).
+        let writing = window_writes.lock();
+        drop(guard);
+        let mut failed = Vec::new();
         for job in windows {
             let name = job.name().to_owned();
             if let Err(e) = job.write() {
-                let mut state = self.state.lock();
-                if let Some(pipeline) = state.stream.as_mut().and_then(|s| s.pipeline.as_mut()) {
-                    pipeline.window_failed(&name, &e.to_string());
+                tracing::warn!("gmprof: the flight recorder's {name} could not be written: {e}");
+                failed.push((name, e.to_string()));
+            }
+        }
+        drop(writing);
+        if !failed.is_empty() {
+            let mut state = self.state.lock();
+            if let Some(pipeline) = state.stream.as_mut().and_then(|s| s.pipeline.as_mut()) {
+                for (name, e) in &failed {
+                    pipeline.window_failed(name, e);
                 }
             }
         }
@@ -222,6 +242,9 @@ impl Shared {
         let Some(pipeline) = streaming.pipeline.take() else {
             return Report::analyze(info, &self.metric_set, &state.tree, correlator);
         };
+        // A drain may be writing flight-recorder windows: they end before the run's outputs.
+        let window_writes = std::sync::Arc::clone(&streaming.window_writes);
+        let _written = window_writes.lock();
         let end_ns = info.clock.map_or(0, |c| c.finish.cupti_ns);
         // A run ending abnormally (a signal, a CUDA error) asks the flight recorder for a
         // last window.

@@ -255,7 +255,6 @@ impl StreamWriter {
 
     /// Window `name` could not be written (`error`): the summary says so, and the run goes on.
     pub fn window_failed(&mut self, name: &str, error: &str) {
-        tracing::warn!("gmprof: the flight recorder's {name} could not be written: {error}");
         if let Some(f) = self.flight.as_mut() {
             f.errors.push(format!("{name} could not be written: {error}"));
         }
@@ -332,6 +331,7 @@ impl StreamWriter {
         for job in self.take_window_jobs() {
             let name = job.name().to_owned();
             if let Err(e) = job.write() {
+                tracing::warn!("gmprof: the flight recorder's {name} could not be written: {e}");
                 self.window_failed(&name, &e.to_string());
             }
         }
