@@ -86,7 +86,7 @@ fn main() {
     }
     player.flush(&mut correlator);
     let (t, cpu) = (Instant::now(), thread_cpu());
-    let end = pipeline.finish(correlator, &mut tree, &metrics, player.now()).expect("finish");
+    let end = pipeline.finish(correlator, &mut tree, &metrics, player.now(), None).expect("finish");
     let finish = t.elapsed();
     draining += finish;
     draining_cpu += thread_cpu() - cpu;

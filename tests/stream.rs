@@ -54,6 +54,7 @@ fn a_drained_run_streams_every_row_with_the_values_of_a_whole_session_join() {
         // Small segments and windows, so the run spans many of each.
         segment: SegmentPolicy { rows: 500, every: Duration::from_secs(3600), row_group: 128 },
         online: OnlineSettings { window_steps: 25, ..OnlineSettings::default() },
+        flight: None,
     };
     let writer = StreamWriter::create(dir.path(), &StreamMeta::new(mode, Vec::new()), settings).unwrap();
     let mut pipeline = StreamPipeline::new(writer, &metrics, mode);
@@ -77,7 +78,7 @@ fn a_drained_run_streams_every_row_with_the_values_of_a_whole_session_join() {
     assert!(most_in_flight.1 as u64 <= 4 * shape.kernels_per_step(), "launches after drains: {}", most_in_flight.1);
     player.flush(&mut correlator);
     ref_player.flush(&mut ref_correlator);
-    let end = pipeline.finish(correlator, &mut tree, &metrics, player.now()).unwrap();
+    let end = pipeline.finish(correlator, &mut tree, &metrics, player.now(), None).unwrap();
     assert!(tree.is_empty(), "every range written and removed");
 
     let reference = ref_correlator.finish(&ref_tree, &metrics, mode);

@@ -42,6 +42,26 @@ pub mod injection {
     pub const ROW_LIMIT: &str = "GMPROF_ROW_LIMIT";
     /// Seconds between a streaming run's drains (default 2).
     pub const STREAM_SECS: &str = "GMPROF_STREAM_SECS";
+    /// The flight recorder's slow-step rule (`3x` the running median of step time, or a time
+    /// such as `200ms`); setting it streams the run from its start (`--slow-step`).
+    pub const SLOW_STEP: &str = "GMPROF_SLOW_STEP";
+    /// The flight recorder's range-group jump rule (`3x` its running median, or `50ms` above
+    /// it); setting it streams the run from its start (`--group-jump`).
+    pub const GROUP_JUMP: &str = "GMPROF_GROUP_JUMP";
+    /// Steps the flight recorder's ring holds: the trigger step and those before it
+    /// (default 5).
+    pub const FLIGHT_STEPS: &str = "GMPROF_FLIGHT_STEPS";
+    /// Steps after the trigger step a window also holds (default 2).
+    pub const FLIGHT_AFTER: &str = "GMPROF_FLIGHT_AFTER";
+    /// Least steps between two windows' triggers (default 100).
+    pub const FLIGHT_GAP: &str = "GMPROF_FLIGHT_GAP";
+    /// Most windows a run writes (default 10).
+    pub const FLIGHT_MAX: &str = "GMPROF_FLIGHT_MAX";
+    /// Most rows the flight recorder holds at once (default 100 000).
+    pub const FLIGHT_ROWS: &str = "GMPROF_FLIGHT_ROWS";
+    /// A signal that asks the flight recorder for a window (`SIGUSR1`, `SIGUSR2`); alone it
+    /// turns the recorder on with no rule (`--flight-signal`).
+    pub const FLIGHT_SIGNAL: &str = "GMPROF_FLIGHT_SIGNAL";
     /// Kernels (kernel_replay, per_kernel) or ranges (per_range) per counter cycle: counters
     /// reach a checkpoint when their cycle ends, so this bounds what a SIGKILL loses.
     pub const RANGES_PER_CYCLE: &str = "GMPROF_RANGES_PER_CYCLE";

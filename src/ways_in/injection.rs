@@ -137,7 +137,7 @@ fn on_context(state: &'static Injected, event: ContextEvent) {
                 Ok(profiler) => {
                     let device = profiler.device_id();
                     let slot = state.profilers.add(ctx, profiler.clone());
-                    if let (Some(options), Some(outputs)) = (state.config.stream, state.outputs.get()) {
+                    if let (Some(options), Some(outputs)) = (&state.config.stream, state.outputs.get()) {
                         start_streaming(&profiler, slot, options, outputs.dir());
                     }
                     tracing::debug!(slot, ?device, "gmprof: profiler started on a context");
@@ -442,11 +442,18 @@ fn checkpoint(state: &Injected, reason: &str) -> bool {
 
 /// Streams `profiler`'s rows (slot `slot`) into `dir` (the first context's) or a
 /// `context-N` directory in it, past the row limit of `options`.
-fn start_streaming(profiler: &Profiler, slot: u32, options: StreamOptions, dir: &std::path::Path) {
+fn start_streaming(profiler: &Profiler, slot: u32, options: &StreamOptions, dir: &std::path::Path) {
     let dir = if slot == 0 { dir.to_owned() } else { dir.join(format!("context-{slot}")) };
-    let config = StreamConfig { dir, row_limit: options.row_limit, settings: StreamSettings::default() };
+    let settings = StreamSettings { flight: options.flight.clone(), ..StreamSettings::default() };
+    let config = StreamConfig { dir, row_limit: options.row_limit, settings };
     if let Err(e) = profiler.stream_into(config) {
-        eprintln!("gmprof: {} is set but {e}; the whole-file outputs are written", env::STREAM);
+        let asked = if options.flight.is_some() {
+            format!("the flight recorder ({} or {}) is asked for", env::SLOW_STEP, env::GROUP_JUMP)
+        } else {
+            format!("{} is set", env::STREAM)
+        };
+        let windows = if options.flight.is_some() { ", and no flight-recorder window" } else { "" };
+        eprintln!("gmprof: {asked} but {e}; the whole-file outputs are written{windows}");
     }
 }
 
@@ -489,8 +496,22 @@ fn install_exit_hooks(state: &'static Injected) {
         if let Some(every) = state.config.checkpoint_every {
             outputs::spawn_checkpoints(every, move || checkpoint(state, "periodic"));
         }
-        if let Some(options) = state.config.stream {
+        if let Some(options) = &state.config.stream {
             outputs::spawn_periodic("gmprof-stream", options.every, move || stream_tick(state));
+            if let Some(signal) = options.flight_signal {
+                let name = signals::name(signal);
+                let why = format!("{name} received");
+                let installed = crate::ways_in::on_demand::trigger::install(signal, env::FLIGHT_SIGNAL, move || {
+                    for (_, profiler) in state.profilers.live().1 {
+                        if !profiler.request_flight_window(&why) {
+                            tracing::info!("gmprof: {why}, but the run has not streamed yet: no window");
+                        }
+                    }
+                });
+                if let Err(e) = installed {
+                    eprintln!("gmprof: {e}; the flight recorder's windows come from its rules only");
+                }
+            }
         }
         if state.config.handle_signals {
             let installed = signals::install(state.config.signal_timeout, move |request| match request {
@@ -498,7 +519,12 @@ fn install_exit_hooks(state: &'static Injected) {
                     finish(state, RunEnd::Signal { signal, name: signals::name(signal) }, Teardown::Skip)
                 }
                 Request::Checkpoint(signal) => {
-                    checkpoint(state, &format!("{} received; the program's own handler ran", signals::name(signal)));
+                    let why = format!("{} received; the program's own handler ran", signals::name(signal));
+                    // The program may end soon: the flight recorder's ring is worth a window.
+                    for (_, profiler) in state.profilers.live().1 {
+                        profiler.request_flight_window(&why);
+                    }
+                    checkpoint(state, &why);
                 }
             });
             if let Err(e) = installed {

@@ -20,7 +20,7 @@ pub use crate::ways_in::env_names::injection as env;
 pub use crate::ways_in::settings::{DEFAULT_CHECKPOINT_SECS, DEFAULT_SIGNAL_TIMEOUT_SECS};
 
 /// What the injected profiler is told by the environment.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct InjectionConfig {
     /// The profiling mode (`None`: the library default).
     pub mode: Option<ProfilingMode>,

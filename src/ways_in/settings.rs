@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use crate::analysis::online::{FlightSettings, SlowStepRule, TriggerRule};
 use crate::error::{Error, Result};
 use crate::ways_in::env_names::injection as env;
 
@@ -23,21 +24,45 @@ pub const DEFAULT_ROW_LIMIT: u64 = 200_000;
 /// Default seconds between a streaming run's drains (`GMPROF_STREAM_SECS`).
 pub const DEFAULT_STREAM_SECS: u64 = 2;
 
+/// The most steps `GMPROF_FLIGHT_STEPS` and `GMPROF_FLIGHT_AFTER` take.
+pub const MAX_FLIGHT_STEPS: u64 = 1_000;
+/// The most windows `GMPROF_FLIGHT_MAX` takes.
+pub const MAX_FLIGHT_WINDOWS: u64 = 1_000;
+
 /// The streamed outputs (issue 42), from `GMPROF_STREAM`, `GMPROF_ROW_LIMIT` and
-/// `GMPROF_STREAM_SECS`; `None` when `GMPROF_STREAM` is not on (the default for now).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// `GMPROF_STREAM_SECS`, and the flight recorder, from `GMPROF_SLOW_STEP`,
+/// `GMPROF_GROUP_JUMP` and `GMPROF_FLIGHT_*`; `None` when neither `GMPROF_STREAM` is on
+/// nor a flight-recorder rule is set (the default for now).
+#[derive(Clone, Debug, PartialEq)]
 pub struct StreamOptions {
     /// Kernel launches kept (and written whole) before the run streams.
     pub row_limit: u64,
     /// Time between drains.
     pub every: Duration,
+    /// The flight recorder, when a rule or a signal asks for one (the run then streams from
+    /// its start).
+    pub flight: Option<FlightSettings>,
+    /// The signal that asks the flight recorder for a window (`GMPROF_FLIGHT_SIGNAL`).
+    pub flight_signal: Option<std::ffi::c_int>,
 }
 
 impl StreamOptions {
     /// Reads the settings through `lookup` (an environment).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<Self>> {
         let get = |k: &str| lookup(k).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
-        if !parse_flag(env::STREAM, get(env::STREAM), false)? {
+        let flight_signal = get(env::FLIGHT_SIGNAL).map(|v| parse_flight_signal(&v)).transpose()?;
+        let flight = flight_settings(&get, flight_signal.is_some())?;
+        let stream = parse_flag(env::STREAM, get(env::STREAM), flight.is_some())?;
+        if !stream {
+            if flight.is_some() {
+                return Err(Error::InvalidConfig(format!(
+                    "{}=0 turns the streamed outputs off, and the flight recorder ({} or {}) needs them: unset \
+                     one of them",
+                    env::STREAM,
+                    env::SLOW_STEP,
+                    env::GROUP_JUMP
+                )));
+            }
             return Ok(None);
         }
         let number = |key: &str, default: u64, what: &str| -> Result<u64> {
@@ -52,8 +77,75 @@ impl StreamOptions {
         Ok(Some(StreamOptions {
             row_limit: number(env::ROW_LIMIT, DEFAULT_ROW_LIMIT, "a number of kernel launches")?,
             every: Duration::from_secs(number(env::STREAM_SECS, DEFAULT_STREAM_SECS, "a whole number of seconds")?),
+            flight,
+            flight_signal,
         }))
     }
+}
+
+/// `GMPROF_FLIGHT_SIGNAL`'s value (`--flight-signal`): `SIGUSR1` or `SIGUSR2` (`USR1`,
+/// `usr2`, ...).
+pub fn parse_flight_signal(value: &str) -> Result<std::ffi::c_int> {
+    let upper = value.trim().to_ascii_uppercase();
+    match upper.strip_prefix("SIG").unwrap_or(&upper) {
+        "USR1" => Ok(libc::SIGUSR1),
+        "USR2" => Ok(libc::SIGUSR2),
+        _ => Err(Error::InvalidConfig(format!(
+            "{}={value}: use SIGUSR1 or SIGUSR2 (the ending signals already write a window)",
+            env::FLIGHT_SIGNAL
+        ))),
+    }
+}
+
+/// The flight recorder's settings, when `GMPROF_SLOW_STEP` or `GMPROF_GROUP_JUMP` sets a
+/// rule or a signal asks for windows (`signal`); `GMPROF_FLIGHT_*` without either is an
+/// error (they would do nothing).
+fn flight_settings(get: &dyn Fn(&str) -> Option<String>, signal: bool) -> Result<Option<FlightSettings>> {
+    let key = env::SLOW_STEP;
+    let slow_step = get(key)
+        .map(|v| v.parse::<SlowStepRule>().map_err(|e| Error::InvalidConfig(format!("{key}={v}: {e}"))))
+        .transpose()?;
+    let key = env::GROUP_JUMP;
+    let group_jump = get(key)
+        .map(|v| v.parse::<TriggerRule>().map_err(|e| Error::InvalidConfig(format!("{key}={v}: {e}"))))
+        .transpose()?;
+    let bounds = [env::FLIGHT_STEPS, env::FLIGHT_AFTER, env::FLIGHT_GAP, env::FLIGHT_MAX, env::FLIGHT_ROWS];
+    if slow_step.is_none() && group_jump.is_none() && !signal {
+        if let Some(key) = bounds.into_iter().find(|k| get(k).is_some()) {
+            return Err(Error::InvalidConfig(format!(
+                "{key} is set but no flight-recorder rule is: set {} (`3x`, `200ms`), {} or {}",
+                env::SLOW_STEP,
+                env::GROUP_JUMP,
+                env::FLIGHT_SIGNAL
+            )));
+        }
+        return Ok(None);
+    }
+    // Steps and windows are bounded too: each step of a window is a step row kept, each
+    // window a directory written.
+    let number = |key: &str, default: u64, least: u64, most: u64| -> Result<u64> {
+        match get(key).map(|v| v.replace('_', "")) {
+            None => Ok(default),
+            Some(v) => match v.parse::<u64>() {
+                Ok(n) if (least..=most).contains(&n) => Ok(n),
+                _ if most == u64::MAX => {
+                    Err(Error::InvalidConfig(format!("{key}={v}: use a whole number of at least {least}")))
+                }
+                _ => Err(Error::InvalidConfig(format!("{key}={v}: use a whole number from {least} to {most}"))),
+            },
+        }
+    };
+    let d = FlightSettings::default();
+    let small = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    Ok(Some(FlightSettings {
+        slow_step,
+        group_jump,
+        ring_steps: small(number(env::FLIGHT_STEPS, d.ring_steps.into(), 1, MAX_FLIGHT_STEPS)?),
+        after_steps: small(number(env::FLIGHT_AFTER, d.after_steps.into(), 0, MAX_FLIGHT_STEPS)?),
+        min_gap_steps: number(env::FLIGHT_GAP, d.min_gap_steps, 0, u64::MAX)?,
+        max_windows: small(number(env::FLIGHT_MAX, d.max_windows.into(), 1, MAX_FLIGHT_WINDOWS)?),
+        max_rows: usize::try_from(number(env::FLIGHT_ROWS, d.max_rows as u64, 1, u64::MAX)?).unwrap_or(usize::MAX),
+    }))
 }
 
 /// A yes/no setting: `1`, `true`, `yes` or `0`, `false`, `no`; `default` when unset.
@@ -111,11 +203,57 @@ mod tests {
         assert_eq!(stream(&[]).unwrap(), None);
         assert_eq!(stream(&[(env::ROW_LIMIT, "10")]).unwrap(), None);
         let on = stream(&[(env::STREAM, "1")]).unwrap().unwrap();
-        assert_eq!(on, StreamOptions { row_limit: 200_000, every: Duration::from_secs(2) });
+        assert_eq!(
+            on,
+            StreamOptions { row_limit: 200_000, every: Duration::from_secs(2), flight: None, flight_signal: None }
+        );
         let set = stream(&[(env::STREAM, "yes"), (env::ROW_LIMIT, "1_000_000"), (env::STREAM_SECS, "5")]).unwrap();
-        assert_eq!(set, Some(StreamOptions { row_limit: 1_000_000, every: Duration::from_secs(5) }));
+        let every = Duration::from_secs(5);
+        assert_eq!(set, Some(StreamOptions { row_limit: 1_000_000, every, flight: None, flight_signal: None }));
         let e = stream(&[(env::STREAM, "1"), (env::ROW_LIMIT, "0")]).unwrap_err().to_string();
         assert!(e.contains("GMPROF_ROW_LIMIT=0"), "{e}");
         assert!(stream(&[(env::STREAM, "maybe")]).is_err());
+    }
+
+    #[test]
+    fn a_flight_recorder_rule_streams_the_run_and_bad_settings_say_what_to_write() {
+        let on = stream(&[(env::SLOW_STEP, "3x")]).unwrap().unwrap();
+        let flight = on.flight.unwrap();
+        assert_eq!(flight.slow_step.map(|s| s.rule), Some(TriggerRule::TimesMedian(3.0)));
+        let wall = stream(&[(env::SLOW_STEP, "wall:3x")]).unwrap().unwrap().flight.unwrap().slow_step.unwrap();
+        assert_eq!(wall.time, crate::analysis::online::StepTime::Wall);
+        assert_eq!(flight, FlightSettings::slow_step(TriggerRule::TimesMedian(3.0)));
+        let set = stream(&[
+            (env::GROUP_JUMP, "50ms"),
+            (env::FLIGHT_STEPS, "8"),
+            (env::FLIGHT_AFTER, "0"),
+            (env::FLIGHT_GAP, "1_000"),
+            (env::FLIGHT_MAX, "3"),
+        ])
+        .unwrap()
+        .unwrap()
+        .flight
+        .unwrap();
+        assert_eq!(set.group_jump, Some(TriggerRule::AboveNs(50_000_000)));
+        assert_eq!((set.ring_steps, set.after_steps, set.min_gap_steps, set.max_windows), (8, 0, 1_000, 3));
+        let e = stream(&[(env::SLOW_STEP, "3")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_SLOW_STEP=3") && e.contains("no unit") && e.contains("200ms"), "{e}");
+        let e = stream(&[(env::SLOW_STEP, "3x"), (env::STREAM, "0")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_STREAM=0") && e.contains("unset"), "{e}");
+        let e = stream(&[(env::FLIGHT_STEPS, "8")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_FLIGHT_STEPS is set but no flight-recorder rule is"), "{e}");
+        // A signal alone: a recorder with no rule, windows when asked.
+        let asked = stream(&[(env::FLIGHT_SIGNAL, "usr1")]).unwrap().unwrap();
+        assert_eq!(asked.flight_signal, Some(libc::SIGUSR1));
+        let flight = asked.flight.unwrap();
+        assert!(flight.slow_step.is_none() && flight.describe().starts_with("asked for only"), "{flight:?}");
+        let e = stream(&[(env::FLIGHT_SIGNAL, "SIGTERM")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_FLIGHT_SIGNAL=SIGTERM: use SIGUSR1 or SIGUSR2"), "{e}");
+        let e = stream(&[(env::SLOW_STEP, "3x"), (env::FLIGHT_STEPS, "0")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_FLIGHT_STEPS=0: use a whole number from 1 to 1000"), "{e}");
+        let e = stream(&[(env::SLOW_STEP, "3x"), (env::FLIGHT_AFTER, "5000")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_FLIGHT_AFTER=5000: use a whole number from 0 to 1000"), "{e}");
+        let e = stream(&[(env::SLOW_STEP, "3x"), (env::FLIGHT_ROWS, "0")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_FLIGHT_ROWS=0: use a whole number of at least 1"), "{e}");
     }
 }

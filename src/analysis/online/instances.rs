@@ -150,15 +150,18 @@ impl RangeInstances {
     /// The ranges of `tree` that are complete now, deepest first (each with its top-level
     /// ancestor), their sums handed to their parents. The caller removes them from the tree.
     pub fn complete(&mut self, tree: &SessionTree, pending: &PendingByRange) -> Vec<(RangeRow, Option<RangeId>)> {
-        let mut candidates: Vec<(u32, RangeId)> = tree
+        // Deepest first (children before parents), and at each depth in the order the ranges
+        // were pushed: slots are reused once ranges leave the tree, so their order is not
+        // the program's, and the steps table numbers steps in the order they come here.
+        let mut candidates: Vec<(u32, u64, RangeId)> = tree
             .nodes()
             .filter(|n| !n.is_open() && pending.get(&n.id).copied().unwrap_or(0) == 0)
-            .map(|n| (n.depth, n.id))
+            .map(|n| (n.depth, n.push_ns, n.id))
             .collect();
-        candidates.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.slot.cmp(&b.1.slot)));
+        candidates.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.slot.cmp(&b.2.slot)));
         let mut done: std::collections::HashSet<RangeId> = std::collections::HashSet::new();
         let mut out = Vec::new();
-        for (_, id) in candidates {
+        for (_, _, id) in candidates {
             let Some(node) = tree.get(id) else { continue };
             if !node.children.iter().all(|c| done.contains(c) || tree.get(*c).is_none()) {
                 continue;

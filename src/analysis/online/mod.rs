@@ -17,12 +17,16 @@
 //!
 //! Files, bottom up: `folding` ([`fold_numbers`]), `settings`, `distribution`, `steps`,
 //! `aggregates`; beside them `instances` ([`RangeInstances`]: range rows made as ranges
-//! complete, for the streamed outputs). This `mod.rs` only declares and re-exports them; no file imports it.
+//! complete, for the streamed outputs) and the flight recorder, `flight_rules`
+//! ([`FlightSettings`], [`TriggerRule`]) and `flight` ([`FlightRecorder`]: the last steps of
+//! full detail, and the windows its triggers make of them). This `mod.rs` only declares and re-exports them; no file imports it.
 //!
 //! May import `model` and the rows of `correlate` and `aggregate`.
 
 pub mod aggregates;
 pub mod distribution;
+pub mod flight;
+pub mod flight_rules;
 pub mod folding;
 pub mod instances;
 pub mod settings;
@@ -32,6 +36,8 @@ pub use self::aggregates::{
     AggregateQuantity, AggregateRow, AggregateTable, OnlineAggregates, WindowAggregates, NO_NAME,
 };
 pub use self::distribution::{Distribution, DistributionSummary, QUANTILES, RELATIVE_ERROR};
+pub use self::flight::{FlightRecorder, FlightSummary, FlightWindow, StepDetail, WindowEntry};
+pub use self::flight_rules::{FlightSettings, SlowStepRule, StepTime, TriggerRule};
 pub use self::folding::{fold_numbers, NUMBER_MARK};
 pub use self::instances::RangeInstances;
 pub use self::settings::{OnlineSettings, DEFAULT_WINDOW_STEPS, OTHER_KEY};

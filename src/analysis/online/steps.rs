@@ -63,6 +63,9 @@ pub struct StepRow {
     /// The step's range groups with the most GPU time, largest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<StepGroup>,
+    /// The flight recorder's window that holds the step (`window-N/`), when one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flight_window: Option<u64>,
 }
 
 /// Finds the step group and makes step rows; see the [module docs](self).
@@ -172,6 +175,7 @@ impl StepTracker {
             transfers: row.transfer_count,
             window: self.steps / settings.window_steps.max(1),
             groups,
+            flight_window: None,
         };
         self.steps += 1;
         self.ready.push(step.clone());

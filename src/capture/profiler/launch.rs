@@ -218,7 +218,13 @@ impl Shared {
         }
         let transfer = TRANSFER_IN_FLIGHT.with(|t| t.replace(0));
         if let Some(error) = cb.result.filter(|&code| transfer != 0 && code != 0) {
-            self.state.lock().correlator.note_transfer_error(transfer, error);
+            let mut state = self.state.lock();
+            state.correlator.note_transfer_error(transfer, error);
+            // A CUDA error (a sticky one surfaces at the next copy): the flight recorder's
+            // ring is worth a window.
+            if let Some(pipeline) = state.stream.as_mut().and_then(|s| s.pipeline.as_mut()) {
+                pipeline.request_window(format!("{} returned CUDA error {error}", cb.function_name));
+            }
         }
         let memset = UNTIMED_MEMSET.with(Cell::take);
         if memset.is_some() || !created.is_empty() {

@@ -64,6 +64,8 @@ mod evaluator;
 mod finish;
 #[cfg(test)]
 mod finish_tests;
+#[cfg(test)]
+mod flight_tests;
 #[cfg(any(test, feature = "bench-internals"))]
 #[doc(hidden)]
 pub mod harness;

@@ -73,8 +73,21 @@ pub struct StreamConfig {
     /// keeps every row and writes exactly the whole-file outputs; once past it, every row is
     /// streamed and leaves memory, and the whole-file row tables are not written.
     pub row_limit: u64,
-    /// Segments and aggregates.
+    /// Segments, aggregates and the flight recorder.
     pub settings: StreamSettings,
+}
+
+impl StreamConfig {
+    /// The launches held before streaming starts: [`StreamConfig::row_limit`], or 0 with a
+    /// flight recorder ([`StreamSettings::flight`]), which needs the steps table and the
+    /// drains from the run's start: such a run streams from its first drain.
+    pub fn effective_row_limit(&self) -> u64 {
+        if self.settings.flight.is_some() {
+            0
+        } else {
+            self.row_limit
+        }
+    }
 }
 
 /// The state of a streaming session.
@@ -86,6 +99,9 @@ pub(super) struct Streaming {
     /// Drains that failed, and the first one's error.
     pub(super) failed_drains: u64,
     pub(super) first_failure: Option<String>,
+    /// Held while a drain writes flight-recorder windows out of the session's lock (taken
+    /// under it, so the finish, which takes it under the session's lock too, waits for them).
+    pub(super) window_writes: Arc<Mutex<()>>,
 }
 
 impl SessionState {

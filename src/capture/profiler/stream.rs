@@ -20,7 +20,7 @@ use crate::analysis::correlate::Correlator;
 use crate::checked::activity;
 use crate::error::{Error, Result};
 use crate::model::session::SessionTree;
-use crate::model::ProfilingMode;
+use crate::model::{ProfilingMode, RunEnd};
 use crate::report::stream::{Drained, StreamMeta, StreamPipeline, StreamWriter};
 use crate::report::{CaptureInfo, Report};
 
@@ -58,7 +58,13 @@ impl Profiler {
             )));
         }
         let mut state = self.shared.state.lock();
-        state.stream = Some(Box::new(Streaming { config, pipeline: None, failed_drains: 0, first_failure: None }));
+        state.stream = Some(Box::new(Streaming {
+            config,
+            pipeline: None,
+            failed_drains: 0,
+            first_failure: None,
+            window_writes: Default::default(),
+        }));
         Ok(())
     }
 
@@ -81,7 +87,7 @@ impl Profiler {
                 None => return Ok(StreamProgress::Off),
                 Some(s) if s.pipeline.is_none() => {
                     let launches = state.correlator.launch_count() as u64;
-                    if launches <= s.config.row_limit {
+                    if launches <= s.config.effective_row_limit() {
                         return Ok(StreamProgress::BelowLimit { launches });
                     }
                 }
@@ -91,6 +97,17 @@ impl Profiler {
         activity::flush_all(&self.shared.cupti, true)?;
         self.shared.drain_activity();
         Ok(self.shared.stream_step(Instant::now()))
+    }
+
+    /// Asks the flight recorder for a window (a signal, the capture socket, the program):
+    /// it opens at the next step, holding the ring. `why` says who asked. Returns false when
+    /// the session has no flight recorder or has not started streaming yet (its first drain).
+    pub fn request_flight_window(&self, why: &str) -> bool {
+        let mut state = self.shared.state.lock();
+        match state.stream.as_mut().and_then(|s| s.pipeline.as_mut()) {
+            Some(pipeline) => pipeline.request_window(why),
+            None => false,
+        }
     }
 
     /// Closes the open segments now, so every row streamed so far is in a complete part
@@ -119,7 +136,16 @@ impl Shared {
                     "gmprof: past the row limit of {} launches: streaming rows to part files",
                     streaming.config.row_limit
                 );
-                streaming.pipeline = Some(StreamPipeline::new(writer, &self.metric_set, self.mode));
+                let mut pipeline = StreamPipeline::new(writer, &self.metric_set, self.mode);
+                // The flight recorder's windows are tables of this run: its mode, metrics.
+                let template = Report::analyze(
+                    CaptureInfo::new(self.mode),
+                    &self.metric_set,
+                    &SessionTree::new(),
+                    Correlator::new(),
+                );
+                pipeline.set_window_template(template);
+                streaming.pipeline = Some(pipeline);
                 true
             }
             Err(e) => {
@@ -138,7 +164,7 @@ impl Shared {
         let Some(streaming) = state.stream.as_deref_mut() else { return StreamProgress::Off };
         if streaming.pipeline.is_none() {
             let launches = state.correlator.launch_count() as u64;
-            if launches <= streaming.config.row_limit {
+            if launches <= streaming.config.effective_row_limit() {
                 return StreamProgress::BelowLimit { launches };
             }
             if !self.start_pipeline(streaming, &mut state.warnings) {
@@ -157,14 +183,42 @@ impl Shared {
                 Drained::default()
             }
         };
+        let windows = pipeline.take_window_jobs();
+        let window_writes = std::sync::Arc::clone(&streaming.window_writes);
         // Nested driver ids of calls already drained are not needed any more.
         let held = state.correlator.held_call_ids();
         state.aliases.retain(|_, outer| held.contains(outer));
-        StreamProgress::Streaming {
+        let progress = StreamProgress::Streaming {
             drained,
             launches_held: state.correlator.launch_count() as u64,
             ranges_held: state.tree.len() as u64,
+        };
+        if windows.is_empty() {
+            return progress;
         }
+        // The flight recorder's windows are written with the session let go: the program's
+        // launches do not wait for them. The finish waits for them (`window_writes`, taken
+        // here under the session's lock, as the finish takes it).
+        let writing = window_writes.lock();
+        drop(guard);
+        let mut failed = Vec::new();
+        for job in windows {
+            let name = job.name().to_owned();
+            if let Err(e) = job.write() {
+                tracing::warn!("gmprof: the flight recorder's {name} could not be written: {e}");
+                failed.push((name, e.to_string()));
+            }
+        }
+        drop(writing);
+        if !failed.is_empty() {
+            let mut state = self.state.lock();
+            if let Some(pipeline) = state.stream.as_mut().and_then(|s| s.pipeline.as_mut()) {
+                for (name, e) in &failed {
+                    pipeline.window_failed(name, e);
+                }
+            }
+        }
+        progress
     }
 
     /// The finish's report: the whole-session one ([`Report::analyze`]) unless the session
@@ -177,7 +231,8 @@ impl Shared {
         correlator: Correlator,
         mut info: CaptureInfo,
     ) -> Report {
-        let past_limit = |s: &Streaming| s.pipeline.is_some() || correlator.launch_count() as u64 > s.config.row_limit;
+        let past_limit =
+            |s: &Streaming| s.pipeline.is_some() || correlator.launch_count() as u64 > s.config.effective_row_limit();
         let Some(mut streaming) = state.stream.take().filter(|s| past_limit(s)) else {
             return Report::analyze(info, &self.metric_set, &state.tree, correlator);
         };
@@ -187,8 +242,17 @@ impl Shared {
         let Some(pipeline) = streaming.pipeline.take() else {
             return Report::analyze(info, &self.metric_set, &state.tree, correlator);
         };
+        // A drain may be writing flight-recorder windows: they end before the run's outputs.
+        let window_writes = std::sync::Arc::clone(&streaming.window_writes);
+        let _written = window_writes.lock();
         let end_ns = info.clock.map_or(0, |c| c.finish.cupti_ns);
-        let ended = pipeline.finish(correlator, &mut state.tree, &self.metric_set, end_ns);
+        // A run ending abnormally (a signal, a CUDA error) asks the flight recorder for a
+        // last window.
+        let ending = match &info.run_end {
+            None | Some(RunEnd::Finished { .. }) | Some(RunEnd::Checkpoint { .. }) => None,
+            Some(other) => Some(format!("the run ended abnormally: {}", other.describe())),
+        };
+        let ended = pipeline.finish(correlator, &mut state.tree, &self.metric_set, end_ns, ending);
         if streaming.failed_drains > 0 {
             info.warnings.push(format!(
                 "{} streamed drain(s) failed, and the rows they had taken are not in the part files: {}",
@@ -196,16 +260,24 @@ impl Shared {
                 streaming.first_failure.as_deref().unwrap_or("no error kept")
             ));
         }
-        let limit = streaming.config.row_limit;
+        let limit = streaming.config.effective_row_limit();
+        let flight = streaming.config.settings.flight.is_some();
         match ended {
             Ok(end) => {
                 info.warnings.extend(end.warnings.iter().cloned());
                 let mut report = Report::analyze(info, &self.metric_set, &SessionTree::new(), Correlator::new());
+                let why = if flight {
+                    "the run had a flight recorder (GMPROF_SLOW_STEP, --slow-step), which streams from the run's \
+                     start"
+                        .to_owned()
+                } else {
+                    format!("the run launched more than {limit} kernels (GMPROF_ROW_LIMIT)")
+                };
                 let summary = end.summary(
                     format!(
-                        "the run launched more than {limit} kernels (GMPROF_ROW_LIMIT): every row was streamed to \
-                         part files beside report.json (kernels/, transfers/, ranges/, steps/, step_ranges/, \
-                         aggregates/) and left memory; the whole-file row tables are not written"
+                        "{why}: every row was streamed to part files beside report.json (kernels/, transfers/, \
+                         ranges/, steps/, step_ranges/, aggregates/) and left memory; the whole-file row tables are \
+                         not written"
                     ),
                     limit,
                 );

@@ -31,6 +31,7 @@ fn config(dir: &Path, row_limit: u64) -> StreamConfig {
         settings: StreamSettings {
             segment: SegmentPolicy { rows: 500, every: Duration::from_secs(3600), row_group: 128 },
             online: OnlineSettings { window_steps: 50, ..OnlineSettings::default() },
+            flight: None,
         },
     }
 }
@@ -150,6 +151,10 @@ fn a_run_past_the_row_limit_streams_every_kernel_and_holds_only_what_is_in_fligh
     assert_eq!(streamed.steps, steps);
     let step_numbers = column_ints(dir.path(), "steps", "step");
     assert_eq!(step_numbers, (0..steps as i64).map(Some).collect::<Vec<_>>());
+    // Numbered in the program's order (each drain completes several steps at once, and the
+    // session tree reuses the slots of ranges that left it).
+    let starts = column_ints(dir.path(), "steps", "start_ns");
+    assert!(starts.windows(2).all(|w| w[0] < w[1]), "steps out of order: {starts:?}");
     assert!(column_ints(dir.path(), "steps", "kernels").iter().all(|k| *k == Some(PER_STEP as i64)));
     // report.json's steps table: the same rows.
     assert_eq!(streamed.steps_table.len() as u64, steps);

@@ -6,14 +6,17 @@
 //! correlate ([`Correlator::drain_complete`](crate::analysis::correlate::Correlator::drain_complete))
 //! and the range instances the tracker completes
 //! ([`RangeInstances`](crate::analysis::online::RangeInstances)) from a running session's
-//! correlator and range tree.
+//! correlator and range tree; `flight` ([`write_window`]) writes the flight recorder's
+//! windows.
 //!
 //! This `mod.rs` only declares and re-exports; no file imports it.
 
+pub mod flight;
 pub mod pipeline;
 pub mod summary;
 pub mod writer;
 
+pub use self::flight::{write_window, WindowJob, WHY_JSON, WINDOW_FILES};
 pub use self::pipeline::{Drained, StreamEnd, StreamPipeline};
 pub use self::summary::{StreamedSummary, StreamedTable};
 pub use self::writer::{StreamMeta, StreamSettings, StreamWriter, StreamWritten, STREAMED_TABLES};

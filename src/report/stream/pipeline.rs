@@ -15,7 +15,8 @@ use crate::analysis::correlate::{Correlation, CorrelationCounts, Correlator, MAX
 use crate::analysis::online::RangeInstances;
 use crate::error::Result;
 use crate::model::session::SessionTree;
-use crate::model::{MetricSet, ProfilingMode};
+use crate::model::{MetricSet, ProfilingMode, RangeId};
+use crate::report::model::Report;
 
 /// What one drain moved.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -50,6 +51,7 @@ impl StreamEnd {
             aggregates: self.written.aggregates.clone(),
             steps_table: self.written.steps_table.clone(),
             steps_table_left_out: self.written.steps_table_left_out,
+            flight: self.written.flight.clone(),
         }
     }
 }
@@ -94,6 +96,27 @@ impl StreamPipeline {
         &self.writer
     }
 
+    /// The empty report of the run that flight-recorder windows start from
+    /// ([`StreamWriter::set_window_template`]).
+    pub fn set_window_template(&mut self, template: Report) {
+        self.writer.set_window_template(template);
+    }
+
+    /// The flight recorder's windows to write ([`StreamWriter::take_window_jobs`]).
+    pub fn take_window_jobs(&mut self) -> Vec<super::flight::WindowJob> {
+        self.writer.take_window_jobs()
+    }
+
+    /// A window could not be written ([`StreamWriter::window_failed`]).
+    pub fn window_failed(&mut self, name: &str, error: &str) {
+        self.writer.window_failed(name, error);
+    }
+
+    /// Asks the flight recorder for a window ([`StreamWriter::request_window`]).
+    pub fn request_window(&mut self, why: impl Into<String>) -> bool {
+        self.writer.request_window(why)
+    }
+
     /// Closes every open segment now (a checkpoint, a signal): what is written so far is
     /// in complete part files.
     pub fn close_segments(&mut self) -> Result<()> {
@@ -129,11 +152,11 @@ impl StreamPipeline {
     ) -> Result<Drained> {
         let mut drained = Drained::default();
         for k in &correlation.rows {
-            self.writer.kernel(k)?;
+            self.writer.kernel(k, top_of(tree, k.range_id))?;
             drained.kernels += 1;
         }
         for t in &correlation.transfers {
-            self.writer.transfer(t)?;
+            self.writer.transfer(t, top_of(tree, t.range_id))?;
             drained.transfers += 1;
         }
         self.instances.add(&correlation);
@@ -160,13 +183,15 @@ impl StreamPipeline {
 
     /// Ends the run: everything left in `correlator` is joined as it is (what never got its
     /// activity record is flagged as in a whole-session join), ranges still open are closed
-    /// at `end_ns`, every range and the root row are written, and the writer finishes.
+    /// at `end_ns`, every range and the root row are written, and the writer finishes
+    /// (`ending`: why the run ended abnormally, for the flight recorder).
     pub fn finish(
         mut self,
         correlator: Correlator,
         tree: &mut SessionTree,
         metrics: &MetricSet,
         end_ns: u64,
+        ending: Option<String>,
     ) -> Result<StreamEnd> {
         let open = tree.close_all_open(end_ns);
         let correlation = correlator.finish(tree, metrics, self.mode);
@@ -179,7 +204,16 @@ impl StreamPipeline {
         if self.warnings_left_out > 0 {
             warnings.push(format!("... and {} more warning(s) of the streamed joins", self.warnings_left_out));
         }
-        let written = self.writer.finish()?;
+        let written = self.writer.finish(ending)?;
         Ok(StreamEnd { written, counts: self.counts, warnings })
     }
+}
+
+/// The top-level ancestor of range `id` in `tree` (itself at depth 0); `None` for the root.
+fn top_of(tree: &SessionTree, id: Option<RangeId>) -> Option<RangeId> {
+    let mut top = id?;
+    while let Some(parent) = tree.get(top).and_then(|n| n.parent) {
+        top = parent;
+    }
+    Some(top)
 }

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::online::{AggregateRow, StepRow};
+use crate::analysis::online::{AggregateRow, FlightSummary, StepRow};
 
 /// One streamed table's part files.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,4 +51,7 @@ pub struct StreamedSummary {
     /// Step rows beyond those, in `steps/` only.
     #[serde(default)]
     pub steps_table_left_out: u64,
+    /// The flight recorder's windows (`window-N/`), when the run had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flight: Option<FlightSummary>,
 }

@@ -3,20 +3,30 @@
 //! `aggregates/`, see [`parts`](crate::report::tables::parquet::parts)) and folds them into
 //! the [`OnlineAggregates`]; it holds no row once written.
 //!
+//! With a flight recorder ([`StreamSettings::flight`]) it also feeds the
+//! [`FlightRecorder`], hands out its windows as they complete ([`StreamWriter::take_window_jobs`]:
+//! the caller writes them, out of the session's lock; the finish writes those left), and
+//! writes each step row once the recorder has marked it (so `steps/` lags the run by the
+//! ring's steps).
+//!
 //! Its memory is bounded by its settings: one open segment per table (a row group of
-//! [`SegmentPolicy::row_group`] rows at most), and the online aggregates'
-//! ([`OnlineSettings`]).
+//! [`SegmentPolicy::row_group`] rows at most), the online aggregates'
+//! ([`OnlineSettings`]) and the flight recorder's ([`FlightSettings`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use serde::Serialize;
 
+use super::flight::WindowJob;
 use crate::analysis::aggregate::RangeRow;
 use crate::analysis::correlate::{KernelRow, TransferRow};
-use crate::analysis::online::{AggregateRow, OnlineAggregates, OnlineSettings, StepRow};
+use crate::analysis::online::{
+    AggregateRow, FlightRecorder, FlightSettings, FlightSummary, OnlineAggregates, OnlineSettings, StepRow,
+};
 use crate::error::{Error, Result};
 use crate::model::{ProfilingMode, RangeId};
+use crate::report::model::Report;
 use crate::report::tables::parquet::parts::{PartWriter, PartsWritten, SegmentPolicy};
 use crate::report::tables::parquet::rows::{
     kernel_columns, push_kernel, push_range, push_transfer, range_columns, transfer_columns,
@@ -40,6 +50,8 @@ pub struct StreamSettings {
     pub segment: SegmentPolicy,
     /// What the online aggregates keep.
     pub online: OnlineSettings,
+    /// The flight recorder, when one is asked for (`--slow-step`, `GMPROF_SLOW_STEP`).
+    pub flight: Option<FlightSettings>,
 }
 
 /// What the part files' `gmprof.meta` says of the run (known when it starts).
@@ -75,6 +87,8 @@ pub struct StreamWritten {
     pub steps_table: Vec<StepRow>,
     /// Step rows beyond those (in `steps/` only).
     pub steps_table_left_out: u64,
+    /// What the flight recorder did, when there was one.
+    pub flight: Option<FlightSummary>,
 }
 
 impl StreamWritten {
@@ -98,6 +112,18 @@ pub struct StreamWriter {
     online: OnlineAggregates,
     steps_written: u64,
     steps_table: Vec<StepRow>,
+    flight: Option<Flight>,
+}
+
+/// The flight recorder, the report its windows' tables start from, and the windows that
+/// could not be written.
+#[derive(Debug)]
+struct Flight {
+    recorder: FlightRecorder,
+    template: Option<Box<Report>>,
+    errors: Vec<String>,
+    /// Complete windows not handed out yet.
+    jobs: Vec<WindowJob>,
 }
 
 impl StreamWriter {
@@ -124,7 +150,38 @@ impl StreamWriter {
             online: OnlineAggregates::new(settings.online),
             steps_written: 0,
             steps_table: Vec::new(),
+            flight: settings.flight.map(|f| Flight {
+                recorder: FlightRecorder::new(f),
+                template: None,
+                errors: Vec::new(),
+                jobs: Vec::new(),
+            }),
         })
+    }
+
+    /// The empty report of the run that the flight recorder's windows fill with their rows
+    /// (its mode, metrics and version); without it a window writes only its `why.json`.
+    pub fn set_window_template(&mut self, template: Report) {
+        if let Some(f) = self.flight.as_mut() {
+            f.template = Some(Box::new(template));
+        }
+    }
+
+    /// The flight recorder, when there is one.
+    pub fn flight(&self) -> Option<&FlightRecorder> {
+        self.flight.as_ref().map(|f| &f.recorder)
+    }
+
+    /// Asks the flight recorder for a window (a signal, a CUDA error); `why` says who asked.
+    /// False without a flight recorder.
+    pub fn request_window(&mut self, why: impl Into<String>) -> bool {
+        match self.flight.as_mut() {
+            Some(f) => {
+                f.recorder.request(why);
+                true
+            }
+            None => false,
+        }
     }
 
     /// The output directory.
@@ -137,17 +194,25 @@ impl StreamWriter {
         &self.online
     }
 
-    /// Writes one kernel row and folds it into the aggregates.
-    pub fn kernel(&mut self, row: &KernelRow) -> Result<()> {
+    /// Writes one kernel row and folds it into the aggregates; `top` is the top-level range
+    /// it ran under (the flight recorder keys its rows by it).
+    pub fn kernel(&mut self, row: &KernelRow, top: Option<RangeId>) -> Result<()> {
         let metrics = self.metrics;
         self.kernels.row(|w| push_kernel(w, row, metrics))?;
         self.online.add_kernel(row);
+        if let Some(f) = self.flight.as_mut() {
+            f.recorder.kernel(row, top);
+        }
         Ok(())
     }
 
-    /// Writes one transfer row.
-    pub fn transfer(&mut self, row: &TransferRow) -> Result<()> {
-        self.transfers.row(|w| push_transfer(w, row))
+    /// Writes one transfer row; `top` as for [`StreamWriter::kernel`].
+    pub fn transfer(&mut self, row: &TransferRow, top: Option<RangeId>) -> Result<()> {
+        self.transfers.row(|w| push_transfer(w, row))?;
+        if let Some(f) = self.flight.as_mut() {
+            f.recorder.transfer(row, top);
+        }
+        Ok(())
     }
 
     /// Writes one completed range instance (children before parents) and folds it into the
@@ -156,11 +221,53 @@ impl StreamWriter {
         let metrics = self.metrics;
         self.ranges.row(|w| push_range(w, row, metrics))?;
         self.online.add_range(row, top);
+        if let Some(f) = self.flight.as_mut() {
+            // The steps this range made (none, one, or two when the step group was found).
+            let made = self.online.steps().ready().to_vec();
+            f.recorder.range(row, top, made);
+        }
         self.write_steps_and_windows()
     }
 
+    /// Queues the flight recorder's windows that are complete, to be written.
+    fn queue_flight_windows(&mut self) {
+        let Some(f) = self.flight.as_mut() else { return };
+        let settings = f.recorder.settings().describe();
+        for window in f.recorder.take_windows() {
+            match &f.template {
+                Some(template) => f.jobs.push(WindowJob {
+                    dir: self.dir.clone(),
+                    template: (**template).clone(),
+                    settings: settings.clone(),
+                    window,
+                }),
+                None => f.errors.push(format!("{} could not be written: no report template was set", window.entry.dir)),
+            }
+        }
+    }
+
+    /// The flight recorder's windows complete since the last call, to be written
+    /// ([`WindowJob::write`]) by the caller, who says a failure with
+    /// [`StreamWriter::window_failed`]; those not taken are written by the finish.
+    pub fn take_window_jobs(&mut self) -> Vec<WindowJob> {
+        self.flight.as_mut().map(|f| std::mem::take(&mut f.jobs)).unwrap_or_default()
+    }
+
+    /// Window `name` could not be written (`error`): the summary says so, and the run goes on.
+    pub fn window_failed(&mut self, name: &str, error: &str) {
+        if let Some(f) = self.flight.as_mut() {
+            f.errors.push(format!("{name} could not be written: {error}"));
+        }
+    }
+
     fn write_steps_and_windows(&mut self) -> Result<()> {
-        for step in self.online.take_steps() {
+        let mut steps = self.online.take_steps();
+        if let Some(f) = self.flight.as_mut() {
+            // With a flight recorder a step row is written once no later window can take it.
+            steps = f.recorder.take_final_steps();
+        }
+        self.queue_flight_windows();
+        for step in steps {
             self.steps.row(|w| push_step(w, &step))?;
             for g in &step.groups {
                 self.step_ranges.row(|w| push_step_range(w, step.step, g))?;
@@ -212,15 +319,32 @@ impl StreamWriter {
     }
 
     /// Ends the run: closes the last window, writes the whole run's aggregates (window
-    /// null), closes every segment.
-    pub fn finish(mut self) -> Result<StreamWritten> {
+    /// null), ends the flight recorder (`ending`: why the run ended abnormally, which asks
+    /// it for a last window), closes every segment.
+    pub fn finish(mut self, ending: Option<String>) -> Result<StreamWritten> {
         self.online.finish_window();
+        if let Some(f) = self.flight.as_mut() {
+            // Steps made by the last ranges reach the recorder before it ends.
+            f.recorder.finish(ending);
+        }
         self.write_steps_and_windows()?;
+        for job in self.take_window_jobs() {
+            let name = job.name().to_owned();
+            if let Err(e) = job.write() {
+                tracing::warn!("gmprof: the flight recorder's {name} could not be written: {e}");
+                self.window_failed(&name, &e.to_string());
+            }
+        }
         let whole = self.online.whole_rows();
         for r in &whole {
             self.aggregates.row(|w| push_aggregate(w, None, r))?;
         }
         let step_group = self.online.steps().group().map(str::to_owned);
+        let flight = self.flight.as_ref().map(|f| {
+            let mut summary = f.recorder.summary();
+            summary.errors.clone_from(&f.errors);
+            summary
+        });
         let Self { kernels, transfers, ranges, steps, step_ranges, aggregates, steps_written, steps_table, .. } = self;
         let mut tables = Vec::with_capacity(STREAMED_TABLES.len());
         for (name, table) in
@@ -236,6 +360,7 @@ impl StreamWriter {
             step_group,
             steps_table,
             steps_table_left_out,
+            flight,
         })
     }
 }

@@ -2,13 +2,13 @@
 //! range groups and kernels with the most time from the whole run's aggregates, in place of
 //! the summary's range table (which a streamed report has no rows for).
 //!
-//! Imports `format` and the streamed summary; `gmprof show` (and so `gmprof run`) prints it
+//! Imports `format` and the streamed summary; `gmprof report` (and so `gmprof run`) prints it
 //! after the summary.
 
 use std::fmt::Write as _;
 
 use super::format::{format_duration_ns, BLANK};
-use crate::analysis::online::{AggregateQuantity, AggregateRow, AggregateTable};
+use crate::analysis::online::{AggregateQuantity, AggregateRow, AggregateTable, FlightSummary};
 use crate::report::stream::summary::StreamedSummary;
 
 /// Rows shown per table.
@@ -60,5 +60,43 @@ pub fn streamed_text(s: &StreamedSummary) -> String {
     };
     table(&mut out, "range groups by GPU time", &mut pick(AggregateTable::Range, AggregateQuantity::GpuTimeNs));
     table(&mut out, "kernels by duration", &mut pick(AggregateTable::Kernel, AggregateQuantity::DurationNs));
+    if let Some(f) = &s.flight {
+        flight(&mut out, f);
+    }
     out
+}
+
+/// The flight recorder's windows, one line each.
+fn flight(out: &mut String, f: &FlightSummary) {
+    match f.windows.len() {
+        0 => {
+            let _ = writeln!(out, "flight recorder: no window ({})", f.settings);
+        }
+        n => {
+            let _ = writeln!(out, "flight recorder: {n} window(s) ({})", f.settings);
+        }
+    }
+    for w in &f.windows {
+        let steps = match (w.first_step, w.last_step) {
+            (Some(a), Some(b)) => format!("steps {a} to {b}"),
+            _ => "after the last step".to_owned(),
+        };
+        let first = w.triggers.first().map_or("", String::as_str);
+        let more = if w.triggers.len() > 1 { format!(" (and {} more)", w.triggers.len() - 1) } else { String::new() };
+        let _ = writeln!(out, "  {}/: {steps}, {} kernels: {first}{more}", w.dir, w.kernels);
+    }
+    if f.suppressed > 0 {
+        let first = f.suppressed_first.first().map_or("", String::as_str);
+        let _ = writeln!(out, "  {} trigger(s) not written (rate limit), the first: {first}", f.suppressed);
+    }
+    if f.dropped_rows > 0 {
+        let _ = writeln!(
+            out,
+            "  {} row(s) not kept: the recorder was at its row bound (GMPROF_FLIGHT_ROWS); windows may lack rows",
+            f.dropped_rows
+        );
+    }
+    for e in &f.errors {
+        let _ = writeln!(out, "  {e}");
+    }
 }

@@ -70,7 +70,7 @@ pub fn after_pin() -> Result<()> {
     }
     if let (true, Some(signal)) = (config.on_demand, config.signal) {
         let name = crate::ways_in::signals::name(signal);
-        let installed = crate::ways_in::on_demand::trigger::install(signal, move || {
+        let installed = crate::ways_in::on_demand::trigger::install(signal, "--capture-signal", move || {
             if let Some(service) = SERVICE.get() {
                 service.on_signal(&name);
             }

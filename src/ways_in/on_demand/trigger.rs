@@ -19,22 +19,23 @@ static PIPE: AtomicI32 = AtomicI32::new(-1);
 static OWNER: AtomicU32 = AtomicU32::new(0);
 
 /// Installs the handler for `signal`; `on_signal` runs on the `gmprof-capture-signal` thread.
-/// Once per process.
-pub fn install(signal: c_int, on_signal: impl Fn() + Send + 'static) -> Result<()> {
+/// Once per process. `option` is the setting that chose the signal (`--capture-signal`,
+/// `GMPROF_FLIGHT_SIGNAL`), for the errors.
+pub fn install(signal: c_int, option: &str, on_signal: impl Fn() + Send + 'static) -> Result<()> {
     // SAFETY: a zeroed sigaction is a valid out-value; a null new action only reads.
     let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
     // SAFETY: `old` is a valid out-pointer.
     if unsafe { libc::sigaction(signal, std::ptr::null(), &mut old) } != 0 {
         return Err(Error::InvalidConfig(format!(
-            "capture signal {}: {}",
+            "{option} {}: {}",
             crate::ways_in::signals::name(signal),
             std::io::Error::last_os_error()
         )));
     }
     if old.sa_sigaction != libc::SIG_DFL {
         return Err(Error::InvalidConfig(format!(
-            "the program handles or ignores {} itself, so gmprof leaves it alone: choose another capture signal \
-             (gmprof run --capture-signal SIGUSR1)",
+            "the program handles or ignores {} itself, so gmprof leaves it alone: choose another signal \
+             ({option} SIGUSR1)",
             crate::ways_in::signals::name(signal)
         )));
     }
@@ -56,7 +57,10 @@ pub fn install(signal: c_int, on_signal: impl Fn() + Send + 'static) -> Result<(
             libc::close(read_end);
             libc::close(write_end);
         }
-        return Err(Error::InvalidState("the capture signal's handler is already installed".into()));
+        return Err(Error::InvalidState(format!(
+            "{option}: gmprof's handler of a signal is already installed (the on-demand capture signal and the \
+             flight recorder's share one)"
+        )));
     }
     OWNER.store(std::process::id(), Ordering::Release);
     std::thread::Builder::new()
@@ -120,14 +124,14 @@ mod tests {
     fn the_signal_reaches_the_thread_and_a_second_install_is_refused() {
         let signal = libc::SIGRTMIN() + 3;
         let (tx, rx) = mpsc::channel();
-        install(signal, move || {
+        install(signal, "--capture-signal", move || {
             let _ = tx.send(());
         })
         .unwrap();
         // SAFETY: raise sends the signal to this thread; the handler above is installed.
         unsafe { libc::raise(signal) };
         rx.recv_timeout(Duration::from_secs(5)).expect("the capture thread heard the signal");
-        let e = install(signal + 1, || {}).unwrap_err().to_string();
+        let e = install(signal + 1, "--capture-signal", || {}).unwrap_err().to_string();
         assert!(e.contains("already installed"), "{e}");
     }
 
@@ -137,7 +141,7 @@ mod tests {
         extern "C" fn programs_own(_: c_int) {}
         // SAFETY: installing a plain handler for a real-time signal of this test only.
         unsafe { libc::signal(signal, programs_own as *const () as libc::sighandler_t) };
-        let e = install(signal, || {}).unwrap_err().to_string();
+        let e = install(signal, "--capture-signal", || {}).unwrap_err().to_string();
         assert!(e.contains("handles or ignores") && e.contains("--capture-signal"), "{e}");
     }
 }

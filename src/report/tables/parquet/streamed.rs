@@ -15,9 +15,21 @@ use crate::error::Result;
 use ColumnType::{Float64, Int64, Text};
 
 /// Columns of `steps`.
-pub const STEP_COLUMNS: [&str; 9] =
-    ["step", "path", "start_ns", "end_ns", "wall_time_ns", "gpu_time_ns", "kernels", "transfers", "window"];
-const STEP_TYPES: [(ColumnType, bool); 9] = [
+/// `flight_window`: the flight recorder's window (`window-N/`) that holds the step, null
+/// when none does (or the run had no flight recorder).
+pub const STEP_COLUMNS: [&str; 10] = [
+    "step",
+    "path",
+    "start_ns",
+    "end_ns",
+    "wall_time_ns",
+    "gpu_time_ns",
+    "kernels",
+    "transfers",
+    "window",
+    "flight_window",
+];
+const STEP_TYPES: [(ColumnType, bool); 10] = [
     (Int64, false), // step
     (Text, false),  // path
     (Int64, true),  // start_ns
@@ -27,6 +39,7 @@ const STEP_TYPES: [(ColumnType, bool); 9] = [
     (Int64, false), // kernels
     (Int64, false), // transfers
     (Int64, false), // window
+    (Int64, true),  // flight_window
 ];
 
 /// Columns of `step_ranges`.
@@ -94,7 +107,8 @@ pub fn push_step<W: Write + Send>(w: &mut ParquetRows<W>, s: &StepRow) -> Result
     w.u64(s.gpu_time_ns)?;
     w.u64(Some(s.kernels))?;
     w.u64(Some(s.transfers))?;
-    w.u64(Some(s.window))
+    w.u64(Some(s.window))?;
+    w.u64(s.flight_window)
 }
 
 /// One of a step's range groups; the caller ends the row.
