@@ -238,6 +238,9 @@ impl MergeBuilder {
             // Finished with errors: the CUDA error and the kernels in flight.
             self.warnings.push(format!("{}: {line}", rank.label));
         }
+        for part in &rank.left_out {
+            self.warnings.push(format!("{}: left out, unreadable: {part}", rank.label));
+        }
         if rank.kernels.is_none() {
             self.warnings.push(format!(
                 "{}: no {} beside its ranges.parquet: its kernels are blank in merged_kernels.csv",

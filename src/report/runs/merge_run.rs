@@ -56,6 +56,13 @@ pub fn merge_dir_with(root: &Path, options: &MergeOptions) -> Result<MergeOutcom
     for dir in &dirs {
         // One bad process does not sink the merge (unless --strict): it is left out and named.
         match RankRanges::read(root, dir) {
+            Ok(rank) if options.strict && !rank.left_out.is_empty() => {
+                return Err(Error::InvalidConfig(format!(
+                    "{}: unreadable part files (without --strict they are left out and named): {}",
+                    rank.label,
+                    rank.left_out.join("; ")
+                )))
+            }
             Ok(rank) => {
                 builder.add(&rank)?;
                 read.push(dir.clone());

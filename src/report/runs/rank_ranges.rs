@@ -8,12 +8,17 @@
 //! `kernels.parquet`, one row group at a time, folded into one total per kernel name. That
 //! is what keeps a merge of hundreds of ranks in bounded memory ([`crate::report::runs::merge`]).
 //! A directory with only `report.json` (a run written before Parquet, or with `--format
-//! csv`) is read whole and dropped once its totals are taken.
+//! csv`) is read whole and dropped once its totals are taken. A streamed run's directory
+//! (`report.json` with a `streamed` section, issue 42) is read from its part files: the range
+//! rows of `ranges/` and the kernel totals of the whole run's aggregates
+//! ([`RankRanges::of_streamed`]).
 
 use std::path::{Path, PathBuf};
 
+use crate::analysis::online::{AggregateQuantity, AggregateTable, NO_NAME};
 use crate::error::{Error, Result};
 use crate::report::model::{Report, ReportMeta};
+use crate::report::tables::parquet::part_reader::read_parts;
 use crate::report::tables::parquet::read;
 use crate::report::tables::parquet::tables::{KERNELS_PARQUET, RANGES_PARQUET};
 
@@ -56,6 +61,11 @@ struct KernelFold {
 
 impl KernelFold {
     fn add(&mut self, name: Option<&str>, duration_ns: Option<u64>) {
+        self.add_many(name, 1, duration_ns);
+    }
+
+    /// Adds `launches` rows of `name` whose durations sum to `duration_ns`.
+    fn add_many(&mut self, name: Option<&str>, launches: u64, duration_ns: Option<u64>) {
         // Looked up by &str: no allocation per row, only per new name.
         let known = match name {
             Some(n) => self.named.get(n).copied(),
@@ -76,7 +86,7 @@ impl KernelFold {
             }
         };
         let t = &mut self.totals[i];
-        t.launches += 1;
+        t.launches += launches;
         if let Some(d) = duration_ns {
             t.duration_ns = Some(t.duration_ns.unwrap_or(0).saturating_add(d));
         }
@@ -101,6 +111,9 @@ pub struct RankRanges {
     pub source: &'static str,
     /// The line saying the run ended with errors, when it did.
     pub ending: Option<String>,
+    /// What could not be read and was left out (a streamed run's corrupt part files, each
+    /// `TABLE/part-NNNNN.parquet: why`).
+    pub left_out: Vec<String>,
 }
 
 impl RankRanges {
@@ -130,7 +143,67 @@ impl RankRanges {
             }),
             source: "report.json",
             ending: crate::report::text::summary::ending_line(report),
+            left_out: Vec::new(),
         }
+    }
+
+    /// Takes the range times of a streamed run ([`Report::streamed`]) from its part files:
+    /// every range instance of `ranges/` (and of each further CUDA context's
+    /// `context-N/ranges/`), and the kernel totals of the whole run's aggregates
+    /// (`report.json`'s for the first context, `context-N/aggregates/`'s whole-run rows for
+    /// the others), which count and sum exactly what the kernel parts hold. Corrupt parts are
+    /// left out and named in [`RankRanges::left_out`].
+    pub fn of_streamed(label: String, dir: PathBuf, report: &Report) -> Result<Self> {
+        let mut rank = Self::of_report(label, dir.clone(), report);
+        rank.source = "ranges/ parts";
+        let mut fold = KernelFold::default();
+        let mut add_kernel = |key: &str, count: u64, missing: u64, total: Option<u64>| {
+            let name = (key != NO_NAME).then_some(key);
+            fold.add_many(name, count + missing, total);
+        };
+        for a in report.streamed.iter().flat_map(|s| &s.aggregates) {
+            if a.table == AggregateTable::Kernel && a.quantity == AggregateQuantity::DurationNs {
+                add_kernel(&a.key, a.summary.count, a.summary.missing, a.summary.total_ns);
+            }
+        }
+        let int = |v: Option<i64>| v.and_then(|v| u64::try_from(v).ok());
+        for (n, context) in std::iter::once(dir.clone()).chain(context_dirs(&dir)?).enumerate() {
+            let ranges = &mut rank.ranges;
+            let columns = ["path", "depth", "instance", "gpu_time_ns", "wall_time_ns"];
+            let read = read_parts(&context, "ranges", &columns, |b| {
+                for row in 0..b.len() {
+                    let Some(path) = b.text(0, row)? else { continue };
+                    ranges.push(RangeTimes {
+                        path: path.to_owned(),
+                        depth: int(b.int(1, row)?).unwrap_or(0) as u32,
+                        instance: int(b.int(2, row)?).unwrap_or(0) as u32,
+                        gpu_time_ns: int(b.int(3, row)?),
+                        wall_time_ns: int(b.int(4, row)?),
+                    });
+                }
+                Ok(())
+            })?;
+            let prefix = |s: &String| if n == 0 { s.clone() } else { format!("context-{n}/{s}") };
+            rank.left_out.extend(read.skipped.iter().map(prefix));
+            if n == 0 {
+                continue;
+            }
+            let columns = ["window", "table", "quantity", "key", "count", "missing", "total_ns"];
+            let read = read_parts(&context, "aggregates", &columns, |b| {
+                for row in 0..b.len() {
+                    let whole_run = b.int(0, row)?.is_none();
+                    if whole_run && b.text(1, row)? == Some("kernel") && b.text(2, row)? == Some("duration_ns") {
+                        let key = b.text(3, row)?.unwrap_or(NO_NAME);
+                        let (count, missing) = (int(b.int(4, row)?).unwrap_or(0), int(b.int(5, row)?).unwrap_or(0));
+                        add_kernel(key, count, missing, int(b.int(6, row)?));
+                    }
+                }
+                Ok(())
+            })?;
+            rank.left_out.extend(read.skipped.iter().map(prefix));
+        }
+        rank.kernels = Some(fold.totals);
+        Ok(rank)
     }
 
     /// Reads the process directory `dir` (labelled relative to `root`): `ranges.parquet` when
@@ -140,6 +213,9 @@ impl RankRanges {
         let parquet = dir.join(RANGES_PARQUET);
         if !parquet.is_file() {
             let report = Report::read_json(dir.join("report.json"))?;
+            if report.streamed.is_some() {
+                return Self::of_streamed(label, dir.to_owned(), &report);
+            }
             return Ok(Self::of_report(label, dir.to_owned(), &report));
         }
         let meta = read::report_meta(&parquet)?;
@@ -188,8 +264,37 @@ impl RankRanges {
             streamed: None,
         };
         let ending = crate::report::text::summary::ending_line(&shell);
-        Ok(RankRanges { label, dir: dir.to_owned(), meta, ranges, kernels, source: RANGES_PARQUET, ending })
+        Ok(RankRanges {
+            label,
+            dir: dir.to_owned(),
+            meta,
+            ranges,
+            kernels,
+            source: RANGES_PARQUET,
+            ending,
+            left_out: Vec::new(),
+        })
     }
+}
+
+/// The directories of a process's further CUDA contexts (`context-1/`, `context-2/`, ...,
+/// where a streamed run's second and later contexts write their parts), in number order.
+pub fn context_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(dir, e)),
+    };
+    let mut found: Vec<(u32, PathBuf)> = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let n = name.strip_prefix("context-")?.parse().ok()?;
+            e.path().is_dir().then(|| (n, e.path()))
+        })
+        .collect();
+    found.sort();
+    Ok(found.into_iter().map(|(_, p)| p).collect())
 }
 
 /// `dir`'s label under `root`: its relative path, or the root's own name for the root.

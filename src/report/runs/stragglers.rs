@@ -387,7 +387,16 @@ mod tests {
         });
         let meta =
             crate::report::model::Report::from_json(include_str!("../../../tests/golden/report.json")).unwrap().meta;
-        RankRanges { label: label.into(), dir: label.into(), meta, ranges, kernels: None, source: "test", ending: None }
+        RankRanges {
+            label: label.into(),
+            dir: label.into(),
+            meta,
+            ranges,
+            kernels: None,
+            source: "test",
+            ending: None,
+            left_out: Vec::new(),
+        }
     }
 
     /// The ranks of one on-demand capture are numbered by the program's steps; ranks of
