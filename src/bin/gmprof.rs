@@ -423,6 +423,15 @@ fn print_report(path: &std::path::Path, csv: bool, stats: bool, view: &ViewArgs)
             );
         }
     }
+    if csv && report.streamed.is_some() {
+        // A streamed run's report holds no rows: an empty table would look like a run of none.
+        return Err(gmprof::Error::InvalidConfig(format!(
+            "{}: a streamed run (past GMPROF_ROW_LIMIT): its rows are in Parquet part files beside report.json \
+             (ranges/, kernels/, steps/, aggregates/ ...), not in a table --csv can print; query them with DuckDB \
+             or Polars (README, \"Streamed outputs\"), or load them with gmprof.load",
+            file.display()
+        )));
+    }
     if csv {
         report.write_csv_to(stdout::Quiet)?;
     } else {
