@@ -11,8 +11,10 @@
 //! the synthetic kernel placement of counter modes, see [`crate::report::timeline::trace`]); each
 //! range group's time with its share; DRAM bandwidth per range group and per kernel against
 //! the device's theoretical peak ([`crate::model::DevicePeaks`]); a roofline when FLOP (or
-//! warp instruction) counters were collected ([`data::FLOP_COUNTERS`]); and sortable tables
-//! of the top kernels and of every range group.
+//! warp instruction) counters were collected ([`data::FLOP_COUNTERS`]); sortable tables
+//! of the top kernels and of every range group; and for a streamed run (issue 42), step time
+//! over the whole run with the slowest steps and slow windows marked, and the whole run's
+//! aggregates ([`steps`]).
 //!
 //! The page reports its own health for automated checks: `<body data-render>` becomes `ok`
 //! once every chart is drawn, and `data-errors` counts script errors and `console.error`
@@ -25,6 +27,7 @@
 
 pub mod data;
 pub mod pc;
+pub mod steps;
 
 use std::io::Write;
 use std::path::Path;
