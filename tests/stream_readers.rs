@@ -135,3 +135,16 @@ fn diff_of_streamed_runs_marks_the_slower_one() {
         gmprof(&[OsStr::new("diff"), r0.as_os_str(), r1.as_os_str(), OsStr::new("--fail-if-slower"), OsStr::new("5")]);
     assert_eq!(code, Some(3), "{err}");
 }
+
+#[test]
+fn report_html_draws_every_step_from_the_parts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let html = tmp.path().join("report.html");
+    let (code, _, err) =
+        gmprof(&[OsStr::new("report"), fixture().join("rank1").as_os_str(), OsStr::new("--html"), html.as_os_str()]);
+    assert_eq!(code, Some(0), "{err}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("\"steps_shown\":24,\"steps_left_out\":0"), "every step drawn");
+    assert!(page.contains("\"steps_source\":\"steps/\""));
+    assert!(page.contains("id=\"streamed-section\""));
+}

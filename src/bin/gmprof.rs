@@ -448,7 +448,11 @@ fn print_report(path: &std::path::Path, csv: bool, stats: bool, view: &ViewArgs)
         eprintln!("gmprof: {}: {}", file.display(), end.describe());
     }
     if let Some(html) = &view.html {
-        report.write_html(html, &view.options())?;
+        match file.parent().filter(|_| report.streamed.is_some()) {
+            // A streamed run's steps: every one, from its parts beside report.json.
+            Some(dir) => report.write_html_in(dir, html, &view.options())?,
+            None => report.write_html(html, &view.options())?,
+        }
         eprintln!("gmprof: wrote {}", html.display());
     }
     Ok(())

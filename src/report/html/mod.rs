@@ -123,6 +123,29 @@ impl Report {
         page(&title, template_parts()?.1, SCRIPT, &data, "HTML report")
     }
 
+    /// [`Report::to_html`] of the report read from `dir`: a streamed run's step chart is
+    /// drawn from every step of its `steps/` parts ([`steps::StreamedView::of_parts`]), not
+    /// only the steps `report.json` holds (when `dir` has none, from those).
+    pub fn to_html_in(&self, dir: &Path, options: &SummaryOptions) -> Result<String> {
+        let mut data = HtmlData::of(self, options);
+        if let Some(s) = &self.streamed {
+            let view = steps::StreamedView::of_parts(s, dir)?;
+            if view.steps_shown > 0 || s.steps_table.is_empty() {
+                data.streamed = Some(view);
+            }
+        }
+        let title = format!("gmprof report: {} · {}", data.meta.device, data.meta.mode);
+        page(&title, template_parts()?.1, SCRIPT, &data, "HTML report")
+    }
+
+    /// Writes [`Report::to_html_in`] to the file `path`.
+    pub fn write_html_in(&self, dir: &Path, path: impl AsRef<Path>, options: &SummaryOptions) -> Result<()> {
+        let page = self.to_html_in(dir, options)?;
+        write_file(path.as_ref(), |out| {
+            out.write_all(page.as_bytes()).map_err(|e| Error::Serialize { what: "HTML report", message: e.to_string() })
+        })
+    }
+
     /// Writes [`Report::to_html`] to `out`.
     pub fn write_html_to<W: Write>(&self, mut out: W, options: &SummaryOptions) -> Result<()> {
         let page = self.to_html(options)?;

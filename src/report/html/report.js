@@ -378,7 +378,8 @@
     document.getElementById('streamed-section').hidden = false;
     var note = st.why + ' ' + st.steps + ' steps' + (st.step_group ? ' of `' + st.step_group + '`' : '') + '.';
     if (st.bucket > 1) note += ' Each point is ' + st.bucket + ' consecutive steps: their mean, and their minimum and maximum (so no slow step is averaged away).';
-    if (st.steps_left_out > 0) note += ' The first ' + st.steps_shown + ' steps are drawn (report.json); the other ' + st.steps_left_out + ' are in steps/.';
+    if (st.steps_left_out > 0) note += ' The first ' + st.steps_shown + ' steps are drawn (from ' + st.steps_source + '); the other ' + st.steps_left_out + ' are in steps/.';
+    if (st.left_out.length) note += ' Unreadable step parts, left out: ' + st.left_out.join('; ') + '.';
     note += ' Marked: the ' + st.slow_steps.length + ' slowest steps, and the windows of steps whose mean is at least 10% above the median window\'s.';
     document.getElementById('streamed-note').textContent = note;
     if (!st.series.length) { empty('streamed-steps', 'The run has no step rows (no range repeats at the top level).'); } else {
