@@ -41,6 +41,13 @@ fn config(dir: &Path, row_limit: u64) -> StreamConfig {
 /// `slow` times as long as the base's, into `dir`: streamed past a row limit of 50 when
 /// `streamed`, else written whole.
 fn run(dir: &Path, steps: u64, slow: u64, streamed: bool) -> Report {
+    let report = play(dir, steps, slow, streamed);
+    report.write_all(dir).unwrap();
+    report
+}
+
+/// [`run`] without writing the report (a further CUDA context's streamed parts).
+fn play(dir: &Path, steps: u64, slow: u64, streamed: bool) -> Report {
     let mut h = LaunchHarness::trace().unwrap();
     if streamed {
         h.profiler().stream_into(config(dir, 50)).unwrap();
@@ -70,7 +77,6 @@ fn run(dir: &Path, steps: u64, slow: u64, streamed: bool) -> Report {
     h.deliver(late);
     let report = h.report();
     assert_eq!(report.streamed.is_some(), streamed);
-    report.write_all(dir).unwrap();
     report
 }
 
@@ -180,6 +186,31 @@ fn a_diff_of_streamed_runs_finds_the_slower_one_from_the_aggregates() {
     // Warm-up cannot be left out of a whole run's aggregates: said, not ignored.
     let diff = Diff::read(&base, &same, DiffOptions { skip_first: 2, ..options }).unwrap();
     assert!(diff.warnings.iter().any(|w| w.contains("--skip-first") && w.contains("streamed")), "{:?}", diff.warnings);
+}
+
+#[test]
+fn a_further_contexts_parts_are_merged_and_diffed_with_the_first() {
+    let root = tempfile::tempdir().unwrap();
+    let (one, two) = (root.path().join("one"), root.path().join("two"));
+    run(&one.join("r0"), 40, 1, true);
+    run(&two.join("r0"), 40, 1, true);
+    // A second context, 3x slower, streams into context-1/ (its report is the first's).
+    play(&two.join("r0/context-1"), 40, 3, true);
+    let merged = merge_dir_with(&two, &MergeOptions::default()).unwrap().merged;
+    let gemm = merged.kernel_rows.iter().find(|k| k.path == "gemm").unwrap();
+    let alone = merge_dir_with(&one, &MergeOptions::default()).unwrap().merged;
+    let gemm_alone = alone.kernel_rows.iter().find(|k| k.path == "gemm").unwrap();
+    assert_eq!(gemm.instances[0], 2 * gemm_alone.instances[0], "both contexts' launches");
+    assert_eq!(gemm.gpu_time_ns[0], gemm_alone.gpu_time_ns[0].map(|t| 4 * t), "1x + 3x");
+    let step = merged.rows.iter().find(|r| r.path == "step").unwrap();
+    assert_eq!(step.instances[0], 80, "both contexts' step ranges");
+    // diff: the second context's aggregates count too (its GPU time 3x: the mean doubles).
+    let diff = Diff::read(&one.join("r0"), &two.join("r0"), DiffOptions::default()).unwrap();
+    let row = gpu_row(&diff, Kind::Kernel, "gemm");
+    assert_eq!((row.base_n, row.new_n), (80, 160));
+    assert!((row.change_pct.unwrap() - 100.0).abs() < 1e-9, "{row:?}");
+    assert_eq!(row.new_median, None, "two contexts' medians do not pool");
+    assert_eq!(row.verdict, Verdict::Slower);
 }
 
 /// Writes the small streamed run of `tests/data/streamed/` into `GMPROF_WRITE_STREAM_FIXTURE`

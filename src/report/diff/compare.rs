@@ -95,6 +95,7 @@ impl Diff {
         );
         let mut method = method;
         let mut warnings = comparability(base, new, &base_info, &new_info);
+        warnings.extend(b.left_out.iter().chain(&n.left_out).map(|l| format!("left out, unreadable: {l}")));
         let streamed: Vec<&String> = b.streamed.iter().chain(&n.streamed).collect();
         if !streamed.is_empty() {
             let names: Vec<&str> = streamed.iter().map(|s| s.as_str()).collect();

@@ -6,15 +6,17 @@
 //! kernels launched in them are left out, and the processes of a run are pooled.
 //!
 //! A streamed run (issue 42) has no rows in its report: its range groups and kernels come
-//! from the whole run's aggregates ([`Aggregated`]: count, total and median of GPU time),
+//! from the whole run's aggregates ([`Aggregated`]: count, total and median of GPU time;
+//! `report.json`'s, and each further CUDA context's from its `context-N/aggregates/` parts),
 //! warm-up included, and they have no per-instance values to rank-test.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::model::{DiffOptions, Kind, DERIVED, GPU_TIME, KERNELS};
-use crate::analysis::online::{AggregateQuantity, AggregateTable, NO_NAME};
+use crate::analysis::online::{AggregateQuantity, AggregateRow, AggregateTable, NO_NAME};
 use crate::report::runs::merge::ProcessReport;
-use crate::report::stream::summary::StreamedSummary;
+use crate::report::runs::rank_ranges::context_dirs;
+use crate::report::tables::parquet::part_reader::whole_run_aggregates;
 use crate::report::text::group::{fold_numbers, warmup_rows, GroupBy};
 
 /// One range group or kernel of one side: its values per quantity.
@@ -66,6 +68,8 @@ pub(super) struct Samples {
     pub(super) total_ns: Option<f64>,
     /// Labels of the streamed processes (compared from their aggregates).
     pub(super) streamed: Vec<String>,
+    /// Aggregate parts that could not be read and were left out: `label: part: why`.
+    pub(super) left_out: Vec<String>,
 }
 
 impl Samples {
@@ -85,11 +89,23 @@ impl Samples {
         let mut total = 0.0;
         let mut any_total = false;
         let mut streamed = Vec::new();
+        let mut left_out = Vec::new();
         for p in processes {
             let report = &p.report;
             if let Some(s) = &report.streamed {
                 streamed.push(p.label.clone());
-                add_aggregates(&mut ranges, &mut kernels, s, options.group_by);
+                add_aggregates(&mut ranges, &mut kernels, &s.aggregates, options.group_by);
+                // Each further CUDA context's whole-run aggregates, from its parts.
+                for context in context_dirs(&p.dir).unwrap_or_default() {
+                    let name = context.file_name().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
+                    match whole_run_aggregates(&context) {
+                        Ok((rows, skipped)) => {
+                            add_aggregates(&mut ranges, &mut kernels, &rows, options.group_by);
+                            left_out.extend(skipped.iter().map(|s| format!("{}: {name}/{s}", p.label)));
+                        }
+                        Err(e) => left_out.push(format!("{}: {name}: {e}", p.label)),
+                    }
+                }
                 if let Some(t) = report.meta.total_gpu_time_ns {
                     total += t as f64;
                     any_total = true;
@@ -153,7 +169,15 @@ impl Samples {
             }
         }
         let n = processes.len().max(1);
-        Samples { processes: n, quantities, ranges, kernels, total_ns: any_total.then_some(total / n as f64), streamed }
+        Samples {
+            processes: n,
+            quantities,
+            ranges,
+            kernels,
+            total_ns: any_total.then_some(total / n as f64),
+            streamed,
+            left_out,
+        }
     }
 
     /// Whether `entity`'s GPU time comes (in part) from streamed processes' aggregates: it
@@ -197,10 +221,10 @@ impl Samples {
 fn add_aggregates(
     ranges: &mut BTreeMap<String, Entity>,
     kernels: &mut BTreeMap<String, Entity>,
-    streamed: &StreamedSummary,
+    aggregates: &[AggregateRow],
     group_by: GroupBy,
 ) {
-    for a in &streamed.aggregates {
+    for a in aggregates {
         let (map, key) = match (a.table, a.quantity) {
             (AggregateTable::Range, AggregateQuantity::GpuTimeNs) => {
                 let key = match group_by {

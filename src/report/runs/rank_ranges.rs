@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use crate::analysis::online::{AggregateQuantity, AggregateTable, NO_NAME};
 use crate::error::{Error, Result};
 use crate::report::model::{Report, ReportMeta};
-use crate::report::tables::parquet::part_reader::read_parts;
+use crate::report::tables::parquet::part_reader::{read_parts, whole_run_aggregates};
 use crate::report::tables::parquet::read;
 use crate::report::tables::parquet::tables::{KERNELS_PARQUET, RANGES_PARQUET};
 
@@ -183,24 +183,19 @@ impl RankRanges {
                 }
                 Ok(())
             })?;
-            let prefix = |s: &String| if n == 0 { s.clone() } else { format!("context-{n}/{s}") };
+            let context_name = context.file_name().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
+            let prefix = |s: &String| if n == 0 { s.clone() } else { format!("{context_name}/{s}") };
             rank.left_out.extend(read.skipped.iter().map(prefix));
             if n == 0 {
                 continue;
             }
-            let columns = ["window", "table", "quantity", "key", "count", "missing", "total_ns"];
-            let read = read_parts(&context, "aggregates", &columns, |b| {
-                for row in 0..b.len() {
-                    let whole_run = b.int(0, row)?.is_none();
-                    if whole_run && b.text(1, row)? == Some("kernel") && b.text(2, row)? == Some("duration_ns") {
-                        let key = b.text(3, row)?.unwrap_or(NO_NAME);
-                        let (count, missing) = (int(b.int(4, row)?).unwrap_or(0), int(b.int(5, row)?).unwrap_or(0));
-                        add_kernel(key, count, missing, int(b.int(6, row)?));
-                    }
+            let (aggregates, skipped) = whole_run_aggregates(&context)?;
+            for a in aggregates {
+                if a.table == AggregateTable::Kernel && a.quantity == AggregateQuantity::DurationNs {
+                    add_kernel(&a.key, a.summary.count, a.summary.missing, a.summary.total_ns);
                 }
-                Ok(())
-            })?;
-            rank.left_out.extend(read.skipped.iter().map(prefix));
+            }
+            rank.left_out.extend(skipped.iter().map(prefix));
         }
         rank.kernels = Some(fold.totals);
         Ok(rank)

@@ -1,5 +1,6 @@
 //! Reading a streamed table back: chosen columns of every part file of `DIR/TABLE/`
-//! ([`read_parts`]), in part order, one record batch at a time.
+//! ([`read_parts`]), in part order, one record batch at a time; the whole run's aggregate
+//! rows ([`whole_run_aggregates`]).
 //!
 //! A part file that exists was renamed whole once written, so it is complete; one that still
 //! cannot be read (cut short by a copy, damaged on disk) is named and skipped, and the read
@@ -7,13 +8,14 @@
 //! corrupt rank does not sink `gmprof merge`. The open segment of a killed run is a hidden
 //! temporary file, which [`part_files`] never lists.
 //!
-//! Imports `read` and `parts`; the readers of streamed outputs (`gmprof merge`, `gmprof
+//! Imports `read`, `parts` and the online rows; the readers of streamed outputs (`gmprof merge`, `gmprof
 //! diff`) call it.
 
 use std::path::Path;
 
 use super::parts::part_files;
 use super::read::{batches, Columns};
+use crate::analysis::online::{AggregateQuantity, AggregateRow, AggregateTable, DistributionSummary};
 use crate::error::Result;
 
 /// What [`read_parts`] read of one table.
@@ -69,6 +71,49 @@ pub fn read_parts(
         }
     }
     Ok(read)
+}
+
+/// The whole run's rows of the streamed `aggregates` table of `dir` (those with `window`
+/// null; see [`streamed`](super::streamed)), and the parts left out.
+pub fn whole_run_aggregates(dir: &Path) -> Result<(Vec<AggregateRow>, Vec<String>)> {
+    let mut rows = Vec::new();
+    let columns = [
+        "window", "table", "quantity", "key", "count", "missing", "total_ns", "mean_ns", "min_ns", "p50_ns", "p90_ns",
+        "p99_ns", "max_ns",
+    ];
+    let int = |v: Option<i64>| v.and_then(|v| u64::try_from(v).ok());
+    let read = read_parts(dir, "aggregates", &columns, |b| {
+        for r in 0..b.len() {
+            if b.int(0, r)?.is_some() {
+                continue; // a window's row
+            }
+            let table = match b.text(1, r)? {
+                Some("range") => AggregateTable::Range,
+                Some("kernel") => AggregateTable::Kernel,
+                _ => continue,
+            };
+            let quantity = match b.text(2, r)? {
+                Some("gpu_time_ns") => AggregateQuantity::GpuTimeNs,
+                Some("wall_time_ns") => AggregateQuantity::WallTimeNs,
+                Some("duration_ns") => AggregateQuantity::DurationNs,
+                _ => continue,
+            };
+            let summary = DistributionSummary {
+                count: int(b.int(4, r)?).unwrap_or(0),
+                missing: int(b.int(5, r)?).unwrap_or(0),
+                total_ns: int(b.int(6, r)?),
+                mean_ns: b.float(7, r)?,
+                min_ns: int(b.int(8, r)?),
+                p50_ns: int(b.int(9, r)?),
+                p90_ns: int(b.int(10, r)?),
+                p99_ns: int(b.int(11, r)?),
+                max_ns: int(b.int(12, r)?),
+            };
+            rows.push(AggregateRow { table, quantity, key: b.text(3, r)?.unwrap_or_default().to_owned(), summary });
+        }
+        Ok(())
+    })?;
+    Ok((rows, read.skipped))
 }
 
 #[cfg(test)]
