@@ -24,7 +24,7 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
-from .streamed import is_streamed, read_streamed
+from .streamed import context_dirs, is_streamed, read_streamed
 
 __all__ = ["Report", "load"]
 
@@ -126,6 +126,9 @@ class Report:
             (the aggregates stand for it).
         skipped: part files that could not be read and were left out, each
             ``TABLE/part-NNNNN.parquet: why`` (empty when every part was read).
+        contexts: a streamed process's further CUDA contexts (``context-N/``), each a
+            :class:`Report` of its parts (its ``meta`` from their metadata), in number order;
+            empty otherwise.
     """
 
     def __init__(self, path: str, tables: Dict[str, Tuple[List[str], Any]], meta: Dict[str, Any],
@@ -163,6 +166,7 @@ class Report:
     aggregates: Any = None
     streamed: Optional[Dict[str, Any]] = None
     skipped: List[str] = []
+    contexts: List["Report"] = []
 
     def top_ranges(self, n: int = 10, quantity: str = "gpu_time_ns") -> List[Row]:
         """The ``n`` range paths with the largest total ``quantity`` (from stats.csv), largest
@@ -272,7 +276,8 @@ def load(out_dir: "str | os.PathLike[str]", pandas: Optional[bool] = None,
     A streamed run (report.json with a ``streamed`` section, or only part files) is read
     from its part files instead, with pyarrow (see :mod:`gmprof.streamed`): its ``ranges``,
     ``kernels``, ``transfers``, ``steps``, ``step_ranges`` and ``aggregates``; a corrupt
-    part is named in :attr:`Report.skipped` and left out.
+    part is named in :attr:`Report.skipped` and left out; further CUDA contexts' parts
+    (``context-N/``) are in :attr:`Report.contexts`.
 
     Raises:
         ImportError: a streamed run without pyarrow (or with ``parquet=False``).
@@ -354,4 +359,5 @@ def _load_streamed(path: str, report_json: Optional[Dict[str, Any]], pd: Any, pq
     report.stats = None
     report.streamed = (report_json or {}).get("streamed") or {}
     report.skipped = skipped
+    report.contexts = [_load_streamed(c, None, pd, pq) for c in context_dirs(path)]
     return report

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
-__all__ = ["STREAMED_TABLES", "is_streamed", "read_streamed"]
+__all__ = ["STREAMED_TABLES", "context_dirs", "is_streamed", "read_streamed"]
 
 #: The streamed tables, each a directory of part files.
 STREAMED_TABLES = ("ranges", "kernels", "transfers", "steps", "step_ranges", "aggregates")
@@ -28,6 +28,18 @@ def part_files(table_dir: str) -> List[str]:
         return []
     names = sorted(n for n in os.listdir(table_dir) if n.startswith("part-") and n.endswith(".parquet"))
     return [os.path.join(table_dir, n) for n in names]
+
+
+def context_dirs(path: str) -> List[str]:
+    """The directories of a process's further CUDA contexts (``context-1/``, ...), where a
+    streamed run's second and later contexts write their parts, in number order."""
+    found = []
+    if os.path.isdir(path):
+        for name in os.listdir(path):
+            number = name[len("context-"):] if name.startswith("context-") else ""
+            if number.isdigit() and os.path.isdir(os.path.join(path, name)):
+                found.append((int(number), os.path.join(path, name)))
+    return [p for _, p in sorted(found)]
 
 
 def is_streamed(path: str, report_json: Optional[Dict[str, Any]]) -> bool:

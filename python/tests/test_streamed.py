@@ -141,6 +141,21 @@ class StreamedLoadTest(unittest.TestCase):
         finally:
             shutil.rmtree(tmp)
 
+    def test_a_further_context_is_a_report_of_its_own(self):
+        tmp, out = _copy()
+        try:
+            context = os.path.join(out, "rank0", "context-1")
+            shutil.copytree(os.path.join(out, "rank1"), context)
+            os.remove(os.path.join(context, "report.json"))
+            r = gmprof.load(os.path.join(out, "rank0"), pandas=False)
+            self.assertEqual(len(r.kernels), 144)
+            self.assertEqual([c.path for c in r.contexts], [context])
+            c = r.contexts[0]
+            self.assertEqual((len(c.kernels), len(c.steps), c.meta["mode"]), (144, 24, "trace"))
+            self.assertEqual(sum(k["duration_ns"] for k in c.kernels), 2 * sum(k["duration_ns"] for k in r.kernels))
+        finally:
+            shutil.rmtree(tmp)
+
     def test_without_parquet_the_error_says_what_to_do(self):
         with self.assertRaises(ImportError) as ctx:
             gmprof.load(RANK0, parquet=False)
