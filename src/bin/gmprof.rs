@@ -411,6 +411,13 @@ fn print_report(path: &std::path::Path, csv: bool, stats: bool, view: &ViewArgs)
             _ => return print_merged(path, &merge::MergeOptions::default()),
         }
     }
+    if path.is_dir() && gmprof::report::rank_ranges::streamed_without_report(path) {
+        return Err(gmprof::Error::InvalidConfig(format!(
+            "{}: {}",
+            path.display(),
+            gmprof::report::rank_ranges::STREAMED_WITHOUT_REPORT
+        )));
+    }
     let file = if path.is_dir() { path.join("report.json") } else { path.to_owned() };
     let report = gmprof::Report::read_json(&file)?;
     if path.is_dir() {

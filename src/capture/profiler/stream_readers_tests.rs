@@ -197,6 +197,8 @@ fn a_further_contexts_parts_are_merged_and_diffed_with_the_first() {
     // A second context, 3x slower, streams into context-1/ (its report is the first's).
     play(&two.join("r0/context-1"), 40, 3, true);
     let merged = merge_dir_with(&two, &MergeOptions::default()).unwrap().merged;
+    assert!(merged.unreadable.is_empty() && merged.warnings.is_empty(), "context-1 is r0's: {merged:?}");
+    assert_eq!(merged.processes, ["r0"]);
     let gemm = merged.kernel_rows.iter().find(|k| k.path == "gemm").unwrap();
     let alone = merge_dir_with(&one, &MergeOptions::default()).unwrap().merged;
     let gemm_alone = alone.kernel_rows.iter().find(|k| k.path == "gemm").unwrap();

@@ -17,7 +17,9 @@ use crate::error::{Error, Result};
 use crate::report::runs::merge::{
     result_dirs, MergeBuilder, MergeOptions, Merged, MERGED_CSV, MERGED_KERNELS_CSV, SCAN_DEPTH,
 };
-use crate::report::runs::rank_ranges::{label, RankRanges, RANK_FILES};
+use crate::report::runs::rank_ranges::{
+    label, streamed_without_report, RankRanges, RANK_FILES, STREAMED_MARKERS, STREAMED_WITHOUT_REPORT,
+};
 use crate::report::runs::stragglers::STRAGGLERS_CSV;
 
 /// What `gmprof merge` wrote.
@@ -43,6 +45,18 @@ pub fn merge_dir(root: &Path) -> Result<Merged> {
 /// and `root/merged-trace.json` of a few ranks ([`crate::report::runs::merge_trace`]).
 pub fn merge_dir_with(root: &Path, options: &MergeOptions) -> Result<MergeOutcome> {
     let dirs = result_dirs(root, &RANK_FILES);
+    // Streamed processes killed before their report: named, not silently missing.
+    let killed: Vec<String> = result_dirs(root, &STREAMED_MARKERS)
+        .into_iter()
+        .filter(|d| streamed_without_report(d))
+        .map(|d| format!("{}: {STREAMED_WITHOUT_REPORT}", label(root, &d)))
+        .collect();
+    if options.strict && !killed.is_empty() {
+        return Err(Error::InvalidConfig(killed.join("; ")));
+    }
+    if dirs.is_empty() && !killed.is_empty() {
+        return Err(Error::InvalidConfig(format!("{}: no process to merge: {}", root.display(), killed.join("; "))));
+    }
     if dirs.is_empty() {
         return Err(Error::InvalidConfig(format!(
             "{}: no report.json or ranges.parquet in it or in its subdirectories (to depth {SCAN_DEPTH}): \
@@ -51,7 +65,7 @@ pub fn merge_dir_with(root: &Path, options: &MergeOptions) -> Result<MergeOutcom
         )));
     }
     let mut builder = MergeBuilder::new(options);
-    let mut unreadable = Vec::new();
+    let mut unreadable = killed;
     let mut read = Vec::new();
     for dir in &dirs {
         // One bad process does not sink the merge (unless --strict): it is left out and named.

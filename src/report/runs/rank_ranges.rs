@@ -272,6 +272,25 @@ impl RankRanges {
     }
 }
 
+/// Files that mark a directory with streamed part files (its first kernel or range part).
+pub const STREAMED_MARKERS: [&str; 2] = ["kernels/part-00000.parquet", "ranges/part-00000.parquet"];
+
+/// Whether `dir` holds a streamed run's part files but no `report.json` (a process killed
+/// before its end): not a further CUDA context's directory (`context-N/`, which belongs to
+/// its process).
+pub fn streamed_without_report(dir: &Path) -> bool {
+    let context = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("context-"))
+        .is_some_and(|n| n.parse::<u32>().is_ok());
+    !context && !dir.join("report.json").is_file() && STREAMED_MARKERS.iter().any(|m| dir.join(m).is_file())
+}
+
+/// What to say of a directory [`streamed_without_report`] found.
+pub const STREAMED_WITHOUT_REPORT: &str = "streamed part files but no report.json (a process killed before its end): \
+     gmprof.load reads its parts alone, and DuckDB or Polars query them (README, \"Streamed outputs\")";
+
 /// The directories of a process's further CUDA contexts (`context-1/`, `context-2/`, ...,
 /// where a streamed run's second and later contexts write their parts), in number order.
 pub fn context_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
