@@ -26,6 +26,8 @@ use std::process::ExitCode;
 mod on_demand;
 #[path = "gmprof/stdout.rs"]
 mod stdout;
+#[path = "gmprof/streamed.rs"]
+mod streamed;
 
 use clap::{Parser, Subcommand};
 use gmprof::checked::{driver, target, Cupti};
@@ -411,13 +413,7 @@ fn print_report(path: &std::path::Path, csv: bool, stats: bool, view: &ViewArgs)
             _ => return print_merged(path, &merge::MergeOptions::default()),
         }
     }
-    if path.is_dir() && gmprof::report::rank_ranges::streamed_without_report(path) {
-        return Err(gmprof::Error::InvalidConfig(format!(
-            "{}: {}",
-            path.display(),
-            gmprof::report::rank_ranges::STREAMED_WITHOUT_REPORT
-        )));
-    }
+    streamed::check_has_report(path)?;
     let file = if path.is_dir() { path.join("report.json") } else { path.to_owned() };
     let report = gmprof::Report::read_json(&file)?;
     if path.is_dir() {
@@ -431,13 +427,7 @@ fn print_report(path: &std::path::Path, csv: bool, stats: bool, view: &ViewArgs)
         }
     }
     if csv && report.streamed.is_some() {
-        // A streamed run's report holds no rows: an empty table would look like a run of none.
-        return Err(gmprof::Error::InvalidConfig(format!(
-            "{}: a streamed run (past GMPROF_ROW_LIMIT): its rows are in Parquet part files beside report.json \
-             (ranges/, kernels/, steps/, aggregates/ ...), not in a table --csv can print; query them with DuckDB \
-             or Polars (README, \"Streamed outputs\"), or load them with gmprof.load",
-            file.display()
-        )));
+        return Err(streamed::csv_refused(&file));
     }
     if csv {
         report.write_csv_to(stdout::Quiet)?;
@@ -455,11 +445,7 @@ fn print_report(path: &std::path::Path, csv: bool, stats: bool, view: &ViewArgs)
         eprintln!("gmprof: {}: {}", file.display(), end.describe());
     }
     if let Some(html) = &view.html {
-        match file.parent().filter(|_| report.streamed.is_some()) {
-            // A streamed run's steps: every one, from its parts beside report.json.
-            Some(dir) => report.write_html_in(dir, html, &view.options())?,
-            None => report.write_html(html, &view.options())?,
-        }
+        streamed::write_html(&report, &file, html, &view.options())?;
         eprintln!("gmprof: wrote {}", html.display());
     }
     Ok(())

@@ -166,7 +166,7 @@ impl StepSeries {
             let candidate = (wall_time_ns, std::cmp::Reverse(step));
             if self.slow.len() < SLOW_STEPS || self.slow.last().is_some_and(|last| candidate > slower(last)) {
                 self.slow.push(SlowStep { step, path: path.to_owned(), wall_time_ns, gpu_time_ns: gpu });
-                self.slow.sort_by(|a, b| slower(b).cmp(&slower(a)));
+                self.slow.sort_by_key(|s| std::cmp::Reverse(slower(s)));
                 self.slow.truncate(SLOW_STEPS);
             }
         }
