@@ -180,6 +180,9 @@ fn a_diff_of_streamed_runs_finds_the_slower_one_from_the_aggregates() {
             assert!((pct - 100.0).abs() < 1e-9, "twice as long: {pct}");
         }
         assert!(diff.method.contains("aggregates"), "{}", diff.method);
+        let one_side = diff.rows.iter().filter(|r| matches!(r.verdict, Verdict::OnlyBase | Verdict::OnlyNew));
+        assert_eq!(one_side.count(), 0, "the same groups and kernels on both sides: {:#?}", diff.rows);
+        assert_eq!(diff.rows.len(), 5, "GPU time only: {:#?}", diff.rows);
     }
     let diff = Diff::read(&base, &same, options).unwrap();
     assert!(diff.rows.iter().all(|r| !r.verdict.is_change()), "{:#?}", diff.rows);
