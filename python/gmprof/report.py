@@ -354,6 +354,9 @@ def _load_streamed(path: str, report_json: Optional[Dict[str, Any]], pd: Any, pq
     else:
         meta = {}
     warnings = [str(w) for w in meta.get("warnings") or []]
+    if report_json is not None and not report_json.get("streamed"):
+        warnings.append("report.json is a checkpoint from before the rows were streamed (the run was killed after "
+                        "the row limit): its meta is the checkpoint's, the tables are the part files'")
     formats = {name: "parquet parts" for name in tables}
     report = Report(path, tables, meta, warnings, report_json, pd, formats)
     report.stats = None

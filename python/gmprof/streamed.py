@@ -43,12 +43,13 @@ def context_dirs(path: str) -> List[str]:
 
 
 def is_streamed(path: str, report_json: Optional[Dict[str, Any]]) -> bool:
-    """Whether ``path`` holds a streamed run: report.json says so, or (a run killed before
-    its report) it has kernel parts and no whole-file kernels table."""
-    if report_json is not None:
-        return bool(report_json.get("streamed"))
-    whole = any(os.path.isfile(os.path.join(path, "kernels" + ext)) for ext in (".csv", ".parquet"))
-    return not whole and bool(part_files(os.path.join(path, "kernels")))
+    """Whether ``path`` holds a streamed run: report.json says so, or it has part files (a
+    run killed after the row limit: without report.json, or beside the whole-file tables of
+    a checkpoint taken before the limit, which hold only the run's start; the parts hold
+    every row streamed, the first ones included)."""
+    if report_json is not None and report_json.get("streamed"):
+        return True
+    return any(part_files(os.path.join(path, table)) for table in ("kernels", "ranges"))
 
 
 def _read_table(pq: Any, path: str, table: str, skipped: List[str]) -> Tuple[Any, Optional[str]]:

@@ -3,6 +3,7 @@ tests/data/streamed (two ranks of a run streamed through the capture path; rank1
 twice as long), the aggregates against a recomputation from the parts, a corrupt part, a run
 killed before its report, gmprof.diff, and README's DuckDB and Polars queries run verbatim."""
 
+import json
 import math
 import os
 import re
@@ -138,6 +139,23 @@ class StreamedLoadTest(unittest.TestCase):
             self.assertEqual(r.meta["mode"], "trace")
             self.assertEqual(len(r.kernels), 144)
             self.assertEqual(r.streamed, {})
+        finally:
+            shutil.rmtree(tmp)
+
+    def test_a_checkpoint_beside_the_parts_gives_the_meta_and_the_parts_the_rows(self):
+        tmp, out = _copy()
+        try:
+            rank = os.path.join(out, "rank1")
+            with open(os.path.join(rank, "report.json"), encoding="utf-8") as f:
+                checkpoint = json.load(f)
+            checkpoint["streamed"] = None
+            with open(os.path.join(rank, "report.json"), "w", encoding="utf-8") as f:
+                json.dump(checkpoint, f)
+            with open(os.path.join(rank, "kernels.csv"), "w", encoding="utf-8") as f:
+                f.write("kernel_name,duration_ns\ngemm,1\n")  # the checkpoint's start of the run
+            r = gmprof.load(rank, pandas=False)
+            self.assertEqual(len(r.kernels), 144)
+            self.assertIn("checkpoint", r.warnings[-1])
         finally:
             shutil.rmtree(tmp)
 
