@@ -152,6 +152,40 @@ fn a_corrupt_part_of_a_streamed_rank_is_named_and_left_out_unless_strict() {
     assert!(e.contains("r2: unreadable part files") && e.contains("ranges/part-00000.parquet"), "{e}");
 }
 
+#[test]
+fn a_streamed_rank_killed_before_its_report_is_merged_from_its_parts() {
+    let (whole, killed) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    ranks(whole.path(), true);
+    ranks(killed.path(), true);
+    // r1 killed: no report.json, and no whole-run aggregates (written at the end).
+    std::fs::remove_file(killed.path().join("r1/report.json")).unwrap();
+    std::fs::remove_dir_all(killed.path().join("r1/aggregates")).unwrap();
+    // r2 killed after a checkpoint from before the limit: its whole-file tables (10 steps)
+    // beside the parts (all 40).
+    let r2 = killed.path().join("r2");
+    std::fs::remove_dir_all(&r2).unwrap();
+    play(&r2, 40, 1, true);
+    run(&r2, 10, 1, false);
+    assert!(r2.join("ranges.parquet").is_file() && r2.join("kernels/part-00000.parquet").is_file());
+    let options = MergeOptions::default();
+    let a = merge_dir_with(whole.path(), &options).unwrap().merged;
+    let b = merge_dir_with(killed.path(), &options).unwrap().merged;
+    assert_eq!(b.processes, ["r0", "r1", "r2"]);
+    assert!(b.unreadable.is_empty(), "{:?}", b.unreadable);
+    assert_eq!(a.kernels, b.kernels, "kernels counted from r1's parts");
+    assert_eq!(a.rows, b.rows);
+    let sorted = |m: &crate::report::runs::merge::Merged| {
+        let mut k = m.kernel_rows.clone();
+        k.sort_by(|x, y| x.path.cmp(&y.path));
+        k
+    };
+    assert_eq!(sorted(&a), sorted(&b), "kernel totals folded from the parts = the aggregates'");
+    assert_eq!(a.steps, b.steps);
+    assert_eq!(b.warnings.len(), 2, "{:?}", b.warnings);
+    assert!(b.warnings[0].starts_with("r1: streamed, then killed before its report"), "{:?}", b.warnings);
+    assert!(b.warnings[1].starts_with("r2: streamed, then killed before its report"), "{:?}", b.warnings);
+}
+
 fn gpu_row<'a>(diff: &'a Diff, kind: Kind, name: &str) -> &'a crate::report::diff::DiffRow {
     diff.rows
         .iter()

@@ -17,9 +17,7 @@ use crate::error::{Error, Result};
 use crate::report::runs::merge::{
     result_dirs, MergeBuilder, MergeOptions, Merged, MERGED_CSV, MERGED_KERNELS_CSV, SCAN_DEPTH,
 };
-use crate::report::runs::rank_ranges::{
-    label, streamed_without_report, RankRanges, RANK_FILES, STREAMED_MARKERS, STREAMED_WITHOUT_REPORT,
-};
+use crate::report::runs::rank_ranges::{label, streamed_without_report, RankRanges, RANK_FILES, STREAMED_MARKERS};
 use crate::report::runs::stragglers::STRAGGLERS_CSV;
 
 /// What `gmprof merge` wrote.
@@ -44,19 +42,10 @@ pub fn merge_dir(root: &Path) -> Result<Merged> {
 /// `root/stragglers.csv` (when a range repeats), `root/trace-index.json`
 /// and `root/merged-trace.json` of a few ranks ([`crate::report::runs::merge_trace`]).
 pub fn merge_dir_with(root: &Path, options: &MergeOptions) -> Result<MergeOutcome> {
-    let dirs = result_dirs(root, &RANK_FILES);
-    // Streamed processes killed before their report: named, not silently missing.
-    let killed: Vec<String> = result_dirs(root, &STREAMED_MARKERS)
-        .into_iter()
-        .filter(|d| streamed_without_report(d))
-        .map(|d| format!("{}: {STREAMED_WITHOUT_REPORT}", label(root, &d)))
-        .collect();
-    if options.strict && !killed.is_empty() {
-        return Err(Error::InvalidConfig(killed.join("; ")));
-    }
-    if dirs.is_empty() && !killed.is_empty() {
-        return Err(Error::InvalidConfig(format!("{}: no process to merge: {}", root.display(), killed.join("; "))));
-    }
+    // With the processes that streamed and were killed before their report (part files only).
+    let mut dirs = result_dirs(root, &RANK_FILES);
+    dirs.extend(result_dirs(root, &STREAMED_MARKERS).into_iter().filter(|d| streamed_without_report(d)));
+    dirs.sort();
     if dirs.is_empty() {
         return Err(Error::InvalidConfig(format!(
             "{}: no report.json or ranges.parquet in it or in its subdirectories (to depth {SCAN_DEPTH}): \
@@ -65,7 +54,7 @@ pub fn merge_dir_with(root: &Path, options: &MergeOptions) -> Result<MergeOutcom
         )));
     }
     let mut builder = MergeBuilder::new(options);
-    let mut unreadable = killed;
+    let mut unreadable = Vec::new();
     let mut read = Vec::new();
     for dir in &dirs {
         // One bad process does not sink the merge (unless --strict): it is left out and named.

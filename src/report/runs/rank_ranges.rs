@@ -166,26 +166,11 @@ impl RankRanges {
                 add_kernel(&a.key, a.summary.count, a.summary.missing, a.summary.total_ns);
             }
         }
-        let int = |v: Option<i64>| v.and_then(|v| u64::try_from(v).ok());
         for (n, context) in std::iter::once(dir.clone()).chain(context_dirs(&dir)?).enumerate() {
-            let ranges = &mut rank.ranges;
-            let columns = ["path", "depth", "instance", "gpu_time_ns", "wall_time_ns"];
-            let read = read_parts(&context, "ranges", &columns, |b| {
-                for row in 0..b.len() {
-                    let Some(path) = b.text(0, row)? else { continue };
-                    ranges.push(RangeTimes {
-                        path: path.to_owned(),
-                        depth: int(b.int(1, row)?).unwrap_or(0) as u32,
-                        instance: int(b.int(2, row)?).unwrap_or(0) as u32,
-                        gpu_time_ns: int(b.int(3, row)?),
-                        wall_time_ns: int(b.int(4, row)?),
-                    });
-                }
-                Ok(())
-            })?;
+            let skipped = read_range_parts(&context, &mut rank.ranges)?;
             let context_name = context.file_name().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
             let prefix = |s: &String| if n == 0 { s.clone() } else { format!("{context_name}/{s}") };
-            rank.left_out.extend(read.skipped.iter().map(prefix));
+            rank.left_out.extend(skipped.iter().map(prefix));
             if n == 0 {
                 continue;
             }
@@ -201,17 +186,76 @@ impl RankRanges {
         Ok(rank)
     }
 
+    /// Takes the range times of a streamed process killed after the row limit: its part
+    /// files, and no `report.json` or only a checkpoint's from before the limit (whose `meta`
+    /// is given; without one, what the parts' metadata says). Range rows come from `ranges/`,
+    /// kernel totals are folded from `kernels/` (the whole run's aggregates were never
+    /// written), each further context's too; the rows of the segments open when it was
+    /// killed are lost, which [`RankRanges::ending`] says.
+    pub fn of_killed(label: String, dir: PathBuf, meta: Option<ReportMeta>) -> Result<Self> {
+        let mut meta = match meta {
+            Some(m) => m,
+            None => parts_meta(&dir)?,
+        };
+        let mut ranges = Vec::new();
+        let mut left_out = Vec::new();
+        let mut fold = KernelFold::default();
+        let int = |v: Option<i64>| v.and_then(|v| u64::try_from(v).ok());
+        for (n, context) in std::iter::once(dir.clone()).chain(context_dirs(&dir)?).enumerate() {
+            let mut skipped = read_range_parts(&context, &mut ranges)?;
+            let read = read_parts(&context, "kernels", &["kernel_name", "duration_ns"], |b| {
+                for row in 0..b.len() {
+                    fold.add(b.text(0, row)?, int(b.int(1, row)?));
+                }
+                Ok(())
+            })?;
+            skipped.extend(read.skipped);
+            let context_name = context.file_name().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
+            left_out.extend(skipped.iter().map(|s| if n == 0 { s.clone() } else { format!("{context_name}/{s}") }));
+        }
+        meta.kernel_count = fold.totals.iter().map(|k| k.launches).sum();
+        meta.total_gpu_time_ns = fold.totals.iter().filter_map(|k| k.duration_ns).reduce(u64::saturating_add);
+        // Its end is this: killed, read from its parts (a checkpoint's own end is older).
+        meta.run_end = None;
+        Ok(RankRanges {
+            label,
+            dir,
+            meta,
+            ranges,
+            kernels: Some(fold.totals),
+            source: "part files",
+            ending: Some(
+                "streamed, then killed before its report: merged from its part files (the rows of the segments \
+                 open when it was killed are lost)"
+                    .to_owned(),
+            ),
+            left_out,
+        })
+    }
+
     /// Reads the process directory `dir` (labelled relative to `root`): `ranges.parquet` when
-    /// it has one, else `report.json`.
+    /// it has one, else `report.json`; a streamed run's part files ([`RankRanges::of_streamed`],
+    /// or [`RankRanges::of_killed`] for one killed after the row limit).
     pub fn read(root: &Path, dir: &Path) -> Result<Self> {
         let label = label(root, dir);
         let parquet = dir.join(RANGES_PARQUET);
+        let parts = STREAMED_MARKERS.iter().any(|m| dir.join(m).is_file());
         if !parquet.is_file() {
+            if parts && !dir.join("report.json").is_file() {
+                return Self::of_killed(label, dir.to_owned(), None);
+            }
             let report = Report::read_json(dir.join("report.json"))?;
             if report.streamed.is_some() {
                 return Self::of_streamed(label, dir.to_owned(), &report);
             }
+            if parts {
+                return Self::of_killed(label, dir.to_owned(), Some(report.meta));
+            }
             return Ok(Self::of_report(label, dir.to_owned(), &report));
+        }
+        if parts {
+            // A checkpoint's tables from before the limit beside the parts, which hold every row.
+            return Self::of_killed(label, dir.to_owned(), Some(read::report_meta(&parquet)?));
         }
         let meta = read::report_meta(&parquet)?;
         let mut ranges = Vec::new();
@@ -272,6 +316,63 @@ impl RankRanges {
     }
 }
 
+/// Appends the range rows of the `ranges/` parts of `dir` to `ranges`; returns the parts
+/// left out.
+fn read_range_parts(dir: &Path, ranges: &mut Vec<RangeTimes>) -> Result<Vec<String>> {
+    let int = |v: Option<i64>| v.and_then(|v| u64::try_from(v).ok());
+    let columns = ["path", "depth", "instance", "gpu_time_ns", "wall_time_ns"];
+    let read = read_parts(dir, "ranges", &columns, |b| {
+        for row in 0..b.len() {
+            let Some(path) = b.text(0, row)? else { continue };
+            ranges.push(RangeTimes {
+                path: path.to_owned(),
+                depth: int(b.int(1, row)?).unwrap_or(0) as u32,
+                instance: int(b.int(2, row)?).unwrap_or(0) as u32,
+                gpu_time_ns: int(b.int(3, row)?),
+                wall_time_ns: int(b.int(4, row)?),
+            });
+        }
+        Ok(())
+    })?;
+    Ok(read.skipped)
+}
+
+/// A report's metadata from what a streamed run's part files say of it (`gmprof.meta`: the
+/// mode, metric names and version known when it started); the rest is unknown (blank) or 0.
+fn parts_meta(dir: &Path) -> Result<ReportMeta> {
+    let first = STREAMED_MARKERS.iter().map(|m| dir.join(m)).find(|p| p.is_file());
+    let first = first.ok_or_else(|| Error::InvalidConfig(format!("{}: no streamed part file", dir.display())))?;
+    let kv = read::key_values(&first)?;
+    let part: serde_json::Value = kv
+        .get(crate::report::tables::parquet::KEY_META)
+        .and_then(|m| serde_json::from_str(m).ok())
+        .ok_or_else(|| Error::InvalidConfig(format!("{}: no gmprof.meta: not a gmprof part file", first.display())))?;
+    let counts = serde_json::to_value(crate::analysis::correlate::CorrelationCounts::default())
+        .map_err(|e| Error::Serialize { what: "report metadata", message: e.to_string() })?;
+    let meta = serde_json::json!({
+        "gmprof_version": part.get("gmprof_version").cloned().unwrap_or_default(),
+        "mode": part.get("mode").cloned().unwrap_or_default(),
+        "time_source": "activity",
+        "device_name": null,
+        "chip": null,
+        "metrics": [],
+        "derived_metrics": [],
+        "counter_cycles": 0,
+        "kernel_count": 0,
+        "total_gpu_time_ns": null,
+        "dropped_counter_ranges": 0,
+        "dropped_activity_records": 0,
+        "flagged_kernel_rows": 0,
+        "orphan_counter_ranges": 0,
+        "counts": counts,
+        "warnings": [],
+        "started_unix_ns": null,
+        "finished_unix_ns": null,
+    });
+    serde_json::from_value(meta)
+        .map_err(|e| Error::InvalidConfig(format!("{}: its gmprof.meta is not a streamed run's: {e}", first.display())))
+}
+
 /// Files that mark a directory with streamed part files (its first kernel or range part).
 pub const STREAMED_MARKERS: [&str; 2] = ["kernels/part-00000.parquet", "ranges/part-00000.parquet"];
 
@@ -289,7 +390,8 @@ pub fn streamed_without_report(dir: &Path) -> bool {
 
 /// What to say of a directory [`streamed_without_report`] found.
 pub const STREAMED_WITHOUT_REPORT: &str = "streamed part files but no report.json (a process killed before its end): \
-     gmprof.load reads its parts alone, and DuckDB or Polars query them (README, \"Streamed outputs\")";
+     gmprof merge and gmprof.load read its parts alone, and DuckDB or Polars query them (README, \"Streamed \
+     outputs\")";
 
 /// The directories of a process's further CUDA contexts (`context-1/`, `context-2/`, ...,
 /// where a streamed run's second and later contexts write their parts), in number order.
