@@ -59,7 +59,7 @@ pub struct SlowStep {
 pub struct WindowView {
     /// Its number.
     pub window: u64,
-    /// Its first and last step in the series.
+    /// Its first step in the series.
     pub first_step: u64,
     /// Its last step.
     pub last_step: u64,
