@@ -127,6 +127,19 @@ fn a_merge_of_streamed_ranks_equals_the_merge_of_the_same_ranks_written_whole() 
     let steps = s.steps.as_ref().expect("a straggler table");
     assert_eq!(steps.rows.len(), 40);
     assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+    assert!(s.rows.iter().all(|r| r.instances.iter().all(|&n| n > 0)), "every path's instances");
+    // A deeper step range, by wall time: the rows the streamed ranks keep follow --step.
+    let deeper = MergeOptions {
+        step: Some("step/layer 1".into()),
+        step_time: crate::report::runs::stragglers::StepTime::Wall,
+        ..MergeOptions::default()
+    };
+    let (sd, wd) = (
+        merge_dir_with(streamed.path(), &deeper).unwrap().merged,
+        merge_dir_with(whole.path(), &deeper).unwrap().merged,
+    );
+    assert_eq!(sd.steps, wd.steps);
+    assert_eq!(sd.steps.as_ref().map(|t| t.rows.len()), Some(40));
     // merged.csv: the same file.
     let csv = |root: &Path| std::fs::read_to_string(root.join("merged_kernels.csv")).unwrap();
     assert_eq!(csv(streamed.path()).lines().next(), csv(whole.path()).lines().next(), "same header");

@@ -58,7 +58,7 @@ pub fn merge_dir_with(root: &Path, options: &MergeOptions) -> Result<MergeOutcom
     let mut read = Vec::new();
     for dir in &dirs {
         // One bad process does not sink the merge (unless --strict): it is left out and named.
-        match RankRanges::read(root, dir) {
+        match RankRanges::read_with(root, dir, builder.step_path(), options.step_time) {
             Ok(rank) if options.strict && !rank.left_out.is_empty() => {
                 return Err(Error::InvalidConfig(format!(
                     "{}: unreadable part files (without --strict they are left out and named): {}",
