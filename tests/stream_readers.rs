@@ -156,6 +156,10 @@ fn a_streamed_process_killed_before_its_report_is_named_and_merged_from_its_part
     let (code, _, err) = gmprof(&[OsStr::new("report"), tmp.path().join("rank1").as_os_str()]);
     assert_eq!(code, Some(1));
     assert!(err.contains("streamed part files but no report.json") && err.contains("gmprof.load"), "{err}");
+    let (code, _, err) =
+        gmprof(&[OsStr::new("diff"), tmp.path().join("rank0").as_os_str(), tmp.path().join("rank1").as_os_str()]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("streamed part files but no report.json"), "{err}");
     // merge reads it from its parts, and says so; merged.csv is that of the complete ranks.
     let complete = copy();
     let (code, _, err) = gmprof(&[OsStr::new("merge"), complete.path().as_os_str()]);

@@ -11,6 +11,7 @@ use super::samples::{Entity, Samples};
 use crate::error::{Error, Result};
 use crate::report::model::Report;
 use crate::report::runs::merge::{result_dirs, ProcessReport};
+use crate::report::runs::rank_ranges::{streamed_without_report, STREAMED_WITHOUT_REPORT};
 use crate::report::text::group::GroupBy;
 
 /// Reads one side: a directory of one or several processes' outputs, or a `report.json`.
@@ -23,6 +24,10 @@ pub fn read_side(path: &Path) -> Result<Vec<ProcessReport>> {
     }
     if !path.is_dir() {
         return Err(Error::InvalidConfig(format!("{}: no such directory or report.json", path.display())));
+    }
+    if streamed_without_report(path) {
+        // A streamed run killed before its report: no aggregates to compare.
+        return Err(Error::InvalidConfig(format!("{}: {STREAMED_WITHOUT_REPORT}", path.display())));
     }
     if result_dirs(path, &["report.json"]).is_empty() {
         return Err(Error::InvalidConfig(format!(
