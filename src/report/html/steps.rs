@@ -283,7 +283,7 @@ mod tests {
             kernels: 1,
             transfers: 0,
             window,
-            groups: Vec::new(),
+            ..StepRow::default()
         }
     }
 

@@ -133,7 +133,7 @@ mod tests {
             kernels: 1,
             transfers: 0,
             window: 0,
-            groups: Vec::new(),
+            ..Default::default()
         }
     }
 
