@@ -26,15 +26,13 @@ const NAMES: [(&CStr, &str); 3] = [(c"gemm", "gemm"), (c"softmax", "softmax"), (
 const LAYERS: u64 = 2;
 const KERNELS_PER_LAYER: u64 = 3;
 
+// Assigned field by field so that settings added later keep their defaults here.
+#[allow(clippy::field_reassign_with_default)]
 fn config(dir: &Path, row_limit: u64) -> StreamConfig {
-    StreamConfig {
-        dir: dir.to_owned(),
-        row_limit,
-        settings: StreamSettings {
-            segment: SegmentPolicy { rows: 100, every: Duration::from_secs(3600), row_group: 64 },
-            online: OnlineSettings { window_steps: 10, ..OnlineSettings::default() },
-        },
-    }
+    let mut settings = StreamSettings::default();
+    settings.segment = SegmentPolicy { rows: 100, every: Duration::from_secs(3600), row_group: 64 };
+    settings.online = OnlineSettings { window_steps: 10, ..OnlineSettings::default() };
+    StreamConfig { dir: dir.to_owned(), row_limit, settings }
 }
 
 /// A run of `steps` steps (`step` around two `layer N` ranges of three kernels), its kernels
