@@ -413,9 +413,8 @@ fn print_report(path: &std::path::Path, csv: bool, stats: bool, view: &ViewArgs)
             _ => return print_merged(path, &merge::MergeOptions::default()),
         }
     }
-    streamed::check_has_report(path)?;
     let file = if path.is_dir() { path.join("report.json") } else { path.to_owned() };
-    let report = gmprof::Report::read_json(&file)?;
+    let report = streamed::read_report(path, &file, csv)?;
     if path.is_dir() {
         let others = merge::result_dirs(path, &["report.json"]).len().saturating_sub(1);
         if others > 0 {
@@ -425,9 +424,6 @@ fn print_report(path: &std::path::Path, csv: bool, stats: bool, view: &ViewArgs)
                 path.display()
             );
         }
-    }
-    if csv && report.streamed.is_some() {
-        return Err(streamed::csv_refused(&file));
     }
     if csv {
         report.write_csv_to(stdout::Quiet)?;

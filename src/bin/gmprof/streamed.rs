@@ -8,23 +8,24 @@ use gmprof::report::rank_ranges::{streamed_without_report, STREAMED_WITHOUT_REPO
 use gmprof::report::SummaryOptions;
 use gmprof::{Error, Report, Result};
 
-/// An error for a directory of streamed part files without `report.json`.
-pub fn check_has_report(path: &Path) -> Result<()> {
+/// Reads the report of `path` (`file`: its `report.json`, or itself). A directory of
+/// streamed part files without `report.json` (a process killed before its end) is an error
+/// saying what reads it, and so is `--csv` (`csv`) of a streamed report, which holds no rows:
+/// an empty table would look like a run of none.
+pub fn read_report(path: &Path, file: &Path, csv: bool) -> Result<Report> {
     if path.is_dir() && streamed_without_report(path) {
         return Err(Error::InvalidConfig(format!("{}: {STREAMED_WITHOUT_REPORT}", path.display())));
     }
-    Ok(())
-}
-
-/// The error for `--csv` of a streamed report (`file`): it holds no rows, and an empty table
-/// would look like a run of none.
-pub fn csv_refused(file: &Path) -> Error {
-    Error::InvalidConfig(format!(
-        "{}: a streamed run (past GMPROF_ROW_LIMIT): its rows are in Parquet part files beside report.json \
-         (ranges/, kernels/, steps/, aggregates/ ...), not in a table --csv can print; query them with DuckDB or \
-         Polars (README, \"Streamed outputs\"), or load them with gmprof.load",
-        file.display()
-    ))
+    let report = Report::read_json(file)?;
+    if csv && report.streamed.is_some() {
+        return Err(Error::InvalidConfig(format!(
+            "{}: a streamed run (past GMPROF_ROW_LIMIT): its rows are in Parquet part files beside report.json \
+             (ranges/, kernels/, steps/, aggregates/ ...), not in a table --csv can print; query them with DuckDB \
+             or Polars (README, \"Streamed outputs\"), or load them with gmprof.load",
+            file.display()
+        )));
+    }
+    Ok(report)
 }
 
 /// Writes the HTML page of `report`, read from `file`: a streamed run's steps come from its
