@@ -8,6 +8,10 @@ is beyond noise (``slower``/``faster``/``higher``/``lower``) or not (``noise``,
 ``too_few``, ``unmeasured``), and ``only_base``/``only_new`` rows for what ran on one side.
 The method and any not-comparable warnings are in ``df.attrs["comments"]`` (the CSV's
 ``#`` lines). A value that was not measured or not tested is ``None``/``NaN``, never 0.
+
+A streamed run (its rows in part files) is compared from its aggregates: GPU time per range
+group and kernel, the change of the mean, ``p_value`` blank (no rank test without the
+instances' values); the method comment says so.
 """
 
 from __future__ import annotations

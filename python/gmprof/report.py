@@ -8,6 +8,10 @@ With pyarrow installed, each table is read from its Parquet file (``kernels.parq
 columns, far faster than CSV at millions of rows) when the run wrote one, else from its CSV
 file; ``parquet=False`` always reads CSV, ``parquet=True`` requires pyarrow.
 
+A streamed run (past ``GMPROF_ROW_LIMIT``, issue 42) has no whole-file row tables: its
+tables are read from their Parquet part files (``kernels/part-*.parquet``, ...) and it has
+``steps``, ``step_ranges`` and ``aggregates`` besides (see :mod:`gmprof.streamed`).
+
 A value gmprof did not measure is blank in the CSV files and null in the Parquet files; here
 it is ``None`` (``NaN`` in a numeric DataFrame column), never 0.
 """
@@ -19,6 +23,8 @@ import html
 import json
 import os
 from typing import Any, Dict, List, Optional, Tuple
+
+from .streamed import context_dirs, is_streamed, read_streamed
 
 __all__ = ["Report", "load"]
 
@@ -112,6 +118,17 @@ class Report:
         pm: pm.csv (PM sampling folded into ranges and kernels: one row per range or kernel
             and metric, with mean, peak, total, samples, coverage, few_samples,
             edge_share, windows and confidence), or ``None`` when the run did not sample.
+        streamed: report.json's ``streamed`` section (why, row limit, counts, the whole
+            run's aggregates, the first steps) for a streamed run, else ``None``. A streamed
+            run's ``ranges``, ``kernels`` and ``transfers`` come from their part files, it has
+            ``steps`` (one row per step), ``step_ranges`` and ``aggregates`` (per window of
+            steps and, with ``window`` null, for the whole run), and ``stats`` is ``None``
+            (the aggregates stand for it).
+        skipped: part files that could not be read and were left out, each
+            ``TABLE/part-NNNNN.parquet: why`` (empty when every part was read).
+        contexts: a streamed process's further CUDA contexts (``context-N/``), each a
+            :class:`Report` of its parts (its ``meta`` from their metadata), in number order;
+            empty otherwise.
     """
 
     def __init__(self, path: str, tables: Dict[str, Tuple[List[str], Any]], meta: Dict[str, Any],
@@ -143,13 +160,37 @@ class Report:
     kernels: Any
     stats: Any
     pm: Any = None
+    transfers: Any = None
+    steps: Any = None
+    step_ranges: Any = None
+    aggregates: Any = None
+    streamed: Optional[Dict[str, Any]] = None
+    skipped: List[str] = []
+    contexts: List["Report"] = []
 
     def top_ranges(self, n: int = 10, quantity: str = "gpu_time_ns") -> List[Row]:
         """The ``n`` range paths with the largest total ``quantity`` (from stats.csv), largest
         first. ``quantity`` is ``gpu_time_ns`` or ``wall_time_ns``. Rows are dicts with
         ``range_path``, ``count``, ``missing``, ``total_ns``, ``mean_ns``, ``p50_ns``,
         ``max_ns`` and ``share_pct`` (``None`` where not measured)."""
+        if self.streamed is not None:
+            return self._top_streamed(n, quantity)
         rows = [r for r in self._records("stats") if r.get("table") == "range" and r.get("quantity") == quantity]
+        rows.sort(key=lambda r: (r.get("total_ns") is None, -(r.get("total_ns") or 0)))
+        return rows[:n]
+
+    def _top_streamed(self, n: int, quantity: str) -> List[Row]:
+        """top_ranges of a streamed run: the whole run's aggregates (``window`` null), keyed by
+        range group; share of the run's GPU time for ``gpu_time_ns``."""
+        total = self.meta.get("total_gpu_time_ns") if quantity == "gpu_time_ns" else None
+        rows = []
+        for r in self._records("aggregates"):
+            if r.get("window") is not None or r.get("table") != "range" or r.get("quantity") != quantity:
+                continue
+            row = {k: r.get(k) for k in ("count", "missing", "total_ns", "mean_ns", "p50_ns", "max_ns")}
+            row["range_path"] = r.get("key")
+            row["share_pct"] = 100.0 * row["total_ns"] / total if total and row["total_ns"] is not None else None
+            rows.append(row)
         rows.sort(key=lambda r: (r.get("total_ns") is None, -(r.get("total_ns") or 0)))
         return rows[:n]
 
@@ -232,7 +273,14 @@ def load(out_dir: "str | os.PathLike[str]", pandas: Optional[bool] = None,
     ``True`` requires pandas; ``False`` always gives lists. ``parquet``: ``None`` reads
     Parquet when pyarrow is installed; ``True`` requires pyarrow; ``False`` reads CSV only.
 
+    A streamed run (report.json with a ``streamed`` section, or only part files) is read
+    from its part files instead, with pyarrow (see :mod:`gmprof.streamed`): its ``ranges``,
+    ``kernels``, ``transfers``, ``steps``, ``step_ranges`` and ``aggregates``; a corrupt
+    part is named in :attr:`Report.skipped` and left out; further CUDA contexts' parts
+    (``context-N/``) are in :attr:`Report.contexts`.
+
     Raises:
+        ImportError: a streamed run without pyarrow (or with ``parquet=False``).
         FileNotFoundError: a required file is missing (a directory with one subdirectory per
             process needs ``gmprof merge`` first, or load each process's directory).
     """
@@ -274,14 +322,16 @@ def load(out_dir: "str | os.PathLike[str]", pandas: Optional[bool] = None,
         if name == "ranges":
             comments = notes
 
-    for name in ("ranges", "kernels", "stats"):
-        read(name, True)
-    read("pm", False)
     report_json: Optional[Dict[str, Any]] = None
     json_file = os.path.join(path, "report.json")
     if os.path.isfile(json_file):
         with open(json_file, encoding="utf-8") as f:
             report_json = json.load(f)
+    if is_streamed(path, report_json):
+        return _load_streamed(path, report_json, pd, pq)
+    for name in ("ranges", "kernels", "stats"):
+        read(name, True)
+    read("pm", False)
     if report_json is not None and isinstance(report_json.get("meta"), dict):
         meta = report_json["meta"]
         warnings = [str(w) for w in meta.get("warnings") or []]
@@ -291,3 +341,26 @@ def load(out_dir: "str | os.PathLike[str]", pandas: Optional[bool] = None,
     else:
         meta, warnings = _meta_from_comments(comments)
     return Report(path, tables, meta, warnings, report_json, pd, formats)
+
+
+def _load_streamed(path: str, report_json: Optional[Dict[str, Any]], pd: Any, pq: Any) -> Report:
+    """A streamed run's :class:`Report` (see :mod:`gmprof.streamed`)."""
+    tables, skipped, part_meta = read_streamed(path, pq, pd)
+    if report_json is not None and isinstance(report_json.get("meta"), dict):
+        meta = report_json["meta"]
+    elif part_meta is not None:
+        # A run killed before its report: what the parts say of it (mode, metrics, version).
+        meta = json.loads(part_meta)
+    else:
+        meta = {}
+    warnings = [str(w) for w in meta.get("warnings") or []]
+    if report_json is not None and not report_json.get("streamed"):
+        warnings.append("report.json is a checkpoint from before the rows were streamed (the run was killed after "
+                        "the row limit): its meta is the checkpoint's, the tables are the part files'")
+    formats = {name: "parquet parts" for name in tables}
+    report = Report(path, tables, meta, warnings, report_json, pd, formats)
+    report.stats = None
+    report.streamed = (report_json or {}).get("streamed") or {}
+    report.skipped = skipped
+    report.contexts = [_load_streamed(c, None, pd, pq) for c in context_dirs(path)]
+    return report

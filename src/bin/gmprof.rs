@@ -28,6 +28,8 @@ mod flight;
 mod on_demand;
 #[path = "gmprof/stdout.rs"]
 mod stdout;
+#[path = "gmprof/streamed.rs"]
+mod streamed;
 
 use clap::{Parser, Subcommand};
 use gmprof::checked::{driver, target, Cupti};
@@ -416,7 +418,7 @@ fn print_report(path: &std::path::Path, csv: bool, stats: bool, view: &ViewArgs)
         }
     }
     let file = if path.is_dir() { path.join("report.json") } else { path.to_owned() };
-    let report = gmprof::Report::read_json(&file)?;
+    let report = streamed::read_report(path, &file, csv)?;
     if path.is_dir() {
         let others = merge::result_dirs(path, &["report.json"]).len().saturating_sub(1);
         if others > 0 {
@@ -443,7 +445,7 @@ fn print_report(path: &std::path::Path, csv: bool, stats: bool, view: &ViewArgs)
         eprintln!("gmprof: {}: {}", file.display(), end.describe());
     }
     if let Some(html) = &view.html {
-        report.write_html(html, &view.options())?;
+        streamed::write_html(&report, &file, html, &view.options())?;
         eprintln!("gmprof: wrote {}", html.display());
     }
     Ok(())

@@ -7,10 +7,11 @@ use std::path::Path;
 use super::comparable::comparability;
 use super::model::{Diff, DiffOptions, DiffRow, Kind, SideInfo, Verdict, GPU_TIME, KERNELS, MIN_SAMPLES};
 use super::rank_test::{self, holm, mann_whitney, median};
-use super::samples::Samples;
+use super::samples::{Entity, Samples};
 use crate::error::{Error, Result};
 use crate::report::model::Report;
 use crate::report::runs::merge::{result_dirs, ProcessReport};
+use crate::report::runs::rank_ranges::{streamed_without_report, STREAMED_WITHOUT_REPORT};
 use crate::report::text::group::GroupBy;
 
 /// Reads one side: a directory of one or several processes' outputs, or a `report.json`.
@@ -23,6 +24,10 @@ pub fn read_side(path: &Path) -> Result<Vec<ProcessReport>> {
     }
     if !path.is_dir() {
         return Err(Error::InvalidConfig(format!("{}: no such directory or report.json", path.display())));
+    }
+    if streamed_without_report(path) {
+        // A streamed run killed before its report: no aggregates to compare.
+        return Err(Error::InvalidConfig(format!("{}: {STREAMED_WITHOUT_REPORT}", path.display())));
     }
     if result_dirs(path, &["report.json"]).is_empty() {
         return Err(Error::InvalidConfig(format!(
@@ -72,8 +77,9 @@ impl Diff {
         let new_info = side_info(new_path, new, &n);
         let mut rows = Vec::new();
         for kind in [Kind::Range, Kind::Kernel] {
-            let mut kind_rows = compare_kind(kind, &b, &n);
+            let (mut kind_rows, aggregated) = compare_kind(kind, &b, &n);
             adjust_and_judge(&mut kind_rows, &options);
+            judge_aggregated(&mut kind_rows, &aggregated, &options);
             sort_by_impact(&mut kind_rows);
             rows.extend(kind_rows);
         }
@@ -92,7 +98,30 @@ impl Diff {
             options.min_impact_pct,
             MIN_SAMPLES
         );
-        let warnings = comparability(base, new, &base_info, &new_info);
+        let mut method = method;
+        let mut warnings = comparability(base, new, &base_info, &new_info);
+        warnings.extend(b.left_out.iter().chain(&n.left_out).map(|l| format!("left out, unreadable: {l}")));
+        let streamed: Vec<&String> = b.streamed.iter().chain(&n.streamed).collect();
+        if !streamed.is_empty() {
+            let names: Vec<&str> = streamed.iter().map(|s| s.as_str()).collect();
+            method.push_str(&format!(
+                "; streamed runs ({}) have no instance values: their range groups and kernels are compared from the \
+                 whole run's aggregates (GPU time only; median within {} %), without a rank test (p blank), by the \
+                 change of the mean per instance, marked when it is at least {} % and its impact at least {} %",
+                names.join(", "),
+                crate::analysis::online::RELATIVE_ERROR * 100.0,
+                options.threshold_pct,
+                options.min_impact_pct
+            ));
+            if options.skip_first > 0 {
+                warnings.push(format!(
+                    "--skip-first {} is not applied to the streamed runs ({}): their aggregates hold the whole run, \
+                     warm-up included",
+                    options.skip_first,
+                    names.join(", ")
+                ));
+            }
+        }
         Diff { base: base_info, new: new_info, options, method, tests, rows, warnings }
     }
 }
@@ -115,8 +144,9 @@ fn mean(values: &[f64]) -> Option<f64> {
     (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
 }
 
-/// Every row of `kind`, tested but not yet adjusted or judged.
-fn compare_kind(kind: Kind, b: &Samples, n: &Samples) -> Vec<DiffRow> {
+/// Every row of `kind`, tested but not yet adjusted or judged, and which of them compare
+/// aggregates (no rank test; see [`judge_aggregated`]).
+fn compare_kind(kind: Kind, b: &Samples, n: &Samples) -> (Vec<DiffRow>, Vec<bool>) {
     let (be, ne) = (b.entities(kind), n.entities(kind));
     let mut names: Vec<&String> = be.keys().chain(ne.keys()).collect();
     names.sort();
@@ -131,8 +161,13 @@ fn compare_kind(kind: Kind, b: &Samples, n: &Samples) -> Vec<DiffRow> {
     }
     let per_process = |count: u64, side: &Samples| count as f64 / side.processes as f64;
     let mut rows = Vec::new();
+    let mut aggregated = Vec::new();
     for name in names {
         match (be.get(name), ne.get(name)) {
+            (Some(bv), Some(nv)) if b.aggregated(bv) || n.aggregated(nv) => {
+                rows.push(aggregate_row(kind, name, (b, bv), (n, nv)));
+                aggregated.push(true);
+            }
             (Some(bv), Some(nv)) => {
                 for &q in &quantities {
                     if kind == Kind::Kernel && q == KERNELS {
@@ -182,6 +217,7 @@ fn compare_kind(kind: Kind, b: &Samples, n: &Samples) -> Vec<DiffRow> {
                         impact_ns,
                         impact_pct: None,
                     });
+                    aggregated.push(false);
                 }
             }
             (one_b, one_n) => {
@@ -190,19 +226,19 @@ fn compare_kind(kind: Kind, b: &Samples, n: &Samples) -> Vec<DiffRow> {
                     (None, Some(e)) => (n, e, Verdict::OnlyNew, 1.0),
                     _ => continue,
                 };
-                let values = side.values(entity, GPU_TIME);
+                let stats = side.stats(entity, GPU_TIME);
                 let count = per_process(entity.instances, side);
-                let total = (!values.is_empty()).then(|| values.iter().sum::<f64>() / side.processes as f64);
+                let total = (stats.n > 0).then(|| stats.total / side.processes as f64);
                 let is_base = verdict == Verdict::OnlyBase;
-                let (m, avg) = (median(values), mean(values));
+                let (m, avg) = (stats.median, stats.mean);
                 rows.push(DiffRow {
                     kind,
                     name: name.clone(),
                     quantity: GPU_TIME.to_owned(),
                     base_count: if is_base { count } else { 0.0 },
                     new_count: if is_base { 0.0 } else { count },
-                    base_n: if is_base { values.len() as u64 } else { 0 },
-                    new_n: if is_base { 0 } else { values.len() as u64 },
+                    base_n: if is_base { stats.n } else { 0 },
+                    new_n: if is_base { 0 } else { stats.n },
                     base_median: if is_base { m } else { None },
                     new_median: if is_base { None } else { m },
                     base_mean: if is_base { avg } else { None },
@@ -215,6 +251,7 @@ fn compare_kind(kind: Kind, b: &Samples, n: &Samples) -> Vec<DiffRow> {
                     impact_ns: total.map(|t| sign * t),
                     impact_pct: None,
                 });
+                aggregated.push(false);
             }
         }
     }
@@ -222,7 +259,56 @@ fn compare_kind(kind: Kind, b: &Samples, n: &Samples) -> Vec<DiffRow> {
     for row in &mut rows {
         row.impact_pct = row.impact_ns.zip(base_total).map(|(i, t)| 100.0 * i / t);
     }
-    rows
+    (rows, aggregated)
+}
+
+/// The GPU time row of an entity that a streamed side has from its aggregates: counts, means
+/// and (where one aggregate row makes it) medians; the change is that of the mean, exact
+/// where the median is within the sketch's error; no rank test.
+fn aggregate_row(kind: Kind, name: &str, (b, bv): (&Samples, &Entity), (n, nv): (&Samples, &Entity)) -> DiffRow {
+    let (x, y) = (b.stats(bv, GPU_TIME), n.stats(nv, GPU_TIME));
+    let change = x.mean.zip(y.mean).map(|(b, n)| n - b);
+    let change_pct = change.zip(x.mean).and_then(|(c, b)| (b != 0.0).then(|| 100.0 * c / b.abs()));
+    let verdict = if x.n == 0 && y.n == 0 {
+        Verdict::Unmeasured
+    } else if (x.n as usize) < MIN_SAMPLES || (y.n as usize) < MIN_SAMPLES {
+        Verdict::TooFew
+    } else {
+        Verdict::Noise
+    };
+    let new_count = nv.instances as f64 / n.processes as f64;
+    DiffRow {
+        kind,
+        name: name.to_owned(),
+        quantity: GPU_TIME.to_owned(),
+        base_count: bv.instances as f64 / b.processes as f64,
+        new_count,
+        base_n: x.n,
+        new_n: y.n,
+        base_median: x.median,
+        new_median: y.median,
+        base_mean: x.mean,
+        new_mean: y.mean,
+        change,
+        change_pct,
+        p_value: None,
+        p_adjusted: None,
+        verdict,
+        impact_ns: change.map(|c| c * new_count),
+        impact_pct: None,
+    }
+}
+
+/// The verdict of the rows [`aggregate_row`] made (those of `aggregated`): a change of the
+/// mean of at least the threshold, with an impact of at least the minimum, is marked.
+fn judge_aggregated(rows: &mut [DiffRow], aggregated: &[bool], options: &DiffOptions) {
+    for (row, _) in rows.iter_mut().zip(aggregated).filter(|(r, &a)| a && r.verdict == Verdict::Noise) {
+        let big_enough = row.change_pct.is_none_or(|c| c.abs() >= options.threshold_pct)
+            && row.impact_pct.is_none_or(|i| i.abs() >= options.min_impact_pct);
+        if big_enough && row.change.is_some_and(|c| c != 0.0) {
+            row.verdict = if row.change.unwrap_or(0.0) > 0.0 { Verdict::Slower } else { Verdict::Faster };
+        }
+    }
 }
 
 /// Holm's adjustment over the rows' p-values, then each tested row's verdict.

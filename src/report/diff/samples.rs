@@ -4,11 +4,19 @@
 //! Layer 3 (the safe profiler), report output, under [`super`]. Range rows are grouped as
 //! the summary groups them ([`fold_numbers`]), warm-up rows ([`warmup_rows`]) and the
 //! kernels launched in them are left out, and the processes of a run are pooled.
+//!
+//! A streamed run (issue 42) has no rows in its report: its range groups and kernels come
+//! from the whole run's aggregates ([`Aggregated`]: count, total and median of GPU time;
+//! `report.json`'s, and each further CUDA context's from its `context-N/aggregates/` parts),
+//! warm-up included, and they have no per-instance values to rank-test.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::model::{DiffOptions, Kind, DERIVED, GPU_TIME, KERNELS};
+use crate::analysis::online::{AggregateQuantity, AggregateRow, AggregateTable, NO_NAME};
 use crate::report::runs::merge::ProcessReport;
+use crate::report::runs::rank_ranges::context_dirs;
+use crate::report::tables::parquet::part_reader::whole_run_aggregates;
 use crate::report::text::group::{fold_numbers, warmup_rows, GroupBy};
 
 /// One range group or kernel of one side: its values per quantity.
@@ -18,6 +26,35 @@ pub(super) struct Entity {
     pub(super) instances: u64,
     /// Values per quantity, in quantity order.
     values: BTreeMap<usize, Vec<f64>>,
+    /// GPU time of the streamed processes' instances, from their aggregates.
+    aggregated: Option<Aggregated>,
+}
+
+/// What the aggregates of streamed processes say of one range group's or kernel's GPU time.
+#[derive(Clone, Copy, Debug, Default)]
+struct Aggregated {
+    /// Instances with a value.
+    n: u64,
+    /// Σ values, ns.
+    total: f64,
+    /// The median (DDSketch's p50), while one aggregate row makes the entity.
+    median: Option<f64>,
+    /// Aggregate rows folded in.
+    rows: u32,
+}
+
+/// One side's numbers of one quantity of an entity: count, mean, median.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Stats {
+    /// Values.
+    pub(super) n: u64,
+    /// Σ values.
+    pub(super) total: f64,
+    /// Σ / n (`None` without values).
+    pub(super) mean: Option<f64>,
+    /// The median (`None` without values, or when several streamed processes' or range
+    /// groups' medians were pooled: medians do not add up).
+    pub(super) median: Option<f64>,
 }
 
 /// One side's entities.
@@ -29,6 +66,10 @@ pub(super) struct Samples {
     kernels: BTreeMap<String, Entity>,
     /// Σ steady top-level GPU time per process.
     pub(super) total_ns: Option<f64>,
+    /// Labels of the streamed processes (compared from their aggregates).
+    pub(super) streamed: Vec<String>,
+    /// Aggregate parts that could not be read and were left out: `label: part: why`.
+    pub(super) left_out: Vec<String>,
 }
 
 impl Samples {
@@ -47,8 +88,30 @@ impl Samples {
         let mut kernels: BTreeMap<String, Entity> = BTreeMap::new();
         let mut total = 0.0;
         let mut any_total = false;
+        let mut streamed = Vec::new();
+        let mut left_out = Vec::new();
         for p in processes {
             let report = &p.report;
+            if let Some(s) = &report.streamed {
+                streamed.push(p.label.clone());
+                add_aggregates(&mut ranges, &mut kernels, &s.aggregates, options.group_by);
+                // Each further CUDA context's whole-run aggregates, from its parts.
+                for context in context_dirs(&p.dir).unwrap_or_default() {
+                    let name = context.file_name().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
+                    match whole_run_aggregates(&context) {
+                        Ok((rows, skipped)) => {
+                            add_aggregates(&mut ranges, &mut kernels, &rows, options.group_by);
+                            left_out.extend(skipped.iter().map(|s| format!("{}: {name}/{s}", p.label)));
+                        }
+                        Err(e) => left_out.push(format!("{}: {name}: {e}", p.label)),
+                    }
+                }
+                if let Some(t) = report.meta.total_gpu_time_ns {
+                    total += t as f64;
+                    any_total = true;
+                }
+                continue;
+            }
             let metric_index: Vec<usize> = report.meta.metrics.iter().map(|m| quantity(&m.metric.name)).collect();
             let derived_index: Vec<usize> = DERIVED.iter().map(|d| quantity(d)).collect();
             let warm = warmup_rows(&report.ranges, options.skip_first);
@@ -106,7 +169,35 @@ impl Samples {
             }
         }
         let n = processes.len().max(1);
-        Samples { processes: n, quantities, ranges, kernels, total_ns: any_total.then_some(total / n as f64) }
+        Samples {
+            processes: n,
+            quantities,
+            ranges,
+            kernels,
+            total_ns: any_total.then_some(total / n as f64),
+            streamed,
+            left_out,
+        }
+    }
+
+    /// Whether `entity`'s GPU time comes (in part) from streamed processes' aggregates: it
+    /// then has no instance values to rank-test, and no other quantity.
+    pub(super) fn aggregated(&self, entity: &Entity) -> bool {
+        entity.aggregated.is_some()
+    }
+
+    /// `entity`'s count, mean and median of `quantity`, from its values and its aggregates.
+    pub(super) fn stats(&self, entity: &Entity, quantity: &str) -> Stats {
+        let values = self.values(entity, quantity);
+        let agg = entity.aggregated.filter(|_| quantity == GPU_TIME).unwrap_or_default();
+        let n = values.len() as u64 + agg.n;
+        let total = values.iter().sum::<f64>() + agg.total;
+        let median = match (values.is_empty(), agg.rows) {
+            (false, 0) => super::rank_test::median(values),
+            (true, 1) => agg.median,
+            _ => None,
+        };
+        Stats { n, total, mean: (n > 0).then(|| total / n as f64), median }
     }
 
     pub(super) fn entities(&self, kind: Kind) -> &BTreeMap<String, Entity> {
@@ -123,5 +214,38 @@ impl Samples {
             .and_then(|i| entity.values.get(&i))
             .map(Vec::as_slice)
             .unwrap_or(&[])
+    }
+}
+
+/// Adds a streamed process's whole-run aggregates: range groups' and kernels' GPU time.
+fn add_aggregates(
+    ranges: &mut BTreeMap<String, Entity>,
+    kernels: &mut BTreeMap<String, Entity>,
+    aggregates: &[AggregateRow],
+    group_by: GroupBy,
+) {
+    for a in aggregates {
+        let (map, key) = match (a.table, a.quantity) {
+            (AggregateTable::Range, AggregateQuantity::GpuTimeNs) => {
+                let key = match group_by {
+                    // The key is the folded path; its last part is the folded name.
+                    GroupBy::Name => a.key.rsplit('/').next().unwrap_or(&a.key).to_owned(),
+                    _ => a.key.clone(),
+                };
+                (&mut *ranges, key)
+            }
+            (AggregateTable::Kernel, AggregateQuantity::DurationNs) if a.key != NO_NAME => {
+                (&mut *kernels, a.key.clone())
+            }
+            _ => continue,
+        };
+        let entity = map.entry(key).or_default();
+        let s = &a.summary;
+        entity.instances += s.count + s.missing;
+        let agg = entity.aggregated.get_or_insert_with(Aggregated::default);
+        agg.n += s.count;
+        agg.total += s.total_ns.unwrap_or(0) as f64;
+        agg.median = s.p50_ns.map(|v| v as f64);
+        agg.rows += 1;
     }
 }

@@ -202,6 +202,8 @@ pub struct HtmlData {
     pub pm: Option<PmView>,
     /// PC sampling's stall reasons per range group and hot spots, when the session sampled.
     pub pc: Option<super::pc::PcView>,
+    /// Step time over the run and the whole run's aggregates, when the rows were streamed.
+    pub streamed: Option<super::steps::StreamedView>,
 }
 
 /// DRAM bytes read plus written of one kernel's metric values, from the same counters as the
@@ -487,6 +489,7 @@ impl HtmlData {
             roofline,
             pm,
             pc: report.pc.as_ref().map(super::pc::pc_view),
+            streamed: report.streamed.as_ref().map(super::steps::StreamedView::of),
         }
     }
 }

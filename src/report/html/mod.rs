@@ -11,8 +11,10 @@
 //! the synthetic kernel placement of counter modes, see [`crate::report::timeline::trace`]); each
 //! range group's time with its share; DRAM bandwidth per range group and per kernel against
 //! the device's theoretical peak ([`crate::model::DevicePeaks`]); a roofline when FLOP (or
-//! warp instruction) counters were collected ([`data::FLOP_COUNTERS`]); and sortable tables
-//! of the top kernels and of every range group.
+//! warp instruction) counters were collected ([`data::FLOP_COUNTERS`]); sortable tables
+//! of the top kernels and of every range group; and for a streamed run (issue 42), step time
+//! over the whole run with the slowest steps and slow windows marked, and the whole run's
+//! aggregates ([`steps`]).
 //!
 //! The page reports its own health for automated checks: `<body data-render>` becomes `ok`
 //! once every chart is drawn, and `data-errors` counts script errors and `console.error`
@@ -25,6 +27,7 @@
 
 pub mod data;
 pub mod pc;
+pub mod steps;
 
 use std::io::Write;
 use std::path::Path;
@@ -118,6 +121,29 @@ impl Report {
         let data = HtmlData::of(self, options);
         let title = format!("gmprof report: {} · {}", data.meta.device, data.meta.mode);
         page(&title, template_parts()?.1, SCRIPT, &data, "HTML report")
+    }
+
+    /// [`Report::to_html`] of the report read from `dir`: a streamed run's step chart is
+    /// drawn from every step of its `steps/` parts ([`steps::StreamedView::of_parts`]), not
+    /// only the steps `report.json` holds (when `dir` has none, from those).
+    pub fn to_html_in(&self, dir: &Path, options: &SummaryOptions) -> Result<String> {
+        let mut data = HtmlData::of(self, options);
+        if let Some(s) = &self.streamed {
+            let view = steps::StreamedView::of_parts(s, dir)?;
+            if view.steps_shown > 0 || s.steps_table.is_empty() {
+                data.streamed = Some(view);
+            }
+        }
+        let title = format!("gmprof report: {} · {}", data.meta.device, data.meta.mode);
+        page(&title, template_parts()?.1, SCRIPT, &data, "HTML report")
+    }
+
+    /// Writes [`Report::to_html_in`] to the file `path`.
+    pub fn write_html_in(&self, dir: &Path, path: impl AsRef<Path>, options: &SummaryOptions) -> Result<()> {
+        let page = self.to_html_in(dir, options)?;
+        write_file(path.as_ref(), |out| {
+            out.write_all(page.as_bytes()).map_err(|e| Error::Serialize { what: "HTML report", message: e.to_string() })
+        })
     }
 
     /// Writes [`Report::to_html`] to `out`.

@@ -370,7 +370,65 @@
     if (data.groups_left_out > 0) document.getElementById('groups-note').textContent += ' ' + data.groups_left_out + ' more groups are left out.';
   }
 
+  /* A streamed run: step time over the run (each point a bucket of steps: its mean, min and
+     max), the slowest steps and slow windows marked, and the whole run's aggregates. */
+  function streamedCharts() {
+    var st = data.streamed;
+    if (!st) return;
+    document.getElementById('streamed-section').hidden = false;
+    var note = st.why + ' ' + st.steps + ' steps' + (st.step_group ? ' of `' + st.step_group + '`' : '') + '.';
+    if (st.bucket > 1) note += ' Each point is ' + st.bucket + ' consecutive steps: their mean, and their minimum and maximum (so no slow step is averaged away).';
+    if (st.steps_left_out > 0) note += ' The first ' + st.steps_shown + ' steps are drawn (from ' + st.steps_source + '); the other ' + st.steps_left_out + ' are in steps/.';
+    if (st.left_out.length) note += ' Unreadable step parts, left out: ' + st.left_out.join('; ') + '.';
+    note += ' Marked: the ' + st.slow_steps.length + ' slowest steps, and the windows of steps whose mean is at least 10% above the median window\'s.';
+    document.getElementById('streamed-note').textContent = note;
+    if (!st.series.length) { empty('streamed-steps', 'The run has no step rows (no range repeats at the top level).'); } else {
+      var ms = function (v) { return known(v) ? v / 1e6 : null; };
+      var mid = function (p) { return (p.first_step + p.last_step) / 2; };
+      var slowAreas = st.windows.filter(function (w) { return w.slow; }).map(function (w) {
+        return [{ xAxis: w.first_step, name: 'slow window ' + w.window }, { xAxis: w.last_step }];
+      });
+      chart('streamed-steps').setOption({
+        animation: false,
+        color: ['#2f6fdf', '#2f6fdf', '#2f6fdf', '#19a979', '#b3261e'],
+        legend: { top: 0, data: ['wall time (mean)', 'wall time (max)', 'wall time (min)', 'GPU time (mean)', 'slowest steps'] },
+        tooltip: { trigger: 'axis', valueFormatter: function (v) { return known(v) ? v.toFixed(3) + ' ms' : BLANK; } },
+        grid: { left: 70, right: 30, top: 36, bottom: 60 },
+        dataZoom: [{ type: 'slider', bottom: 12 }, { type: 'inside' }],
+        xAxis: { type: 'value', name: 'step', scale: true },
+        yAxis: { type: 'value', name: 'ms', scale: true },
+        series: [
+          { name: 'wall time (max)', type: 'line', symbol: 'none', lineStyle: { width: 1, opacity: 0.45 },
+            data: st.series.map(function (p) { return [mid(p), ms(p.wall[2])]; }) },
+          { name: 'wall time (min)', type: 'line', symbol: 'none', lineStyle: { width: 1, opacity: 0.45 },
+            data: st.series.map(function (p) { return [mid(p), ms(p.wall[0])]; }) },
+          { name: 'wall time (mean)', type: 'line', symbol: 'none', data: st.series.map(function (p) { return [mid(p), ms(p.wall[1])]; }),
+            markArea: { itemStyle: { color: 'rgba(179, 38, 30, 0.10)' }, data: slowAreas } },
+          { name: 'GPU time (mean)', type: 'line', symbol: 'none', data: st.series.map(function (p) { return [mid(p), ms(p.gpu[1])]; }) },
+          { name: 'slowest steps', type: 'scatter', symbolSize: 8, data: st.slow_steps.map(function (s) { return [s.step, s.wall_time_ns / 1e6]; }) }
+        ]
+      });
+    }
+    var cols = function (what) {
+      return [
+        { title: what, text: true, key: function (a) { return a.key; }, show: function (a) { return kernelLabel(a.key, 110); }, full: function (a) { return a.key; } },
+        { title: 'count', key: function (a) { return a.count; }, show: function (a) { return String(a.count); } },
+        { title: 'not measured', key: function (a) { return a.missing; }, show: function (a) { return String(a.missing); } },
+        { title: 'total', key: function (a) { return a.total_ns; }, show: function (a) { return fmtDur(a.total_ns); } },
+        { title: 'mean', key: function (a) { return a.mean_ns; }, show: function (a) { return fmtDur(a.mean_ns); } },
+        { title: 'min', key: function (a) { return a.min_ns; }, show: function (a) { return fmtDur(a.min_ns); } },
+        { title: 'p50', key: function (a) { return a.p50_ns; }, show: function (a) { return fmtDur(a.p50_ns); } },
+        { title: 'p90', key: function (a) { return a.p90_ns; }, show: function (a) { return fmtDur(a.p90_ns); } },
+        { title: 'p99', key: function (a) { return a.p99_ns; }, show: function (a) { return fmtDur(a.p99_ns); } },
+        { title: 'max', key: function (a) { return a.max_ns; }, show: function (a) { return fmtDur(a.max_ns); } }
+      ];
+    };
+    table('streamed-ranges', cols('range group'), st.ranges);
+    table('streamed-kernels', cols('kernel'), st.kernels);
+  }
+
   header();
+  streamedCharts();
   timeline();
   pmChart();
   pcCharts();

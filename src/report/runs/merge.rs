@@ -210,6 +210,12 @@ impl MergeBuilder {
         }
     }
 
+    /// The step range's path, once given (`--step`) or chosen from the first process: what
+    /// [`RankRanges::read_with`] keeps the rows of.
+    pub fn step_path(&self) -> Option<&str> {
+        self.steps.path()
+    }
+
     /// Adds one process; an error when its metric set differs from the first process's
     /// (the directories are then not the ranks of one run).
     pub fn add(&mut self, rank: &RankRanges) -> Result<()> {
@@ -228,7 +234,10 @@ impl MergeBuilder {
             Some(_) => {}
         }
         let n = self.processes.len();
-        self.paths.add(n, rank.ranges.iter().map(|r| (r.path.as_str(), 1, r.gpu_time_ns)));
+        match &rank.folded {
+            Some(folded) => self.paths.add(n, folded.iter().map(|p| (p.path.as_str(), p.instances, p.gpu_time_ns))),
+            None => self.paths.add(n, rank.ranges.iter().map(|r| (r.path.as_str(), 1, r.gpu_time_ns))),
+        }
         let kernels = rank.kernels.iter().flatten();
         self.kernel_names.add(n, kernels.map(|k| (k.name.as_deref().unwrap_or(""), k.launches, k.duration_ns)));
         self.steps.add(rank);
@@ -237,6 +246,9 @@ impl MergeBuilder {
         } else if let Some(line) = &rank.ending {
             // Finished with errors: the CUDA error and the kernels in flight.
             self.warnings.push(format!("{}: {line}", rank.label));
+        }
+        for part in &rank.left_out {
+            self.warnings.push(format!("{}: left out, unreadable: {part}", rank.label));
         }
         if rank.kernels.is_none() {
             self.warnings.push(format!(

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::report::runs::merge::{
     result_dirs, MergeBuilder, MergeOptions, Merged, MERGED_CSV, MERGED_KERNELS_CSV, SCAN_DEPTH,
 };
-use crate::report::runs::rank_ranges::{label, RankRanges, RANK_FILES};
+use crate::report::runs::rank_ranges::{label, streamed_without_report, RankRanges, RANK_FILES, STREAMED_MARKERS};
 use crate::report::runs::stragglers::STRAGGLERS_CSV;
 
 /// What `gmprof merge` wrote.
@@ -42,7 +42,10 @@ pub fn merge_dir(root: &Path) -> Result<Merged> {
 /// `root/stragglers.csv` (when a range repeats), `root/trace-index.json`
 /// and `root/merged-trace.json` of a few ranks ([`crate::report::runs::merge_trace`]).
 pub fn merge_dir_with(root: &Path, options: &MergeOptions) -> Result<MergeOutcome> {
-    let dirs = result_dirs(root, &RANK_FILES);
+    // With the processes that streamed and were killed before their report (part files only).
+    let mut dirs = result_dirs(root, &RANK_FILES);
+    dirs.extend(result_dirs(root, &STREAMED_MARKERS).into_iter().filter(|d| streamed_without_report(d)));
+    dirs.sort();
     if dirs.is_empty() {
         return Err(Error::InvalidConfig(format!(
             "{}: no report.json or ranges.parquet in it or in its subdirectories (to depth {SCAN_DEPTH}): \
@@ -55,7 +58,14 @@ pub fn merge_dir_with(root: &Path, options: &MergeOptions) -> Result<MergeOutcom
     let mut read = Vec::new();
     for dir in &dirs {
         // One bad process does not sink the merge (unless --strict): it is left out and named.
-        match RankRanges::read(root, dir) {
+        match RankRanges::read_with(root, dir, builder.step_path(), options.step_time) {
+            Ok(rank) if options.strict && !rank.left_out.is_empty() => {
+                return Err(Error::InvalidConfig(format!(
+                    "{}: unreadable part files (without --strict they are left out and named): {}",
+                    rank.label,
+                    rank.left_out.join("; ")
+                )))
+            }
             Ok(rank) => {
                 builder.add(&rank)?;
                 read.push(dir.clone());

@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::report::runs::rank_ranges::RankRanges;
 use crate::report::tables::csv::{write_file, RecordWriter};
 use crate::report::text::format::{cell, format_duration_ns, BLANK};
@@ -32,36 +32,7 @@ use crate::report::text::format::{cell, format_duration_ns, BLANK};
 /// The file `gmprof merge` writes the straggler table to.
 pub const STRAGGLERS_CSV: &str = "stragglers.csv";
 
-/// Which time of a step is compared.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum StepTime {
-    /// GPU time (Σ of the step's kernels, as in the range rows).
-    #[default]
-    Gpu,
-    /// Wall time on the CPU, push to pop.
-    Wall,
-}
-
-impl StepTime {
-    /// `gpu` or `wall`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StepTime::Gpu => "gpu",
-            StepTime::Wall => "wall",
-        }
-    }
-}
-
-impl std::str::FromStr for StepTime {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "gpu" => Ok(StepTime::Gpu),
-            "wall" => Ok(StepTime::Wall),
-            other => Err(Error::InvalidConfig(format!("step time '{other}': use gpu or wall"))),
-        }
-    }
-}
+pub use crate::report::runs::rank_ranges::StepTime;
 
 /// Min, median, max and the slowest of values across ranks (blank ones left out).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -155,6 +126,11 @@ pub struct StepAccumulator {
 }
 
 impl StepAccumulator {
+    /// The step range's path, once given or chosen.
+    pub fn path(&self) -> Option<&str> {
+        self.path.as_deref()
+    }
+
     /// Steps of the range `path` (`None`: chosen from the first rank), timed by `time`.
     pub fn new(path: Option<String>, time: StepTime) -> Self {
         let chosen_by = if path.is_some() { "--step".to_owned() } else { String::new() };
@@ -222,6 +198,9 @@ impl StepAccumulator {
 /// The repeated range path of least depth (the root row left out) and, among those, of most
 /// total time in `rank`; `None` when no path repeats.
 pub fn choose_step_path(rank: &RankRanges, time: StepTime) -> Option<String> {
+    if let Some(folded) = &rank.folded {
+        return crate::report::runs::rank_ranges::choose_folded(folded, time);
+    }
     // (first row, depth, instances, total) per path.
     let mut paths: Vec<(&str, u32, u32, u64)> = Vec::new();
     for r in rank.ranges.iter().filter(|r| r.path != crate::model::session::ROOT_PATH) {
@@ -387,7 +366,17 @@ mod tests {
         });
         let meta =
             crate::report::model::Report::from_json(include_str!("../../../tests/golden/report.json")).unwrap().meta;
-        RankRanges { label: label.into(), dir: label.into(), meta, ranges, kernels: None, source: "test", ending: None }
+        RankRanges {
+            label: label.into(),
+            dir: label.into(),
+            meta,
+            ranges,
+            kernels: None,
+            source: "test",
+            ending: None,
+            left_out: Vec::new(),
+            folded: None,
+        }
     }
 
     /// The ranks of one on-demand capture are numbered by the program's steps; ranks of

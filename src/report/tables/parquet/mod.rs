@@ -28,6 +28,7 @@
 //! and `# ` header lines, which the Parquet files repeat) and the [`Report`](crate::report::Report)
 //! model.
 
+pub mod part_reader;
 pub mod parts;
 pub mod pc;
 pub mod read;

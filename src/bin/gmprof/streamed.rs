@@ -1,0 +1,38 @@
+//! `gmprof report` over a streamed run's directory (issue 42): what it refuses and says (a
+//! process killed before its report, `--csv` of a report without rows), and its HTML page
+//! drawn from the part files beside `report.json`.
+
+use std::path::Path;
+
+use gmprof::report::rank_ranges::{streamed_without_report, STREAMED_WITHOUT_REPORT};
+use gmprof::report::SummaryOptions;
+use gmprof::{Error, Report, Result};
+
+/// Reads the report of `path` (`file`: its `report.json`, or itself). A directory of
+/// streamed part files without `report.json` (a process killed before its end) is an error
+/// saying what reads it, and so is `--csv` (`csv`) of a streamed report, which holds no rows:
+/// an empty table would look like a run of none.
+pub fn read_report(path: &Path, file: &Path, csv: bool) -> Result<Report> {
+    if path.is_dir() && streamed_without_report(path) {
+        return Err(Error::InvalidConfig(format!("{}: {STREAMED_WITHOUT_REPORT}", path.display())));
+    }
+    let report = Report::read_json(file)?;
+    if csv && report.streamed.is_some() {
+        return Err(Error::InvalidConfig(format!(
+            "{}: a streamed run (past GMPROF_ROW_LIMIT): its rows are in Parquet part files beside report.json \
+             (ranges/, kernels/, steps/, aggregates/ ...), not in a table --csv can print; query them with DuckDB \
+             or Polars (README, \"Streamed outputs\"), or load them with gmprof.load",
+            file.display()
+        )));
+    }
+    Ok(report)
+}
+
+/// Writes the HTML page of `report`, read from `file`: a streamed run's steps come from its
+/// part files beside it (every step), any other run's from the report.
+pub fn write_html(report: &Report, file: &Path, html: &Path, options: &SummaryOptions) -> Result<()> {
+    match file.parent().filter(|_| report.streamed.is_some()) {
+        Some(dir) => report.write_html_in(dir, html, options),
+        None => report.write_html(html, options),
+    }
+}
