@@ -484,7 +484,16 @@ pub const LISTED_PROCESSES: usize = 16;
 /// How deep below the root process directories are looked for (`out/%h/%p` is two).
 pub const SCAN_DEPTH: usize = 3;
 
-/// `root` and its subdirectories (to [`SCAN_DEPTH`]) that hold any of `files`, sorted.
+/// Whether `dir` is named as a flight-recorder window (`window-N`).
+pub fn is_flight_window(dir: &Path) -> bool {
+    dir.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("window-"))
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// `root` and its subdirectories (to [`SCAN_DEPTH`]) that hold any of `files`, sorted; a
+/// process directory's flight-recorder windows (`window-N/`) are not among them.
 pub fn result_dirs(root: &Path, files: &[&str]) -> Vec<PathBuf> {
     fn walk(dir: &Path, depth: usize, files: &[&str], out: &mut Vec<PathBuf>) {
         if files.iter().any(|f| dir.join(f).is_file()) {
@@ -497,6 +506,10 @@ pub fn result_dirs(root: &Path, files: &[&str]) -> Vec<PathBuf> {
         let mut subdirs: Vec<PathBuf> =
             entries.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_dir() && !p.is_symlink()).collect();
         subdirs.sort();
+        // A process's flight-recorder windows (`window-N/`, each with a report.json of its
+        // steps) belong to it: they are not processes of their own.
+        let process = files.iter().any(|f| dir.join(f).is_file()) || dir.join("steps").is_dir();
+        subdirs.retain(|sub| !(process && is_flight_window(sub)));
         for sub in subdirs {
             walk(&sub, depth - 1, files, out);
         }
@@ -523,6 +536,22 @@ pub(crate) mod tests {
     pub(crate) fn totals(r: &Report, path: &str) -> Option<u64> {
         let t: Vec<u64> = r.ranges.iter().filter(|x| x.path == path).filter_map(|x| x.gpu_time_ns).collect();
         (!t.is_empty()).then(|| t.iter().sum())
+    }
+
+    #[test]
+    fn a_process_flight_windows_are_not_processes() {
+        let root = tempfile::tempdir().unwrap();
+        for d in ["rank0", "rank0/window-0", "rank0/window-12", "rank1", "lone/window-3"] {
+            std::fs::create_dir_all(root.path().join(d)).unwrap();
+            std::fs::write(root.path().join(d).join("report.json"), "{}").unwrap();
+        }
+        let found: Vec<String> = result_dirs(root.path(), &["report.json"])
+            .iter()
+            .map(|p| p.strip_prefix(root.path()).unwrap().display().to_string())
+            .collect();
+        // `lone/` holds no report: its window-3 is found (nothing else claims it).
+        assert_eq!(found, vec!["lone/window-3", "rank0", "rank1"]);
+        assert!(is_flight_window(Path::new("out/window-7")) && !is_flight_window(Path::new("out/window-x")));
     }
 
     #[test]
