@@ -23,11 +23,13 @@
 //! ([`StepRow::flight_window`]): step rows are handed out ([`FlightRecorder::take_final_steps`])
 //! only once no later window can take them, that is when they leave the ring or join a window.
 //!
-//! **Memory.** At most [`FlightSettings::max_rows`] rows at once (the ring, the rows of
-//! ranges still open, and the open window's); past it the oldest steps of the ring lose their
-//! detail first (a window then lists them as steps without detail), then the older half of
-//! the largest set of rows waiting for a step, and when nothing is left to give up a new row
-//! is dropped; every row dropped is counted. Besides the rows: `ring_steps` + `after_steps`
+//! **Memory.** At most [`FlightSettings::max_rows`] rows between drains (the ring, the rows
+//! of ranges still open, and the open window's), and within a drain that bound plus the
+//! drain's own rows (a drain hands over its rows before the ranges that complete their steps;
+//! the drain holds those rows anyway). At the drain's end ([`FlightRecorder::end_drain`]),
+//! past the bound, the oldest steps of the ring lose their detail first (a window then lists
+//! them as steps without detail), then the older half of the largest set of rows still
+//! waiting for a step goes; every row dropped is counted. Besides the rows: `ring_steps` + `after_steps`
 //! step rows, [`MEDIAN_STEPS`] step times, and [`MEDIAN_STEPS`] times for each of at most
 //! [`MAX_JUDGED_GROUPS`] range groups.
 //!
@@ -71,6 +73,15 @@ impl StepDetail {
         self.transfers.drain(..t);
         self.ranges.drain(..r);
         k + t + r
+    }
+
+    /// Drops a set of one row (the older half of it is none); returns how many went.
+    fn drop_all_if_single(&mut self) -> usize {
+        if self.rows() != 1 {
+            return 0;
+        }
+        *self = StepDetail::default();
+        1
     }
 
     fn append(&mut self, mut other: StepDetail) {
@@ -244,33 +255,40 @@ impl FlightRecorder {
         self.ring.len()
     }
 
-    /// Makes room for one more row: the ring's oldest step with rows gives them up; when
-    /// none has any, the older half of the largest set of rows waiting for a step goes (so
-    /// a run with no step, or one top-level range around everything, keeps its latest rows);
-    /// false when nothing can go (the row is dropped).
+    /// Counts one more row held. Within a drain nothing is given up (a drain hands over its
+    /// rows before the ranges that complete their steps, and the drain holds them anyway):
+    /// past the bound rows are given up when the drain ends ([`FlightRecorder::end_drain`]).
+    /// Always true.
     fn room(&mut self) -> bool {
-        while self.held_rows >= self.settings.max_rows.max(1) {
+        self.held_rows += 1;
+        true
+    }
+
+    /// At the end of a drain: past the bound, the ring's oldest steps give up their rows, then
+    /// the older half of the largest set of rows still waiting for a step goes, until the rows
+    /// held are within the bound (so a run with no step, or one top-level range around
+    /// everything, keeps its latest rows). Every row that goes is counted.
+    pub fn end_drain(&mut self) {
+        let max = self.settings.max_rows.max(1);
+        while self.held_rows > max {
             if let Some(slot) = self.ring.iter_mut().find(|s| s.detail.rows() > 0) {
-                self.held_rows = self.held_rows.saturating_sub(slot.detail.rows());
+                let gone = slot.detail.rows();
+                self.held_rows = self.held_rows.saturating_sub(gone);
+                self.dropped_rows += gone as u64;
                 slot.detail = StepDetail::default();
                 slot.detail_dropped = true;
                 continue;
             }
             let waiting = self.waiting.values_mut().chain(std::iter::once(&mut self.between));
             match waiting.max_by_key(|d| d.rows()) {
-                Some(d) if d.rows() > 1 => {
-                    let gone = d.drop_older_half();
+                Some(d) if d.rows() > 0 => {
+                    let gone = d.drop_older_half().max(d.drop_all_if_single());
                     self.held_rows = self.held_rows.saturating_sub(gone);
                     self.dropped_rows += gone as u64;
                 }
-                _ => {
-                    self.dropped_rows += 1;
-                    return false;
-                }
+                _ => break,
             }
         }
-        self.held_rows += 1;
-        true
     }
 
     fn bucket(&mut self, top: Option<RangeId>) -> &mut StepDetail {

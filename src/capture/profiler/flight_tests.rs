@@ -263,11 +263,28 @@ fn a_range_group_that_jumps_opens_a_window() {
 }
 
 #[test]
+fn a_drain_larger_than_the_bound_loses_no_row_of_its_window() {
+    let dir = tempfile::tempdir().unwrap();
+    // A drain brings 50 steps of rows (6 each, 300) before any of them completes: more than
+    // the bound of 250, but the drain holds them anyway, and once their steps complete the
+    // ring keeps only its last steps. Nothing is dropped, and the window has every row.
+    let settings = FlightSettings { max_rows: 250, ..slow_3x() };
+    let report = run(600, &[300], settings, dir.path()).report();
+    let flight = report.streamed.unwrap().flight.unwrap();
+    assert_eq!(flight.dropped_rows, 0, "{flight:#?}");
+    assert_eq!(flight.windows.len(), 1, "{flight:#?}");
+    let whole = run(600, &[300], slow_3x(), tempfile::tempdir().unwrap().path()).report();
+    let want = whole.streamed.unwrap().flight.unwrap().windows[0].kernels;
+    assert_eq!(flight.windows[0].kernels, want, "the same window as with the default bound");
+}
+
+#[test]
 fn the_ring_holds_at_most_its_row_bound() {
     let dir = tempfile::tempdir().unwrap();
-    // A drain brings 50 steps of rows (6 each) before any of them completes: 250 rows
-    // cannot hold them, so rows are dropped, counted and said, and the run goes on.
-    let settings = FlightSettings { max_rows: 250, ..slow_3x() };
+    // 20 rows cannot hold the ring's steps (6 rows each): at each drain's end the oldest give
+    // up their rows, counted and said, and the run goes on (the window, taken within its
+    // drain, is whole).
+    let settings = FlightSettings { max_rows: 20, ..slow_3x() };
     let report = run(600, &[300], settings, dir.path()).report();
     let streamed = report.streamed.unwrap();
     let flight = streamed.flight.clone().unwrap();

@@ -167,6 +167,7 @@ impl StreamPipeline {
             }
             drained.ranges += 1;
         }
+        self.writer.end_drain();
         self.counts.add(&correlation.counts);
         for w in correlation.warnings {
             if self.warnings.contains(&w) {

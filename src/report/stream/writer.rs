@@ -206,6 +206,14 @@ impl StreamWriter {
         Ok(())
     }
 
+    /// The end of a drain: the flight recorder trims the rows still waiting for a step to
+    /// its bound ([`crate::analysis::online::FlightRecorder::end_drain`]).
+    pub fn end_drain(&mut self) {
+        if let Some(f) = self.flight.as_mut() {
+            f.recorder.end_drain();
+        }
+    }
+
     /// Writes one transfer row; `top` as for [`StreamWriter::kernel`].
     pub fn transfer(&mut self, row: &TransferRow, top: Option<RangeId>) -> Result<()> {
         self.transfers.row(|w| push_transfer(w, row))?;
