@@ -54,7 +54,7 @@ pub fn streamed_text(s: &StreamedSummary) -> String {
         s.step_group.as_deref().map(|g| format!(" (step range `{g}`)")).unwrap_or_default()
     );
     let _ = writeln!(out, "{}", s.why);
-    let _ = writeln!(out, "(so the range table above is empty; the rows are in the parts)");
+    let _ = writeln!(out, "(the range rows are in ranges/; the tables below come from the whole run's aggregates)");
     let pick = |table: AggregateTable, quantity: AggregateQuantity| -> Vec<&AggregateRow> {
         s.aggregates.iter().filter(|a| a.table == table && a.quantity == quantity).collect()
     };

@@ -197,6 +197,9 @@ pub struct Summary {
     pub folded: u64,
     /// The shown groups, by share (steady-state total GPU time), largest first.
     pub rows: Vec<SummaryRow>,
+    /// Whether the report's rows were streamed to part files (its range table is then
+    /// printed from the aggregates, by `text::streamed`).
+    pub streamed: bool,
 }
 
 impl Summary {
@@ -372,6 +375,7 @@ impl Summary {
             group_count,
             folded,
             rows,
+            streamed: report.streamed.is_some(),
         }
     }
 }
@@ -589,6 +593,11 @@ impl fmt::Display for Summary {
             writeln!(f, "{line}")?;
         }
 
+        if self.streamed && self.range_rows == 0 {
+            // The rows are in the part files; the streamed section's tables (from the
+            // aggregates) follow.
+            return Ok(());
+        }
         let warm = self.skip_first > 0;
         let flagged = self.rows.iter().any(|r| r.flagged_kernels > 0);
         let mut header = vec!["range", "count", "total", "mean", "p50", "p99", "share"];
