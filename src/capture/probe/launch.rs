@@ -24,3 +24,8 @@ pub(super) fn launch_record(launch: &Launch) -> LaunchRecord {
         ..Default::default()
     }
 }
+
+/// The `source` of launches and kernels the SASS path counted.
+pub const SASS_SOURCE: &str = "sass-metrics";
+/// The `source` of launches and kernels the PTX path probed.
+pub const PTX_SOURCE: &str = "ptx-probe";

@@ -573,7 +573,4 @@ fn sass_record(launch: &Launch) -> LaunchRecord {
     LaunchRecord { source: Some(SASS_SOURCE.into()), ..launch_record(launch) }
 }
 
-/// The `source` of launches and kernels the SASS path counted.
-pub const SASS_SOURCE: &str = "sass-metrics";
-/// The `source` of launches and kernels the PTX path probed.
-pub const PTX_SOURCE: &str = "ptx-probe";
+pub use super::launch::{PTX_SOURCE, SASS_SOURCE};

@@ -22,8 +22,8 @@
 //! Graph launches that could not be flushed alone (a capture in progress elsewhere, over the
 //! launch quota, a failed flush) are counted and said; their counts are flushed apart before
 //! the next counted launch, never mixed in. [`SassGraphs`] is the bookkeeping, free of CUDA
-//! and CUPTI calls (CPU tests drive it); `sass.rs` makes the calls. Imports `launch`, the
-//! report's row and `crate::probe::sass`.
+//! and CUPTI calls (CPU tests drive it); `sass.rs` makes the calls and imports it. Imports
+//! `launch`, the report's row and `crate::probe::sass`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -143,7 +143,7 @@ impl SassGraphs {
             }
             let same = self.nodes.iter().filter(|n| n.graph == node.graph && n.mangled == node.mangled).count();
             let mut record =
-                LaunchRecord { source: Some(super::sass::SASS_SOURCE.into()), ..launch_record(&node.launch) };
+                LaunchRecord { source: Some(super::launch::SASS_SOURCE.into()), ..launch_record(&node.launch) };
             let flushed = (graph != 0).then(|| self.flushed(graph)).unwrap_or(0);
             record.graph_launches = Some(flushed);
             let counts = self.counted.get(&graph).and_then(|c| c.functions.get(&node.mangled));
@@ -287,7 +287,7 @@ mod tests {
             rows[1].status,
             "counted by SASS metrics in a CUDA graph: counts per graph launch, over 3 launch(es)"
         );
-        assert!(rows.iter().all(|r| r.source.as_deref() == Some(super::super::sass::SASS_SOURCE)));
+        assert!(rows.iter().all(|r| r.source.as_deref() == Some(super::super::launch::SASS_SOURCE)));
         assert_eq!(rows[1].correlation_id, 11, "the node's capture-time launch");
     }
 
