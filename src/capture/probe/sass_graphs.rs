@@ -144,7 +144,7 @@ impl SassGraphs {
             let same = self.nodes.iter().filter(|n| n.graph == node.graph && n.mangled == node.mangled).count();
             let mut record =
                 LaunchRecord { source: Some(super::launch::SASS_SOURCE.into()), ..launch_record(&node.launch) };
-            let flushed = (graph != 0).then(|| self.flushed(graph)).unwrap_or(0);
+            let flushed = if graph != 0 { self.flushed(graph) } else { 0 };
             record.graph_launches = Some(flushed);
             let counts = self.counted.get(&graph).and_then(|c| c.functions.get(&node.mangled));
             record.status = match (node.graph, flushed, counts) {
