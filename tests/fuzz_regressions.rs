@@ -279,6 +279,25 @@ fn a_parquet_file_with_a_malformed_arrow_schema_is_read_by_its_parquet_schema() 
 }
 
 #[test]
+fn a_parquet_page_whose_rle_bit_width_is_past_32_is_the_files_error() {
+    // A dictionary-index page whose RLE bit width is over 32: the `parquet` crate asserts
+    // (`num_bits <= size_of::<T>() * 8`) instead of returning an error, and `gmprof merge`
+    // stopped with a panic (exit 2; found by the parquet target). The reader now turns the
+    // decoder's panic into the file's error, and the rank is left out with it named.
+    use gmprof::report::rank_ranges::RankRanges;
+    let input = regression("parquet", "rle_bit_width_over_32.parquet");
+    let dir = tempfile::tempdir().unwrap();
+    let rank = dir.path().join("node0-0");
+    std::fs::create_dir(&rank).unwrap();
+    std::fs::copy(root().join("tests/golden/ranges.parquet"), rank.join("ranges.parquet")).unwrap();
+    std::fs::write(rank.join("kernels.parquet"), &input).unwrap();
+    let err = RankRanges::read(dir.path(), &rank).err().expect("a malformed kernels.parquet is an error").to_string();
+    assert!(err.contains("kernels.parquet") && err.contains("its data is malformed"), "{err}");
+    assert!(!gmprof::report::parquet::read::in_guarded_decode(), "the guard is released after the panic");
+    targets::parquet::run(&input);
+}
+
+#[test]
 fn a_pm_sample_whose_times_sum_past_u64_is_drawn() {
     // A PM sample ending at 1.8e19 ns: the HTML report's PM plot took the middle of its
     // bucket as `(start + end) / 2` in u64, which overflowed (`gmprof report --html`; found

@@ -784,6 +784,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    stdout::quiet_caught_decoder_panics();
     match std::panic::catch_unwind(|| run(cli)) {
         Ok(Ok(code)) => code,
         Ok(Err(e)) => {

@@ -12,6 +12,7 @@ const GOLDEN_RANGES: &[u8] = include_bytes!("../../../tests/golden/ranges.parque
 
 /// Runs one input.
 pub fn run(data: &[u8]) {
+    lets_caught_decoder_panics_unwind();
     let root = super::scratch_dir().join("parquet");
     let (ranges, kernels) = (root.join("ranges"), root.join("kernels"));
     for dir in [&ranges, &kernels] {
@@ -38,4 +39,19 @@ pub fn run(data: &[u8]) {
     let _ = merged.to_string();
     let _ = merged.write_csv_to(std::io::sink());
     let _ = merged.write_kernels_csv_to(std::io::sink());
+}
+
+/// The `parquet` crate asserts on some malformed data; gmprof's reader catches that panic and
+/// returns the file's error (`parquet::read::in_guarded_decode`). libFuzzer's panic hook
+/// aborts on every panic, so it is wrapped once to let those caught ones unwind.
+fn lets_caught_decoder_panics_unwind() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let outer = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !parquet::read::in_guarded_decode() {
+                outer(info);
+            }
+        }));
+    });
 }

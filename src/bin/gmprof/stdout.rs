@@ -6,7 +6,8 @@
 //! closed, and the lines after it are dropped without a word. The command goes on with its
 //! work (`gmprof merge` still writes its files, `gmprof run` still waits for its program)
 //! and exits with the status it would have had, as ripgrep does. Any other write error is
-//! said once on standard error.
+//! said once on standard error. The command's panic hook lives here too
+//! ([`quiet_caught_decoder_panics`]): a corrupt Parquet file reads as one error line.
 
 use std::fmt;
 use std::io::{ErrorKind, Write};
@@ -67,3 +68,17 @@ macro_rules! outln {
     };
 }
 pub(crate) use outln;
+
+/// The command's panic hook, installed once at the start of `main`: a panic that gmprof's
+/// Parquet reader catches and turns into the file's error (the `parquet` crate asserts on some
+/// malformed data; see `gmprof::report::parquet::read`) prints nothing of its own, so a
+/// corrupt file reads as one error line on stderr. Every other panic prints as before, and
+/// `main` reports it as a bug.
+pub fn quiet_caught_decoder_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !gmprof::report::parquet::read::in_guarded_decode() {
+            default(info);
+        }
+    }));
+}

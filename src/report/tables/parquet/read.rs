@@ -4,6 +4,12 @@
 //! Errors name the file and say what to do: a file that is not Parquet (or was cut short by a
 //! copy) cannot have its footer read; a file without `gmprof.meta` was not written by gmprof;
 //! a column the caller needs that the file lacks is named.
+//!
+//! The `parquet` crate asserts on some malformed data instead of returning an error (fuzzing
+//! found an RLE bit width over 32 in a dictionary-index page: `gmprof merge` stopped with a
+//! panic). Every call into its decoder runs under [`decoding`], which turns such a panic into
+//! the file's error; [`in_guarded_decode`] tells a panic hook that one is on its way to be
+//! caught (the fuzz targets' hook, which aborts otherwise, lets it unwind).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -20,6 +26,33 @@ use super::writer::{KEY_META, ROW_GROUP_ROWS};
 use crate::error::{Error, Result};
 use crate::report::model::ReportMeta;
 
+thread_local! {
+    static GUARDED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether this thread is inside [`decoding`]: a panic now is caught there and becomes the
+/// file's error.
+pub fn in_guarded_decode() -> bool {
+    GUARDED.with(|g| g.get() > 0)
+}
+
+/// Runs `f` (a call into the Parquet decoder for the file at `path`); a panic in it becomes
+/// the error of an unreadable file.
+fn decoding<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    GUARDED.with(|g| g.set(g.get() + 1));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    GUARDED.with(|g| g.set(g.get().saturating_sub(1)));
+    result.unwrap_or_else(|payload| {
+        Err(unreadable(
+            path,
+            format!(
+                "its data is malformed: the Parquet decoder stopped on it: {}",
+                crate::error::panic_message(&*payload)
+            ),
+        ))
+    })
+}
+
 fn unreadable(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::InvalidConfig(format!(
         "{}: not a readable Parquet file ({e}); it may be truncated or not written by gmprof: \
@@ -35,7 +68,9 @@ fn unreadable(path: &Path, e: impl std::fmt::Display) -> Error {
 fn builder(path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
     let options = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
-    ParquetRecordBatchReaderBuilder::try_new_with_options(file, options).map_err(|e| unreadable(path, e))
+    decoding(path, || {
+        ParquetRecordBatchReaderBuilder::try_new_with_options(file, options).map_err(|e| unreadable(path, e))
+    })
 }
 
 /// The key-value metadata of the Parquet file at `path`.
@@ -90,8 +125,10 @@ pub fn batches(path: &Path, columns: &[&str]) -> Result<ColumnBatches> {
     sorted.dedup();
     let order = indices.iter().map(|i| sorted.binary_search(i).unwrap_or(0)).collect();
     let mask = ProjectionMask::roots(b.parquet_schema(), sorted.iter().copied());
-    let reader = b.with_projection(mask).with_batch_size(ROW_GROUP_ROWS).build().map_err(|e| unreadable(path, e))?;
-    Ok(ColumnBatches { path: path.to_owned(), reader, order })
+    let reader = decoding(path, || {
+        b.with_projection(mask).with_batch_size(ROW_GROUP_ROWS).build().map_err(|e| unreadable(path, e))
+    })?;
+    Ok(ColumnBatches { path: path.to_owned(), reader, order, failed: false })
 }
 
 /// Record batches of chosen columns; see [`batches`].
@@ -99,12 +136,24 @@ pub struct ColumnBatches {
     path: std::path::PathBuf,
     reader: ParquetRecordBatchReader,
     order: Vec<usize>,
+    /// The decoder stopped on malformed data: nothing more is read.
+    failed: bool,
 }
 
 impl Iterator for ColumnBatches {
     type Item = Result<Columns>;
     fn next(&mut self) -> Option<Self::Item> {
-        let batch = self.reader.next()?;
+        if self.failed {
+            return None;
+        }
+        let (reader, path) = (&mut self.reader, &self.path);
+        let batch = match decoding(path, || Ok(reader.next())) {
+            Ok(batch) => batch?,
+            Err(e) => {
+                self.failed = true;
+                return Some(Err(e));
+            }
+        };
         Some(batch.map_err(|e| unreadable(&self.path, e)).map(|b| Columns { batch: b, order: self.order.clone() }))
     }
 }
