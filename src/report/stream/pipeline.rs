@@ -83,7 +83,7 @@ impl StreamPipeline {
     pub fn new(writer: StreamWriter, metrics: &MetricSet, mode: ProfilingMode) -> Self {
         Self {
             writer,
-            instances: RangeInstances::new(metrics.metrics.len()),
+            instances: RangeInstances::new(metrics, mode),
             mode,
             counts: CorrelationCounts::default(),
             warnings: Vec::new(),
@@ -129,15 +129,18 @@ impl StreamPipeline {
     }
 
     /// Moves what is complete out of `correlator` and `tree` into the streamed outputs and
-    /// closes the segments that are due at `now`.
+    /// closes the segments that are due at `now`. `settled_below`: the first counter cycle
+    /// whose counters are not in yet ([`Correlator::drain_complete`]); what waits for it
+    /// stays.
     pub fn drain(
         &mut self,
         correlator: &mut Correlator,
         tree: &mut SessionTree,
         metrics: &MetricSet,
         now: Instant,
+        settled_below: Option<u32>,
     ) -> Result<Drained> {
-        let (chunk, pending) = correlator.drain_complete(self.mode);
+        let (chunk, pending) = correlator.drain_complete(self.mode, settled_below);
         let correlation = chunk.finish(tree, metrics, self.mode);
         let drained = self.write(correlation, tree, &pending)?;
         self.writer.tick(now)?;
