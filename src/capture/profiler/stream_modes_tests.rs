@@ -45,7 +45,7 @@ fn config(dir: &Path, row_limit: u64) -> StreamConfig {
 /// in nine: the counters are missing).
 fn value(key: &str) -> Option<f64> {
     let h = key.bytes().fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
-    (h % 9 != 0).then(|| 100.0 + (h % 1000) as f64)
+    (h % 9 != 0).then_some(100.0 + (h % 1000) as f64)
 }
 
 /// A training run: `step` around two `layer` ranges of five kernels. Activity records arrive
