@@ -78,7 +78,7 @@ fn main() {
         making += t.elapsed();
         if step % drain_every == drain_every - 1 {
             let (t, cpu) = (Instant::now(), thread_cpu());
-            pipeline.drain(&mut correlator, &mut tree, &metrics, Instant::now()).expect("drain");
+            pipeline.drain(&mut correlator, &mut tree, &metrics, Instant::now(), None).expect("drain");
             draining += t.elapsed();
             draining_cpu += thread_cpu() - cpu;
             samples.push((player.launched, rss()));

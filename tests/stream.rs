@@ -68,7 +68,7 @@ fn a_drained_run_streams_every_row_with_the_values_of_a_whole_session_join() {
         player.step(&mut tree, &mut correlator, step);
         ref_player.step(&mut ref_tree, &mut ref_correlator, step);
         if step % 3 == 2 {
-            pipeline.drain(&mut correlator, &mut tree, &metrics, Instant::now()).unwrap();
+            pipeline.drain(&mut correlator, &mut tree, &metrics, Instant::now(), None).unwrap();
             most_in_flight = (most_in_flight.0.max(tree.len()), most_in_flight.1.max(correlator.launch_count()));
         }
     }

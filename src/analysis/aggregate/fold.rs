@@ -213,6 +213,44 @@ fn add_kernel(sums: &mut RangeSums, metric_sums: &mut [MetricSums], row: &Kernel
     sums.dram[2].add(dram.total_bytes(&row.metrics), time, window);
 }
 
+/// One range's metric sums over its kernels, kept while the run goes (a streamed per_kernel
+/// run's ranges, [`RangeInstances`](crate::analysis::online::RangeInstances)): the fold's
+/// sums, inclusive once the children's are merged, and the values they give by the rules,
+/// as [`aggregate`] gives them.
+#[derive(Clone, Debug, Default)]
+pub struct KernelMetricSums {
+    sums: Vec<MetricSums>,
+}
+
+impl KernelMetricSums {
+    /// Adds one kernel row's metrics (a whole-graph row's too), as the fold does.
+    pub fn add(&mut self, row: &KernelRow) {
+        if self.sums.len() < row.metrics.len() {
+            self.sums.resize(row.metrics.len(), MetricSums::default());
+        }
+        let time = row.duration_ns.map(|t| t as f64);
+        let window = row.range_duration_ns.map(|t| t as f64);
+        for (acc, value) in self.sums.iter_mut().zip(&row.metrics) {
+            acc.add(*value, time, window);
+        }
+    }
+
+    /// Adds a nested range's sums.
+    pub fn merge(&mut self, other: &KernelMetricSums) {
+        if self.sums.len() < other.sums.len() {
+            self.sums.resize(other.sums.len(), MetricSums::default());
+        }
+        for (acc, child) in self.sums.iter_mut().zip(&other.sums) {
+            acc.merge(child);
+        }
+    }
+
+    /// The range's metric values by `rules` (blank where no kernel had a value).
+    pub fn values(&self, rules: &[MetricRule]) -> Vec<Option<f64>> {
+        range_values(rules, &self.sums, rules.len())
+    }
+}
+
 /// A range's metric values from its (inclusive) sums, by each metric's rule.
 fn range_values(rules: &[MetricRule], metric_sums: &[MetricSums], metric_count: usize) -> Vec<Option<f64>> {
     let mut values = Vec::with_capacity(metric_count);

@@ -88,7 +88,7 @@ mod sums;
 mod tests;
 
 pub use self::derived::{DerivedMetric, DRAM_READ_GBPS, DRAM_SECTOR_BYTES, DRAM_TOTAL_GBPS, DRAM_WRITE_GBPS};
-pub use self::fold::{aggregate, union_intervals};
+pub use self::fold::{aggregate, union_intervals, KernelMetricSums};
 pub use self::rows::{Aggregation, RangeRow};
 pub use self::rules::{
     kernel_time_input, metric_rules, rule_for, AggregationRule, MetricRule, KERNEL_DURATION_INPUT, PER_SECOND_SUFFIX,

@@ -82,6 +82,7 @@ impl Correlator {
             context_failure: None,
             stale_activities: 0,
             stale_transfer_activities: 0,
+            range_counter_cycles: Default::default(),
         };
         (copy, pending)
     }

@@ -37,6 +37,9 @@ pub struct Correlator {
     pub(super) stale_activities: usize,
     /// Transfer activity records that were here at the last drain (the first ones).
     pub(super) stale_transfer_activities: usize,
+    /// Streamed per_range runs: the counter cycle whose image carries each range's counters
+    /// ([`Correlator::note_range_counter_cycle`]), until that cycle is decoded.
+    pub(super) range_counter_cycles: HashMap<RangeId, u32>,
 }
 
 /// The CUDA context failed before the session finished ([`Correlator::context_failed`]).
@@ -90,6 +93,23 @@ impl Correlator {
         }
         self.counter_ranges += ranges.len() as u64;
         self.counter_cycles.entry(cycle).or_default().extend(ranges);
+    }
+
+    /// Streamed per_range runs: range `id` pushed a CUPTI range in counter cycle `cycle`, so
+    /// its counters come with that cycle's image; a drain holds the range back until the
+    /// cycle is decoded ([`Correlator::drain_complete`]). A range pushed in several cycles
+    /// (replay passes) waits for the last.
+    pub fn note_range_counter_cycle(&mut self, id: RangeId, cycle: u32) {
+        let at = self.range_counter_cycles.entry(id).or_insert(cycle);
+        *at = (*at).max(cycle);
+    }
+
+    /// The ranges whose counters come with cycle `cycle`'s image (noted, not yet drained).
+    pub fn ranges_in_counter_cycle(&self, cycle: u32) -> Vec<RangeId> {
+        let mut ids: Vec<RangeId> =
+            self.range_counter_cycles.iter().filter(|(_, c)| **c == cycle).map(|(id, _)| *id).collect();
+        ids.sort_unstable_by_key(|id| id.slot);
+        ids
     }
 
     /// Whether the counter ranges of cycle `cycle` were added.

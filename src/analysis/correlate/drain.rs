@@ -1,17 +1,17 @@
 //! Draining: [`Correlator::drain_complete`] moves the records that are complete out of a
 //! running session's correlator into a correlator of their own, which
-//! [`Correlator::finish`] joins into rows that no later record can change. The streamed
-//! outputs drain every few seconds, so the session's correlator holds only what is in
-//! flight.
+//! [`Correlator::finish`] joins into rows that no later record can change (their activity
+//! and, in per_range and per_kernel, their counters are in). The streamed outputs drain
+//! every few seconds, so the session's correlator holds only what is in flight.
 //!
 //! Imports `correlator` (the state it splits) and `store`; `mod.rs` declares it and nothing
 //! imports it (its one item is a method).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::correlator::Correlator;
 use super::store::IdMap;
-use crate::model::{LaunchApi, ProfilingMode, RangeId};
+use crate::model::{LaunchApi, LaunchRecord, ProfilingMode, RangeId};
 
 /// A set of correlation ids.
 type IdSet = IdMap<u32, ()>;
@@ -22,9 +22,12 @@ pub type PendingByRange = HashMap<RangeId, u64>;
 
 impl Correlator {
     /// Moves the complete records out, for [`Correlator::finish`] on their own; returns
-    /// them and what stays pending per range.
+    /// them and what stays pending per range. `settled_below` is the first counter cycle
+    /// whose counters are not known yet (its image is still being filled or evaluated):
+    /// every cycle before it was decoded, and its counter ranges were added, or it is known
+    /// lost. `None` where no counter cycles run (trace): nothing waits for counters.
     ///
-    /// In the modes that join by correlation id alone (trace, per_range):
+    /// In every mode that drains (trace, per_range, per_kernel):
     ///
     /// - a launch is complete when its activity record has arrived, or when it was captured
     ///   into a graph (it never gets one); a CUDA graph launch, whose kernels' records may
@@ -34,14 +37,22 @@ impl Correlator {
     ///   or when no record will time it (untimed);
     /// - an activity record goes with its launch or call; one with neither, still without
     ///   one at the next drain, is drained on its own (an unlaunched row), as a transfer
-    ///   record of a graph launch already drained is;
-    /// - counter ranges (per_range's, by range) are drained as they were decoded.
+    ///   record of a graph launch already drained is.
     ///
-    /// In kernel_replay and per_kernel (counters join launches by cycle) nothing is drained.
-    pub fn drain_complete(&mut self, mode: ProfilingMode) -> (Correlator, PendingByRange) {
+    /// Counters:
+    ///
+    /// - per_range: counter ranges are drained as they were decoded; a range whose counter
+    ///   cycle ([`Correlator::note_range_counter_cycle`]) is not settled yet is pending, so
+    ///   it stays in the session (and its row unwritten) until its counters are in, or
+    ///   known missing (its row then has blank metrics);
+    /// - per_kernel: a cycle's launches drain together with its counter ranges, once the
+    ///   cycle is settled and every launch of it is complete (the join checks a cycle's
+    ///   counter ranges against its launches); until then they are pending;
+    /// - kernel_replay (counters join launches by position): nothing is drained.
+    pub fn drain_complete(&mut self, mode: ProfilingMode, settled_below: Option<u32>) -> (Correlator, PendingByRange) {
         let mut chunk = Correlator::default();
         let mut pending = PendingByRange::default();
-        if matches!(mode, ProfilingMode::KernelReplay | ProfilingMode::PerKernel) {
+        if mode == ProfilingMode::KernelReplay {
             for l in &self.launches {
                 if let Some(r) = l.range {
                     *pending.entry(r).or_default() += 1;
@@ -49,6 +60,8 @@ impl Correlator {
             }
             return (chunk, pending);
         }
+        let settled = settled_below.unwrap_or(u32::MAX);
+        let by_cycle = mode == ProfilingMode::PerKernel;
         let stale = self.stale_activities.min(self.activities.len());
         // Correlation id -> whether every one of its records was here at the last drain.
         let mut arrived: IdMap<u32, bool> = IdMap::default();
@@ -56,17 +69,30 @@ impl Correlator {
         for (i, a) in self.activities.iter().enumerate() {
             *arrived.entry(a.correlation_id).or_insert(true) &= i < stale;
         }
+        let captured = &self.captured;
+        let complete_alone = |l: &LaunchRecord| {
+            captured.contains_key(&l.correlation_id)
+                || match (arrived.get(&l.correlation_id), l.api) {
+                    (Some(all_stale), LaunchApi::Graph) => *all_stale,
+                    (Some(_), _) => true,
+                    (None, _) => false,
+                }
+        };
+        // per_kernel: cycles not settled, or with a launch not complete, wait whole.
+        let mut blocked: HashSet<u32> = HashSet::new();
+        if by_cycle {
+            for l in &self.launches {
+                if l.cycle >= settled || !complete_alone(l) {
+                    blocked.insert(l.cycle);
+                }
+            }
+        }
         let mut drained = IdSet::default();
         drained.reserve(self.launches.len());
         let mut launched = IdSet::default();
         let mut kept = Vec::with_capacity(self.launches.len() / 8);
         for l in std::mem::take(&mut self.launches) {
-            let complete = self.captured.contains_key(&l.correlation_id)
-                || match (arrived.get(&l.correlation_id), l.api) {
-                    (Some(all_stale), LaunchApi::Graph) => *all_stale,
-                    (Some(_), _) => true,
-                    (None, _) => false,
-                };
+            let complete = complete_alone(&l) && !(by_cycle && blocked.contains(&l.cycle));
             if complete {
                 drained.insert(l.correlation_id, ());
                 chunk.launches.push(l);
@@ -132,9 +158,31 @@ impl Correlator {
                 chunk.captured.insert(*id, nodes);
             }
         }
-        chunk.counter_cycles = std::mem::take(&mut self.counter_cycles);
+        if by_cycle {
+            let (ready, waiting) = std::mem::take(&mut self.counter_cycles)
+                .into_iter()
+                .partition(|(cycle, _)| *cycle < settled && !blocked.contains(cycle));
+            chunk.counter_cycles = ready;
+            self.counter_cycles = waiting;
+        } else {
+            chunk.counter_cycles = std::mem::take(&mut self.counter_cycles);
+        }
+        if mode == ProfilingMode::PerRange {
+            // A range waits for its cycle's counters; once the cycle is settled they are in
+            // this chunk (or known missing) and the range may complete.
+            self.range_counter_cycles.retain(|id, cycle| {
+                let waiting = *cycle >= settled;
+                if waiting {
+                    *pending.entry(*id).or_default() += 1;
+                }
+                waiting
+            });
+        }
         chunk.counter_ranges = chunk.counter_cycles.values().map(|c| c.len() as u64).sum();
         self.counter_ranges -= chunk.counter_ranges.min(self.counter_ranges);
+        // Replay mismatches flag rows and ranges of whichever chunk holds them.
+        chunk.replay_mismatched_kernels.clone_from(&self.replay_mismatched_kernels);
+        chunk.replay_mismatched_ranges.clone_from(&self.replay_mismatched_ranges);
         (chunk, pending)
     }
 }

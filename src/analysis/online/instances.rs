@@ -7,8 +7,11 @@
 //! calls waits for an activity record ([`PendingByRange`]), and every range nested in it is
 //! complete. Its row then has kernel, flagged and transfer counts, GPU time (Σ kernel
 //! durations), wall time, start and end; `gpu_busy_ns` (the union of kernel intervals) is
-//! not kept online and is blank. In per_range, the counters CUPTI measured for the range are
-//! its metrics when their cycle was decoded by the time it completed (blank otherwise).
+//! not kept online and is blank, as are the DRAM columns derived from counters. In
+//! per_range, the counters CUPTI measured for the range are its metrics (the drains hold a
+//! range back until its counter cycle is decoded; blank when its counters are missing); in
+//! per_kernel, its metrics are its kernels' counters summed by each metric's rule, as
+//! [`aggregate`](crate::analysis::aggregate::aggregate) sums them.
 //! The caller removes a completed range from the session tree
 //! ([`SessionTree::remove`]), so the tree holds only ranges open or in flight.
 //!
@@ -18,10 +21,10 @@
 
 use std::collections::HashMap;
 
-use crate::analysis::aggregate::RangeRow;
+use crate::analysis::aggregate::{metric_rules, KernelMetricSums, MetricRule, RangeRow};
 use crate::analysis::correlate::{Correlation, PendingByRange};
 use crate::model::session::{SessionTree, ROOT_PATH};
-use crate::model::{RangeId, TransferKind};
+use crate::model::{MetricSet, ProfilingMode, RangeId, TransferKind};
 
 #[derive(Clone, Debug, Default)]
 struct Sums {
@@ -36,6 +39,8 @@ struct Sums {
     timed_transfer_bytes: u64,
     transfer_time_ns: u64,
     counters: Option<Vec<Option<f64>>>,
+    /// per_kernel: the range's kernels' counters, summed as the whole-session fold does.
+    kernel_metrics: KernelMetricSums,
 }
 
 impl Sums {
@@ -51,9 +56,10 @@ impl Sums {
         self.untimed_transfers += child.untimed_transfers;
         self.timed_transfer_bytes += child.timed_transfer_bytes;
         self.transfer_time_ns += child.transfer_time_ns;
+        self.kernel_metrics.merge(&child.kernel_metrics);
     }
 
-    fn row(&self, metric_count: usize) -> RangeRow {
+    fn row(&self, metric_count: usize, rules: Option<&[MetricRule]>) -> RangeRow {
         let timed = self.transfers - self.untimed_transfers;
         let transfer_time_ns = (self.transfers == 0 || timed > 0).then_some(self.transfer_time_ns);
         RangeRow {
@@ -79,7 +85,11 @@ impl Sums {
             untimed_transfer_count: self.untimed_transfers,
             transfer_time_ns,
             transfer_gbps: transfer_time_ns.filter(|t| *t > 0).map(|t| self.timed_transfer_bytes as f64 / t as f64),
-            metrics: self.counters.clone().unwrap_or_else(|| vec![None; metric_count]),
+            metrics: match (&self.counters, rules) {
+                (Some(measured), _) => measured.clone(),
+                (None, Some(rules)) => self.kernel_metrics.values(rules),
+                (None, None) => vec![None; metric_count],
+            },
             dram_read_bytes: None,
             dram_write_bytes: None,
             dram_read_gbps: None,
@@ -94,13 +104,22 @@ impl Sums {
 pub struct RangeInstances {
     sums: HashMap<Option<RangeId>, Sums>,
     metric_count: usize,
+    /// The metrics' rules where ranges sum their kernels' counters (per_kernel,
+    /// kernel_replay); `None` where they are measured per range (per_range) or absent.
+    rules: Option<Vec<MetricRule>>,
     completed: u64,
 }
 
 impl RangeInstances {
-    /// Ranges with `metric_count` metric columns.
-    pub fn new(metric_count: usize) -> Self {
-        Self { sums: HashMap::new(), metric_count, completed: 0 }
+    /// Ranges of a run in `mode` collecting `metrics`.
+    pub fn new(metrics: &MetricSet, mode: ProfilingMode) -> Self {
+        let by_kernel = matches!(mode, ProfilingMode::PerKernel | ProfilingMode::KernelReplay);
+        Self {
+            sums: HashMap::new(),
+            metric_count: metrics.metrics.len(),
+            rules: by_kernel.then(|| metric_rules(metrics, mode)),
+            completed: 0,
+        }
     }
 
     /// Ranges with sums that are not complete yet.
@@ -116,10 +135,13 @@ impl RangeInstances {
     /// Adds one drain's rows (kernels, transfers, per_range's counters) to their ranges.
     pub fn add(&mut self, correlation: &Correlation) {
         for k in &correlation.rows {
+            let s = self.sums.entry(k.range_id).or_default();
+            if self.rules.is_some() {
+                s.kernel_metrics.add(k);
+            }
             if !k.granularity.is_kernel_execution() {
                 continue;
             }
-            let s = self.sums.entry(k.range_id).or_default();
             s.kernels += 1;
             s.self_kernels += 1;
             s.flagged += u64::from(k.status.is_flagged());
@@ -167,7 +189,7 @@ impl RangeInstances {
                 continue;
             }
             let sums = self.sums.remove(&Some(id)).unwrap_or_default();
-            let mut row = sums.row(self.metric_count);
+            let mut row = sums.row(self.metric_count, self.rules.as_deref());
             row.range_id = Some(id);
             row.path.clone_from(&node.path);
             row.name.clone_from(&node.name);
@@ -195,6 +217,6 @@ impl RangeInstances {
     /// The root row (kernels and transfers outside every range), at the end of the run;
     /// `None` when there were none.
     pub fn root(&mut self) -> Option<RangeRow> {
-        self.sums.remove(&None).map(|s| s.row(self.metric_count))
+        self.sums.remove(&None).map(|s| s.row(self.metric_count, self.rules.as_deref()))
     }
 }

@@ -155,6 +155,27 @@ impl Shared {
         Ok(again)
     }
 
+    /// A streamed drain's counters: the cycles the evaluator finished go to the correlator,
+    /// and the first cycle whose counters are not known yet is returned
+    /// ([`Evaluator::settled_below`]; what waits for it is held back). `None` without a
+    /// counter image (trace). Takes the capture lock, then the state lock.
+    pub(super) fn settle_counter_cycles(&self) -> Option<u32> {
+        let (settled, evaluated) = {
+            let mut guard = self.capture.lock();
+            let counters = guard.as_mut().and_then(|c| c.counters.as_mut())?;
+            // The watermark first: every cycle below it is in what is taken after it.
+            let settled = counters.evaluator.settled_below(counters.cycle);
+            (settled, counters.evaluator.take_evaluated())
+        };
+        if !evaluated.is_empty() {
+            let mut state = self.state.lock();
+            for (cycle, ranges) in evaluated {
+                state.correlator.add_counter_ranges(cycle, ranges);
+            }
+        }
+        Some(settled)
+    }
+
     /// Ends a full counter cycle and starts the next one: stop, decode and hand the image to
     /// the evaluator, re-arm, start. Each range profiler call is tried once more when it
     /// fails ([`Shared::retried`]). A stop that still fails leaves the profiler running (the

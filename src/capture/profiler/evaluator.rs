@@ -84,10 +84,19 @@ pub(super) struct EvaluatorOutput {
 /// checkpoint takes them while the session runs ([`Evaluator::take_evaluated`]).
 type Evaluated = std::sync::Arc<parking_lot::Mutex<Vec<(u32, Vec<CounterRange>)>>>;
 
+/// Jobs the evaluator thread has done (evaluated, failed or skipped): a streamed run's
+/// drains learn from it which cycles are settled ([`Evaluator::settled_below`]).
+type Processed = std::sync::Arc<std::sync::atomic::AtomicUsize>;
+
 /// The evaluator thread and the launching side's end of its channels.
 pub(super) struct Evaluator {
     jobs: Option<SyncSender<CycleJob>>,
     evaluated: Evaluated,
+    processed: Processed,
+    /// The cycles of the jobs sent and not yet known done, oldest first.
+    sent: std::collections::VecDeque<u32>,
+    /// Jobs known done (popped from `sent`).
+    done: usize,
     returned: Receiver<CounterDataImage>,
     worker: Option<JoinHandle<EvaluatorOutput>>,
     background: bool,
@@ -110,6 +119,8 @@ struct Worker {
     auto_ranges_before: u64,
     /// Where each evaluated cycle goes.
     evaluated: Evaluated,
+    /// Jobs done, whatever their outcome (after their cycle went to `evaluated`).
+    processed: Processed,
 }
 
 impl Worker {
@@ -193,6 +204,7 @@ impl Worker {
                 Ok(Err(e)) => lost_all(&mut output, format!("evaluation failed ({e})")),
                 Err(_) => lost_all(&mut output, "an internal error in gmprof's evaluator lost them".into()),
             }
+            self.processed.fetch_add(1, std::sync::atomic::Ordering::Release);
             if let (n @ 1.., Some(e)) = lost {
                 output.lost_ranges += n;
                 output.errors.push(format!(
@@ -228,8 +240,16 @@ impl Evaluator {
         let (jobs, job_rx) = mpsc::sync_channel(MAX_IMAGES);
         let (return_tx, returned) = mpsc::channel();
         let evaluated = Evaluated::default();
-        let worker =
-            Worker { cupti, host, metric_names, range_mode, auto_ranges_before: 0, evaluated: evaluated.clone() };
+        let processed = Processed::default();
+        let worker = Worker {
+            cupti,
+            host,
+            metric_names,
+            range_mode,
+            auto_ranges_before: 0,
+            evaluated: evaluated.clone(),
+            processed: processed.clone(),
+        };
         let handle = std::thread::Builder::new()
             .name("gmprof-evaluator".into())
             .spawn(move || worker.run(job_rx, return_tx))
@@ -237,6 +257,9 @@ impl Evaluator {
         Ok(Evaluator {
             jobs: Some(jobs),
             evaluated,
+            processed,
+            sent: std::collections::VecDeque::new(),
+            done: 0,
             returned,
             worker: Some(handle),
             background,
@@ -267,6 +290,7 @@ impl Evaluator {
             *image = job.image;
             return Err(Error::InvalidState("gmprof's counter evaluator thread stopped".into()));
         }
+        self.sent.push_back(cycle);
         self.stats.cycles += 1;
         self.spares.extend(self.returned.try_iter());
         let spare = if !self.background {
@@ -307,13 +331,28 @@ impl Evaluator {
         std::mem::take(&mut *self.evaluated.lock())
     }
 
+    /// The first cycle whose counters are not known yet, with cycle `running` being filled:
+    /// the oldest cycle handed over and not done, else `running`. Every cycle before it was
+    /// evaluated (its counter ranges are in [`Evaluator::take_evaluated`], read after this),
+    /// failed, or was dropped (its counters are missing). A streamed run's drain holds back
+    /// what waits for a later cycle.
+    pub(super) fn settled_below(&mut self, running: u32) -> u32 {
+        let processed = self.processed.load(std::sync::atomic::Ordering::Acquire);
+        while self.done < processed && self.sent.pop_front().is_some() {
+            self.done += 1;
+        }
+        self.sent.front().copied().unwrap_or(running).min(running)
+    }
+
     /// Cycle `cycle` was dropped before its image could be handed over: the evaluator counts
     /// its `ranges` auto ranges (CUPTI numbers them on from the enable) without evaluating
     /// anything.
     pub(super) fn skip(&mut self, cycle: u32, ranges: u64) {
         if let Some(jobs) = self.jobs.as_ref() {
             let job = CycleJob { cycle, image: CounterDataImage::default(), dropped: ranges as usize, expected: 0 };
-            let _ = jobs.send(job);
+            if jobs.send(job).is_ok() {
+                self.sent.push_back(cycle);
+            }
         }
     }
 

@@ -31,8 +31,8 @@ use crate::checked::driver::Context;
 use crate::checked::{Cupti, Driver};
 use crate::error::{Error, Result};
 use crate::model::{
-    ClockPair, DevicePeaks, MetricKind, MetricSet, MetricSpec, ProfilingMode, RunEnd, ThreadId, TransferActivity,
-    GPU_TIME_METRIC,
+    ClockPair, CounterRange, DevicePeaks, MetricKind, MetricSet, MetricSpec, ProfilingMode, RunEnd, ThreadId,
+    TransferActivity, GPU_TIME_METRIC,
 };
 use crate::report::Report;
 use crate::sys::cupti::{
@@ -137,6 +137,10 @@ pub struct LaunchHarness {
     _route: BenchRoute,
     next_correlation: u32,
     clock: u64,
+    /// Scripted counter cycles handed to the evaluator and not evaluated yet, oldest first.
+    in_evaluation: std::collections::VecDeque<(u32, Vec<CounterRange>)>,
+    /// Scripted counter cycles evaluated, for the next drain (or the finish).
+    evaluated: Vec<(u32, Vec<CounterRange>)>,
 }
 
 impl std::fmt::Debug for LaunchHarness {
@@ -209,7 +213,16 @@ impl LaunchHarness {
             driver_transfers.collect(),
             runtime_transfers.collect(),
         );
-        Ok(LaunchHarness { shared, context_id, trampoline, _route: route, next_correlation: 1, clock: cupti_ns + 1 })
+        Ok(LaunchHarness {
+            shared,
+            context_id,
+            trampoline,
+            _route: route,
+            next_correlation: 1,
+            clock: cupti_ns + 1,
+            in_evaluation: Default::default(),
+            evaluated: Vec::new(),
+        })
     }
 
     /// Opens a range on the calling thread.
@@ -398,10 +411,78 @@ impl LaunchHarness {
     }
 
     /// One streaming step as [`Profiler::stream_tick`] takes it, without CUPTI's flush: the
-    /// records delivered so far are drained into the session, then streamed past the limit.
-    pub fn stream_step(&self) -> super::stream::StreamProgress {
+    /// records delivered so far are drained into the session, the scripted counter cycles
+    /// evaluated so far go to it ([`LaunchHarness::evaluate_counter_cycles`]), then it is
+    /// streamed past the limit.
+    pub fn stream_step(&mut self) -> super::stream::StreamProgress {
         self.shared.drain_activity();
-        self.shared.stream_step(std::time::Instant::now())
+        let settled = self.settle_counter_cycles();
+        self.shared.stream_step(std::time::Instant::now(), settled)
+    }
+
+    /// The scripted counter side of a counter mode: ends the counter cycle being filled, as
+    /// a full image does: its counter ranges (per_kernel: one per launch of the cycle, named
+    /// by its correlation id; per_range: one per range, named [`range_counter_name`]) go to
+    /// the evaluator, valued by `value` (`None`: the range is not in the image, its counters
+    /// missing) from a key that does not depend on streaming: the correlation id, or the
+    /// range's `path#instance`. Launches and ranges from now on are the next cycle's.
+    ///
+    /// [`range_counter_name`]: crate::analysis::correlate::range_counter_name
+    pub fn end_counter_cycle(&mut self, value: impl Fn(&str) -> Option<f64>) {
+        let mut state = self.shared.state.lock();
+        let cycle = state.uncounted_cycle;
+        let named: Vec<(String, String)> = match self.shared.mode {
+            ProfilingMode::PerRange => state
+                .correlator
+                .ranges_in_counter_cycle(cycle)
+                .into_iter()
+                .filter_map(|id| {
+                    let node = state.tree.get(id)?;
+                    Some((
+                        crate::analysis::correlate::range_counter_name(id),
+                        format!("{}#{}", node.path, node.instance),
+                    ))
+                })
+                .collect(),
+            _ => state
+                .correlator
+                .launches()
+                .iter()
+                .filter(|l| l.cycle == cycle)
+                .map(|l| (l.correlation_id.to_string(), l.correlation_id.to_string()))
+                .collect(),
+        };
+        let metrics = self.shared.metric_set.metrics.len();
+        let ranges = named
+            .into_iter()
+            .enumerate()
+            .filter_map(|(index, (name, key))| {
+                let v = value(&key)?;
+                Some(CounterRange { cycle, index: index as u32, name, values: vec![v; metrics] })
+            })
+            .collect();
+        self.in_evaluation.push_back((cycle, ranges));
+        state.uncounted_cycle += 1;
+    }
+
+    /// The scripted evaluator finishes the `n` oldest cycles handed to it.
+    pub fn evaluate_counter_cycles(&mut self, n: usize) {
+        for _ in 0..n.min(self.in_evaluation.len()) {
+            self.evaluated.extend(self.in_evaluation.pop_front());
+        }
+    }
+
+    /// The scripted counters evaluated so far go to the session; returns the first cycle
+    /// whose counters are not known yet (`None` in trace mode).
+    fn settle_counter_cycles(&mut self) -> Option<u32> {
+        if self.shared.mode == ProfilingMode::Trace {
+            return None;
+        }
+        let mut state = self.shared.state.lock();
+        for (cycle, ranges) in self.evaluated.drain(..) {
+            state.correlator.add_counter_ranges(cycle, ranges);
+        }
+        Some(self.in_evaluation.front().map_or(state.uncounted_cycle, |c| c.0))
     }
 
     /// Nested driver correlation ids the session maps to their runtime call.
@@ -417,7 +498,10 @@ impl LaunchHarness {
 
     /// Finishes the session as [`Profiler::finish_with`] does, with the synchronize, the
     /// CUPTI clock and the activity flush answered by `faults`.
-    pub fn finish(self, run_end: RunEnd, faults: Faults) -> Result<Report> {
+    pub fn finish(mut self, run_end: RunEnd, faults: Faults) -> Result<Report> {
+        // The scripted evaluator finishes every cycle handed to it, as the finish waits for it.
+        self.evaluate_counter_cycles(usize::MAX);
+        self.settle_counter_cycles();
         let calls = ScriptedCalls {
             faults: RefCell::new(faults),
             session: Arc::clone(&self.shared),

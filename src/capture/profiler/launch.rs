@@ -355,9 +355,12 @@ impl Shared {
                 None => (0, None),
             }
         };
+        let ordinal_from_state = ordinal.is_none();
         let thread = current_thread_id();
         let mut state = self.state.lock();
         let ordinal = ordinal.unwrap_or_else(|| state.next_launch_ordinal());
+        // Without a counter image (the harness), the cycle its script numbers.
+        let cycle = if counted && ordinal_from_state { state.uncounted_cycle } else { cycle };
         let range = self.attribute(&state.tree, thread);
         if let Some(symbol) = cb.kernel_symbol() {
             state.recent.note(cb.correlation_id, symbol.to_bytes());

@@ -82,6 +82,8 @@ mod start;
 mod state;
 mod stream;
 #[cfg(test)]
+mod stream_modes_tests;
+#[cfg(test)]
 mod stream_readers_tests;
 #[cfg(test)]
 mod stream_tests;

@@ -142,6 +142,18 @@ impl Shared {
         }
     }
 
+    /// A streamed per_range run: range `id`'s counters come with cycle `cycle`'s image, and
+    /// its row waits for them ([`Correlator::note_range_counter_cycle`]). Nothing to note
+    /// without streaming, or for a replay pass's extra range.
+    ///
+    /// [`Correlator::note_range_counter_cycle`]: crate::analysis::correlate::Correlator::note_range_counter_cycle
+    fn note_range_counter_cycle(&self, id: RangeId, cycle: u32) {
+        let mut state = self.state.lock();
+        if id != EXTRA_REPLAY_RANGE && state.stream.is_some() {
+            state.correlator.note_range_counter_cycle(id, cycle);
+        }
+    }
+
     /// Whether `name` is an instance of the iteration-replay range.
     fn is_iteration_range(&self, name: &str) -> bool {
         self.iteration_range.as_ref().is_some_and(|p| p.matches(name))
@@ -227,6 +239,14 @@ impl Shared {
                 None => false,
             };
             counters.pushed.push(pushed);
+            if pushed {
+                self.note_range_counter_cycle(id, counters.cycle);
+            }
+        } else if id != EXTRA_REPLAY_RANGE {
+            // No counter image (the harness): the cycle its script numbers, streamed or not.
+            let mut state = self.state.lock();
+            let cycle = state.uncounted_cycle;
+            state.correlator.note_range_counter_cycle(id, cycle);
         }
         Ok(id)
     }

@@ -62,6 +62,9 @@ pub(super) struct SessionState {
     pub(super) launches_numbered: u32,
     /// The streamed outputs, when asked for ([`Profiler::stream_into`]).
     pub(super) stream: Option<Box<Streaming>>,
+    /// The counter cycle of launches (per_kernel) and ranges (per_range) where no counter
+    /// image numbers them: 0, except in the harness, whose script numbers cycles.
+    pub(super) uncounted_cycle: u32,
 }
 
 /// How a session streams its rows (issue 42; see the README's streamed outputs).
@@ -118,6 +121,7 @@ impl SessionState {
             recent: Default::default(),
             launches_numbered: 0,
             stream: None,
+            uncounted_cycle: 0,
         }
     }
 

@@ -8,8 +8,11 @@
 //! correlator and the completed ranges out of the tree (under the session lock), so the
 //! session holds only what is in flight; the report then carries the aggregates
 //! ([`Report::streamed`]) in place of rows, and the whole-file row tables are not written.
-//! Trace mode only for now: per_range's counters arrive by cycle, after their range may have
-//! completed, and are not yet held back for it.
+//! Trace, per_range and per_kernel stream. Counters arrive by cycle (decoded and evaluated
+//! after the cycle's image is full), after their kernels and ranges may have completed: a
+//! drain holds back what waits for a cycle whose counters are not known yet
+//! ([`Shared::settle_counter_cycles`], [`Correlator::drain_complete`]). Kernel replay's
+//! positional join is not drained yet, and is refused.
 //!
 //! On `state` (the session), as `finish` is; `mod.rs` re-exports [`StreamProgress`].
 
@@ -47,15 +50,16 @@ pub enum StreamProgress {
 
 impl Profiler {
     /// Streams this session's rows into part files under `config.dir` once it has heard more
-    /// than `config.row_limit` launches. Trace mode only; call
-    /// it before the program launches anything.
+    /// than `config.row_limit` launches. Trace, per_range and per_kernel mode; call it before
+    /// the program launches anything.
     pub fn stream_into(&self, config: StreamConfig) -> Result<()> {
         self.ensure_running()?;
-        if self.shared.mode != ProfilingMode::Trace {
-            return Err(Error::InvalidConfig(format!(
-                "streamed outputs are not available in {} mode yet (trace only)",
-                self.shared.mode.as_str()
-            )));
+        if self.shared.mode == ProfilingMode::KernelReplay {
+            return Err(Error::InvalidConfig(
+                "streamed outputs are not available in kernel_replay mode yet (trace, per_range and per_kernel \
+                 stream): use --mode per_kernel for per-kernel counters of a whole run"
+                    .into(),
+            ));
         }
         let mut state = self.shared.state.lock();
         state.stream = Some(Box::new(Streaming {
@@ -96,7 +100,8 @@ impl Profiler {
         }
         activity::flush_all(&self.shared.cupti, true)?;
         self.shared.drain_activity();
-        Ok(self.shared.stream_step(Instant::now()))
+        let settled = self.shared.settle_counter_cycles();
+        Ok(self.shared.stream_step(Instant::now(), settled))
     }
 
     /// Asks the flight recorder for a window (a signal, the capture socket, the program):
@@ -157,8 +162,9 @@ impl Shared {
         }
     }
 
-    /// The drain of [`Profiler::stream_tick`], on records already drained into the session.
-    pub(super) fn stream_step(&self, now: Instant) -> StreamProgress {
+    /// The drain of [`Profiler::stream_tick`], on records already drained into the session;
+    /// `settled`: the first counter cycle whose counters are not in yet.
+    pub(super) fn stream_step(&self, now: Instant, settled: Option<u32>) -> StreamProgress {
         let mut guard = self.state.lock();
         let state = &mut *guard;
         let Some(streaming) = state.stream.as_deref_mut() else { return StreamProgress::Off };
@@ -173,7 +179,7 @@ impl Shared {
             }
         }
         let Some(pipeline) = streaming.pipeline.as_mut() else { return StreamProgress::Off };
-        let drained = match pipeline.drain(&mut state.correlator, &mut state.tree, &self.metric_set, now) {
+        let drained = match pipeline.drain(&mut state.correlator, &mut state.tree, &self.metric_set, now, settled) {
             Ok(d) => d,
             Err(e) => {
                 // The drained rows that were not written are lost: counted and said at the end.

@@ -211,14 +211,6 @@ fn a_run_that_passes_the_limit_after_its_last_drain_streams_at_the_finish() {
     assert_eq!(kernels_in_parts(dir.path()).values().map(|v| v.0).sum::<u64>(), 30 * PER_STEP);
 }
 
-#[test]
-fn only_trace_mode_streams_for_now() {
-    let dir = tempfile::tempdir().unwrap();
-    let h = LaunchHarness::new(crate::model::ProfilingMode::PerRange).unwrap();
-    let e = h.profiler().stream_into(config(dir.path(), 10)).unwrap_err().to_string();
-    assert!(e.contains("trace only"), "{e}");
-}
-
 /// The child of [`a_process_killed_mid_run_leaves_complete_part_files`]: streams a run that
 /// never ends into `GMPROF_TEST_STREAM_CHILD`; without it, nothing.
 #[test]

@@ -65,6 +65,8 @@ pub struct StreamPipeline {
     counts: CorrelationCounts,
     warnings: Vec<String>,
     warnings_left_out: u64,
+    /// per_range: range rows written with blank metrics (their counters known missing).
+    ranges_without_counters: u64,
 }
 
 /// What a streamed run wrote and saw, at its end.
@@ -83,11 +85,12 @@ impl StreamPipeline {
     pub fn new(writer: StreamWriter, metrics: &MetricSet, mode: ProfilingMode) -> Self {
         Self {
             writer,
-            instances: RangeInstances::new(metrics.metrics.len()),
+            instances: RangeInstances::new(metrics, mode),
             mode,
             counts: CorrelationCounts::default(),
             warnings: Vec::new(),
             warnings_left_out: 0,
+            ranges_without_counters: 0,
         }
     }
 
@@ -129,15 +132,18 @@ impl StreamPipeline {
     }
 
     /// Moves what is complete out of `correlator` and `tree` into the streamed outputs and
-    /// closes the segments that are due at `now`.
+    /// closes the segments that are due at `now`. `settled_below`: the first counter cycle
+    /// whose counters are not in yet ([`Correlator::drain_complete`]); what waits for it
+    /// stays.
     pub fn drain(
         &mut self,
         correlator: &mut Correlator,
         tree: &mut SessionTree,
         metrics: &MetricSet,
         now: Instant,
+        settled_below: Option<u32>,
     ) -> Result<Drained> {
-        let (chunk, pending) = correlator.drain_complete(self.mode);
+        let (chunk, pending) = correlator.drain_complete(self.mode, settled_below);
         let correlation = chunk.finish(tree, metrics, self.mode);
         let drained = self.write(correlation, tree, &pending)?;
         self.writer.tick(now)?;
@@ -161,6 +167,8 @@ impl StreamPipeline {
         }
         self.instances.add(&correlation);
         for (row, top) in self.instances.complete(tree, pending) {
+            let blank = !row.metrics.is_empty() && row.metrics.iter().all(Option::is_none);
+            self.ranges_without_counters += u64::from(self.mode == ProfilingMode::PerRange && blank);
             self.writer.range(&row, top)?;
             if let Some(id) = row.range_id {
                 tree.remove(id);
@@ -202,6 +210,13 @@ impl StreamPipeline {
         }
         let mut warnings = std::mem::take(&mut self.warnings);
         warnings.extend(open);
+        if self.ranges_without_counters > 0 {
+            warnings.push(format!(
+                "{} range instance(s) were streamed with blank metrics: their counter cycle was evaluated without \
+                 counters for them (lost, or not measured by CUPTI)",
+                self.ranges_without_counters
+            ));
+        }
         if self.warnings_left_out > 0 {
             warnings.push(format!("... and {} more warning(s) of the streamed joins", self.warnings_left_out));
         }
