@@ -132,8 +132,8 @@ enum Command {
     /// Profile an unmodified CUDA program: NVTX ranges become gmprof ranges.
     ///
     /// Injects libgmprof.so through CUDA_INJECTION64_PATH and routes NVTX to CUPTI through
-    /// NVTX_INJECTION64_PATH; prints the summary when the program ends and exits with its
-    /// status.
+    /// NVTX_INJECTION64_PATH; prints the summary when the program ends and exits with its status.
+    #[command(after_help = streamed::RUN_HELP)]
     Run {
         /// kernel_replay, per_kernel, per_range or trace (default: the library's).
         #[arg(long)]

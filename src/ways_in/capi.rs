@@ -116,6 +116,7 @@ pub struct Options {
 }
 
 mod capture;
+mod stream;
 
 /// The C functions the header declares, checked against `include/gmprof.h` by the tests.
 pub const EXPORTED_FUNCTIONS: [&str; 18] = [
@@ -145,6 +146,8 @@ static OUTPUT_DIR: Mutex<Option<CString>> = Mutex::new(None);
 struct Session {
     profiler: Profiler,
     outputs: std::sync::Arc<Outputs>,
+    /// The streamed outputs' settings (`None`: `GMPROF_STREAM=0`, or a capture).
+    stream: Option<crate::ways_in::settings::StreamOptions>,
 }
 
 static SESSION: Mutex<Option<Session>> = Mutex::new(None);
@@ -265,6 +268,7 @@ unsafe fn start_session(options: *const Options, capture: bool) -> Result<(), (S
     // The table formats, like PM sampling, come through the environment (GMPROF_FORMAT);
     // checked before a directory is claimed.
     let formats = crate::report::OutputFormats::from_env().map_err(fail)?;
+    let stream_options = if capture { None } else { stream::options().map_err(fail)? };
     // Each process gets its own directory (ranks, workers, a second run): never an overwrite.
     let out = PathBuf::from(out.unwrap_or_else(|| "gmprof-out".into()));
     let dir = if capture {
@@ -287,7 +291,10 @@ unsafe fn start_session(options: *const Options, capture: bool) -> Result<(), (S
         });
     }
     SESSION_PID.store(std::process::id(), std::sync::atomic::Ordering::Release);
-    *session = Some(Session { profiler, outputs });
+    if let Some(options) = &stream_options {
+        stream::start(&profiler, &outputs, options);
+    }
+    *session = Some(Session { profiler, outputs, stream: stream_options });
     Ok(())
 }
 
@@ -381,7 +388,11 @@ fn finish_session(session: Session, run_end: RunEnd, teardown: Teardown) -> Resu
             // CUPTI and driver calls that failed.
             let lines =
                 [crate::report::summary::ending_line(report), crate::report::summary::failed_calls_line(report)];
-            for line in lines.into_iter().flatten() {
+            let note = session
+                .stream
+                .as_ref()
+                .and_then(|o| o.unstreamed_note(report.meta.mode, report.meta.kernel_count, report.streamed.is_some()));
+            for line in lines.into_iter().flatten().chain(note) {
                 eprintln!("gmprof: {line}");
             }
             written = session.outputs.write_final(report);

@@ -34,8 +34,10 @@ pub mod injection {
     pub const SIGNALS: &str = "GMPROF_SIGNALS";
     /// Seconds a terminating signal waits for the outputs to be written (default 120).
     pub const SIGNAL_TIMEOUT_SECS: &str = "GMPROF_SIGNAL_TIMEOUT_SECS";
-    /// `1` to stream rows to part files once a trace run passes [`ROW_LIMIT`] kernel
-    /// launches (issue 42; default off while in progress).
+    /// Whether a trace run streams its rows to part files once it passes [`ROW_LIMIT`]
+    /// kernel launches (issue 42): on when unset, `0` keeps every row in memory (the
+    /// whole-file outputs however long the run), `1` asks for it (a mode that cannot stream
+    /// then says so at the start).
     pub const STREAM: &str = "GMPROF_STREAM";
     /// Kernel launches a streaming run keeps in memory and writes whole (default 200 000);
     /// past it every row is streamed and leaves memory.

@@ -311,6 +311,12 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
                         0 | 1 => String::new(),
                         n => format!(", {n} GPUs"),
                     };
+                    let note = state.config.stream.as_ref().and_then(|o| {
+                        o.unstreamed_note(report.meta.mode, report.meta.kernel_count, report.streamed.is_some())
+                    });
+                    if let Some(note) = note {
+                        eprintln!("gmprof: {note}");
+                    }
                     match &report.streamed {
                         Some(streamed) => eprintln!(
                             "gmprof: wrote {} ({} ranges, {} kernels{devices} streamed to part files past the row \
@@ -446,6 +452,11 @@ fn start_streaming(profiler: &Profiler, slot: u32, options: &StreamOptions, dir:
     let dir = if slot == 0 { dir.to_owned() } else { dir.join(format!("context-{slot}")) };
     let settings = StreamSettings { flight: options.flight.clone(), ..StreamSettings::default() };
     let config = StreamConfig { dir, row_limit: options.row_limit, settings };
+    if !options.asked && profiler.mode() != crate::model::ProfilingMode::Trace {
+        // On by default in trace mode only; the other modes stream when asked (the finish
+        // notes it when the run passes the row limit).
+        return;
+    }
     if let Err(e) = profiler.stream_into(config) {
         let asked = if options.flight.is_some() {
             format!("the flight recorder ({} or {}) is asked for", env::SLOW_STEP, env::GROUP_JUMP)

@@ -70,8 +70,14 @@ impl Outputs {
     }
 
     /// Writes a checkpoint of `profiler` and returns how its report describes the run;
-    /// `None` (nothing written) once the final outputs are.
+    /// `None` (nothing written) once the final outputs are. A session streaming past its
+    /// row limit holds only the rows in flight: its checkpoint closes the open segments
+    /// instead, so every row streamed so far is in a complete part file.
     pub fn write_checkpoint(&self, profiler: &Profiler, reason: &str) -> Result<Option<RunEnd>> {
+        if profiler.is_streaming() {
+            profiler.close_stream_segments()?;
+            return Ok(None);
+        }
         let report = profiler.checkpoint(reason)?;
         Ok(self.write_checkpoint_report(&report)?.then(|| report.meta.run_end.clone()).flatten())
     }

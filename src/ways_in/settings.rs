@@ -31,8 +31,8 @@ pub const MAX_FLIGHT_WINDOWS: u64 = 1_000;
 
 /// The streamed outputs (issue 42), from `GMPROF_STREAM`, `GMPROF_ROW_LIMIT` and
 /// `GMPROF_STREAM_SECS`, and the flight recorder, from `GMPROF_SLOW_STEP`,
-/// `GMPROF_GROUP_JUMP` and `GMPROF_FLIGHT_*`; `None` when neither `GMPROF_STREAM` is on
-/// nor a flight-recorder rule is set (the default for now).
+/// `GMPROF_GROUP_JUMP` and `GMPROF_FLIGHT_*`. On by default (trace mode streams past the
+/// row limit); `None` only with `GMPROF_STREAM=0` (every row kept, the whole-file outputs).
 #[derive(Clone, Debug, PartialEq)]
 pub struct StreamOptions {
     /// Kernel launches kept (and written whole) before the run streams.
@@ -44,6 +44,10 @@ pub struct StreamOptions {
     pub flight: Option<FlightSettings>,
     /// The signal that asks the flight recorder for a window (`GMPROF_FLIGHT_SIGNAL`).
     pub flight_signal: Option<std::ffi::c_int>,
+    /// Whether streaming was asked for (`GMPROF_STREAM=1`, a flight recorder) rather than
+    /// on by default: a mode that cannot stream then says so when the run starts, and
+    /// otherwise only when it passes the row limit.
+    pub asked: bool,
 }
 
 impl StreamOptions {
@@ -52,8 +56,8 @@ impl StreamOptions {
         let get = |k: &str| lookup(k).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
         let flight_signal = get(env::FLIGHT_SIGNAL).map(|v| parse_flight_signal(&v)).transpose()?;
         let flight = flight_settings(&get, flight_signal.is_some())?;
-        let stream = parse_flag(env::STREAM, get(env::STREAM), flight.is_some())?;
-        if !stream {
+        let stream = parse_stream(get(env::STREAM))?;
+        if stream == Some(false) {
             if flight.is_some() {
                 return Err(Error::InvalidConfig(format!(
                     "{}=0 turns the streamed outputs off, and the flight recorder ({} or {}) needs them: unset \
@@ -77,9 +81,49 @@ impl StreamOptions {
         Ok(Some(StreamOptions {
             row_limit: number(env::ROW_LIMIT, DEFAULT_ROW_LIMIT, "a number of kernel launches")?,
             every: Duration::from_secs(number(env::STREAM_SECS, DEFAULT_STREAM_SECS, "a whole number of seconds")?),
+            asked: flight.is_some() || stream == Some(true),
             flight,
             flight_signal,
         }))
+    }
+}
+
+impl StreamOptions {
+    /// The one-line note of a run in a mode that does not stream (`mode`), once it passed
+    /// the row limit with `kernels` launches: it kept every row in memory. `None` below the
+    /// limit, and for a run whose rows were streamed (`streamed`).
+    pub fn unstreamed_note(&self, mode: crate::model::ProfilingMode, kernels: u64, streamed: bool) -> Option<String> {
+        use crate::model::ProfilingMode;
+        (!streamed && mode != ProfilingMode::Trace && kernels > self.row_limit).then(|| {
+            let how = match mode {
+                ProfilingMode::PerRange | ProfilingMode::PerKernel => format!("streams only with {}=1", env::STREAM),
+                _ => "does not stream".to_owned(),
+            };
+            format!(
+                "{kernels} kernels, past the row limit of {} ({}): {} mode {how}, so the run kept every row in memory \
+                 and wrote the whole-file outputs",
+                self.row_limit,
+                env::ROW_LIMIT,
+                mode.as_str()
+            )
+        })
+    }
+}
+
+/// `GMPROF_STREAM`: unset is on (the default), `0` off, `1` on as asked; anything else an
+/// error that says what each value does.
+fn parse_stream(value: Option<String>) -> Result<Option<bool>> {
+    match value.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        None => Ok(None),
+        Some("0") | Some("false") | Some("no") | Some("off") => Ok(Some(false)),
+        Some("1") | Some("true") | Some("yes") | Some("on") => Ok(Some(true)),
+        Some(_) => Err(Error::InvalidConfig(format!(
+            "{}={}: use 0 (keep every row in memory and write the whole-file outputs) or 1 (stream rows to part \
+             files past {}, the default when unset)",
+            env::STREAM,
+            value.unwrap_or_default(),
+            env::ROW_LIMIT
+        ))),
     }
 }
 
@@ -199,20 +243,45 @@ mod tests {
     }
 
     #[test]
-    fn streaming_is_off_unless_asked_for_and_has_its_defaults() {
-        assert_eq!(stream(&[]).unwrap(), None);
-        assert_eq!(stream(&[(env::ROW_LIMIT, "10")]).unwrap(), None);
-        let on = stream(&[(env::STREAM, "1")]).unwrap().unwrap();
+    fn streaming_is_on_by_default_off_with_0_and_has_its_defaults() {
+        let default = StreamOptions {
+            row_limit: 200_000,
+            every: Duration::from_secs(2),
+            flight: None,
+            flight_signal: None,
+            asked: false,
+        };
+        assert_eq!(stream(&[]).unwrap(), Some(default.clone()));
         assert_eq!(
-            on,
-            StreamOptions { row_limit: 200_000, every: Duration::from_secs(2), flight: None, flight_signal: None }
+            stream(&[(env::ROW_LIMIT, "10")]).unwrap(),
+            Some(StreamOptions { row_limit: 10, ..default.clone() })
         );
+        for off in ["0", "false", "no", "off", "OFF"] {
+            assert_eq!(stream(&[(env::STREAM, off), (env::ROW_LIMIT, "10")]).unwrap(), None, "{off}");
+        }
+        let on = stream(&[(env::STREAM, "1")]).unwrap().unwrap();
+        assert_eq!(on, StreamOptions { asked: true, ..default.clone() });
         let set = stream(&[(env::STREAM, "yes"), (env::ROW_LIMIT, "1_000_000"), (env::STREAM_SECS, "5")]).unwrap();
         let every = Duration::from_secs(5);
-        assert_eq!(set, Some(StreamOptions { row_limit: 1_000_000, every, flight: None, flight_signal: None }));
+        assert_eq!(set, Some(StreamOptions { row_limit: 1_000_000, every, asked: true, ..default.clone() }));
         let e = stream(&[(env::STREAM, "1"), (env::ROW_LIMIT, "0")]).unwrap_err().to_string();
         assert!(e.contains("GMPROF_ROW_LIMIT=0"), "{e}");
-        assert!(stream(&[(env::STREAM, "maybe")]).is_err());
+        let e = stream(&[(env::ROW_LIMIT, "many")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_ROW_LIMIT=many"), "{e}");
+        use crate::model::ProfilingMode;
+        let limit = StreamOptions { row_limit: 10, ..default.clone() };
+        assert_eq!(limit.unstreamed_note(ProfilingMode::PerRange, 10, false), None);
+        assert_eq!(limit.unstreamed_note(ProfilingMode::Trace, 11, false), None);
+        assert_eq!(limit.unstreamed_note(ProfilingMode::PerRange, 11, true), None);
+        let note = limit.unstreamed_note(ProfilingMode::PerRange, 11, false).unwrap();
+        assert!(note.starts_with("11 kernels, past the row limit of 10 (GMPROF_ROW_LIMIT): per_range mode"), "{note}");
+        let note = limit.unstreamed_note(ProfilingMode::KernelReplay, 11, false).unwrap();
+        assert!(note.contains("kernel_replay mode does not stream, so the run kept every row"), "{note}");
+        let e = stream(&[(env::STREAM, "maybe")]).unwrap_err().to_string();
+        assert!(
+            e.contains("GMPROF_STREAM=maybe: use 0 (keep every row") && e.contains("the default when unset"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -8,6 +8,17 @@ use gmprof::report::rank_ranges::{streamed_without_report, STREAMED_WITHOUT_REPO
 use gmprof::report::SummaryOptions;
 use gmprof::{Error, Report, Result};
 
+/// What `gmprof run --help` says of the streamed outputs (after the options).
+pub const RUN_HELP: &str = "\
+Long runs (trace mode, the default): past GMPROF_ROW_LIMIT kernel launches per GPU (default
+200000) the rows are streamed to Parquet part files beside report.json (kernels/, ranges/,
+steps/, aggregates/ ...) every GMPROF_STREAM_SECS (default 2) and leave memory; report.json
+then holds the whole run's aggregates, and no per-row CSV or report.json rows are written.
+Below the limit the outputs are the whole-file ones (per-row CSV, report.json with every row).
+GMPROF_STREAM=0 keeps every row in memory and writes the whole-file outputs however long the
+run. per_range and per_kernel stream only with GMPROF_STREAM=1; past the limit without
+it, and in kernel_replay, a note says every row was kept.";
+
 /// Reads the report of `path` (`file`: its `report.json`, or itself). A directory of
 /// streamed part files without `report.json` (a process killed before its end) is an error
 /// saying what reads it, and so is `--csv` (`csv`) of a streamed report, which holds no rows:

@@ -54,6 +54,12 @@ pub fn streamed_text(s: &StreamedSummary) -> String {
         s.step_group.as_deref().map(|g| format!(" (step range `{g}`)")).unwrap_or_default()
     );
     let _ = writeln!(out, "{}", s.why);
+    if s.flight.is_none() {
+        let _ = writeln!(
+            out,
+            "(GMPROF_STREAM=0 keeps every row in memory and writes the per-row CSV and report.json rows instead)"
+        );
+    }
     let _ = writeln!(out, "(the range rows are in ranges/; the tables below come from the whole run's aggregates)");
     let pick = |table: AggregateTable, quantity: AggregateQuantity| -> Vec<&AggregateRow> {
         s.aggregates.iter().filter(|a| a.table == table && a.quantity == quantity).collect()
