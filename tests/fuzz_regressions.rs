@@ -291,7 +291,8 @@ fn a_parquet_page_whose_rle_bit_width_is_past_32_is_the_files_error() {
     std::fs::create_dir(&rank).unwrap();
     std::fs::copy(root().join("tests/golden/ranges.parquet"), rank.join("ranges.parquet")).unwrap();
     std::fs::write(rank.join("kernels.parquet"), &input).unwrap();
-    let err = RankRanges::read(dir.path(), &rank).err().expect("a malformed kernels.parquet is an error").to_string();
+    let Err(err) = RankRanges::read(dir.path(), &rank) else { panic!("a malformed kernels.parquet is an error") };
+    let err = err.to_string();
     assert!(err.contains("kernels.parquet") && err.contains("its data is malformed"), "{err}");
     assert!(!gmprof::report::parquet::read::in_guarded_decode(), "the guard is released after the panic");
     targets::parquet::run(&input);
