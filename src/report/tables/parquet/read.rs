@@ -7,7 +7,7 @@
 //!
 //! The `parquet` crate asserts on some malformed data instead of returning an error (fuzzing
 //! found an RLE bit width over 32 in a dictionary-index page: `gmprof merge` stopped with a
-//! panic). Every call into its decoder runs under [`decoding`], which turns such a panic into
+//! panic). Every call into its decoder runs under a guard (`decoding`), which turns such a panic into
 //! the file's error; [`in_guarded_decode`] tells a panic hook that one is on its way to be
 //! caught (the fuzz targets' hook, which aborts otherwise, lets it unwind).
 
@@ -30,7 +30,7 @@ thread_local! {
     static GUARDED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
-/// Whether this thread is inside [`decoding`]: a panic now is caught there and becomes the
+/// Whether this thread is inside the reader's decoding guard: a panic now is caught there and becomes the
 /// file's error.
 pub fn in_guarded_decode() -> bool {
     GUARDED.with(|g| g.get() > 0)
