@@ -16,6 +16,7 @@ pub mod pc;
 pub mod pm;
 pub mod sass;
 pub mod session;
+mod step_time;
 
 use std::borrow::Cow;
 
@@ -23,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 pub use self::ending::{CudaError, FailedStep, FinishStep, RunEnd};
 pub use self::ids::{RangeId, ThreadId};
+pub use self::step_time::StepTime;
 
 /// How counters were collected, which also fixes where kernel time comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

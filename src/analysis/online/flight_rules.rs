@@ -76,27 +76,7 @@ impl FromStr for TriggerRule {
     }
 }
 
-/// Which time of a step a [`SlowStepRule`] judges.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum StepTime {
-    /// Σ of the step's kernel durations (the default): extra GPU work shows, and nothing the
-    /// host does (gmprof's own drains, which hold the session lock, included) does.
-    #[default]
-    Gpu,
-    /// Pop − push of the step range: host stalls show too (a data loader, a synchronize),
-    /// and so do gmprof's drains; for steps of more than a few milliseconds.
-    Wall,
-}
-
-impl StepTime {
-    /// `gpu` or `wall`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StepTime::Gpu => "gpu",
-            StepTime::Wall => "wall",
-        }
-    }
-}
+pub use crate::model::StepTime;
 
 /// The slow-step rule: a [`TriggerRule`] on one of the step's times (`3x`, `gpu:3x`,
 /// `wall:200ms`; GPU time unless `wall:` says otherwise).

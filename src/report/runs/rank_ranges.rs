@@ -25,36 +25,7 @@ use crate::report::tables::parquet::tables::{KERNELS_PARQUET, RANGES_PARQUET};
 /// The files a process directory is recognised by (either is enough).
 pub const RANK_FILES: [&str; 2] = ["report.json", RANGES_PARQUET];
 
-/// Which time of a step is compared.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum StepTime {
-    /// GPU time (Σ of the step's kernels, as in the range rows).
-    #[default]
-    Gpu,
-    /// Wall time on the CPU, push to pop.
-    Wall,
-}
-
-impl StepTime {
-    /// `gpu` or `wall`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StepTime::Gpu => "gpu",
-            StepTime::Wall => "wall",
-        }
-    }
-}
-
-impl std::str::FromStr for StepTime {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "gpu" => Ok(StepTime::Gpu),
-            "wall" => Ok(StepTime::Wall),
-            other => Err(Error::InvalidConfig(format!("step time '{other}': use gpu or wall"))),
-        }
-    }
-}
+pub use crate::model::StepTime;
 
 /// One range row's times.
 #[derive(Clone, Debug, PartialEq, Eq)]
