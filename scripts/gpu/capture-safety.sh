@@ -31,6 +31,19 @@ fails=0
 
 loss_of() { grep -oE 'loss_bits=[0-9a-fx]+' <<< "$1"; }
 
+# report_lines REPORT_JSON: the report's kernels, flagged rows and warnings, indented.
+report_lines() {
+  [ -f "$1" ] || return 0
+  python3 - "$1" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+m = r["meta"]
+print(f"    report: {m['kernel_count']} kernels, flagged rows {m['flagged_kernel_rows']}, warnings {len(m['warnings'])}")
+for w in m["warnings"]:
+    print(f"      warning: {w[:300]}")
+PY
+}
+
 # run NAME MODE [gmprof run args...]: native when no args, else under gmprof run.
 run() {
   local name=$1 mode=$2; shift 2
@@ -67,14 +80,7 @@ run() {
   if [ $# -gt 0 ]; then
     grep -E '^gmprof: probes|^probes:|^gmprof: SASS|Error|error:|^warning|^gmprof: warning|dropped' "$out/$name.log" |
       grep -v 'warnings.warn' | head -8 | sed 's/^/    /'
-    [ -f "$out/$name/report.json" ] && python3 - "$out/$name/report.json" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-m = r["meta"]
-print(f"    report: {m['kernel_count']} kernels, flagged rows {m['flagged_kernel_rows']}, warnings {len(m['warnings'])}")
-for w in m["warnings"]:
-    print(f"      warning: {w[:300]}")
-PY
+    report_lines "$out/$name/report.json"
   fi
   [ $verdict = PASS ] || tail -15 "$out/$name.log" | sed 's/^/    | /'
 }
@@ -102,14 +108,7 @@ run_own() {
   if [ $# -gt 0 ]; then
     grep -E '^gmprof: probes|^gmprof: SASS|Error|error:|^gmprof: warning|dropped' "$out/$name.log" |
       grep -v 'warnings.warn' | head -6 | sed 's/^/    /'
-    [ -f "$out/$name/report.json" ] && python3 - "$out/$name/report.json" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-m = r["meta"]
-print(f"    report: {m['kernel_count']} kernels, flagged rows {m['flagged_kernel_rows']}, warnings {len(m['warnings'])}")
-for w in m["warnings"]:
-    print(f"      warning: {w[:300]}")
-PY
+    report_lines "$out/$name/report.json"
   fi
   [ $verdict = PASS ] || tail -12 "$out/$name.log" | sed 's/^/    | /'
 }
