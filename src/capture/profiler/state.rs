@@ -105,6 +105,8 @@ pub(super) struct Streaming {
     /// Held while a drain writes flight-recorder windows out of the session's lock (taken
     /// under it, so the finish, which takes it under the session's lock too, waits for them).
     pub(super) window_writes: Arc<Mutex<()>>,
+    /// How long the drains took (updated out of the session's lock).
+    pub(super) times: Arc<Mutex<crate::report::stream::DrainTimes>>,
 }
 
 impl SessionState {

@@ -24,7 +24,7 @@ use crate::checked::activity;
 use crate::error::{Error, Result};
 use crate::model::session::SessionTree;
 use crate::model::{ProfilingMode, RunEnd};
-use crate::report::stream::{Drained, StreamMeta, StreamPipeline, StreamWriter};
+use crate::report::stream::{Drained, StreamMeta, StreamPipeline, StreamWriter, StreamedSummary};
 use crate::report::{CaptureInfo, Report};
 
 /// What one [`Profiler::stream_tick`] did.
@@ -68,6 +68,7 @@ impl Profiler {
             failed_drains: 0,
             first_failure: None,
             window_writes: Default::default(),
+            times: Default::default(),
         }));
         Ok(())
     }
@@ -165,6 +166,7 @@ impl Shared {
     /// The drain of [`Profiler::stream_tick`], on records already drained into the session;
     /// `settled`: the first counter cycle whose counters are not in yet.
     pub(super) fn stream_step(&self, now: Instant, settled: Option<u32>) -> StreamProgress {
+        let started = now;
         let mut guard = self.state.lock();
         let state = &mut *guard;
         let Some(streaming) = state.stream.as_deref_mut() else { return StreamProgress::Off };
@@ -179,34 +181,48 @@ impl Shared {
             }
         }
         let Some(pipeline) = streaming.pipeline.as_mut() else { return StreamProgress::Off };
-        let drained = match pipeline.drain(&mut state.correlator, &mut state.tree, &self.metric_set, now, settled) {
-            Ok(d) => d,
-            Err(e) => {
-                // The drained rows that were not written are lost: counted and said at the end.
-                streaming.failed_drains += 1;
-                streaming.first_failure.get_or_insert_with(|| e.to_string());
-                tracing::warn!("gmprof: a streamed drain failed: {e}");
-                Drained::default()
-            }
-        };
-        let windows = pipeline.take_window_jobs();
-        let window_writes = std::sync::Arc::clone(&streaming.window_writes);
+        // The first half under the session's lock: what is complete leaves the session.
+        let batch = pipeline.collect(&mut state.correlator, &mut state.tree, &self.metric_set, settled);
         // Nested driver ids of calls already drained are not needed any more.
         let held = state.correlator.held_call_ids();
         state.aliases.retain(|_, outer| held.contains(outer));
-        let progress = StreamProgress::Streaming {
+        let progress = |drained| StreamProgress::Streaming {
             drained,
             launches_held: state.correlator.launch_count() as u64,
             ranges_held: state.tree.len() as u64,
         };
+        let progress = progress(batch.drained());
+        let writer = pipeline.writer_handle();
+        let times = std::sync::Arc::clone(&streaming.times);
+        let window_writes = std::sync::Arc::clone(&streaming.window_writes);
+        // The writer's lock is taken before the session's is let go: batches are written in
+        // the order they were collected, and the finish (session, then writer) comes after.
+        let mut writing = writer.lock();
+        drop(guard);
+        let held_ns = started.elapsed().as_nanos() as u64;
+        let Some(w) = writing.as_mut() else { return progress };
+        let written = batch.write(w).and_then(|d| w.tick(Instant::now()).map(|()| d));
+        let windows = w.take_window_jobs();
+        times.lock().add(held_ns, started.elapsed().as_nanos() as u64);
+        if let Err(e) = written {
+            // The drained rows that were not written are lost: counted and said at the end.
+            drop(writing);
+            tracing::warn!("gmprof: a streamed drain failed: {e}");
+            let mut state = self.state.lock();
+            if let Some(s) = state.stream.as_deref_mut() {
+                s.failed_drains += 1;
+                s.first_failure.get_or_insert_with(|| e.to_string());
+            }
+            return progress;
+        }
         if windows.is_empty() {
             return progress;
         }
         // The flight recorder's windows are written with the session let go: the program's
         // launches do not wait for them. The finish waits for them (`window_writes`, taken
-        // here under the session's lock, as the finish takes it).
-        let writing = window_writes.lock();
-        drop(guard);
+        // here under the writer's lock, which the finish takes after the session's).
+        let window_lock = window_writes.lock();
+        drop(writing);
         let mut failed = Vec::new();
         for job in windows {
             let name = job.name().to_owned();
@@ -215,12 +231,11 @@ impl Shared {
                 failed.push((name, e.to_string()));
             }
         }
-        drop(writing);
+        drop(window_lock);
         if !failed.is_empty() {
-            let mut state = self.state.lock();
-            if let Some(pipeline) = state.stream.as_mut().and_then(|s| s.pipeline.as_mut()) {
+            if let Some(w) = writer.lock().as_mut() {
                 for (name, e) in &failed {
-                    pipeline.window_failed(name, e);
+                    w.window_failed(name, e);
                 }
             }
         }
@@ -248,7 +263,12 @@ impl Shared {
         let Some(pipeline) = streaming.pipeline.take() else {
             return Report::analyze(info, &self.metric_set, &state.tree, correlator);
         };
-        // A drain may be writing flight-recorder windows: they end before the run's outputs.
+        // A drain may be writing its batch (the writer's lock, taken under the session's,
+        // which this finish holds: no new batch starts), then flight-recorder windows
+        // (`window_writes`, taken before the writer's is let go): both end before the run's
+        // outputs. The writer's lock is let go before `window_writes` is taken, as the drain
+        // takes them in the other order.
+        drop(pipeline.writer_handle().lock());
         let window_writes = std::sync::Arc::clone(&streaming.window_writes);
         let _written = window_writes.lock();
         let end_ns = info.clock.map_or(0, |c| c.finish.cupti_ns);
@@ -296,7 +316,8 @@ impl Shared {
                     .iter()
                     .filter(|a| a.quantity == crate::analysis::online::AggregateQuantity::DurationNs)
                     .try_fold(0u64, |sum, a| a.summary.total_ns.map(|t| sum + t));
-                report.streamed = Some(summary);
+                let times = *streaming.times.lock();
+                report.streamed = Some(StreamedSummary { drain_times: (times.drains > 0).then_some(times), ..summary });
                 report
             }
             Err(e) => {

@@ -120,6 +120,13 @@ fn a_run_past_the_row_limit_streams_every_kernel_and_holds_only_what_is_in_fligh
     assert!(report.kernels.is_empty() && report.ranges.is_empty(), "no rows held in the report");
     assert_eq!(streamed.row_limit, 1_000);
     assert!(streamed.why.contains("GMPROF_ROW_LIMIT"), "{}", streamed.why);
+    // Each drain past the limit is timed: 80 drains were asked for, those past the first
+    // 1 000 launches (step 100 on) streamed; the part under the session's lock is within
+    // the whole drain's time.
+    let times = streamed.drain_times.expect("the drains' times");
+    assert_eq!(times.drains, (steps - 100) / 5, "{times:?}");
+    assert!(times.session_lock_ns <= times.total_ns && times.session_lock_max_ns <= times.total_max_ns, "{times:?}");
+    assert!(times.total_max_ns <= times.total_ns && times.total_max_ns > 0, "{times:?}");
 
     // Every kernel heard is in the parts, none flagged.
     let parts = kernels_in_parts(dir.path());

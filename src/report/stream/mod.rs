@@ -17,6 +17,6 @@ pub mod summary;
 pub mod writer;
 
 pub use self::flight::{write_window, WindowJob, WHY_JSON, WINDOW_FILES};
-pub use self::pipeline::{Drained, StreamEnd, StreamPipeline};
-pub use self::summary::{StreamedSummary, StreamedTable};
+pub use self::pipeline::{DrainBatch, Drained, StreamEnd, StreamPipeline, WriterHandle};
+pub use self::summary::{DrainTimes, StreamedSummary, StreamedTable};
 pub use self::writer::{StreamMeta, StreamSettings, StreamWriter, StreamWritten, STREAMED_TABLES};

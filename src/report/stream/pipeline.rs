@@ -5,13 +5,26 @@
 //! session tree, and writes every row and completed range ([`StreamWriter`]). After a drain
 //! the session holds only records in flight and ranges open or in flight.
 //!
+//! A drain has two halves, so that a running program's launches (which take the session's
+//! lock) wait only for the first: [`StreamPipeline::collect`] takes the complete rows and
+//! ranges out of the session (it needs the correlator and the tree: under the session's
+//! lock) into a [`DrainBatch`]; [`DrainBatch::write`] writes them (the Parquet encoding,
+//! compression and the aggregates: most of a drain's time) with the session let go. The
+//! writer is behind its own lock ([`StreamPipeline::writer_handle`]), which the drain takes
+//! before it lets the session go, so batches are written in the order they were collected
+//! and the finish (which takes the session's lock, then the writer's) comes after them.
+//!
 //! Imports `writer`; `mod.rs` re-exports it.
 
+use std::sync::Arc;
 use std::time::Instant;
+
+use parking_lot::Mutex;
 
 use super::summary::{StreamedSummary, StreamedTable};
 use super::writer::{StreamWriter, StreamWritten};
-use crate::analysis::correlate::{Correlation, CorrelationCounts, Correlator, MAX_WARNINGS};
+use crate::analysis::aggregate::RangeRow;
+use crate::analysis::correlate::{Correlation, CorrelationCounts, Correlator, KernelRow, TransferRow, MAX_WARNINGS};
 use crate::analysis::online::RangeInstances;
 use crate::error::Result;
 use crate::model::session::SessionTree;
@@ -52,14 +65,60 @@ impl StreamEnd {
             steps_table: self.written.steps_table.clone(),
             steps_table_left_out: self.written.steps_table_left_out,
             flight: self.written.flight.clone(),
+            drain_times: None,
         }
+    }
+}
+
+/// The writer of a [`StreamPipeline`], behind its own lock ([`StreamPipeline::writer_handle`]);
+/// `None` once the run's finish took it.
+pub type WriterHandle = Arc<Mutex<Option<StreamWriter>>>;
+
+/// The rows one drain took out of the session ([`StreamPipeline::collect`]), each with the
+/// top-level range it ran under, to be written out of the session's lock
+/// ([`DrainBatch::write`]).
+#[derive(Debug, Default)]
+pub struct DrainBatch {
+    kernels: Vec<KernelRow>,
+    kernel_tops: Vec<Option<RangeId>>,
+    transfers: Vec<TransferRow>,
+    transfer_tops: Vec<Option<RangeId>>,
+    ranges: Vec<(RangeRow, Option<RangeId>)>,
+}
+
+impl DrainBatch {
+    /// What writing this batch writes.
+    pub fn drained(&self) -> Drained {
+        Drained {
+            kernels: self.kernels.len() as u64,
+            transfers: self.transfers.len() as u64,
+            ranges: self.ranges.len() as u64,
+        }
+    }
+
+    /// Writes the batch's rows into `writer` (part files, aggregates, the steps table, the
+    /// flight recorder) and ends the drain; the caller then closes the segments that are
+    /// due ([`StreamWriter::tick`]).
+    pub fn write(self, writer: &mut StreamWriter) -> Result<Drained> {
+        let drained = self.drained();
+        for (k, top) in self.kernels.iter().zip(self.kernel_tops) {
+            writer.kernel(k, top)?;
+        }
+        for (t, top) in self.transfers.iter().zip(self.transfer_tops) {
+            writer.transfer(t, top)?;
+        }
+        for (row, top) in &self.ranges {
+            writer.range(row, *top)?;
+        }
+        writer.end_drain();
+        Ok(drained)
     }
 }
 
 /// A run's streaming state; see the [module docs](self).
 #[derive(Debug)]
 pub struct StreamPipeline {
-    writer: StreamWriter,
+    writer: WriterHandle,
     instances: RangeInstances,
     mode: ProfilingMode,
     counts: CorrelationCounts,
@@ -84,7 +143,7 @@ impl StreamPipeline {
     /// Streams a session in `mode` with `metrics` into `writer`.
     pub fn new(writer: StreamWriter, metrics: &MetricSet, mode: ProfilingMode) -> Self {
         Self {
-            writer,
+            writer: Arc::new(Mutex::new(Some(writer))),
             instances: RangeInstances::new(metrics, mode),
             mode,
             counts: CorrelationCounts::default(),
@@ -94,36 +153,42 @@ impl StreamPipeline {
         }
     }
 
-    /// The writer (its aggregates so far).
-    pub fn writer(&self) -> &StreamWriter {
-        &self.writer
+    /// The writer, behind its lock: a drain locks it before it lets the session's lock go
+    /// and writes its [`DrainBatch`] with it.
+    pub fn writer_handle(&self) -> WriterHandle {
+        Arc::clone(&self.writer)
+    }
+
+    /// Runs `f` on the writer (`None` once the run's finish took it).
+    fn with_writer<T>(&self, f: impl FnOnce(&mut StreamWriter) -> T) -> Option<T> {
+        self.writer.lock().as_mut().map(f)
     }
 
     /// The empty report of the run that flight-recorder windows start from
     /// ([`StreamWriter::set_window_template`]).
     pub fn set_window_template(&mut self, template: Report) {
-        self.writer.set_window_template(template);
+        self.with_writer(|w| w.set_window_template(template));
     }
 
     /// The flight recorder's windows to write ([`StreamWriter::take_window_jobs`]).
     pub fn take_window_jobs(&mut self) -> Vec<super::flight::WindowJob> {
-        self.writer.take_window_jobs()
+        self.with_writer(StreamWriter::take_window_jobs).unwrap_or_default()
     }
 
     /// A window could not be written ([`StreamWriter::window_failed`]).
     pub fn window_failed(&mut self, name: &str, error: &str) {
-        self.writer.window_failed(name, error);
+        self.with_writer(|w| w.window_failed(name, error));
     }
 
     /// Asks the flight recorder for a window ([`StreamWriter::request_window`]).
     pub fn request_window(&mut self, why: impl Into<String>) -> bool {
-        self.writer.request_window(why)
+        self.with_writer(|w| w.request_window(why)).unwrap_or(false)
     }
 
     /// Closes every open segment now (a checkpoint, a signal): what is written so far is
     /// in complete part files.
     pub fn close_segments(&mut self) -> Result<()> {
-        self.writer.close_segments()
+        self.with_writer(StreamWriter::close_segments).unwrap_or(Ok(()))
     }
 
     /// Ranges with rows in flight.
@@ -132,9 +197,9 @@ impl StreamPipeline {
     }
 
     /// Moves what is complete out of `correlator` and `tree` into the streamed outputs and
-    /// closes the segments that are due at `now`. `settled_below`: the first counter cycle
-    /// whose counters are not in yet ([`Correlator::drain_complete`]); what waits for it
-    /// stays.
+    /// closes the segments that are due at `now`: [`collect`](Self::collect), then
+    /// [`DrainBatch::write`] at once. `settled_below`: the first counter cycle whose
+    /// counters are not in yet ([`Correlator::drain_complete`]); what waits for it stays.
     pub fn drain(
         &mut self,
         correlator: &mut Correlator,
@@ -143,41 +208,50 @@ impl StreamPipeline {
         now: Instant,
         settled_below: Option<u32>,
     ) -> Result<Drained> {
-        let (chunk, pending) = correlator.drain_complete(self.mode, settled_below);
-        let correlation = chunk.finish(tree, metrics, self.mode);
-        let drained = self.write(correlation, tree, &pending)?;
-        self.writer.tick(now)?;
+        let batch = self.collect(correlator, tree, metrics, settled_below);
+        let writer = self.writer_handle();
+        let mut guard = writer.lock();
+        let Some(w) = guard.as_mut() else { return Ok(Drained::default()) };
+        let drained = batch.write(w)?;
+        w.tick(now)?;
         Ok(drained)
     }
 
-    fn write(
+    /// The first half of a drain (see the [module docs](self)): takes what is complete out
+    /// of `correlator` and `tree`, joins it, completes the ranges it finishes (removed from
+    /// the tree) and returns the rows to write. The joins' counts and warnings are kept here.
+    pub fn collect(
         &mut self,
-        correlation: Correlation,
+        correlator: &mut Correlator,
+        tree: &mut SessionTree,
+        metrics: &MetricSet,
+        settled_below: Option<u32>,
+    ) -> DrainBatch {
+        let (chunk, pending) = correlator.drain_complete(self.mode, settled_below);
+        let correlation = chunk.finish(tree, metrics, self.mode);
+        self.take_rows(correlation, tree, &pending)
+    }
+
+    fn take_rows(
+        &mut self,
+        mut correlation: Correlation,
         tree: &mut SessionTree,
         pending: &crate::analysis::correlate::PendingByRange,
-    ) -> Result<Drained> {
-        let mut drained = Drained::default();
-        for k in &correlation.rows {
-            self.writer.kernel(k, top_of(tree, k.range_id))?;
-            drained.kernels += 1;
-        }
-        for t in &correlation.transfers {
-            self.writer.transfer(t, top_of(tree, t.range_id))?;
-            drained.transfers += 1;
-        }
+    ) -> DrainBatch {
+        let kernel_tops = correlation.rows.iter().map(|k| top_of(tree, k.range_id)).collect();
+        let transfer_tops = correlation.transfers.iter().map(|t| top_of(tree, t.range_id)).collect();
         self.instances.add(&correlation);
+        let mut ranges = Vec::new();
         for (row, top) in self.instances.complete(tree, pending) {
             let blank = !row.metrics.is_empty() && row.metrics.iter().all(Option::is_none);
             self.ranges_without_counters += u64::from(self.mode == ProfilingMode::PerRange && blank);
-            self.writer.range(&row, top)?;
             if let Some(id) = row.range_id {
                 tree.remove(id);
             }
-            drained.ranges += 1;
+            ranges.push((row, top));
         }
-        self.writer.end_drain();
         self.counts.add(&correlation.counts);
-        for w in correlation.warnings {
+        for w in std::mem::take(&mut correlation.warnings) {
             if self.warnings.contains(&w) {
                 continue;
             }
@@ -187,7 +261,13 @@ impl StreamPipeline {
                 self.warnings_left_out += 1;
             }
         }
-        Ok(drained)
+        DrainBatch {
+            kernels: std::mem::take(&mut correlation.rows),
+            kernel_tops,
+            transfers: std::mem::take(&mut correlation.transfers),
+            transfer_tops,
+            ranges,
+        }
     }
 
     /// Ends the run: everything left in `correlator` is joined as it is (what never got its
@@ -204,9 +284,13 @@ impl StreamPipeline {
     ) -> Result<StreamEnd> {
         let open = tree.close_all_open(end_ns);
         let correlation = correlator.finish(tree, metrics, self.mode);
-        self.write(correlation, tree, &Default::default())?;
+        let batch = self.take_rows(correlation, tree, &Default::default());
+        let Some(mut writer) = self.writer.lock().take() else {
+            return Err(crate::error::Error::InvalidState("the streamed outputs were already finished".into()));
+        };
+        batch.write(&mut writer)?;
         if let Some(root) = self.instances.root() {
-            self.writer.range(&root, None)?;
+            writer.range(&root, None)?;
         }
         let mut warnings = std::mem::take(&mut self.warnings);
         warnings.extend(open);
@@ -220,7 +304,7 @@ impl StreamPipeline {
         if self.warnings_left_out > 0 {
             warnings.push(format!("... and {} more warning(s) of the streamed joins", self.warnings_left_out));
         }
-        let written = self.writer.finish(ending)?;
+        let written = writer.finish(ending)?;
         Ok(StreamEnd { written, counts: self.counts, warnings })
     }
 }

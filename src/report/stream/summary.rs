@@ -19,6 +19,33 @@ pub struct StreamedTable {
     pub rows: u64,
 }
 
+/// How long the streamed drains took: the part under the session's lock (the program's
+/// launches wait for it) and the whole drain (the rows' writing, with the session let go).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrainTimes {
+    /// Drains that moved rows while the run went (the finish's last one not counted).
+    pub drains: u64,
+    /// Their time under the session's lock, summed, in ns.
+    pub session_lock_ns: u64,
+    /// The longest one, in ns.
+    pub session_lock_max_ns: u64,
+    /// Their whole time (flush to rows written), summed, in ns.
+    pub total_ns: u64,
+    /// The longest one, in ns.
+    pub total_max_ns: u64,
+}
+
+impl DrainTimes {
+    /// Adds one drain: `held_ns` under the session's lock, `total_ns` in all.
+    pub fn add(&mut self, held_ns: u64, total_ns: u64) {
+        self.drains += 1;
+        self.session_lock_ns += held_ns;
+        self.session_lock_max_ns = self.session_lock_max_ns.max(held_ns);
+        self.total_ns += total_ns;
+        self.total_max_ns = self.total_max_ns.max(total_ns);
+    }
+}
+
 /// A run whose rows left memory as they were streamed: the whole-file row tables
 /// (`ranges`, `kernels`, `transfers`, `stats` as CSV and Parquet) are not written, the part
 /// files hold every row, and these aggregates stand for them in the report.
@@ -51,6 +78,9 @@ pub struct StreamedSummary {
     /// Step rows beyond those, in `steps/` only.
     #[serde(default)]
     pub steps_table_left_out: u64,
+    /// How long the drains took, and how long the program's launches could wait for them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_times: Option<DrainTimes>,
     /// The flight recorder's windows (`window-N/`), when the run had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flight: Option<FlightSummary>,

@@ -54,6 +54,19 @@ pub fn streamed_text(s: &StreamedSummary) -> String {
         s.step_group.as_deref().map(|g| format!(" (step range `{g}`)")).unwrap_or_default()
     );
     let _ = writeln!(out, "{}", s.why);
+    if let Some(t) = &s.drain_times {
+        let ms = |ns: u64| ns as f64 / 1e6;
+        let _ = writeln!(
+            out,
+            "drains: {} while the run went, {:.1} ms each on average ({:.1} ms at most); the program's launches could \
+             wait {:.2} ms each on average ({:.2} ms at most) while one took the rows out of the session",
+            t.drains,
+            ms(t.total_ns) / t.drains.max(1) as f64,
+            ms(t.total_max_ns),
+            ms(t.session_lock_ns) / t.drains.max(1) as f64,
+            ms(t.session_lock_max_ns)
+        );
+    }
     if s.flight.is_none() {
         let _ = writeln!(
             out,
