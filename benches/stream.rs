@@ -15,6 +15,8 @@
 #[path = "../tests/common/stream_session.rs"]
 mod stream_session;
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use gmprof::correlate::Correlator;
@@ -22,6 +24,54 @@ use gmprof::model::{MetricSet, ProfilingMode};
 use gmprof::report::stream::{StreamMeta, StreamPipeline, StreamSettings, StreamWriter};
 use gmprof::session::SessionTree;
 use stream_session::{Player, Shape};
+
+/// The system allocator, counting the bytes live: heap growth apart from what the allocator
+/// keeps (RSS that grows while the live bytes stay flat is the allocator's, not gmprof's).
+struct Counting;
+
+static LIVE: AtomicI64 = AtomicI64::new(0);
+
+// SAFETY: every call is passed to `System` unchanged; the counter only adds and subtracts
+// the sizes of the blocks `System` handed out and took back.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract for `alloc` is `System::alloc`'s.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: as for `alloc`.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from this allocator, that is from `System`, with `layout`.
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE.fetch_sub(layout.size() as i64, Ordering::Relaxed);
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: as for `dealloc` and `alloc`.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            LIVE.fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Heap bytes live now.
+fn live() -> u64 {
+    LIVE.load(Ordering::Relaxed).max(0) as u64
+}
 
 /// CPU time of the calling thread: the drains' own time, whatever else the machine runs.
 fn thread_cpu() -> Duration {
@@ -69,8 +119,10 @@ fn main() {
 
     // A drain every 25 steps: about 10 000 kernels, a tenth of a second of a fast run.
     let drain_every = 25;
+    // What the injected library's stream thread does after each drain (on by default there).
+    let trim = std::env::var("GMPROF_BENCH_TRIM").map_or(true, |v| v != "0");
     let (mut making, mut draining, mut draining_cpu) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
-    let mut samples: Vec<(u64, u64)> = Vec::new();
+    let mut samples: Vec<(u64, u64, u64)> = Vec::new();
     let started = Instant::now();
     for step in 0..shape.steps {
         let t = Instant::now();
@@ -79,9 +131,12 @@ fn main() {
         if step % drain_every == drain_every - 1 {
             let (t, cpu) = (Instant::now(), thread_cpu());
             pipeline.drain(&mut correlator, &mut tree, &metrics, Instant::now(), None).expect("drain");
+            if trim {
+                gmprof::report::stream::release_free_memory();
+            }
             draining += t.elapsed();
             draining_cpu += thread_cpu() - cpu;
-            samples.push((player.launched, rss()));
+            samples.push((player.launched, rss(), live()));
         }
     }
     player.flush(&mut correlator);
@@ -96,7 +151,7 @@ fn main() {
     assert_eq!(end.counts.kernel_rows, heard, "every kernel streamed");
     assert_eq!(end.written.table("kernels").map(|p| p.rows), Some(heard));
     assert_eq!(end.written.steps, shape.steps);
-    let steady: Vec<u64> = samples.iter().filter(|(k, _)| *k >= heard / 10).map(|(_, r)| *r).collect();
+    let steady: Vec<u64> = samples.iter().filter(|(k, _, _)| *k >= heard / 10).map(|(_, r, _)| *r).collect();
     let (lo, hi) = (steady.iter().min().copied().unwrap_or(0), steady.iter().max().copied().unwrap_or(0));
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
     let bytes = dir_bytes(&out);
@@ -130,9 +185,9 @@ fn main() {
         mib(bytes),
         bytes as f64 / heard as f64
     );
-    for (i, (k, r)) in samples.iter().enumerate() {
+    for (i, (k, r, l)) in samples.iter().enumerate() {
         if i % (samples.len() / 10).max(1) == 0 {
-            println!("    at {k:>9} kernels: RSS {:.1} MiB", mib(*r));
+            println!("    at {k:>9} kernels: RSS {:.1} MiB, heap live {:.1} MiB", mib(*r), mib(*l));
         }
     }
 }

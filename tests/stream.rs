@@ -55,6 +55,7 @@ fn a_drained_run_streams_every_row_with_the_values_of_a_whole_session_join() {
         segment: SegmentPolicy { rows: 500, every: Duration::from_secs(3600), row_group: 128 },
         online: OnlineSettings { window_steps: 25, ..OnlineSettings::default() },
         flight: None,
+        release_memory: false,
     };
     let writer = StreamWriter::create(dir.path(), &StreamMeta::new(mode, Vec::new()), settings).unwrap();
     let mut pipeline = StreamPipeline::new(writer, &metrics, mode);

@@ -44,6 +44,9 @@ pub mod injection {
     pub const ROW_LIMIT: &str = "GMPROF_ROW_LIMIT";
     /// Seconds between a streaming run's drains (default 2).
     pub const STREAM_SECS: &str = "GMPROF_STREAM_SECS";
+    /// `0` to keep the allocator's free pages after each streamed drain (by default they are
+    /// given back: glibc's `malloc_trim`, so the process's memory stays flat).
+    pub const STREAM_TRIM: &str = "GMPROF_STREAM_TRIM";
     /// The flight recorder's slow-step rule (`3x` the running median of step time, or a time
     /// such as `200ms`); setting it streams the run from its start (`--slow-step`).
     pub const SLOW_STEP: &str = "GMPROF_SLOW_STEP";

@@ -450,7 +450,11 @@ fn checkpoint(state: &Injected, reason: &str) -> bool {
 /// `context-N` directory in it, past the row limit of `options`.
 fn start_streaming(profiler: &Profiler, slot: u32, options: &StreamOptions, dir: &std::path::Path) {
     let dir = if slot == 0 { dir.to_owned() } else { dir.join(format!("context-{slot}")) };
-    let settings = StreamSettings { flight: options.flight.clone(), ..StreamSettings::default() };
+    let settings = StreamSettings {
+        flight: options.flight.clone(),
+        release_memory: options.release_memory,
+        ..StreamSettings::default()
+    };
     let config = StreamConfig { dir, row_limit: options.row_limit, settings };
     if !options.asked && profiler.mode() != crate::model::ProfilingMode::Trace {
         // On by default in trace mode only; the other modes stream when asked (the finish

@@ -39,6 +39,9 @@ pub struct StreamOptions {
     pub row_limit: u64,
     /// Time between drains.
     pub every: Duration,
+    /// Whether each drain gives the allocator's free pages back (`GMPROF_STREAM_TRIM`,
+    /// on unless `0`).
+    pub release_memory: bool,
     /// The flight recorder, when a rule or a signal asks for one (the run then streams from
     /// its start).
     pub flight: Option<FlightSettings>,
@@ -81,6 +84,16 @@ impl StreamOptions {
         Ok(Some(StreamOptions {
             row_limit: number(env::ROW_LIMIT, DEFAULT_ROW_LIMIT, "a number of kernel launches")?,
             every: Duration::from_secs(number(env::STREAM_SECS, DEFAULT_STREAM_SECS, "a whole number of seconds")?),
+            release_memory: match get(env::STREAM_TRIM).as_deref() {
+                None | Some("1") => true,
+                Some("0") => false,
+                Some(v) => {
+                    return Err(Error::InvalidConfig(format!(
+                        "{}={v}: use 1 (give the allocator's free pages back after each drain, the default) or 0",
+                        env::STREAM_TRIM
+                    )))
+                }
+            },
             asked: flight.is_some() || stream == Some(true),
             flight,
             flight_signal,
@@ -249,6 +262,7 @@ mod tests {
             every: Duration::from_secs(2),
             flight: None,
             flight_signal: None,
+            release_memory: true,
             asked: false,
         };
         assert_eq!(stream(&[]).unwrap(), Some(default.clone()));
@@ -264,6 +278,10 @@ mod tests {
         let set = stream(&[(env::STREAM, "yes"), (env::ROW_LIMIT, "1_000_000"), (env::STREAM_SECS, "5")]).unwrap();
         let every = Duration::from_secs(5);
         assert_eq!(set, Some(StreamOptions { row_limit: 1_000_000, every, asked: true, ..default.clone() }));
+        let kept = stream(&[(env::STREAM_TRIM, "0")]).unwrap();
+        assert_eq!(kept, Some(StreamOptions { release_memory: false, ..default.clone() }));
+        let e = stream(&[(env::STREAM_TRIM, "yes")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_STREAM_TRIM=yes: use 1"), "{e}");
         let e = stream(&[(env::STREAM, "1"), (env::ROW_LIMIT, "0")]).unwrap_err().to_string();
         assert!(e.contains("GMPROF_ROW_LIMIT=0"), "{e}");
         let e = stream(&[(env::ROW_LIMIT, "many")]).unwrap_err().to_string();

@@ -32,6 +32,7 @@ fn config(dir: &Path, flight: FlightSettings) -> StreamConfig {
             segment: SegmentPolicy { rows: 5_000, every: Duration::from_secs(3600), row_group: 1_024 },
             online: OnlineSettings::default(),
             flight: Some(flight),
+            release_memory: true,
         },
     }
 }

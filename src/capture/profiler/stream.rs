@@ -127,6 +127,17 @@ impl Profiler {
     }
 }
 
+/// After a drain, with no lock held: gives the allocator's free pages back when `release`
+/// ([`StreamSettings::release_memory`](crate::report::stream::StreamSettings)), timed into
+/// `times`.
+fn release_memory(release: bool, times: &parking_lot::Mutex<crate::report::stream::DrainTimes>) {
+    if release {
+        let t = Instant::now();
+        crate::report::stream::release_free_memory();
+        times.lock().add_release(t.elapsed().as_nanos() as u64);
+    }
+}
+
 impl Shared {
     /// Starts the pipeline of `streaming` (its writer's files); an error stops streaming for
     /// good, with the warning in `warnings`.
@@ -194,6 +205,7 @@ impl Shared {
         let progress = progress(batch.drained());
         let writer = pipeline.writer_handle();
         let times = std::sync::Arc::clone(&streaming.times);
+        let release = streaming.config.settings.release_memory;
         let window_writes = std::sync::Arc::clone(&streaming.window_writes);
         // The writer's lock is taken before the session's is let go: batches are written in
         // the order they were collected, and the finish (session, then writer) comes after.
@@ -216,6 +228,8 @@ impl Shared {
             return progress;
         }
         if windows.is_empty() {
+            drop(writing);
+            release_memory(release, &times);
             return progress;
         }
         // The flight recorder's windows are written with the session let go: the program's
@@ -239,6 +253,7 @@ impl Shared {
                 }
             }
         }
+        release_memory(release, &times);
         progress
     }
 

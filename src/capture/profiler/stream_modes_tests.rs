@@ -37,6 +37,7 @@ fn config(dir: &Path, row_limit: u64) -> StreamConfig {
             segment: SegmentPolicy { rows: 200, every: Duration::from_secs(3600), row_group: 64 },
             online: OnlineSettings { window_steps: 50, ..OnlineSettings::default() },
             flight: None,
+            release_memory: true,
         },
     }
 }

@@ -32,6 +32,7 @@ fn config(dir: &Path, row_limit: u64) -> StreamConfig {
             segment: SegmentPolicy { rows: 500, every: Duration::from_secs(3600), row_group: 128 },
             online: OnlineSettings { window_steps: 50, ..OnlineSettings::default() },
             flight: None,
+            release_memory: true,
         },
     }
 }
@@ -127,6 +128,8 @@ fn a_run_past_the_row_limit_streams_every_kernel_and_holds_only_what_is_in_fligh
     assert_eq!(times.drains, (steps - 100) / 5, "{times:?}");
     assert!(times.session_lock_ns <= times.total_ns && times.session_lock_max_ns <= times.total_max_ns, "{times:?}");
     assert!(times.total_max_ns <= times.total_ns && times.total_max_ns > 0, "{times:?}");
+    // Each drain gave the allocator's free pages back, timed.
+    assert!(times.release_ns > 0 && times.release_max_ns <= times.release_ns, "{times:?}");
 
     // Every kernel heard is in the parts, none flagged.
     let parts = kernels_in_parts(dir.path());

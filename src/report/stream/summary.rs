@@ -33,6 +33,13 @@ pub struct DrainTimes {
     pub total_ns: u64,
     /// The longest one, in ns.
     pub total_max_ns: u64,
+    /// Time giving the allocator's free pages back after the drains
+    /// ([`release_free_memory`](super::release_free_memory)), summed, in ns (0 when off).
+    #[serde(default)]
+    pub release_ns: u64,
+    /// The longest one, in ns.
+    #[serde(default)]
+    pub release_max_ns: u64,
 }
 
 impl DrainTimes {
@@ -43,6 +50,12 @@ impl DrainTimes {
         self.session_lock_max_ns = self.session_lock_max_ns.max(held_ns);
         self.total_ns += total_ns;
         self.total_max_ns = self.total_max_ns.max(total_ns);
+    }
+
+    /// Adds one release of free memory that took `ns`.
+    pub fn add_release(&mut self, ns: u64) {
+        self.release_ns += ns;
+        self.release_max_ns = self.release_max_ns.max(ns);
     }
 }
 

@@ -44,7 +44,7 @@ pub const STREAMED_TABLES: [&str; 6] = ["kernels", "transfers", "ranges", "steps
 pub const MAX_REPORT_STEPS: usize = 100_000;
 
 /// How a run streams.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct StreamSettings {
     /// When segments close.
     pub segment: SegmentPolicy,
@@ -52,6 +52,20 @@ pub struct StreamSettings {
     pub online: OnlineSettings,
     /// The flight recorder, when one is asked for (`--slow-step`, `GMPROF_SLOW_STEP`).
     pub flight: Option<FlightSettings>,
+    /// Whether the stream thread gives the allocator's free pages back after each drain
+    /// ([`super::release_free_memory`]; on by default, `GMPROF_STREAM_TRIM=0` turns it off).
+    pub release_memory: bool,
+}
+
+impl Default for StreamSettings {
+    fn default() -> Self {
+        Self {
+            segment: SegmentPolicy::default(),
+            online: OnlineSettings::default(),
+            flight: None,
+            release_memory: true,
+        }
+    }
 }
 
 /// What the part files' `gmprof.meta` says of the run (known when it starts).

@@ -66,6 +66,15 @@ pub fn streamed_text(s: &StreamedSummary) -> String {
             ms(t.session_lock_ns) / t.drains.max(1) as f64,
             ms(t.session_lock_max_ns)
         );
+        if t.release_ns > 0 {
+            let _ = writeln!(
+                out,
+                "memory given back to the system after each drain (GMPROF_STREAM_TRIM=0 keeps it): {:.2} ms on average \
+                 ({:.2} ms at most)",
+                ms(t.release_ns) / t.drains.max(1) as f64,
+                ms(t.release_max_ns)
+            );
+        }
     }
     if s.flight.is_none() {
         let _ = writeln!(

@@ -25,7 +25,11 @@ pub(super) fn options() -> Result<Option<StreamOptions>> {
 /// the drain thread, which stops once `outputs` is gone (the session finished). A mode other
 /// than trace streams only when asked (`GMPROF_STREAM=1`).
 pub(super) fn start(profiler: &Profiler, outputs: &Arc<Outputs>, options: &StreamOptions) {
-    let settings = StreamSettings { flight: options.flight.clone(), ..StreamSettings::default() };
+    let settings = StreamSettings {
+        flight: options.flight.clone(),
+        release_memory: options.release_memory,
+        ..StreamSettings::default()
+    };
     let config = StreamConfig { dir: outputs.dir().to_owned(), row_limit: options.row_limit, settings };
     if !options.asked && profiler.mode() != ProfilingMode::Trace {
         // On by default in trace mode only; the other modes stream when asked.

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# A long training run under `gmprof run` (issue 42's acceptance): llm.c's GPT-2 trainer
+# (train_gpt2.cu, public; scripts/real/stage.sh builds it) for SECS seconds, the program's RSS
+# (VmRSS of the process gmprof is injected into) and the streamed parts' size sampled every
+# 10 s, the time from the program's last step (or the signal that ends it) to gmprof's exit,
+# the bytes per kernel on disk, and the consistency of the outputs: kernels in the parts =
+# kernels streamed, aggregates = a recomputation from the parts, one steps row per step.
+#
+# Here: scripts/gpu-stage --no-tests, scripts/real/stage.sh LLMC_SRC NANOGPT_SRC. There, with
+# .gpu/ and .real/ carried:
+#   MODE=trace SECS=540 bash scripts/gpu/long-run.sh
+# MODE: native | trace | per_range | pm (trace with --pm-sampling auto). END: steps (llm.c runs
+# STEPS steps and ends by itself; SECS+40 s is a guard) or term (SIGTERM to the program after
+# SECS s) or kill (SIGKILL after SECS s: the parts closed by then must read back).
+# Outputs in ${OUT:-out/long}/MODE-END/.
+set -u
+cd "$(dirname "$0")/../.."
+. scripts/gpu/env.sh
+MODE=${MODE:-trace} SECS=${SECS:-540} END=${END:-term}
+out=$(mkdir -p "${OUT:-out/long}" && cd "${OUT:-out/long}" && pwd)/$MODE-$END
+rm -rf "$out"; mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u
+echo "MODE=$MODE SECS=$SECS END=$END STEPS=${STEPS:-}"
+steps=${STEPS:-1000000}
+[ "$END" = steps ] || steps=1000000
+# llm.c: GPT-2 124M (d12) from scratch, B=4, T=1024; validation and sampling every 1000 steps
+# (its ranges: "Train step N" and per layer below it; eval steps differ from train steps).
+LLMC=(stdbuf -oL "$R/llmc/train_gpt2cu" -i "$R/llmc/data/train.bin" -j "$R/llmc/data/val.bin" -e d12 -b 4 -t 1024
+  -v 1000 -s 1000 -x "$steps")
+case $MODE in
+  native) cmd=("${LLMC[@]}") ;;
+  trace) cmd=("$G" run --mode trace -o "$out/run" -- "${LLMC[@]}") ;;
+  per_range) cmd=(env GMPROF_STREAM=1 "$G" run --mode per_range -o "$out/run" -- "${LLMC[@]}") ;;
+  pm) cmd=("$G" run --mode trace --pm-sampling auto -o "$out/run" -- "${LLMC[@]}") ;;
+  *) echo "MODE: native, trace, per_range or pm" >&2; exit 2 ;;
+esac
+cd "$R/llmc"
+start=$(date +%s.%N)
+# Each step line gets the time it was read (llm.c's stdout is line-buffered by stdbuf).
+"${cmd[@]}" 2> "$out/stderr.txt" | python3 -u -c '
+import sys, time
+for line in sys.stdin:
+    print(f"{time.time():.3f} {line}", end="", flush=True)' > "$out/stdout.txt" &
+pipe=$!
+sleep 2
+prog=$(pgrep -f "^$R/llmc/train_gpt2cu" | head -1)
+[ -n "$prog" ] || { echo "the program did not start"; cat "$out/stderr.txt"; exit 1; }
+rss() { awk '/VmRSS/ {printf "%d", $2/1024}' "/proc/$1/status" 2>/dev/null; }
+hwm() { awk '/VmHWM/ {printf "%d", $2/1024}' "/proc/$1/status" 2>/dev/null; }
+laststep() { grep -oE '^[0-9.]+ step +[0-9]+' "$out/stdout.txt" | tail -1 | awk '{print $3}'; }
+echo "   t_s  program_RSS_MiB  parts_MiB   step" | tee "$out/rss.txt"
+guard=$SECS; [ "$END" = steps ] && guard=$((SECS + 40))
+t=0
+while kill -0 "$prog" 2>/dev/null && [ $t -lt "$guard" ]; do
+  sleep 10; t=$((t + 10))
+  kill -0 "$prog" 2>/dev/null || break
+  printf '%6d  %15s  %9s  %6s\n' $t "$(rss "$prog")" "$(du -sm "$out/run" 2>/dev/null | cut -f1)" "$(laststep)" | tee -a "$out/rss.txt"
+done
+echo "peak RSS (VmHWM) $(hwm "$prog") MiB"
+signal=""
+if kill -0 "$prog" 2>/dev/null; then
+  case $END in kill) signal=KILL ;; *) signal=TERM ;; esac
+  signal_at=$(date +%s.%N)
+  echo "SIG$signal to the program at $(echo "$signal_at - $start" | bc) s"
+  kill -"$signal" "$prog"
+fi
+wait $pipe
+end=$(date +%s.%N)
+last=$(grep -E '^[0-9.]+ step +[0-9]+' "$out/stdout.txt" | tail -1 | awk '{print $1}')
+echo "wall $(echo "$end - $start" | bc) s; last step line to gmprof's exit: $(echo "$end - $last" | bc) s"
+[ -n "$signal" ] && echo "signal to gmprof's exit: $(echo "$end - $signal_at" | bc) s"
+grep -E '^[0-9.]+ step +[0-9]+' "$out/stdout.txt" | tail -2 | cut -c1-150
+python3 - "$out/stdout.txt" <<'PY'
+import re, statistics, sys
+ms = [float(m.group(1)) for l in open(sys.argv[1]) if (m := re.search(r"\| ([0-9.]+) ms \|", l))]
+steady = ms[10:]
+if steady:
+    steady.sort()
+    q = lambda p: steady[min(len(steady) - 1, int(p * len(steady)))]
+    print(f"llm.c step time over {len(steady)} steps (first 10 left out): median {q(0.5):.3f} ms, p90 {q(0.9):.3f}, p99 {q(0.99):.3f}, max {steady[-1]:.3f}")
+PY
+[ "$MODE" = native ] && exit 0
+sed -n '/^gmprof 0/,$p' "$out/stderr.txt" | head -40
+du -sb "$out/run" | awk '{print "bytes on disk, all outputs:", $1}'
+ls "$out/run"
+cd "$ROOT"
+python3 scripts/check/long_run_check.py "$out/run" "$out/stdout.txt"
+$G report "$out/run" > "$out/report.txt" 2>&1; echo "gmprof report: exit $?, $(wc -l < "$out/report.txt") lines"; head -5 "$out/report.txt"
