@@ -12,13 +12,15 @@
 # MODE: native | trace | per_range | pm (trace with --pm-sampling auto). END: steps (llm.c runs
 # STEPS steps and ends by itself; SECS+40 s is a guard) or term (SIGTERM to the program after
 # SECS s) or kill (SIGKILL after SECS s: the parts closed by then must read back).
-# Outputs in ${OUT:-out/long}/MODE-END/.
+# Logs in ${OUT:-out/long}/MODE-END/, the run's outputs in ${RUNS:-/tmp/long-runs}/MODE-END/.
 set -u
 cd "$(dirname "$0")/../.."
 . scripts/gpu/env.sh
 MODE=${MODE:-trace} SECS=${SECS:-540} END=${END:-term}
 out=$(mkdir -p "${OUT:-out/long}" && cd "${OUT:-out/long}" && pwd)/$MODE-$END
 rm -rf "$out"; mkdir -p "$out"
+# The run's outputs (hundreds of MB) go apart from the logs: RUNS, default /tmp/long-runs.
+runs=${RUNS:-/tmp/long-runs}/$MODE-$END; rm -rf "$runs"; mkdir -p "$(dirname "$runs")"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u
 echo "MODE=$MODE SECS=$SECS END=$END STEPS=${STEPS:-}"
 steps=${STEPS:-1000000}
@@ -29,9 +31,9 @@ LLMC=(stdbuf -oL "$R/llmc/train_gpt2cu" -i "$R/llmc/data/train.bin" -j "$R/llmc/
   -v 1000 -s 1000 -x "$steps")
 case $MODE in
   native) cmd=("${LLMC[@]}") ;;
-  trace) cmd=("$G" run --mode trace -o "$out/run" -- "${LLMC[@]}") ;;
-  per_range) cmd=(env GMPROF_STREAM=1 "$G" run --mode per_range -o "$out/run" -- "${LLMC[@]}") ;;
-  pm) cmd=("$G" run --mode trace --pm-sampling auto -o "$out/run" -- "${LLMC[@]}") ;;
+  trace) cmd=("$G" run --mode trace -o "$runs" -- "${LLMC[@]}") ;;
+  per_range) cmd=(env GMPROF_STREAM=1 "$G" run --mode per_range -o "$runs" -- "${LLMC[@]}") ;;
+  pm) cmd=("$G" run --mode trace --pm-sampling default --pm-interval "${PM_INTERVAL:-auto}" -o "$runs" -- "${LLMC[@]}") ;;
   *) echo "MODE: native, trace, per_range or pm" >&2; exit 2 ;;
 esac
 cd "$R/llmc"
@@ -54,7 +56,7 @@ t=0
 while kill -0 "$prog" 2>/dev/null && [ $t -lt "$guard" ]; do
   sleep 10; t=$((t + 10))
   kill -0 "$prog" 2>/dev/null || break
-  printf '%6d  %15s  %9s  %6s\n' $t "$(rss "$prog")" "$(du -sm "$out/run" 2>/dev/null | cut -f1)" "$(laststep)" | tee -a "$out/rss.txt"
+  printf '%6d  %15s  %9s  %6s\n' $t "$(rss "$prog")" "$(du -sm "$runs" 2>/dev/null | cut -f1)" "$(laststep)" | tee -a "$out/rss.txt"
 done
 echo "peak RSS (VmHWM) $(hwm "$prog") MiB"
 signal=""
@@ -80,9 +82,11 @@ if steady:
     print(f"llm.c step time over {len(steady)} steps (first 10 left out): median {q(0.5):.3f} ms, p90 {q(0.9):.3f}, p99 {q(0.99):.3f}, max {steady[-1]:.3f}")
 PY
 [ "$MODE" = native ] && exit 0
-sed -n '/^gmprof 0/,$p' "$out/stderr.txt" | head -40
-du -sb "$out/run" | awk '{print "bytes on disk, all outputs:", $1}'
-ls "$out/run"
+# The summary (gmprof run prints it on stderr; stdout's lines carry their read time).
+sed -n '/gmprof 0\./,$p' "$out/stderr.txt" | head -40
+grep -c "" "$out/stderr.txt" | awk '{print "stderr lines:", $1}'; grep -iE "warn|error" "$out/stderr.txt" | head -10
+du -sb "$runs" | awk '{print "bytes on disk, all outputs:", $1}'
+ls "$runs"
 cd "$ROOT"
-python3 scripts/check/long_run_check.py "$out/run" "$out/stdout.txt"
-$G report "$out/run" > "$out/report.txt" 2>&1; echo "gmprof report: exit $?, $(wc -l < "$out/report.txt") lines"; head -5 "$out/report.txt"
+python3 scripts/check/long_run_check.py "$runs" "$out/stdout.txt" | tee "$out/check.txt"
+$G report "$runs" > "$out/report.txt" 2>&1; echo "gmprof report: exit $?, $(wc -l < "$out/report.txt") lines"; head -5 "$out/report.txt"
