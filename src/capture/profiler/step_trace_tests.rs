@@ -230,6 +230,8 @@ fn past_the_cap_steps_are_bucketed_with_their_extremes_kept() {
     // Group slices: at most one per bucket and group, their GPU time the sum of their steps'.
     let groups = events(&trace, "step_group", "X");
     assert!(groups.len() <= slices.len() * 2, "{} group slices", groups.len());
+    let bytes = |e: &Vec<&Value>| e.iter().map(|v| v.to_string().len()).sum::<usize>() / e.len().max(1);
+    eprintln!("bytes per bucket slice {}, bucket group slice {}", bytes(&slices), bytes(&groups));
     let total: u64 = groups.iter().map(|g| g["args"]["gpu_time_ns"].as_u64().unwrap()).sum();
     assert_eq!(total, step_ranges(dir.path()).iter().map(|r| r.2).sum::<u64>());
 }
