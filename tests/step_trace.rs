@@ -110,6 +110,24 @@ fn step_trace_matches_golden_and_passes_the_checker() {
     let both = json!({"trace.json": trace, "windows.json": index});
     golden::check_golden("step_trace.json", &(serde_json::to_string_pretty(&both).unwrap() + "\n"));
 
+    // `gmprof check-trace` accepts it, and names a group slice moved out of its step.
+    let cli = |path: &Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_gmprof")).arg("check-trace").arg(path).output().unwrap()
+    };
+    let out = cli(&dir.path().join("trace.json"));
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("OK"), "{out:?}");
+    let mut planted = trace.clone();
+    for e in planted["traceEvents"].as_array_mut().unwrap() {
+        if e["cat"] == "step_group" && e["args"]["step"] == 4 {
+            e["ts"] = json!(100.0);
+        }
+    }
+    let bad = dir.path().join("planted.json");
+    std::fs::write(&bad, planted.to_string()).unwrap();
+    let out = cli(&bad);
+    assert!(!out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).matches("step_timeline").count(), 2, "{out:?}");
+
     let events = trace["traceEvents"].as_array().unwrap();
     let named = |name: &str| events.iter().find(|e| e["name"] == name && e["ph"] == "X").unwrap();
     assert_eq!(named("step 2")["tid"], 1 + (1 << 20), "the overlap lane");
