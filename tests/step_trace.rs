@@ -149,6 +149,8 @@ fn without_a_flight_recorder_there_is_no_index_and_without_parts_no_steps() {
     assert!(!dir.path().join("windows.json").exists());
     let text = std::fs::read_to_string(dir.path().join("trace.json")).unwrap();
     assert!(check_trace_json(&text, &CheckOptions::default()).is_ok());
+    let trace: Value = serde_json::from_str(&text).unwrap();
+    assert!(trace["otherData"]["warning"].as_str().unwrap().contains("streamed 5 step rows"), "{trace}");
 
     write_parts(dir.path(), &steps());
     // A cap of 2 slices: steps 0..2 and 3..4, each step's extremes kept.

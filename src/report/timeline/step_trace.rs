@@ -533,6 +533,15 @@ impl Report {
                 }
             }
             b.written.parts_left_out = left_out;
+            let streamed = self.streamed.as_ref().map_or(0, |s| s.steps);
+            let warning = (streamed != b.written.steps).then(|| {
+                format!(
+                    "the run streamed {streamed} step rows but {} holds {}: its parts are where the run streamed \
+                     them, or some could not be read (parts_left_out)",
+                    dir.join("steps").display(),
+                    b.written.steps
+                )
+            });
             let other = json!({
                 "gmprof_version": self.meta.gmprof_version,
                 "mode": self.meta.mode,
@@ -543,6 +552,8 @@ impl Report {
                 "origin_unix_ns": self.meta.clock.map(|c| c.to_unix_ns(b.origin)),
                 "step_group": self.streamed.as_ref().and_then(|s| s.step_group.clone()),
                 "steps": b.written.steps,
+                "steps_streamed": streamed,
+                "warning": warning,
                 "steps_per_slice": per_slice,
                 "max_slices": max_slices,
                 "step_slices": b.written.step_slices,
