@@ -123,6 +123,7 @@ fn a_streamed_runs_trace_is_its_steps_groups_and_flight_windows() {
     let trace: Value = serde_json::from_str(&text).unwrap();
     let origin = trace["otherData"]["origin_cupti_ns"].as_u64().unwrap();
     assert_eq!(trace["otherData"]["steps_per_slice"], 1);
+    assert!(trace["otherData"]["warning"].is_null(), "{}", trace["otherData"]);
 
     // One slice per step, at the steps table's start and end.
     let table = steps_table(dir.path());
