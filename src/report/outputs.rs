@@ -122,6 +122,10 @@ impl Report {
             }
             self.write_probe_trace(dir.join(probe_trace::PROBE_TRACE_JSON))?;
         }
+        if self.streamed.is_some() {
+            // The rows are in the part files: the whole run at step granularity.
+            return self.write_step_trace(dir).map(|_| ());
+        }
         self.write_chrome_trace(dir.join("trace.json"))
     }
 

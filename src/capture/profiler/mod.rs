@@ -80,6 +80,8 @@ mod replay;
 mod scope;
 mod start;
 mod state;
+#[cfg(test)]
+mod step_trace_tests;
 mod stream;
 #[cfg(test)]
 mod stream_modes_tests;

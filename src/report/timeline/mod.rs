@@ -4,7 +4,8 @@
 //! args, is [`events`]. The CUPTI-clock placement of ranges, kernels and transfers (`placement`)
 //! is shared with `probe_trace.json` ([`probe_trace`]), so both put a launch at the same time;
 //! [`lanes`] moves slices that overlap on one track to lanes of their own; [`device_timers`]
-//! adds the in-kernel region tracks. [`trace_check`] checks any such file (`gmprof
+//! adds the in-kernel region tracks. A streamed run's `trace.json` is [`step_trace`]'s
+//! whole-run step timeline, read from its part files. [`trace_check`] checks any such file (`gmprof
 //! check-trace`).
 //!
 //! May import [`tables`](crate::report::tables) (the file writer) and the
@@ -16,6 +17,7 @@ pub mod events;
 pub mod lanes;
 mod placement;
 pub mod probe_trace;
+pub mod step_trace;
 pub mod trace;
 pub mod trace_check;
 

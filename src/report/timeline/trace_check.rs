@@ -61,6 +61,13 @@
 //!    call was recorded, beyond [`CLOCK_GRANULARITY_US`]: `kernel.ts < launch_ts - 1 µs`. A
 //!    kernel runs after the call that launched it, in a range or not.
 //!
+//! 9. [`Rule::StepTimeline`], for gmprof's whole-run step timeline of a streamed run
+//!    ([`step_trace`](super::step_trace): slices of category `"step"` and `"step_group"`): a
+//!    step slice whose steps (`args.step`, or `args.first_step` to `args.last_step` for a
+//!    bucket) repeat or come before those of an earlier step slice in file order, or a group
+//!    slice that does not lie within the step slice of its steps (`args.step` or
+//!    `args.first_step`). Other traces have no such slices and are not affected.
+//!
 //! Containment and overlap comparisons allow [`ROUNDING_US`] for the rounding of
 //! nanoseconds to floating-point microseconds.
 
@@ -118,6 +125,8 @@ pub enum Rule {
     KernelOutsideRange,
     /// A kernel that starts before its launch call.
     KernelBeforeLaunch,
+    /// A step timeline's step slices out of order, or a group slice outside its step.
+    StepTimeline,
 }
 
 impl Rule {
@@ -133,6 +142,7 @@ impl Rule {
             Rule::TimestampBackwards => "timestamp_backwards",
             Rule::KernelOutsideRange => "kernel_outside_range",
             Rule::KernelBeforeLaunch => "kernel_before_launch",
+            Rule::StepTimeline => "step_timeline",
         }
     }
 }
@@ -313,6 +323,7 @@ pub fn check_trace_json(text: &str, opts: &CheckOptions) -> CheckReport {
     check_nesting(&slices, &mut report);
     check_order(&timed, &mut report);
     check_kernels(&slices, opts, &mut report);
+    check_steps(&slices, &mut report);
     report.violations.sort_by_key(|v| (v.rule, v.event_index));
     report
 }
@@ -540,6 +551,51 @@ fn check_kernels(slices: &[&Event], opts: &CheckOptions, report: &mut CheckRepor
     }
 }
 
+/// Rule 9: a step timeline's step slices in order, each group slice inside its step's slice.
+fn check_steps(slices: &[&Event], report: &mut CheckReport) {
+    let first = |e: &Event| e.arg_number("step").or_else(|| e.arg_number("first_step"));
+    let mut steps: HashMap<u64, &Event> = HashMap::new();
+    let mut last: Option<f64> = None;
+    for e in slices.iter().copied().filter(|e| e.cat == Some("step")) {
+        let Some(from) = first(e) else {
+            report.push(Rule::StepTimeline, Some(e.index), format!("step slice '{}' names no step", e.label()));
+            continue;
+        };
+        let to = e.arg_number("last_step").unwrap_or(from);
+        if last.is_some_and(|l| from <= l) || to < from {
+            report.push(
+                Rule::StepTimeline,
+                Some(e.index),
+                format!("step slice '{}' (steps {from} to {to}) does not follow the step slice before it", e.label()),
+            );
+        }
+        last = Some(last.map_or(to, |l| l.max(to)));
+        steps.insert(from as u64, e);
+    }
+    for g in slices.iter().copied().filter(|e| e.cat == Some("step_group")) {
+        let Some(step) = steps.get(&(first(g).unwrap_or(-1.0) as u64)) else {
+            let what = first(g).map_or("no step".to_owned(), |s| format!("step {s}, which has no step slice"));
+            report.push(Rule::StepTimeline, Some(g.index), format!("group slice '{}' names {what}", g.label()));
+            continue;
+        };
+        if g.ts < step.ts - ROUNDING_US || g.end() > step.end() + ROUNDING_US {
+            report.push(
+                Rule::StepTimeline,
+                Some(g.index),
+                format!(
+                    "group slice '{}' [{}, {}] is not within its step slice '{}' [{}, {}]",
+                    g.label(),
+                    g.ts,
+                    g.end(),
+                    step.label(),
+                    step.ts,
+                    step.end()
+                ),
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -556,9 +612,44 @@ mod tests {
             Rule::TimestampBackwards,
             Rule::KernelOutsideRange,
             Rule::KernelBeforeLaunch,
+            Rule::StepTimeline,
         ] {
             assert_eq!(serde_json::to_value(rule).unwrap(), Value::String(rule.as_str().to_owned()));
         }
+    }
+
+    #[test]
+    fn step_timelines_keep_steps_in_order_and_groups_inside_their_step() {
+        let step = |n: u64, ts: f64| {
+            serde_json::json!({"name": format!("step {n}"), "cat": "step", "ph": "X", "ts": ts, "dur": 10.0,
+                               "pid": 1, "tid": 1, "args": {"step": n}})
+        };
+        let group = |n: u64, ts: f64, dur: f64| {
+            serde_json::json!({"name": "step/fwd", "cat": "step_group", "ph": "X", "ts": ts, "dur": dur,
+                               "pid": 1, "tid": 16, "args": {"step": n}})
+        };
+        let check = |events: Vec<Value>| {
+            let text = serde_json::json!({ "traceEvents": events }).to_string();
+            check_trace_json(&text, &CheckOptions::default()).count(Rule::StepTimeline)
+        };
+        assert_eq!(check(vec![step(0, 0.0), step(1, 10.0), group(0, 0.0, 10.0), group(1, 10.0, 4.0)]), 0);
+        // A step repeated, a group past its step's end, a group of a step with no slice.
+        assert_eq!(check(vec![step(0, 0.0), step(0, 10.0)]), 1);
+        assert_eq!(check(vec![step(0, 0.0), group(0, 5.0, 6.0)]), 1);
+        assert_eq!(check(vec![step(0, 0.0), group(3, 0.0, 1.0)]), 1);
+        // Traces without step slices are not affected.
+        assert_eq!(
+            check(
+                vec![group(0, 0.0, 1.0)]
+                    .into_iter()
+                    .map(|mut g| {
+                        g["cat"] = "range".into();
+                        g
+                    })
+                    .collect()
+            ),
+            0
+        );
     }
 
     #[test]
