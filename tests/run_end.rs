@@ -198,6 +198,17 @@ fn checkpoints_back_off_when_they_grow_expensive() {
 }
 
 #[test]
+fn streamed_drains_keep_their_cadence_however_long_they_take() {
+    use gmprof::ways_in::outputs::{next_drain_wait, MIN_DRAIN_WAIT};
+    let every = Duration::from_secs(2);
+    assert_eq!(next_drain_wait(every, Duration::from_millis(300)), Duration::from_millis(1700));
+    // A drain longer than the interval is followed by the next at once: waiting longer would
+    // leave more for it.
+    assert_eq!(next_drain_wait(every, Duration::from_millis(2500)), MIN_DRAIN_WAIT);
+    assert_eq!(next_drain_wait(every, Duration::from_secs(60)), MIN_DRAIN_WAIT);
+}
+
+#[test]
 fn end_settings_are_read_one_way_for_injection_and_the_c_abi() {
     use gmprof::ways_in::outputs::EndSettings;
     let env = |pairs: &'static [(&'static str, &'static str)]| {

@@ -512,7 +512,7 @@ fn install_exit_hooks(state: &'static Injected) {
             outputs::spawn_checkpoints(every, move || checkpoint(state, "periodic"));
         }
         if let Some(options) = &state.config.stream {
-            outputs::spawn_periodic("gmprof-stream", options.every, move || stream_tick(state));
+            outputs::spawn_paced("gmprof-stream", options.every, move || stream_tick(state));
             if let Some(signal) = options.flight_signal {
                 let name = signals::name(signal);
                 let why = format!("{name} received");

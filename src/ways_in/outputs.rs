@@ -28,6 +28,19 @@ pub fn next_wait(every: Duration, last_took: Duration) -> Duration {
     every.max(last_took * CHECKPOINT_COST_FACTOR)
 }
 
+/// The wait before the next streamed drain, given the interval and what the last one took:
+/// the rest of the interval, and at once (after a short yield) when the drain took longer.
+/// Unlike a checkpoint's ([`next_wait`]) it never waits longer for a slow drain: what a
+/// drain leaves behind grows while it waits, so waiting longer makes the next drain longer
+/// still (seen on an H100: llm.c at 150 000 kernels a second drained every 60 s, then 170 s,
+/// and the process grew to 6 GB).
+pub fn next_drain_wait(every: Duration, last_took: Duration) -> Duration {
+    every.saturating_sub(last_took).max(MIN_DRAIN_WAIT)
+}
+
+/// The least wait between two streamed drains.
+pub const MIN_DRAIN_WAIT: Duration = Duration::from_millis(10);
+
 /// One output directory and who may write it.
 #[derive(Debug)]
 pub struct Outputs {
@@ -127,6 +140,22 @@ pub fn spawn_checkpoints(every: Duration, tick: impl Fn() -> bool + Send + 'stat
 /// Calls `tick` on a thread named `name` as [`spawn_checkpoints`] does (the streamed
 /// outputs' drains run so on `gmprof-stream`).
 pub fn spawn_periodic(name: &str, every: Duration, tick: impl Fn() -> bool + Send + 'static) {
+    spawn_ticks(name, every, next_wait, tick);
+}
+
+/// Runs `tick` on a thread named `name` every `every`, on its cadence: a tick that took
+/// longer than `every` is followed by the next at once ([`next_drain_wait`]); the streamed
+/// drains, whose work grows with the time between them.
+pub fn spawn_paced(name: &str, every: Duration, tick: impl Fn() -> bool + Send + 'static) {
+    spawn_ticks(name, every, next_drain_wait, tick);
+}
+
+fn spawn_ticks(
+    name: &str,
+    every: Duration,
+    wait_after: fn(Duration, Duration) -> Duration,
+    tick: impl Fn() -> bool + Send + 'static,
+) {
     let spawned = std::thread::Builder::new().name(name.into()).spawn(move || {
         let mut wait = every;
         loop {
@@ -135,7 +164,7 @@ pub fn spawn_periodic(name: &str, every: Duration, tick: impl Fn() -> bool + Sen
             if !tick() {
                 return;
             }
-            wait = next_wait(every, started.elapsed());
+            wait = wait_after(every, started.elapsed());
         }
     });
     if let Err(e) = spawned {

@@ -192,45 +192,41 @@ impl Shared {
             }
         }
         let Some(pipeline) = streaming.pipeline.as_mut() else { return StreamProgress::Off };
-        // The first half under the session's lock: what is complete leaves the session.
-        let batch = pipeline.collect(&mut state.correlator, &mut state.tree, &self.metric_set, settled);
+        // The first half under the session's lock: what is complete leaves the session. The
+        // pipeline's lock is taken before the session's is let go: drains follow each other
+        // in order, and the finish (session, then pipeline) comes after this one.
+        let handle = pipeline.handle();
+        let mut core_guard = handle.lock();
+        let Some(core) = core_guard.as_mut() else { return StreamProgress::Off };
+        let input = core.take(&mut state.correlator, &mut state.tree, settled);
         // Nested driver ids of calls already drained are not needed any more.
         let held = state.correlator.held_call_ids();
         state.aliases.retain(|_, outer| held.contains(outer));
-        let progress = |drained| StreamProgress::Streaming {
-            drained,
-            launches_held: state.correlator.launch_count() as u64,
-            ranges_held: state.tree.len() as u64,
-        };
-        let progress = progress(batch.drained());
-        let writer = pipeline.writer_handle();
+        let launches_held = state.correlator.launch_count() as u64;
         let times = std::sync::Arc::clone(&streaming.times);
         let release = streaming.config.settings.release_memory;
         let window_writes = std::sync::Arc::clone(&streaming.window_writes);
-        // The writer's lock is taken before the session's is let go: batches are written in
-        // the order they were collected, and the finish (session, then writer) comes after.
-        let mut writing = writer.lock();
         drop(guard);
         let held_ns = started.elapsed().as_nanos() as u64;
-        let Some(w) = writing.as_mut() else { return progress };
-        let written = batch.write(w).and_then(|d| w.tick(Instant::now()).map(|()| d));
-        let windows = w.take_window_jobs();
+        let written = core.process(input, &self.metric_set, Instant::now());
+        let windows = core.take_window_jobs();
         times.lock().add(held_ns, started.elapsed().as_nanos() as u64);
+        let drained = written.as_ref().copied().unwrap_or_default();
+        let writing = core_guard;
         if let Err(e) = written {
             // The drained rows that were not written are lost: counted and said at the end.
             drop(writing);
             tracing::warn!("gmprof: a streamed drain failed: {e}");
-            let mut state = self.state.lock();
-            if let Some(s) = state.stream.as_deref_mut() {
+            if let Some(s) = self.state.lock().stream.as_deref_mut() {
                 s.failed_drains += 1;
                 s.first_failure.get_or_insert_with(|| e.to_string());
             }
-            return progress;
+            return self.after_drain(&handle, drained, launches_held);
         }
         if windows.is_empty() {
             drop(writing);
             release_memory(release, &times);
-            return progress;
+            return self.after_drain(&handle, drained, launches_held);
         }
         // The flight recorder's windows are written with the session let go: the program's
         // launches do not wait for them. The finish waits for them (`window_writes`, taken
@@ -247,14 +243,29 @@ impl Shared {
         }
         drop(window_lock);
         if !failed.is_empty() {
-            if let Some(w) = writer.lock().as_mut() {
+            if let Some(w) = handle.lock().as_mut() {
                 for (name, e) in &failed {
                     w.window_failed(name, e);
                 }
             }
         }
         release_memory(release, &times);
-        progress
+        self.after_drain(&handle, drained, launches_held)
+    }
+
+    /// The end of a drain: the ranges it completed leave the session tree (the session's
+    /// lock, then the pipeline's, the finish's order); what the session still holds.
+    fn after_drain(
+        &self,
+        handle: &crate::report::stream::PipelineHandle,
+        drained: Drained,
+        launches_held: u64,
+    ) -> StreamProgress {
+        let mut state = self.state.lock();
+        if let Some(core) = handle.lock().as_mut() {
+            core.remove_completed(&mut state.tree);
+        }
+        StreamProgress::Streaming { drained, launches_held, ranges_held: state.tree.len() as u64 }
     }
 
     /// The finish's report: the whole-session one ([`Report::analyze`]) unless the session
@@ -283,7 +294,7 @@ impl Shared {
         // (`window_writes`, taken before the writer's is let go): both end before the run's
         // outputs. The writer's lock is let go before `window_writes` is taken, as the drain
         // takes them in the other order.
-        drop(pipeline.writer_handle().lock());
+        drop(pipeline.handle().lock());
         let window_writes = std::sync::Arc::clone(&streaming.window_writes);
         let _written = window_writes.lock();
         let end_ns = info.clock.map_or(0, |c| c.finish.cupti_ns);

@@ -19,6 +19,6 @@ pub mod writer;
 
 pub use self::flight::{write_window, WindowJob, WHY_JSON, WINDOW_FILES};
 pub use self::memory::release_free_memory;
-pub use self::pipeline::{DrainBatch, Drained, StreamEnd, StreamPipeline, WriterHandle};
+pub use self::pipeline::{DrainInput, Drained, PipelineCore, PipelineHandle, StreamEnd, StreamPipeline};
 pub use self::summary::{DrainTimes, StreamedSummary, StreamedTable};
 pub use self::writer::{StreamMeta, StreamSettings, StreamWriter, StreamWritten, STREAMED_TABLES};

@@ -6,13 +6,20 @@
 //! the session holds only records in flight and ranges open or in flight.
 //!
 //! A drain has two halves, so that a running program's launches (which take the session's
-//! lock) wait only for the first: [`StreamPipeline::collect`] takes the complete rows and
-//! ranges out of the session (it needs the correlator and the tree: under the session's
-//! lock) into a [`DrainBatch`]; [`DrainBatch::write`] writes them (the Parquet encoding,
-//! compression and the aggregates: most of a drain's time) with the session let go. The
-//! writer is behind its own lock ([`StreamPipeline::writer_handle`]), which the drain takes
-//! before it lets the session go, so batches are written in the order they were collected
-//! and the finish (which takes the session's lock, then the writer's) comes after them.
+//! lock) wait only for the first, which is short: [`PipelineCore::take`], under the
+//! session's lock, removes the ranges the last drain completed from the session tree, moves
+//! the complete records out of the correlator ([`Correlator::drain_complete`]) and copies
+//! the tree (only ranges open or in flight are left in it); [`PipelineCore::process`], with
+//! the session let go, joins the records against that copy ([`Correlator::finish`]),
+//! completes the range instances, and writes every row (the Parquet encoding, compression
+//! and the aggregates). The join and the writing are most of a drain's time. The pipeline's
+//! state is behind its own lock ([`StreamPipeline::handle`]), which the drain takes before it
+//! lets the session go, so drains follow each other in order and the finish (which takes the
+//! session's lock, then the pipeline's) comes after the one in progress. A range completed
+//! by a drain stays in the session tree until the next drain's `take` (or the finish)
+//! removes it: nothing of it is reported twice, as a drain's copy no longer holds it.
+//! The drain does it itself once it is done ([`PipelineCore::remove_completed`], the session's
+//! lock taken again, then the pipeline's, as the finish takes them).
 //!
 //! Imports `writer`; `mod.rs` re-exports it.
 
@@ -24,7 +31,9 @@ use parking_lot::Mutex;
 use super::summary::{StreamedSummary, StreamedTable};
 use super::writer::{StreamWriter, StreamWritten};
 use crate::analysis::aggregate::RangeRow;
-use crate::analysis::correlate::{Correlation, CorrelationCounts, Correlator, KernelRow, TransferRow, MAX_WARNINGS};
+use crate::analysis::correlate::{
+    Correlation, CorrelationCounts, Correlator, KernelRow, PendingByRange, TransferRow, MAX_WARNINGS,
+};
 use crate::analysis::online::RangeInstances;
 use crate::error::Result;
 use crate::model::session::SessionTree;
@@ -70,15 +79,13 @@ impl StreamEnd {
     }
 }
 
-/// The writer of a [`StreamPipeline`], behind its own lock ([`StreamPipeline::writer_handle`]);
+/// The state of a [`StreamPipeline`], behind its own lock ([`StreamPipeline::handle`]):
 /// `None` once the run's finish took it.
-pub type WriterHandle = Arc<Mutex<Option<StreamWriter>>>;
+pub type PipelineHandle = Arc<Mutex<Option<PipelineCore>>>;
 
-/// The rows one drain took out of the session ([`StreamPipeline::collect`]), each with the
-/// top-level range it ran under, to be written out of the session's lock
-/// ([`DrainBatch::write`]).
+/// The rows one drain took out of the session, each with the top-level range it ran under.
 #[derive(Debug, Default)]
-pub struct DrainBatch {
+struct DrainBatch {
     kernels: Vec<KernelRow>,
     kernel_tops: Vec<Option<RangeId>>,
     transfers: Vec<TransferRow>,
@@ -87,8 +94,7 @@ pub struct DrainBatch {
 }
 
 impl DrainBatch {
-    /// What writing this batch writes.
-    pub fn drained(&self) -> Drained {
+    fn drained(&self) -> Drained {
         Drained {
             kernels: self.kernels.len() as u64,
             transfers: self.transfers.len() as u64,
@@ -97,9 +103,8 @@ impl DrainBatch {
     }
 
     /// Writes the batch's rows into `writer` (part files, aggregates, the steps table, the
-    /// flight recorder) and ends the drain; the caller then closes the segments that are
-    /// due ([`StreamWriter::tick`]).
-    pub fn write(self, writer: &mut StreamWriter) -> Result<Drained> {
+    /// flight recorder) and ends the drain.
+    fn write(self, writer: &mut StreamWriter) -> Result<Drained> {
         let drained = self.drained();
         for (k, top) in self.kernels.iter().zip(self.kernel_tops) {
             writer.kernel(k, top)?;
@@ -115,10 +120,20 @@ impl DrainBatch {
     }
 }
 
-/// A run's streaming state; see the [module docs](self).
+/// What [`PipelineCore::take`] took out of the session for [`PipelineCore::process`].
 #[derive(Debug)]
-pub struct StreamPipeline {
-    writer: WriterHandle,
+pub struct DrainInput {
+    chunk: Correlator,
+    pending: PendingByRange,
+    /// The session tree when the records were taken.
+    tree: SessionTree,
+}
+
+/// A run's streaming state: the writer, the range instances in flight, the joins' counts and
+/// warnings; see the [module docs](self).
+#[derive(Debug)]
+pub struct PipelineCore {
+    writer: StreamWriter,
     instances: RangeInstances,
     mode: ProfilingMode,
     counts: CorrelationCounts,
@@ -126,6 +141,15 @@ pub struct StreamPipeline {
     warnings_left_out: u64,
     /// per_range: range rows written with blank metrics (their counters known missing).
     ranges_without_counters: u64,
+    /// Ranges the last drain completed and wrote, to leave the session tree at the next
+    /// [`PipelineCore::take`].
+    to_remove: Vec<RangeId>,
+}
+
+/// A run's streaming path; see the [module docs](self).
+#[derive(Debug)]
+pub struct StreamPipeline {
+    core: PipelineHandle,
 }
 
 /// What a streamed run wrote and saw, at its end.
@@ -139,105 +163,58 @@ pub struct StreamEnd {
     pub warnings: Vec<String>,
 }
 
-impl StreamPipeline {
-    /// Streams a session in `mode` with `metrics` into `writer`.
-    pub fn new(writer: StreamWriter, metrics: &MetricSet, mode: ProfilingMode) -> Self {
-        Self {
-            writer: Arc::new(Mutex::new(Some(writer))),
-            instances: RangeInstances::new(metrics, mode),
-            mode,
-            counts: CorrelationCounts::default(),
-            warnings: Vec::new(),
-            warnings_left_out: 0,
-            ranges_without_counters: 0,
+impl PipelineCore {
+    /// The first half of a drain, under the session's lock: removes the ranges the last
+    /// drain completed from `tree`, takes what is complete out of `correlator`
+    /// (`settled_below`: the first counter cycle whose counters are not in yet, see
+    /// [`Correlator::drain_complete`]; what waits for it stays) and copies `tree`.
+    pub fn take(
+        &mut self,
+        correlator: &mut Correlator,
+        tree: &mut SessionTree,
+        settled_below: Option<u32>,
+    ) -> DrainInput {
+        self.remove_completed(tree);
+        let (chunk, pending) = correlator.drain_complete(self.mode, settled_below);
+        DrainInput { chunk, pending, tree: tree.clone() }
+    }
+
+    /// The second half, with the session let go: joins `input`, completes the range
+    /// instances it finishes (they leave the session tree at the next `take`), writes every
+    /// row, and closes the segments that are due at `now`.
+    pub fn process(&mut self, input: DrainInput, metrics: &MetricSet, now: Instant) -> Result<Drained> {
+        let DrainInput { chunk, pending, tree } = input;
+        let correlation = chunk.finish(&tree, metrics, self.mode);
+        let batch = self.take_rows(correlation, &tree, &pending);
+        let drained = batch.write(&mut self.writer)?;
+        self.writer.tick(now)?;
+        Ok(drained)
+    }
+
+    /// Removes the ranges the last [`process`](Self::process) completed from `tree` (under
+    /// the session's lock, after it; the next `take` does it otherwise). Returns how many.
+    pub fn remove_completed(&mut self, tree: &mut SessionTree) -> usize {
+        let n = self.to_remove.len();
+        for id in self.to_remove.drain(..) {
+            tree.remove(id);
         }
-    }
-
-    /// The writer, behind its lock: a drain locks it before it lets the session's lock go
-    /// and writes its [`DrainBatch`] with it.
-    pub fn writer_handle(&self) -> WriterHandle {
-        Arc::clone(&self.writer)
-    }
-
-    /// Runs `f` on the writer (`None` once the run's finish took it).
-    fn with_writer<T>(&self, f: impl FnOnce(&mut StreamWriter) -> T) -> Option<T> {
-        self.writer.lock().as_mut().map(f)
-    }
-
-    /// The empty report of the run that flight-recorder windows start from
-    /// ([`StreamWriter::set_window_template`]).
-    pub fn set_window_template(&mut self, template: Report) {
-        self.with_writer(|w| w.set_window_template(template));
+        n
     }
 
     /// The flight recorder's windows to write ([`StreamWriter::take_window_jobs`]).
     pub fn take_window_jobs(&mut self) -> Vec<super::flight::WindowJob> {
-        self.with_writer(StreamWriter::take_window_jobs).unwrap_or_default()
+        self.writer.take_window_jobs()
     }
 
     /// A window could not be written ([`StreamWriter::window_failed`]).
     pub fn window_failed(&mut self, name: &str, error: &str) {
-        self.with_writer(|w| w.window_failed(name, error));
+        self.writer.window_failed(name, error);
     }
 
-    /// Asks the flight recorder for a window ([`StreamWriter::request_window`]).
-    pub fn request_window(&mut self, why: impl Into<String>) -> bool {
-        self.with_writer(|w| w.request_window(why)).unwrap_or(false)
-    }
-
-    /// Closes every open segment now (a checkpoint, a signal): what is written so far is
-    /// in complete part files.
-    pub fn close_segments(&mut self) -> Result<()> {
-        self.with_writer(StreamWriter::close_segments).unwrap_or(Ok(()))
-    }
-
-    /// Ranges with rows in flight.
-    pub fn ranges_in_flight(&self) -> usize {
-        self.instances.in_flight()
-    }
-
-    /// Moves what is complete out of `correlator` and `tree` into the streamed outputs and
-    /// closes the segments that are due at `now`: [`collect`](Self::collect), then
-    /// [`DrainBatch::write`] at once. `settled_below`: the first counter cycle whose
-    /// counters are not in yet ([`Correlator::drain_complete`]); what waits for it stays.
-    pub fn drain(
-        &mut self,
-        correlator: &mut Correlator,
-        tree: &mut SessionTree,
-        metrics: &MetricSet,
-        now: Instant,
-        settled_below: Option<u32>,
-    ) -> Result<Drained> {
-        let batch = self.collect(correlator, tree, metrics, settled_below);
-        let writer = self.writer_handle();
-        let mut guard = writer.lock();
-        let Some(w) = guard.as_mut() else { return Ok(Drained::default()) };
-        let drained = batch.write(w)?;
-        w.tick(now)?;
-        Ok(drained)
-    }
-
-    /// The first half of a drain (see the [module docs](self)): takes what is complete out
-    /// of `correlator` and `tree`, joins it, completes the ranges it finishes (removed from
-    /// the tree) and returns the rows to write. The joins' counts and warnings are kept here.
-    pub fn collect(
-        &mut self,
-        correlator: &mut Correlator,
-        tree: &mut SessionTree,
-        metrics: &MetricSet,
-        settled_below: Option<u32>,
-    ) -> DrainBatch {
-        let (chunk, pending) = correlator.drain_complete(self.mode, settled_below);
-        let correlation = chunk.finish(tree, metrics, self.mode);
-        self.take_rows(correlation, tree, &pending)
-    }
-
-    fn take_rows(
-        &mut self,
-        mut correlation: Correlation,
-        tree: &mut SessionTree,
-        pending: &crate::analysis::correlate::PendingByRange,
-    ) -> DrainBatch {
+    /// Joins' rows out of `correlation`, with their top-level ranges in `tree`, and the
+    /// range instances they complete (their ids kept for removal). The joins' counts and
+    /// warnings are kept here.
+    fn take_rows(&mut self, mut correlation: Correlation, tree: &SessionTree, pending: &PendingByRange) -> DrainBatch {
         let kernel_tops = correlation.rows.iter().map(|k| top_of(tree, k.range_id)).collect();
         let transfer_tops = correlation.transfers.iter().map(|t| top_of(tree, t.range_id)).collect();
         self.instances.add(&correlation);
@@ -246,7 +223,7 @@ impl StreamPipeline {
             let blank = !row.metrics.is_empty() && row.metrics.iter().all(Option::is_none);
             self.ranges_without_counters += u64::from(self.mode == ProfilingMode::PerRange && blank);
             if let Some(id) = row.range_id {
-                tree.remove(id);
+                self.to_remove.push(id);
             }
             ranges.push((row, top));
         }
@@ -269,43 +246,124 @@ impl StreamPipeline {
             ranges,
         }
     }
+}
 
-    /// Ends the run: everything left in `correlator` is joined as it is (what never got its
-    /// activity record is flagged as in a whole-session join), ranges still open are closed
-    /// at `end_ns`, every range and the root row are written, and the writer finishes
-    /// (`ending`: why the run ended abnormally, for the flight recorder).
+impl StreamPipeline {
+    /// Streams a session in `mode` with `metrics` into `writer`.
+    pub fn new(writer: StreamWriter, metrics: &MetricSet, mode: ProfilingMode) -> Self {
+        let core = PipelineCore {
+            writer,
+            instances: RangeInstances::new(metrics, mode),
+            mode,
+            counts: CorrelationCounts::default(),
+            warnings: Vec::new(),
+            warnings_left_out: 0,
+            ranges_without_counters: 0,
+            to_remove: Vec::new(),
+        };
+        Self { core: Arc::new(Mutex::new(Some(core))) }
+    }
+
+    /// The pipeline's state, behind its lock: a drain takes it under the session's lock,
+    /// then lets the session go for [`PipelineCore::process`].
+    pub fn handle(&self) -> PipelineHandle {
+        Arc::clone(&self.core)
+    }
+
+    /// Runs `f` on the state (`None` once the run's finish took it).
+    fn with_core<T>(&self, f: impl FnOnce(&mut PipelineCore) -> T) -> Option<T> {
+        self.core.lock().as_mut().map(f)
+    }
+
+    /// The empty report of the run that flight-recorder windows start from
+    /// ([`StreamWriter::set_window_template`]).
+    pub fn set_window_template(&mut self, template: Report) {
+        self.with_core(|c| c.writer.set_window_template(template));
+    }
+
+    /// The flight recorder's windows to write ([`StreamWriter::take_window_jobs`]).
+    pub fn take_window_jobs(&mut self) -> Vec<super::flight::WindowJob> {
+        self.with_core(PipelineCore::take_window_jobs).unwrap_or_default()
+    }
+
+    /// A window could not be written ([`StreamWriter::window_failed`]).
+    pub fn window_failed(&mut self, name: &str, error: &str) {
+        self.with_core(|c| c.window_failed(name, error));
+    }
+
+    /// Asks the flight recorder for a window ([`StreamWriter::request_window`]).
+    pub fn request_window(&mut self, why: impl Into<String>) -> bool {
+        self.with_core(|c| c.writer.request_window(why)).unwrap_or(false)
+    }
+
+    /// Closes every open segment now (a checkpoint, a signal): what is written so far is
+    /// in complete part files.
+    pub fn close_segments(&mut self) -> Result<()> {
+        self.with_core(|c| c.writer.close_segments()).unwrap_or(Ok(()))
+    }
+
+    /// Ranges with rows in flight.
+    pub fn ranges_in_flight(&self) -> usize {
+        self.with_core(|c| c.instances.in_flight()).unwrap_or(0)
+    }
+
+    /// A whole drain at once, both halves ([`PipelineCore::take`], then
+    /// [`PipelineCore::process`]), for a caller that holds `correlator` and `tree` alone.
+    pub fn drain(
+        &mut self,
+        correlator: &mut Correlator,
+        tree: &mut SessionTree,
+        metrics: &MetricSet,
+        now: Instant,
+        settled_below: Option<u32>,
+    ) -> Result<Drained> {
+        let mut guard = self.core.lock();
+        let Some(core) = guard.as_mut() else { return Ok(Drained::default()) };
+        let input = core.take(correlator, tree, settled_below);
+        let drained = core.process(input, metrics, now);
+        core.remove_completed(tree);
+        drained
+    }
+
+    /// Ends the run: the ranges the last drain completed leave `tree`, everything left in
+    /// `correlator` is joined as it is (what never got its activity record is flagged as in
+    /// a whole-session join), ranges still open are closed at `end_ns`, every range and the
+    /// root row are written, and the writer finishes (`ending`: why the run ended
+    /// abnormally, for the flight recorder).
     pub fn finish(
-        mut self,
+        self,
         correlator: Correlator,
         tree: &mut SessionTree,
         metrics: &MetricSet,
         end_ns: u64,
         ending: Option<String>,
     ) -> Result<StreamEnd> {
-        let open = tree.close_all_open(end_ns);
-        let correlation = correlator.finish(tree, metrics, self.mode);
-        let batch = self.take_rows(correlation, tree, &Default::default());
-        let Some(mut writer) = self.writer.lock().take() else {
+        let Some(mut core) = self.core.lock().take() else {
             return Err(crate::error::Error::InvalidState("the streamed outputs were already finished".into()));
         };
-        batch.write(&mut writer)?;
-        if let Some(root) = self.instances.root() {
-            writer.range(&root, None)?;
+        core.remove_completed(tree);
+        let open = tree.close_all_open(end_ns);
+        let correlation = correlator.finish(tree, metrics, core.mode);
+        let batch = core.take_rows(correlation, tree, &Default::default());
+        core.remove_completed(tree);
+        batch.write(&mut core.writer)?;
+        if let Some(root) = core.instances.root() {
+            core.writer.range(&root, None)?;
         }
-        let mut warnings = std::mem::take(&mut self.warnings);
+        let mut warnings = std::mem::take(&mut core.warnings);
         warnings.extend(open);
-        if self.ranges_without_counters > 0 {
+        if core.ranges_without_counters > 0 {
             warnings.push(format!(
                 "{} range instance(s) were streamed with blank metrics: their counter cycle was evaluated without \
                  counters for them (lost, or not measured by CUPTI)",
-                self.ranges_without_counters
+                core.ranges_without_counters
             ));
         }
-        if self.warnings_left_out > 0 {
-            warnings.push(format!("... and {} more warning(s) of the streamed joins", self.warnings_left_out));
+        if core.warnings_left_out > 0 {
+            warnings.push(format!("... and {} more warning(s) of the streamed joins", core.warnings_left_out));
         }
-        let written = writer.finish(ending)?;
-        Ok(StreamEnd { written, counts: self.counts, warnings })
+        let written = core.writer.finish(ending)?;
+        Ok(StreamEnd { written, counts: core.counts, warnings })
     }
 }
 

@@ -56,7 +56,7 @@ use crate::report::tables::parquet::part_reader::read_parts;
 use crate::report::tables::parquet::read::Columns;
 
 /// Step slices a whole-run timeline holds at most by default; past it steps are bucketed.
-pub const STEP_TRACE_MAX_SLICES: u64 = 200_000;
+pub const STEP_TRACE_MAX_SLICES: u64 = 50_000;
 
 /// Range groups of `step_ranges/` that get a track.
 pub const MAX_GROUP_TRACKS: usize = 8;

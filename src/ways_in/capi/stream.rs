@@ -13,7 +13,7 @@ use crate::capture::profiler::{Profiler, StreamConfig};
 use crate::error::Result;
 use crate::model::ProfilingMode;
 use crate::report::stream::StreamSettings;
-use crate::ways_in::outputs::{spawn_periodic, Outputs};
+use crate::ways_in::outputs::{spawn_paced, Outputs};
 use crate::ways_in::settings::StreamOptions;
 
 /// The session's streaming settings from the environment (an error names the variable).
@@ -40,7 +40,7 @@ pub(super) fn start(profiler: &Profiler, outputs: &Arc<Outputs>, options: &Strea
         return;
     }
     let (weak, profiler): (Weak<Outputs>, Profiler) = (Arc::downgrade(outputs), profiler.clone());
-    spawn_periodic("gmprof-stream", options.every, move || {
+    spawn_paced("gmprof-stream", options.every, move || {
         if weak.upgrade().is_none() {
             return false;
         }
