@@ -47,6 +47,7 @@ pipe=$!
 sleep 2
 prog=$(pgrep -f "^$R/llmc/train_gpt2cu" | head -1)
 [ -n "$prog" ] || { echo "the program did not start"; cat "$out/stderr.txt"; exit 1; }
+sub() { python3 -c "print(f'{$1 - $2:.2f}')"; }  # no bc on the GPU machine
 rss() { awk '/VmRSS/ {printf "%d", $2/1024}' "/proc/$1/status" 2>/dev/null; }
 hwm() { awk '/VmHWM/ {printf "%d", $2/1024}' "/proc/$1/status" 2>/dev/null; }
 laststep() { grep -oE '^[0-9.]+ step +[0-9]+' "$out/stdout.txt" | tail -1 | awk '{print $3}'; }
@@ -63,14 +64,14 @@ signal=""
 if kill -0 "$prog" 2>/dev/null; then
   case $END in kill) signal=KILL ;; *) signal=TERM ;; esac
   signal_at=$(date +%s.%N)
-  echo "SIG$signal to the program at $(echo "$signal_at - $start" | bc) s"
+  echo "SIG$signal to the program at $(sub "$signal_at" "$start") s"
   kill -"$signal" "$prog"
 fi
 wait $pipe
 end=$(date +%s.%N)
 last=$(grep -E '^[0-9.]+ step +[0-9]+' "$out/stdout.txt" | tail -1 | awk '{print $1}')
-echo "wall $(echo "$end - $start" | bc) s; last step line to gmprof's exit: $(echo "$end - $last" | bc) s"
-[ -n "$signal" ] && echo "signal to gmprof's exit: $(echo "$end - $signal_at" | bc) s"
+echo "wall $(sub "$end" "$start") s; last step line to gmprof's exit: $(sub "$end" "${last:-$end}") s"
+[ -n "$signal" ] && echo "signal to gmprof's exit: $(sub "$end" "$signal_at") s"
 grep -E '^[0-9.]+ step +[0-9]+' "$out/stdout.txt" | tail -2 | cut -c1-150
 python3 - "$out/stdout.txt" <<'PY'
 import re, statistics, sys
