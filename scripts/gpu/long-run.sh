@@ -9,6 +9,8 @@
 # Here: scripts/gpu-stage --no-tests, scripts/real/stage.sh LLMC_SRC NANOGPT_SRC. There, with
 # .gpu/ and .real/ carried:
 #   MODE=trace SECS=540 bash scripts/gpu/long-run.sh
+# Two at once on a 2-GPU machine: CUDA_VISIBLE_DEVICES=0 MODE=trace ... & CUDA_VISIBLE_DEVICES=1
+# MODE=per_range ... (each finds its own program by its process id).
 # MODE: native | trace | per_range | pm (trace with --pm-sampling auto). END: steps (llm.c runs
 # STEPS steps and ends by itself; SECS+40 s is a guard) or term (SIGTERM to the program after
 # SECS s) or kill (SIGKILL after SECS s: the parts closed by then must read back).
@@ -39,13 +41,15 @@ esac
 cd "$R/llmc"
 start=$(date +%s.%N)
 # Each step line gets the time it was read (llm.c's stdout is line-buffered by stdbuf).
-"${cmd[@]}" 2> "$out/stderr.txt" | python3 -u -c '
+( "${cmd[@]}" 2> "$out/stderr.txt" & echo $! > "$out/pid"; wait ) | python3 -u -c '
 import sys, time
 for line in sys.stdin:
     print(f"{time.time():.3f} {line}", end="", flush=True)' > "$out/stdout.txt" &
 pipe=$!
 sleep 2
-prog=$(pgrep -f "^$R/llmc/train_gpt2cu" | head -1)
+# The program: the command itself (native; stdbuf execs it), or gmprof run's child.
+launcher=$(cat "$out/pid")
+if [ "$MODE" = native ]; then prog=$launcher; else prog=$(pgrep -P "$launcher" | head -1); fi
 [ -n "$prog" ] || { echo "the program did not start"; cat "$out/stderr.txt"; exit 1; }
 sub() { python3 -c "print(f'{$1 - $2:.2f}')"; }  # no bc on the GPU machine
 rss() { awk '/VmRSS/ {printf "%d", $2/1024}' "/proc/$1/status" 2>/dev/null; }
