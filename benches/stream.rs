@@ -105,7 +105,15 @@ fn dir_bytes(dir: &std::path::Path) -> u64 {
 fn main() {
     let kernels: u64 = std::env::var("GMPROF_BENCH_KERNELS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000_000);
     // llm.c's GPT-2 shape: about 400 kernels per step in 12 layers.
-    let shape = Shape { steps: 0, layers: 12, kernels_per_layer: 33 };
+    // GMPROF_BENCH_SHAPE=llmc-ranges: llm.c's GPT-2 as an H200 run measured it (about 500
+    // kernels and 400 ranges per step: 24 layer ranges, fwd and bwd, each with 16 function
+    // ranges); the default has 12 layer ranges and no ranges inside them.
+    let ranges = std::env::var("GMPROF_BENCH_SHAPE").is_ok_and(|v| v == "llmc-ranges");
+    let shape = if ranges {
+        Shape { steps: 0, layers: 24, kernels_per_layer: 21, ops_per_layer: 16 }
+    } else {
+        Shape { steps: 0, layers: 12, kernels_per_layer: 33, ops_per_layer: 0 }
+    };
     let shape = Shape { steps: kernels.div_ceil(shape.kernels_per_step()), ..shape };
     let temp = tempfile::tempdir().expect("a temporary directory");
     let out = std::env::var_os("GMPROF_BENCH_OUT").map_or_else(|| temp.path().to_owned(), Into::into);
@@ -122,6 +130,7 @@ fn main() {
     // What the injected library's stream thread does after each drain (on by default there).
     let trim = std::env::var("GMPROF_BENCH_TRIM").map_or(true, |v| v != "0");
     let (mut making, mut draining, mut draining_cpu) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    let mut taking = Duration::ZERO;
     let mut samples: Vec<(u64, u64, u64)> = Vec::new();
     let started = Instant::now();
     for step in 0..shape.steps {
@@ -130,7 +139,19 @@ fn main() {
         making += t.elapsed();
         if step % drain_every == drain_every - 1 {
             let (t, cpu) = (Instant::now(), thread_cpu());
-            pipeline.drain(&mut correlator, &mut tree, &metrics, Instant::now(), None).expect("drain");
+            {
+                // The two halves apart: what a running program's launches would wait for.
+                let handle = pipeline.handle();
+                let mut guard = handle.lock();
+                let core = guard.as_mut().expect("streaming");
+                let t = Instant::now();
+                let input = core.take(&mut correlator, &mut tree, None);
+                taking += t.elapsed();
+                core.process(input, &metrics, Instant::now()).expect("drain");
+                let t = Instant::now();
+                core.remove_completed(&mut tree);
+                taking += t.elapsed();
+            }
             if trim {
                 gmprof::report::stream::release_free_memory();
             }
@@ -173,6 +194,12 @@ fn main() {
         heard as f64 / draining_cpu.as_secs_f64() / 1e6
     );
     println!("  making the records: {:.2} s; wall {:.2} s", making.as_secs_f64(), wall.as_secs_f64());
+    println!(
+        "  under the session's lock (take, remove completed ranges): {:.2} s = {:.1} % of the drains, {:.1} ms a drain",
+        taking.as_secs_f64(),
+        100.0 * taking.as_secs_f64() / draining.as_secs_f64(),
+        taking.as_secs_f64() * 1e3 / samples.len().max(1) as f64
+    );
     println!(
         "  RSS after the first 10 %: min {:.1} MiB, max {:.1} MiB (first sample {:.1} MiB, last {:.1} MiB)",
         mib(lo),

@@ -47,7 +47,7 @@ fn streamed_ranges(dir: &Path) -> HashMap<(String, i64), (i64, Option<i64>, i64)
 #[test]
 fn a_drained_run_streams_every_row_with_the_values_of_a_whole_session_join() {
     let dir = tempfile::tempdir().unwrap();
-    let shape = Shape { steps: 60, layers: 4, kernels_per_layer: 9 };
+    let shape = Shape { steps: 60, layers: 4, kernels_per_layer: 9, ops_per_layer: 3 };
     let metrics = MetricSet::default();
     let mode = ProfilingMode::Trace;
     let settings = StreamSettings {

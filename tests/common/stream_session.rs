@@ -25,6 +25,18 @@ pub const NAMES: [&str; 12] = [
     "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_16x6_nn_align4>",
 ];
 
+/// Names of the ranges inside a layer (llm.c's functions).
+pub const OPS: [&str; 8] = [
+    "layernorm_forward",
+    "matmul_cublaslt",
+    "attention_forward",
+    "matmul_backward",
+    "gelu_forward",
+    "residual_forward",
+    "fused_residual_forward5",
+    "attention_backward",
+];
+
 /// The run's shape.
 #[derive(Clone, Copy, Debug)]
 pub struct Shape {
@@ -34,6 +46,9 @@ pub struct Shape {
     pub layers: u64,
     /// Kernels per layer.
     pub kernels_per_layer: u64,
+    /// Ranges inside each layer (llm.c pushes one per function: `attention_forward`,
+    /// `matmul_cublaslt` ...), the layer's kernels spread over them; 0 for none.
+    pub ops_per_layer: u64,
 }
 
 impl Shape {
@@ -120,8 +135,21 @@ impl Player {
         for layer in 0..self.shape.layers {
             let t = self.tick(500);
             tree.push(&format!("Layer {layer}"), 1, t);
-            for k in 0..self.shape.kernels_per_layer {
-                self.launch(tree, c, step, layer * self.shape.kernels_per_layer + k);
+            let ops = self.shape.ops_per_layer.max(1);
+            for op in 0..ops {
+                if self.shape.ops_per_layer > 0 {
+                    let t = self.tick(100);
+                    tree.push(OPS[(op % OPS.len() as u64) as usize], 1, t);
+                }
+                let per_op = self.shape.kernels_per_layer.div_ceil(ops);
+                let first = op * per_op;
+                for k in first..(first + per_op).min(self.shape.kernels_per_layer) {
+                    self.launch(tree, c, step, layer * self.shape.kernels_per_layer + k);
+                }
+                if self.shape.ops_per_layer > 0 {
+                    let t = self.tick(100);
+                    tree.pop(1, t).expect("balanced");
+                }
             }
             let t = self.tick(500);
             tree.pop(1, t).expect("balanced");
