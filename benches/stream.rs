@@ -130,7 +130,7 @@ fn main() {
         making += t.elapsed();
         if step % drain_every == drain_every - 1 {
             let (t, cpu) = (Instant::now(), thread_cpu());
-            pipeline.drain(&mut correlator, &mut tree, &metrics, Instant::now(), None).expect("drain");
+            pipeline.drain(&mut correlator, &mut tree, &metrics, Instant::now(), None, None).expect("drain");
             if trim {
                 gmprof::report::stream::release_free_memory();
             }
@@ -141,7 +141,7 @@ fn main() {
     }
     player.flush(&mut correlator);
     let (t, cpu) = (Instant::now(), thread_cpu());
-    let end = pipeline.finish(correlator, &mut tree, &metrics, player.now(), None).expect("finish");
+    let end = pipeline.finish(correlator, &mut tree, &metrics, player.now(), None, None).expect("finish");
     let finish = t.elapsed();
     draining += finish;
     draining_cpu += thread_cpu() - cpu;

@@ -22,9 +22,10 @@ use super::state::{Profiler, SessionState, Shared, StreamConfig, Streaming};
 use crate::analysis::correlate::Correlator;
 use crate::checked::activity;
 use crate::error::{Error, Result};
+use crate::model::pm::PmCapture;
 use crate::model::session::SessionTree;
 use crate::model::{ProfilingMode, RunEnd};
-use crate::report::stream::{Drained, StreamMeta, StreamPipeline, StreamWriter, StreamedSummary};
+use crate::report::stream::{Drained, PmFeed, StreamMeta, StreamPipeline, StreamWriter, StreamedSummary};
 use crate::report::{CaptureInfo, Report};
 
 /// What one [`Profiler::stream_tick`] did.
@@ -45,6 +46,9 @@ pub enum StreamProgress {
         launches_held: u64,
         /// Ranges still in the session tree (open or in flight).
         ranges_held: u64,
+        /// PM samples held (those a kernel still to be written may overlap); `None` without
+        /// PM sampling.
+        pm_samples_held: Option<u64>,
     },
 }
 
@@ -174,6 +178,29 @@ impl Shared {
         }
     }
 
+    /// The PM samples decoded since the last drain, taken out of the PM session (under the
+    /// session's lock: its lock comes after it), for a pipeline that streams them; the first
+    /// drain of a sampling session starts streaming them. `None` without PM sampling, or when
+    /// the PM tables could not start (the samples then stay whole in the session).
+    fn pm_feed(&self, pipeline: &mut StreamPipeline, warnings: &mut Vec<String>) -> Option<PmFeed> {
+        let pm = self.pm.lock();
+        let Some(session) = pm.as_ref() else {
+            // The sampler is gone (stopped): kernels stop waiting for it.
+            return pipeline.streams_pm().then(PmFeed::default);
+        };
+        if !pipeline.streams_pm() {
+            if let Err(e) = pipeline.enable_pm(session.metrics()) {
+                warnings.push(format!(
+                    "PM sampling's streamed tables could not start ({e}): the samples are kept whole and the kernels \
+                     streamed without PM values"
+                ));
+                return None;
+            }
+        }
+        let (samples, decoding) = session.take_decoded();
+        Some(PmFeed { samples, decoding })
+    }
+
     /// The drain of [`Profiler::stream_tick`], on records already drained into the session;
     /// `settled`: the first counter cycle whose counters are not in yet.
     pub(super) fn stream_step(&self, now: Instant, settled: Option<u32>) -> StreamProgress {
@@ -193,7 +220,8 @@ impl Shared {
         }
         let Some(pipeline) = streaming.pipeline.as_mut() else { return StreamProgress::Off };
         // The first half under the session's lock: what is complete leaves the session.
-        let batch = pipeline.collect(&mut state.correlator, &mut state.tree, &self.metric_set, settled);
+        let pm = self.pm_feed(pipeline, &mut state.warnings);
+        let batch = pipeline.collect(&mut state.correlator, &mut state.tree, &self.metric_set, settled, pm);
         // Nested driver ids of calls already drained are not needed any more.
         let held = state.correlator.held_call_ids();
         state.aliases.retain(|_, outer| held.contains(outer));
@@ -201,8 +229,9 @@ impl Shared {
             drained,
             launches_held: state.correlator.launch_count() as u64,
             ranges_held: state.tree.len() as u64,
+            pm_samples_held: None,
         };
-        let progress = progress(batch.drained());
+        let mut progress = progress(batch.drained());
         let writer = pipeline.writer_handle();
         let times = std::sync::Arc::clone(&streaming.times);
         let release = streaming.config.settings.release_memory;
@@ -215,6 +244,9 @@ impl Shared {
         let Some(w) = writing.as_mut() else { return progress };
         let written = batch.write(w).and_then(|d| w.tick(Instant::now()).map(|()| d));
         let windows = w.take_window_jobs();
+        if let StreamProgress::Streaming { pm_samples_held, .. } = &mut progress {
+            *pm_samples_held = w.pm_samples_held().map(|n| n as u64);
+        }
         times.lock().add(held_ns, started.elapsed().as_nanos() as u64);
         if let Err(e) = written {
             // The drained rows that were not written are lost: counted and said at the end.
@@ -266,6 +298,7 @@ impl Shared {
         state: &mut SessionState,
         correlator: Correlator,
         mut info: CaptureInfo,
+        pm: &mut Option<PmCapture>,
     ) -> Report {
         let past_limit =
             |s: &Streaming| s.pipeline.is_some() || correlator.launch_count() as u64 > s.config.effective_row_limit();
@@ -275,7 +308,7 @@ impl Shared {
         if !self.start_pipeline(&mut streaming, &mut info.warnings) {
             return Report::analyze(info, &self.metric_set, &state.tree, correlator);
         }
-        let Some(pipeline) = streaming.pipeline.take() else {
+        let Some(mut pipeline) = streaming.pipeline.take() else {
             return Report::analyze(info, &self.metric_set, &state.tree, correlator);
         };
         // A drain may be writing its batch (the writer's lock, taken under the session's,
@@ -293,7 +326,18 @@ impl Shared {
             None | Some(RunEnd::Finished { .. }) | Some(RunEnd::Checkpoint { .. }) => None,
             Some(other) => Some(format!("the run ended abnormally: {}", other.describe())),
         };
-        let ended = pipeline.finish(correlator, &mut state.tree, &self.metric_set, end_ns, ending);
+        // The PM samples decoded since the last drain (the sampler has stopped) go to the
+        // parts too; the report keeps the sampler's counts and errors, no sample.
+        let mut pm_feed = None;
+        if let Some(capture) = pm.as_mut() {
+            match pipeline.enable_pm(capture.metrics.clone()) {
+                Ok(()) => pm_feed = Some(PmFeed { samples: std::mem::take(&mut capture.samples), decoding: false }),
+                Err(e) => info.warnings.push(format!(
+                    "PM sampling's streamed tables could not start ({e}): the kernels were streamed without PM values"
+                )),
+            }
+        }
+        let ended = pipeline.finish(correlator, &mut state.tree, &self.metric_set, end_ns, ending, pm_feed);
         if streaming.failed_drains > 0 {
             info.warnings.push(format!(
                 "{} streamed drain(s) failed, and the rows they had taken are not in the part files: {}",
@@ -314,11 +358,12 @@ impl Shared {
                 } else {
                     format!("the run launched more than {limit} kernels (GMPROF_ROW_LIMIT)")
                 };
+                let pm_dirs = if end.pm.is_some() { "pm/, pm_samples/, " } else { "" };
                 let summary = end.summary(
                     format!(
                         "{why}: every row was streamed to part files beside report.json (kernels/, transfers/, \
-                         ranges/, steps/, step_ranges/, aggregates/) and left memory; the whole-file row tables are \
-                         not written"
+                         ranges/, steps/, step_ranges/, {pm_dirs}aggregates/) and left memory; the whole-file row \
+                         tables are not written"
                     ),
                     limit,
                 );

@@ -21,12 +21,14 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 
+use super::pm::{PmFeed, PmStream, PmStreamCounts, PmWait};
 use super::summary::{StreamedSummary, StreamedTable};
 use super::writer::{StreamWriter, StreamWritten};
 use crate::analysis::aggregate::RangeRow;
 use crate::analysis::correlate::{Correlation, CorrelationCounts, Correlator, KernelRow, TransferRow, MAX_WARNINGS};
 use crate::analysis::online::RangeInstances;
 use crate::error::Result;
+use crate::model::pm::{PmMetric, PmSample};
 use crate::model::session::SessionTree;
 use crate::model::{MetricSet, ProfilingMode, RangeId};
 use crate::report::model::Report;
@@ -74,6 +76,15 @@ impl StreamEnd {
 /// `None` once the run's finish took it.
 pub type WriterHandle = Arc<Mutex<Option<StreamWriter>>>;
 
+/// A drain's PM sampling: the samples decoded since the last drain, whether its kernels did
+/// not wait for the decoder, and the earliest a kernel still held can have started.
+#[derive(Debug, Default)]
+struct PmBatch {
+    samples: Vec<PmSample>,
+    released: bool,
+    oldest_waiting: Option<u64>,
+}
+
 /// The rows one drain took out of the session ([`StreamPipeline::collect`]), each with the
 /// top-level range it ran under, to be written out of the session's lock
 /// ([`DrainBatch::write`]).
@@ -84,6 +95,8 @@ pub struct DrainBatch {
     transfers: Vec<TransferRow>,
     transfer_tops: Vec<Option<RangeId>>,
     ranges: Vec<(RangeRow, Option<RangeId>)>,
+    /// PM sampling's part, when the run samples.
+    pm: Option<PmBatch>,
 }
 
 impl DrainBatch {
@@ -99,8 +112,14 @@ impl DrainBatch {
     /// Writes the batch's rows into `writer` (part files, aggregates, the steps table, the
     /// flight recorder) and ends the drain; the caller then closes the segments that are
     /// due ([`StreamWriter::tick`]).
-    pub fn write(self, writer: &mut StreamWriter) -> Result<Drained> {
+    pub fn write(mut self, writer: &mut StreamWriter) -> Result<Drained> {
         let drained = self.drained();
+        if let (Some(batch), Some(pm)) = (self.pm.take(), writer.pm_mut()) {
+            // The samples first (each written once), then the kernels folded over them.
+            pm.feed(batch.samples)?;
+            pm.kernels(&self.kernels, batch.released)?;
+            pm.prune(batch.oldest_waiting);
+        }
         for (k, top) in self.kernels.iter().zip(self.kernel_tops) {
             writer.kernel(k, top)?;
         }
@@ -126,6 +145,8 @@ pub struct StreamPipeline {
     warnings_left_out: u64,
     /// per_range: range rows written with blank metrics (their counters known missing).
     ranges_without_counters: u64,
+    /// PM sampling's wait, when the run samples ([`StreamPipeline::enable_pm`]).
+    pm: Option<PmWait>,
 }
 
 /// What a streamed run wrote and saw, at its end.
@@ -137,6 +158,8 @@ pub struct StreamEnd {
     pub counts: CorrelationCounts,
     /// Their warnings (the first [`MAX_WARNINGS`] distinct ones, and a count of the rest).
     pub warnings: Vec<String>,
+    /// PM sampling's counts, when the run sampled.
+    pub pm: Option<PmStreamCounts>,
 }
 
 impl StreamPipeline {
@@ -150,7 +173,33 @@ impl StreamPipeline {
             warnings: Vec::new(),
             warnings_left_out: 0,
             ranges_without_counters: 0,
+            pm: None,
         }
+    }
+
+    /// Streams PM samples of `metrics` too (`pm/`, `pm_samples/`, [`PmStream`]): from now on
+    /// kernels wait for the samples that cover them. Once only.
+    pub fn enable_pm(&mut self, metrics: Vec<PmMetric>) -> Result<()> {
+        if self.pm.is_some() {
+            return Ok(());
+        }
+        let created = self.with_writer(|w| {
+            let (meta, policy) = w.part_settings();
+            PmStream::create(w.dir(), meta, policy, metrics).map(|pm| w.set_pm(pm))
+        });
+        match created {
+            Some(Ok(())) => {
+                self.pm = Some(PmWait::default());
+                Ok(())
+            }
+            Some(Err(e)) => Err(e),
+            None => Err(crate::error::Error::InvalidState("the streamed outputs were already finished".into())),
+        }
+    }
+
+    /// Whether PM samples stream ([`StreamPipeline::enable_pm`]).
+    pub fn streams_pm(&self) -> bool {
+        self.pm.is_some()
     }
 
     /// The writer, behind its lock: a drain locks it before it lets the session's lock go
@@ -207,8 +256,9 @@ impl StreamPipeline {
         metrics: &MetricSet,
         now: Instant,
         settled_below: Option<u32>,
+        pm: Option<PmFeed>,
     ) -> Result<Drained> {
-        let batch = self.collect(correlator, tree, metrics, settled_below);
+        let batch = self.collect(correlator, tree, metrics, settled_below, pm);
         let writer = self.writer_handle();
         let mut guard = writer.lock();
         let Some(w) = guard.as_mut() else { return Ok(Drained::default()) };
@@ -226,10 +276,25 @@ impl StreamPipeline {
         tree: &mut SessionTree,
         metrics: &MetricSet,
         settled_below: Option<u32>,
+        pm: Option<PmFeed>,
     ) -> DrainBatch {
-        let (chunk, pending) = correlator.drain_complete(self.mode, settled_below);
+        let mut pm_horizon = None;
+        let mut pm_batch = None;
+        if let Some(wait) = self.pm.as_mut() {
+            let feed = pm.unwrap_or_default();
+            wait.observe(&feed);
+            pm_horizon = wait.wait_horizon(correlator.launch_count() > 0);
+            pm_batch = Some(PmBatch { samples: feed.samples, released: wait.released(), oldest_waiting: None });
+        }
+        let (chunk, pending) = correlator.drain_complete(self.mode, settled_below, pm_horizon);
         let correlation = chunk.finish(tree, metrics, self.mode);
-        self.take_rows(correlation, tree, &pending)
+        let mut batch = self.take_rows(correlation, tree, &pending);
+        if let (Some(wait), Some(pm)) = (self.pm.as_mut(), pm_batch.as_mut()) {
+            wait.drained(batch.kernels.len() as u64, correlator.launch_count() > 0);
+            pm.oldest_waiting = correlator.oldest_waiting_ns();
+        }
+        batch.pm = pm_batch;
+        batch
     }
 
     fn take_rows(
@@ -267,6 +332,7 @@ impl StreamPipeline {
             transfers: std::mem::take(&mut correlation.transfers),
             transfer_tops,
             ranges,
+            pm: None,
         }
     }
 
@@ -281,10 +347,17 @@ impl StreamPipeline {
         metrics: &MetricSet,
         end_ns: u64,
         ending: Option<String>,
+        pm: Option<PmFeed>,
     ) -> Result<StreamEnd> {
         let open = tree.close_all_open(end_ns);
         let correlation = correlator.finish(tree, metrics, self.mode);
-        let batch = self.take_rows(correlation, tree, &Default::default());
+        let mut batch = self.take_rows(correlation, tree, &Default::default());
+        if let Some(wait) = self.pm.as_mut() {
+            // The sampler has stopped: the last samples, and nothing waits any more.
+            wait.stop();
+            let samples = pm.unwrap_or_default().samples;
+            batch.pm = Some(PmBatch { samples, released: true, oldest_waiting: None });
+        }
         let Some(mut writer) = self.writer.lock().take() else {
             return Err(crate::error::Error::InvalidState("the streamed outputs were already finished".into()));
         };
@@ -304,8 +377,18 @@ impl StreamPipeline {
         if self.warnings_left_out > 0 {
             warnings.push(format!("... and {} more warning(s) of the streamed joins", self.warnings_left_out));
         }
-        let written = writer.finish(ending)?;
-        Ok(StreamEnd { written, counts: self.counts, warnings })
+        let mut pm_counts = None;
+        let mut pm_tables = Vec::new();
+        if let Some(stream) = writer.take_pm() {
+            let end = stream.finish()?;
+            warnings.extend(self.pm.as_ref().and_then(PmWait::warning));
+            warnings.extend(end.warnings);
+            pm_counts = Some(end.counts);
+            pm_tables = end.tables;
+        }
+        let mut written = writer.finish(ending)?;
+        written.tables.extend(pm_tables);
+        Ok(StreamEnd { written, counts: self.counts, warnings, pm: pm_counts })
     }
 }
 
