@@ -202,7 +202,7 @@ pub fn push_pm_sample<W: Write + Send>(
     Ok(())
 }
 
-/// One metric's value of a PM row (`pm.parquet`'s columns, [`PM_COLUMNS`]): `index` is the
+/// One metric's value of a PM row (`pm.parquet`'s columns, [`pm_columns`]): `index` is the
 /// metric's position in the row's values; `total_unit` its integral's unit. The caller ends
 /// the row.
 pub fn push_pm_value<W: Write + Send>(
