@@ -38,6 +38,7 @@ fn run(dir: &Path, flight: Option<FlightSettings>) -> Report {
             segment: SegmentPolicy { rows: 500, every: Duration::from_secs(3600), row_group: 128 },
             online: OnlineSettings::default(),
             flight,
+            release_memory: false,
         },
     };
     h.profiler().stream_into(config).unwrap();
