@@ -121,7 +121,7 @@ fn main() {
     let mode = ProfilingMode::Trace;
     let writer = StreamWriter::create(&out, &StreamMeta::new(mode, Vec::new()), StreamSettings::default())
         .expect("streamed tables");
-    let mut pipeline = StreamPipeline::new(writer, &metrics, mode);
+    let pipeline = StreamPipeline::new(writer, &metrics, mode);
     let (mut tree, mut correlator) = (SessionTree::new(), Correlator::new());
     let mut player = Player::new(shape);
 
@@ -145,7 +145,7 @@ fn main() {
                 let mut guard = handle.lock();
                 let core = guard.as_mut().expect("streaming");
                 let t = Instant::now();
-                let input = core.take(&mut correlator, &mut tree, None);
+                let input = core.take(&mut correlator, &mut tree, None, None);
                 taking += t.elapsed();
                 core.process(input, &metrics, Instant::now()).expect("drain");
                 let t = Instant::now();
@@ -162,7 +162,7 @@ fn main() {
     }
     player.flush(&mut correlator);
     let (t, cpu) = (Instant::now(), thread_cpu());
-    let end = pipeline.finish(correlator, &mut tree, &metrics, player.now(), None).expect("finish");
+    let end = pipeline.finish(correlator, &mut tree, &metrics, player.now(), None, None).expect("finish");
     let finish = t.elapsed();
     draining += finish;
     draining_cpu += thread_cpu() - cpu;

@@ -69,7 +69,7 @@ fn a_drained_run_streams_every_row_with_the_values_of_a_whole_session_join() {
         player.step(&mut tree, &mut correlator, step);
         ref_player.step(&mut ref_tree, &mut ref_correlator, step);
         if step % 3 == 2 {
-            pipeline.drain(&mut correlator, &mut tree, &metrics, Instant::now(), None).unwrap();
+            pipeline.drain(&mut correlator, &mut tree, &metrics, Instant::now(), None, None).unwrap();
             most_in_flight = (most_in_flight.0.max(tree.len()), most_in_flight.1.max(correlator.launch_count()));
         }
     }
@@ -79,7 +79,7 @@ fn a_drained_run_streams_every_row_with_the_values_of_a_whole_session_join() {
     assert!(most_in_flight.1 as u64 <= 4 * shape.kernels_per_step(), "launches after drains: {}", most_in_flight.1);
     player.flush(&mut correlator);
     ref_player.flush(&mut ref_correlator);
-    let end = pipeline.finish(correlator, &mut tree, &metrics, player.now(), None).unwrap();
+    let end = pipeline.finish(correlator, &mut tree, &metrics, player.now(), None, None).unwrap();
     assert!(tree.is_empty(), "every range written and removed");
 
     let reference = ref_correlator.finish(&ref_tree, &metrics, mode);

@@ -625,50 +625,9 @@ pub fn fold_report(capture: &PmCapture, ranges: &[RangeRow], kernels: &[KernelRo
             values,
         });
     }
-    // A whole-graph row of per_kernel mode holds what its nodes (same launch) were given.
-    let mut graph_nodes: HashMap<u32, Vec<usize>> = HashMap::new();
-    for (i, k) in kernels.iter().enumerate() {
-        if k.granularity == Granularity::GraphNode && is_element(k) {
-            graph_nodes.entry(k.correlation_id).or_default().push(i);
-        }
-    }
-    for (i, k) in kernels.iter().enumerate() {
-        let (Some(a), Some(b)) = (k.start_ns, k.end_ns) else { continue };
-        if b <= a {
-            continue;
-        }
-        let nodes = match k.granularity {
-            Granularity::Graph => graph_nodes.get(&k.correlation_id).map(Vec::as_slice),
-            _ => None,
-        };
-        let values = rates
-            .iter()
-            .enumerate()
-            .map(|(m, &rate)| {
-                let folded = fold(&samples, m, rate, a, b)?;
-                let amount = match nodes {
-                    Some(nodes) => members_amount(&attributed[m], kernels, nodes),
-                    None => attributed[m][i].map(|v| v * (b - a) as f64),
-                };
-                Some(match amount {
-                    Some(amount) => with_amount(folded, amount, b - a, rate),
-                    None => folded,
-                })
-            })
-            .collect();
-        shapes.push(Some((k.kernel_name.as_deref(), k.grid, k.block)));
-        rows.push(PmRow {
-            scope: PmScope::Kernel,
-            range_id: k.range_id,
-            path: k.range_path.clone(),
-            instance: None,
-            depth: None,
-            kernel_name: k.kernel_name.clone(),
-            correlation_id: Some(k.correlation_id),
-            start_ns: a,
-            end_ns: b,
-            values,
-        });
+    for (row, shape) in kernel_rows(&samples, &rates, kernels, &attributed).into_iter().flatten() {
+        shapes.push(Some(shape));
+        rows.push(row);
     }
     kernel_confidence(&mut rows, &shapes);
     PmReport {
@@ -685,4 +644,114 @@ pub fn fold_report(capture: &PmCapture, ranges: &[RangeRow], kernels: &[KernelRo
         rows,
         samples,
     }
+}
+
+/// Each kernel row's [`PmRow`] with its kernel shape (`None` for rows without an interval):
+/// the fold of `samples` (aligned, sorted) over its interval, its mean and total from
+/// `attributed` (`attributed[m][k]`, [`attribute`]). Confidence is not set here
+/// ([`kernel_confidence`]).
+fn kernel_rows<'k>(
+    samples: &[PmSample],
+    rates: &[bool],
+    kernels: &'k [KernelRow],
+    attributed: &[Vec<Option<f64>>],
+) -> Vec<Option<(PmRow, KernelShape<'k>)>> {
+    let mut out = Vec::with_capacity(kernels.len());
+    // A whole-graph row of per_kernel mode holds what its nodes (same launch) were given.
+    let mut graph_nodes: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (i, k) in kernels.iter().enumerate() {
+        if k.granularity == Granularity::GraphNode && is_element(k) {
+            graph_nodes.entry(k.correlation_id).or_default().push(i);
+        }
+    }
+    for (i, k) in kernels.iter().enumerate() {
+        let (Some(a), Some(b)) = (k.start_ns, k.end_ns) else {
+            out.push(None);
+            continue;
+        };
+        if b <= a {
+            out.push(None);
+            continue;
+        }
+        let nodes = match k.granularity {
+            Granularity::Graph => graph_nodes.get(&k.correlation_id).map(Vec::as_slice),
+            _ => None,
+        };
+        let values = rates
+            .iter()
+            .enumerate()
+            .map(|(m, &rate)| {
+                let folded = fold(samples, m, rate, a, b)?;
+                let amount = match nodes {
+                    Some(nodes) => members_amount(&attributed[m], kernels, nodes),
+                    None => attributed[m][i].map(|v| v * (b - a) as f64),
+                };
+                Some(match amount {
+                    Some(amount) => with_amount(folded, amount, b - a, rate),
+                    None => folded,
+                })
+            })
+            .collect();
+        let shape = (k.kernel_name.as_deref(), k.grid, k.block);
+        out.push(Some((
+            PmRow {
+                scope: PmScope::Kernel,
+                range_id: k.range_id,
+                path: k.range_path.clone(),
+                instance: None,
+                depth: None,
+                kernel_name: k.kernel_name.clone(),
+                correlation_id: Some(k.correlation_id),
+                start_ns: a,
+                end_ns: b,
+                values,
+            },
+            shape,
+        )));
+    }
+    out
+}
+
+/// The kernel rows of a streamed run (issue 42), folded a drain at a time: `samples` on the
+/// kernels' clock (a streamed run takes them as recorded: `same_clock`), sorted, covering the
+/// `kernels` of the drain; `context` are kernels written before (their rows are not
+/// returned) that share those samples, so the attribution does not count their time as
+/// idle. One entry per row of `kernels`, `None` for a row without an interval, as
+/// [`fold_report`] gives no row for it. Each value's samples, peak, coverage, edge share and
+/// windows are [`fold`]'s, as in a whole-run fold; its mean and total come from attributing
+/// the samples to the kernels of the drain and its context, and its confidence from the
+/// windows of the drain's launches of the same kernel: a whole-run fold attributes over
+/// every launch of the run, so these differ from it a little.
+pub fn fold_kernels(
+    metrics: &[PmMetric],
+    samples: &[PmSample],
+    context: &[KernelRow],
+    kernels: &[KernelRow],
+) -> Vec<Option<PmRow>> {
+    let all: Vec<KernelRow> = context.iter().chain(kernels).cloned().collect();
+    let rates: Vec<bool> = metrics.iter().map(PmMetric::is_rate).collect();
+    let busy = busy_intervals(&all);
+    // The attribution takes the samples whose time is known: those that end by the last
+    // kernel of the drain. A later sample may hold kernels not drained yet, whose time it
+    // would count as idle.
+    let known_to = kernels.iter().filter(|k| is_element(k)).filter_map(|k| k.end_ns).max().unwrap_or(0);
+    let known = samples.partition_point(|s| s.end_ns <= known_to);
+    let attributed = attribute(&samples[..known], rates.len(), &all, &busy);
+    let folded = kernel_rows(samples, &rates, &all, &attributed);
+    let mut rows = Vec::new();
+    let mut shapes = Vec::new();
+    let mut index = Vec::with_capacity(kernels.len());
+    for entry in folded.into_iter().skip(context.len()) {
+        match entry {
+            Some((row, shape)) => {
+                index.push(Some(rows.len()));
+                rows.push(row);
+                shapes.push(Some(shape));
+            }
+            None => index.push(None),
+        }
+    }
+    kernel_confidence(&mut rows, &shapes);
+    let mut rows: Vec<Option<PmRow>> = rows.into_iter().map(Some).collect();
+    index.into_iter().map(|i| i.and_then(|i| rows[i].take())).collect()
 }

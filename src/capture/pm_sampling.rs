@@ -26,7 +26,7 @@ use crate::checked::pm_sampling::{self as pm, PmSampler, Trigger};
 use crate::checked::target::ProfilerApi;
 use crate::checked::Cupti;
 use crate::error::{Error, Result};
-use crate::model::pm::{PmCapture, PmInterval, PmMetric};
+use crate::model::pm::{PmCapture, PmInterval, PmMetric, PmSample};
 
 /// The metrics sampled unless told otherwise (names from GH100's PM sampling tables; the
 /// CPU test `gh100_samples_the_default_pm_metrics_in_one_pass` checks them): DRAM read and
@@ -455,6 +455,48 @@ impl PmSession {
     /// checkpoint while the session runs.
     pub fn snapshot(&self) -> PmCapture {
         self.kept.lock().clone()
+    }
+
+    /// The samples decoded since the last call, taken out of the session (a streamed run,
+    /// issue 42, writes them and keeps only those kernels may still need), and whether the
+    /// decode thread still runs (once it stopped, no more samples come before the finish).
+    /// The session then holds no sample: its [`PmSession::finish`] returns the samples
+    /// decoded after the last call.
+    pub fn take_decoded(&self) -> (Vec<PmSample>, bool) {
+        let samples = std::mem::take(&mut self.kept.lock().samples);
+        (samples, !self.thread.is_finished())
+    }
+
+    /// The sampled metrics.
+    pub fn metrics(&self) -> Vec<PmMetric> {
+        self.kept.lock().metrics.clone()
+    }
+
+    /// A session with no sampler behind it, for CPU tests of what comes after the decode:
+    /// the caller keeps samples in `kept` as the decode thread does; [`PmSession::finish`]
+    /// returns what is in it.
+    #[cfg(any(test, feature = "bench-internals"))]
+    pub fn scripted(kept: Arc<Mutex<PmCapture>>) -> Result<PmSession> {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let for_thread = Arc::clone(&kept);
+        let thread = std::thread::Builder::new()
+            .name("gmprof-pm-scripted".into())
+            .spawn(move || {
+                let _ = stopped.recv();
+                (std::mem::take(&mut *for_thread.lock()), None, None)
+            })
+            .map_err(|e| Error::InvalidState(format!("could not start the scripted PM thread: {e}")))?;
+        Ok(PmSession { stop, thread, kept })
+    }
+
+    /// Ends a [scripted](PmSession::scripted) session's thread now, as a decode thread that
+    /// stopped mid-run: what `kept` holds goes with it, nothing more is decoded.
+    #[cfg(any(test, feature = "bench-internals"))]
+    pub fn end_decoding(&self) {
+        let _ = self.stop.send(());
+        while !self.thread.is_finished() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 
     /// Stops sampling, decodes the rest and returns the samples with the CUPTI objects to

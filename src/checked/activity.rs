@@ -501,6 +501,20 @@ impl LaunchClock {
         LaunchClock { get: Some(monotonic_raw) }
     }
 
+    /// A clock for GPU-less harnesses that script the GPU's time line: it reads what
+    /// [`LaunchClock::set_scripted`] last set on the calling thread (launches stamp on the
+    /// thread that makes them).
+    #[cfg(any(test, feature = "bench-internals"))]
+    pub fn scripted() -> LaunchClock {
+        LaunchClock { get: Some(scripted_now) }
+    }
+
+    /// Sets what [`LaunchClock::scripted`] reads on this thread.
+    #[cfg(any(test, feature = "bench-internals"))]
+    pub fn set_scripted(ns: u64) {
+        SCRIPTED_NOW.set(ns);
+    }
+
     /// The timestamp, ns; `None` without a clock or when the call fails (counted, with the
     /// first failure's code: [`launch_stamps_missed`]).
     pub fn now(&self) -> Option<u64> {
@@ -527,6 +541,23 @@ static STAMP_ERROR: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32:
 pub fn launch_stamps_missed() -> (u64, Option<CUptiResult>) {
     let code = STAMP_ERROR.load(Ordering::Relaxed);
     (STAMPS_MISSED.load(Ordering::Relaxed), (code != 0).then_some(CUptiResult(code)))
+}
+
+#[cfg(any(test, feature = "bench-internals"))]
+thread_local! {
+    /// [`LaunchClock::scripted`]'s time on this thread.
+    static SCRIPTED_NOW: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// [`LaunchClock::scripted`]'s function, shaped like `cuptiGetTimestamp`.
+///
+/// # Safety
+/// `ts` must be valid for one `u64` write.
+#[cfg(any(test, feature = "bench-internals"))]
+unsafe extern "C" fn scripted_now(ts: *mut u64) -> CUptiResult {
+    // SAFETY: the caller passes a pointer valid for one u64 write (see # Safety).
+    unsafe { ts.write(SCRIPTED_NOW.get()) };
+    CUptiResult::CUPTI_SUCCESS
 }
 
 /// [`LaunchClock::monotonic_stand_in`]'s function, shaped like `cuptiGetTimestamp`.

@@ -50,7 +50,8 @@ impl Report {
         if self.streamed.is_some() {
             // The rows are in the streamed part files; a whole-file table of an earlier
             // checkpoint would hold only the run's start, so it goes.
-            for name in WHOLE_FILE_TABLES {
+            // PM sampling's values and samples are in `pm/` and `pm_samples/` then.
+            for name in WHOLE_FILE_TABLES.iter().chain(&[PM_CSV, pq::PM_PARQUET]) {
                 match std::fs::remove_file(dir.join(name)) {
                     Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                         return Err(crate::error::Error::io(dir.join(name), e))
@@ -92,7 +93,7 @@ impl Report {
 
     /// PM, PC, region timers, probes and the trace.
     fn write_extras(&self, dir: &std::path::Path, formats: OutputFormats) -> crate::error::Result<()> {
-        if self.pm.is_some() {
+        if self.pm.is_some() && self.streamed.is_none() {
             if formats.csv {
                 self.write_pm_csv(dir.join(PM_CSV))?;
             }

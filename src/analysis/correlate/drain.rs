@@ -49,7 +49,17 @@ impl Correlator {
     ///   cycle is settled and every launch of it is complete (the join checks a cycle's
     ///   counter ranges against its launches); until then they are pending;
     /// - kernel_replay (counters join launches by position): nothing is drained.
-    pub fn drain_complete(&mut self, mode: ProfilingMode, settled_below: Option<u32>) -> (Correlator, PendingByRange) {
+    ///
+    /// PM sampling (`pm_horizon`, the end of the last PM sample decoded; `None` where no PM
+    /// samples are awaited): a launch whose kernel ran past the horizon (one of its activity
+    /// records ends after it) is pending, as an unlaunched record past it stays, so that
+    /// every kernel drained is covered by the samples it will ever have.
+    pub fn drain_complete(
+        &mut self,
+        mode: ProfilingMode,
+        settled_below: Option<u32>,
+        pm_horizon: Option<u64>,
+    ) -> (Correlator, PendingByRange) {
         let mut chunk = Correlator::default();
         let mut pending = PendingByRange::default();
         if mode == ProfilingMode::KernelReplay {
@@ -69,14 +79,22 @@ impl Correlator {
         for (i, a) in self.activities.iter().enumerate() {
             *arrived.entry(a.correlation_id).or_insert(true) &= i < stale;
         }
+        // Correlation ids with a kernel that ended past the PM horizon.
+        let mut past_horizon = IdSet::default();
+        if let Some(horizon) = pm_horizon {
+            for a in self.activities.iter().filter(|a| a.end_ns > horizon) {
+                past_horizon.insert(a.correlation_id, ());
+            }
+        }
         let captured = &self.captured;
         let complete_alone = |l: &LaunchRecord| {
             captured.contains_key(&l.correlation_id)
-                || match (arrived.get(&l.correlation_id), l.api) {
-                    (Some(all_stale), LaunchApi::Graph) => *all_stale,
-                    (Some(_), _) => true,
-                    (None, _) => false,
-                }
+                || !past_horizon.contains_key(&l.correlation_id)
+                    && match (arrived.get(&l.correlation_id), l.api) {
+                        (Some(all_stale), LaunchApi::Graph) => *all_stale,
+                        (Some(_), _) => true,
+                        (None, _) => false,
+                    }
         };
         // per_kernel: cycles not settled, or with a launch not complete, wait whole.
         let mut blocked: HashSet<u32> = HashSet::new();
@@ -107,7 +125,8 @@ impl Correlator {
         self.launches = kept;
         let mut kept = Vec::with_capacity(self.activities.len() / 8);
         for (i, a) in std::mem::take(&mut self.activities).into_iter().enumerate() {
-            let alone = i < stale && !launched.contains_key(&a.correlation_id);
+            let alone =
+                i < stale && !launched.contains_key(&a.correlation_id) && !past_horizon.contains_key(&a.correlation_id);
             if drained.contains_key(&a.correlation_id) || alone {
                 chunk.activities.push(a);
             } else {
@@ -184,5 +203,18 @@ impl Correlator {
         chunk.replay_mismatched_kernels.clone_from(&self.replay_mismatched_kernels);
         chunk.replay_mismatched_ranges.clone_from(&self.replay_mismatched_ranges);
         (chunk, pending)
+    }
+}
+
+impl Correlator {
+    /// The earliest a kernel held here can have started, on the activity clock: the first
+    /// activity record's start, or the first launch's API time (a kernel starts after its
+    /// launch call; a launch without one counts as 0). `None` when no kernel is held. PM
+    /// samples that end before it are not needed by any kernel still to be drained (one
+    /// launched later starts later still).
+    pub fn oldest_waiting_ns(&self) -> Option<u64> {
+        let launches = self.launches.iter().map(|l| l.launch_ns.unwrap_or(0));
+        let records = self.activities.iter().map(|a| a.start_ns);
+        launches.chain(records).min()
     }
 }

@@ -169,7 +169,7 @@ impl Profiler {
             return Err(Error::InvalidState("finish was already called".into()));
         }
         let t0 = Instant::now();
-        let (info, leftovers, pm, pc) = shared.collect(run_end, calls)?;
+        let (info, leftovers, mut pm, pc) = shared.collect(run_end, calls)?;
         tracing::debug!("gmprof: finish: analyzing");
         let mut report = {
             let mut state = shared.state.lock();
@@ -177,10 +177,15 @@ impl Profiler {
             for (kind, bytes, count) in crate::capture::probe::internal_transfers(true) {
                 correlator.add_internal_transfers(kind, bytes, count);
             }
-            shared.analyze_at_finish(&mut state, correlator, info)
+            shared.analyze_at_finish(&mut state, correlator, info, &mut pm)
         };
         if let Some(pm) = pm {
             report.attach_pm(&pm);
+            // A streamed run's samples are in its parts (`pm_samples/`), not in the report.
+            let streamed = report.streamed.as_ref().and_then(|s| s.tables.iter().find(|t| t.table == "pm_samples"));
+            if let (Some(table), Some(folded)) = (streamed, report.pm.as_mut()) {
+                folded.sample_count = table.rows;
+            }
         }
         if let Some(pc) = pc {
             report.attach_pc(&pc);

@@ -163,9 +163,20 @@ impl LaunchHarness {
     /// A session of `mode` whose start, on CUPTI's clock, is `cupti_ns`: an on-demand
     /// capture starts long after the process's first kernel.
     pub fn started_at(mode: ProfilingMode, cupti_ns: u64) -> Result<LaunchHarness> {
+        Self::with_clock(mode, cupti_ns, LaunchClock::monotonic_stand_in())
+    }
+
+    /// A trace session whose launches are stamped by the GPU time line the test scripts
+    /// ([`LaunchClock::set_scripted`] on the launching thread), as CUPTI stamps them on the
+    /// clock of the kernels' records: a kernel starts after its launch's stamp.
+    pub fn trace_on_scripted_clock() -> Result<LaunchHarness> {
+        Self::with_clock(ProfilingMode::Trace, 0, LaunchClock::scripted())
+    }
+
+    fn with_clock(mode: ProfilingMode, cupti_ns: u64, launch_clock: LaunchClock) -> Result<LaunchHarness> {
         let context_id = NEXT_CONTEXT_ID.fetch_sub(1, Ordering::Relaxed);
         let shared = Arc::new(Shared {
-            launch_clock: LaunchClock::monotonic_stand_in(),
+            launch_clock,
             cupti: Cupti::stand_in()?,
             driver: Driver::stand_in()?,
             clock_start: ClockPair { cupti_ns, unix_ns: 0 },
@@ -403,6 +414,31 @@ impl LaunchHarness {
     /// (they carry the inner driver call's correlation id for a runtime launch).
     pub fn deliver(&self, records: Vec<ActivityRecord>) {
         self.shared.on_records(records);
+    }
+
+    /// A PM sampler with no GPU behind it ([`PmSession::scripted`]): the test keeps samples
+    /// in the returned capture as the decode thread does (its `samples`, in time order); a
+    /// drain takes them, the finish takes what is left.
+    ///
+    /// [`PmSession::scripted`]: crate::capture::pm_sampling::PmSession::scripted
+    pub fn with_pm_sampler(
+        &self,
+        metrics: Vec<crate::model::pm::PmMetric>,
+    ) -> Result<Arc<Mutex<crate::model::pm::PmCapture>>> {
+        let kept = Arc::new(Mutex::new(crate::model::pm::PmCapture { metrics, ..Default::default() }));
+        let session = crate::capture::pm_sampling::PmSession::scripted(Arc::clone(&kept))?;
+        *self.shared.pm.lock() = Some(session);
+        Ok(kept)
+    }
+
+    /// Ends the PM sampler's decoding now, as a decode thread that stopped mid-run
+    /// ([`PmSession::end_decoding`]).
+    ///
+    /// [`PmSession::end_decoding`]: crate::capture::pm_sampling::PmSession::end_decoding
+    pub fn end_pm_decoding(&self) {
+        if let Some(session) = self.shared.pm.lock().as_ref() {
+            session.end_decoding();
+        }
     }
 
     /// The session as a [`Profiler`] (its range, stream and checkpoint calls).

@@ -86,6 +86,8 @@ mod stream;
 #[cfg(test)]
 mod stream_modes_tests;
 #[cfg(test)]
+mod stream_pm_tests;
+#[cfg(test)]
 mod stream_readers_tests;
 #[cfg(test)]
 mod stream_tests;

@@ -22,9 +22,10 @@ use super::state::{Profiler, SessionState, Shared, StreamConfig, Streaming};
 use crate::analysis::correlate::Correlator;
 use crate::checked::activity;
 use crate::error::{Error, Result};
+use crate::model::pm::PmCapture;
 use crate::model::session::SessionTree;
 use crate::model::{ProfilingMode, RunEnd};
-use crate::report::stream::{Drained, StreamMeta, StreamPipeline, StreamWriter, StreamedSummary};
+use crate::report::stream::{Drained, PmFeed, StreamMeta, StreamPipeline, StreamWriter, StreamedSummary};
 use crate::report::{CaptureInfo, Report};
 
 /// What one [`Profiler::stream_tick`] did.
@@ -45,6 +46,9 @@ pub enum StreamProgress {
         launches_held: u64,
         /// Ranges still in the session tree (open or in flight).
         ranges_held: u64,
+        /// PM samples held (those a kernel still to be written may overlap); `None` without
+        /// PM sampling.
+        pm_samples_held: Option<u64>,
     },
 }
 
@@ -174,6 +178,29 @@ impl Shared {
         }
     }
 
+    /// The PM samples decoded since the last drain, taken out of the PM session (under the
+    /// session's lock: its lock comes after it), for a pipeline that streams them; the first
+    /// drain of a sampling session starts streaming them. `None` without PM sampling, or when
+    /// the PM tables could not start (the samples then stay whole in the session).
+    fn pm_feed(&self, pipeline: &mut StreamPipeline, warnings: &mut Vec<String>) -> Option<PmFeed> {
+        let pm = self.pm.lock();
+        let Some(session) = pm.as_ref() else {
+            // The sampler is gone (stopped): kernels stop waiting for it.
+            return pipeline.streams_pm().then(PmFeed::default);
+        };
+        if !pipeline.streams_pm() {
+            if let Err(e) = pipeline.enable_pm(session.metrics()) {
+                warnings.push(format!(
+                    "PM sampling's streamed tables could not start ({e}): the samples are kept whole and the kernels \
+                     streamed without PM values"
+                ));
+                return None;
+            }
+        }
+        let (samples, decoding) = session.take_decoded();
+        Some(PmFeed { samples, decoding })
+    }
+
     /// The drain of [`Profiler::stream_tick`], on records already drained into the session;
     /// `settled`: the first counter cycle whose counters are not in yet.
     pub(super) fn stream_step(&self, now: Instant, settled: Option<u32>) -> StreamProgress {
@@ -195,10 +222,11 @@ impl Shared {
         // The first half under the session's lock: what is complete leaves the session. The
         // pipeline's lock is taken before the session's is let go: drains follow each other
         // in order, and the finish (session, then pipeline) comes after this one.
+        let pm = self.pm_feed(pipeline, &mut state.warnings);
         let handle = pipeline.handle();
         let mut core_guard = handle.lock();
         let Some(core) = core_guard.as_mut() else { return StreamProgress::Off };
-        let input = core.take(&mut state.correlator, &mut state.tree, settled);
+        let input = core.take(&mut state.correlator, &mut state.tree, settled, pm);
         // Nested driver ids of calls already drained are not needed any more.
         let held = state.correlator.held_call_ids();
         state.aliases.retain(|_, outer| held.contains(outer));
@@ -262,10 +290,12 @@ impl Shared {
         launches_held: u64,
     ) -> StreamProgress {
         let mut state = self.state.lock();
+        let mut pm_samples_held = None;
         if let Some(core) = handle.lock().as_mut() {
             core.remove_completed(&mut state.tree);
+            pm_samples_held = core.pm_samples_held().map(|n| n as u64);
         }
-        StreamProgress::Streaming { drained, launches_held, ranges_held: state.tree.len() as u64 }
+        StreamProgress::Streaming { drained, launches_held, ranges_held: state.tree.len() as u64, pm_samples_held }
     }
 
     /// The finish's report: the whole-session one ([`Report::analyze`]) unless the session
@@ -277,6 +307,7 @@ impl Shared {
         state: &mut SessionState,
         correlator: Correlator,
         mut info: CaptureInfo,
+        pm: &mut Option<PmCapture>,
     ) -> Report {
         let past_limit =
             |s: &Streaming| s.pipeline.is_some() || correlator.launch_count() as u64 > s.config.effective_row_limit();
@@ -286,7 +317,7 @@ impl Shared {
         if !self.start_pipeline(&mut streaming, &mut info.warnings) {
             return Report::analyze(info, &self.metric_set, &state.tree, correlator);
         }
-        let Some(pipeline) = streaming.pipeline.take() else {
+        let Some(mut pipeline) = streaming.pipeline.take() else {
             return Report::analyze(info, &self.metric_set, &state.tree, correlator);
         };
         // A drain may be writing its batch (the writer's lock, taken under the session's,
@@ -304,7 +335,18 @@ impl Shared {
             None | Some(RunEnd::Finished { .. }) | Some(RunEnd::Checkpoint { .. }) => None,
             Some(other) => Some(format!("the run ended abnormally: {}", other.describe())),
         };
-        let ended = pipeline.finish(correlator, &mut state.tree, &self.metric_set, end_ns, ending);
+        // The PM samples decoded since the last drain (the sampler has stopped) go to the
+        // parts too; the report keeps the sampler's counts and errors, no sample.
+        let mut pm_feed = None;
+        if let Some(capture) = pm.as_mut() {
+            match pipeline.enable_pm(capture.metrics.clone()) {
+                Ok(()) => pm_feed = Some(PmFeed { samples: std::mem::take(&mut capture.samples), decoding: false }),
+                Err(e) => info.warnings.push(format!(
+                    "PM sampling's streamed tables could not start ({e}): the kernels were streamed without PM values"
+                )),
+            }
+        }
+        let ended = pipeline.finish(correlator, &mut state.tree, &self.metric_set, end_ns, ending, pm_feed);
         if streaming.failed_drains > 0 {
             info.warnings.push(format!(
                 "{} streamed drain(s) failed, and the rows they had taken are not in the part files: {}",
@@ -325,11 +367,12 @@ impl Shared {
                 } else {
                     format!("the run launched more than {limit} kernels (GMPROF_ROW_LIMIT)")
                 };
+                let pm_dirs = if end.pm.is_some() { "pm/, pm_samples/, " } else { "" };
                 let summary = end.summary(
                     format!(
                         "{why}: every row was streamed to part files beside report.json (kernels/, transfers/, \
-                         ranges/, steps/, step_ranges/, aggregates/) and left memory; the whole-file row tables are \
-                         not written"
+                         ranges/, steps/, step_ranges/, {pm_dirs}aggregates/) and left memory; the whole-file row \
+                         tables are not written"
                     ),
                     limit,
                 );

@@ -28,6 +28,7 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 
+use super::pm::{PmFeed, PmStream, PmStreamCounts, PmWait};
 use super::summary::{StreamedSummary, StreamedTable};
 use super::writer::{StreamWriter, StreamWritten};
 use crate::analysis::aggregate::RangeRow;
@@ -36,6 +37,7 @@ use crate::analysis::correlate::{
 };
 use crate::analysis::online::RangeInstances;
 use crate::error::Result;
+use crate::model::pm::{PmMetric, PmSample};
 use crate::model::session::SessionTree;
 use crate::model::{MetricSet, ProfilingMode, RangeId};
 use crate::report::model::Report;
@@ -83,6 +85,15 @@ impl StreamEnd {
 /// `None` once the run's finish took it.
 pub type PipelineHandle = Arc<Mutex<Option<PipelineCore>>>;
 
+/// A drain's PM sampling: the samples decoded since the last drain, whether its kernels did
+/// not wait for the decoder, and the earliest a kernel still held can have started.
+#[derive(Debug, Default)]
+struct PmBatch {
+    samples: Vec<PmSample>,
+    released: bool,
+    oldest_waiting: Option<u64>,
+}
+
 /// The rows one drain took out of the session, each with the top-level range it ran under.
 #[derive(Debug, Default)]
 struct DrainBatch {
@@ -91,6 +102,8 @@ struct DrainBatch {
     transfers: Vec<TransferRow>,
     transfer_tops: Vec<Option<RangeId>>,
     ranges: Vec<(RangeRow, Option<RangeId>)>,
+    /// PM sampling's part, when the run samples.
+    pm: Option<PmBatch>,
 }
 
 impl DrainBatch {
@@ -104,8 +117,14 @@ impl DrainBatch {
 
     /// Writes the batch's rows into `writer` (part files, aggregates, the steps table, the
     /// flight recorder) and ends the drain.
-    fn write(self, writer: &mut StreamWriter) -> Result<Drained> {
+    fn write(mut self, writer: &mut StreamWriter) -> Result<Drained> {
         let drained = self.drained();
+        if let (Some(batch), Some(pm)) = (self.pm.take(), writer.pm_mut()) {
+            // The samples first (each written once), then the kernels folded over them.
+            pm.feed(batch.samples)?;
+            pm.kernels(&self.kernels, batch.released)?;
+            pm.prune(batch.oldest_waiting);
+        }
         for (k, top) in self.kernels.iter().zip(self.kernel_tops) {
             writer.kernel(k, top)?;
         }
@@ -127,6 +146,8 @@ pub struct DrainInput {
     pending: PendingByRange,
     /// The session tree when the records were taken.
     tree: SessionTree,
+    /// PM sampling's part, when the run samples.
+    pm: Option<PmBatch>,
 }
 
 /// A run's streaming state: the writer, the range instances in flight, the joins' counts and
@@ -144,6 +165,8 @@ pub struct PipelineCore {
     /// Ranges the last drain completed and wrote, to leave the session tree at the next
     /// [`PipelineCore::take`].
     to_remove: Vec<RangeId>,
+    /// PM sampling's wait, when the run samples ([`StreamPipeline::enable_pm`]).
+    pm: Option<PmWait>,
 }
 
 /// A run's streaming path; see the [module docs](self).
@@ -161,6 +184,8 @@ pub struct StreamEnd {
     pub counts: CorrelationCounts,
     /// Their warnings (the first [`MAX_WARNINGS`] distinct ones, and a count of the rest).
     pub warnings: Vec<String>,
+    /// PM sampling's counts, when the run sampled.
+    pub pm: Option<PmStreamCounts>,
 }
 
 impl PipelineCore {
@@ -168,24 +193,41 @@ impl PipelineCore {
     /// drain completed from `tree`, takes what is complete out of `correlator`
     /// (`settled_below`: the first counter cycle whose counters are not in yet, see
     /// [`Correlator::drain_complete`]; what waits for it stays) and copies `tree`.
+    ///
+    /// With PM sampling (`pm`: the samples decoded since the last drain), a kernel the
+    /// decoder has not passed yet stays in the session ([`PmWait`]).
     pub fn take(
         &mut self,
         correlator: &mut Correlator,
         tree: &mut SessionTree,
         settled_below: Option<u32>,
+        pm: Option<PmFeed>,
     ) -> DrainInput {
         self.remove_completed(tree);
-        let (chunk, pending) = correlator.drain_complete(self.mode, settled_below);
-        DrainInput { chunk, pending, tree: tree.clone() }
+        let mut pm_horizon = None;
+        let mut pm_batch = None;
+        if let Some(wait) = self.pm.as_mut() {
+            let feed = pm.unwrap_or_default();
+            wait.observe(&feed);
+            pm_horizon = wait.wait_horizon(correlator.launch_count() > 0);
+            pm_batch = Some(PmBatch { samples: feed.samples, released: wait.released(), oldest_waiting: None });
+        }
+        let (chunk, pending) = correlator.drain_complete(self.mode, settled_below, pm_horizon);
+        if let (Some(wait), Some(batch)) = (self.pm.as_mut(), pm_batch.as_mut()) {
+            wait.drained(chunk.launch_count() as u64, correlator.launch_count() > 0);
+            batch.oldest_waiting = correlator.oldest_waiting_ns();
+        }
+        DrainInput { chunk, pending, tree: tree.clone(), pm: pm_batch }
     }
 
     /// The second half, with the session let go: joins `input`, completes the range
     /// instances it finishes (they leave the session tree at the next `take`), writes every
     /// row, and closes the segments that are due at `now`.
     pub fn process(&mut self, input: DrainInput, metrics: &MetricSet, now: Instant) -> Result<Drained> {
-        let DrainInput { chunk, pending, tree } = input;
+        let DrainInput { chunk, pending, tree, pm } = input;
         let correlation = chunk.finish(&tree, metrics, self.mode);
-        let batch = self.take_rows(correlation, &tree, &pending);
+        let mut batch = self.take_rows(correlation, &tree, &pending);
+        batch.pm = pm;
         let drained = batch.write(&mut self.writer)?;
         self.writer.tick(now)?;
         Ok(drained)
@@ -244,7 +286,13 @@ impl PipelineCore {
             transfers: std::mem::take(&mut correlation.transfers),
             transfer_tops,
             ranges,
+            pm: None,
         }
+    }
+
+    /// PM samples held for kernels still to be written ([`PmStream`]); `None` without PM.
+    pub fn pm_samples_held(&self) -> Option<usize> {
+        self.writer.pm_samples_held()
     }
 }
 
@@ -260,6 +308,7 @@ impl StreamPipeline {
             warnings_left_out: 0,
             ranges_without_counters: 0,
             to_remove: Vec::new(),
+            pm: None,
         };
         Self { core: Arc::new(Mutex::new(Some(core))) }
     }
@@ -268,6 +317,29 @@ impl StreamPipeline {
     /// then lets the session go for [`PipelineCore::process`].
     pub fn handle(&self) -> PipelineHandle {
         Arc::clone(&self.core)
+    }
+
+    /// Streams PM samples of `metrics` too (`pm/`, `pm_samples/`, [`PmStream`]): from now on
+    /// kernels wait for the samples that cover them. Once only.
+    pub fn enable_pm(&mut self, metrics: Vec<PmMetric>) -> Result<()> {
+        let created = self.with_core(|c| {
+            if c.pm.is_some() {
+                return Ok(());
+            }
+            let w = &mut c.writer;
+            let (meta, policy) = w.part_settings();
+            PmStream::create(w.dir(), meta, policy, metrics).map(|pm| w.set_pm(pm))?;
+            c.pm = Some(PmWait::default());
+            Ok(())
+        });
+        created.unwrap_or_else(|| {
+            Err(crate::error::Error::InvalidState("the streamed outputs were already finished".into()))
+        })
+    }
+
+    /// Whether PM samples stream ([`StreamPipeline::enable_pm`]).
+    pub fn streams_pm(&self) -> bool {
+        self.with_core(|c| c.pm.is_some()).unwrap_or(false)
     }
 
     /// Runs `f` on the state (`None` once the run's finish took it).
@@ -316,10 +388,11 @@ impl StreamPipeline {
         metrics: &MetricSet,
         now: Instant,
         settled_below: Option<u32>,
+        pm: Option<PmFeed>,
     ) -> Result<Drained> {
         let mut guard = self.core.lock();
         let Some(core) = guard.as_mut() else { return Ok(Drained::default()) };
-        let input = core.take(correlator, tree, settled_below);
+        let input = core.take(correlator, tree, settled_below, pm);
         let drained = core.process(input, metrics, now);
         core.remove_completed(tree);
         drained
@@ -337,6 +410,7 @@ impl StreamPipeline {
         metrics: &MetricSet,
         end_ns: u64,
         ending: Option<String>,
+        pm: Option<PmFeed>,
     ) -> Result<StreamEnd> {
         let Some(mut core) = self.core.lock().take() else {
             return Err(crate::error::Error::InvalidState("the streamed outputs were already finished".into()));
@@ -344,8 +418,14 @@ impl StreamPipeline {
         core.remove_completed(tree);
         let open = tree.close_all_open(end_ns);
         let correlation = correlator.finish(tree, metrics, core.mode);
-        let batch = core.take_rows(correlation, tree, &Default::default());
+        let mut batch = core.take_rows(correlation, tree, &Default::default());
         core.remove_completed(tree);
+        if let Some(wait) = core.pm.as_mut() {
+            // The sampler has stopped: the last samples, and nothing waits any more.
+            wait.stop();
+            let samples = pm.unwrap_or_default().samples;
+            batch.pm = Some(PmBatch { samples, released: true, oldest_waiting: None });
+        }
         batch.write(&mut core.writer)?;
         if let Some(root) = core.instances.root() {
             core.writer.range(&root, None)?;
@@ -362,8 +442,18 @@ impl StreamPipeline {
         if core.warnings_left_out > 0 {
             warnings.push(format!("... and {} more warning(s) of the streamed joins", core.warnings_left_out));
         }
-        let written = core.writer.finish(ending)?;
-        Ok(StreamEnd { written, counts: core.counts, warnings })
+        let mut pm_counts = None;
+        let mut pm_tables = Vec::new();
+        if let Some(stream) = core.writer.take_pm() {
+            let end = stream.finish()?;
+            warnings.extend(core.pm.as_ref().and_then(PmWait::warning));
+            warnings.extend(end.warnings);
+            pm_counts = Some(end.counts);
+            pm_tables = end.tables;
+        }
+        let mut written = core.writer.finish(ending)?;
+        written.tables.extend(pm_tables);
+        Ok(StreamEnd { written, counts: core.counts, warnings, pm: pm_counts })
     }
 }
 

@@ -19,6 +19,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::flight::WindowJob;
+use super::pm::PmStream;
 use crate::analysis::aggregate::RangeRow;
 use crate::analysis::correlate::{KernelRow, TransferRow};
 use crate::analysis::online::{
@@ -116,6 +117,9 @@ impl StreamWritten {
 #[derive(Debug)]
 pub struct StreamWriter {
     dir: PathBuf,
+    /// Every part's `gmprof.meta`, and the segment policy (for the PM tables, [`super::pm`]).
+    meta_json: String,
+    policy: SegmentPolicy,
     metrics: usize,
     kernels: PartWriter,
     transfers: PartWriter,
@@ -127,6 +131,8 @@ pub struct StreamWriter {
     steps_written: u64,
     steps_table: Vec<StepRow>,
     flight: Option<Flight>,
+    /// PM sampling's tables, when the run samples ([`StreamWriter::set_pm`]).
+    pm: Option<PmStream>,
 }
 
 /// The flight recorder, the report its windows' tables start from, and the windows that
@@ -154,6 +160,8 @@ impl StreamWriter {
         };
         Ok(Self {
             dir: dir.to_owned(),
+            meta_json: meta_json.clone(),
+            policy,
             metrics: names.len(),
             kernels: open("kernels", "streamed kernels", kernel_columns(&names))?,
             transfers: open("transfers", "streamed transfers", transfer_columns())?,
@@ -170,6 +178,7 @@ impl StreamWriter {
                 errors: Vec::new(),
                 jobs: Vec::new(),
             }),
+            pm: None,
         })
     }
 
@@ -201,6 +210,12 @@ impl StreamWriter {
     /// The output directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Every part's `gmprof.meta` and the segment policy: what further tables of the run
+    /// (PM sampling's, [`super::pm::PmStream`]) are opened with.
+    pub fn part_settings(&self) -> (&str, SegmentPolicy) {
+        (&self.meta_json, self.policy)
     }
 
     /// The online aggregates so far.
@@ -313,7 +328,30 @@ impl StreamWriter {
         for table in self.tables_mut() {
             table.tick(now)?;
         }
-        Ok(())
+        match self.pm.as_mut() {
+            Some(pm) => pm.tick(now),
+            None => Ok(()),
+        }
+    }
+
+    /// Streams PM sampling's tables too ([`PmStream`], `pm/` and `pm_samples/`).
+    pub fn set_pm(&mut self, pm: PmStream) {
+        self.pm = Some(pm);
+    }
+
+    /// PM sampling's tables, when the run samples.
+    pub fn pm_mut(&mut self) -> Option<&mut PmStream> {
+        self.pm.as_mut()
+    }
+
+    /// PM samples held (those a kernel still to be written may overlap), when the run samples.
+    pub fn pm_samples_held(&self) -> Option<usize> {
+        self.pm.as_ref().map(PmStream::held)
+    }
+
+    /// Takes PM sampling's tables out, to finish them ([`PmStream::finish`]).
+    pub fn take_pm(&mut self) -> Option<PmStream> {
+        self.pm.take()
     }
 
     /// Closes every open segment now (a checkpoint, or before the process ends by a signal).
@@ -321,7 +359,10 @@ impl StreamWriter {
         for table in self.tables_mut() {
             table.close_segment()?;
         }
-        Ok(())
+        match self.pm.as_mut() {
+            Some(pm) => pm.close_segments(),
+            None => Ok(()),
+        }
     }
 
     fn tables_mut(&mut self) -> [&mut PartWriter; 6] {

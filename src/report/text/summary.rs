@@ -337,7 +337,7 @@ impl Summary {
             graph_launches: meta.counts.graph_launches,
             graph_node_kernels: meta.counts.graph_node_rows,
             captured_calls: meta.counts.captured_launches + meta.counts.captured_transfers,
-            pm_line: report.pm.as_ref().map(pm_line),
+            pm_line: report.pm.as_ref().map(|pm| pm_line(pm, report.streamed.is_some())),
             pc_lines: report.pc.as_ref().map(crate::report::pc_summary::pc_lines).unwrap_or_default(),
             probe_line: super::probe_line::probe_line(&report.probes),
             pause_line: pause_line(&report.meta.profiler_pauses),
@@ -505,7 +505,8 @@ pub fn unprofiled_text(contexts: &[crate::model::UnprofiledContext]) -> Option<S
     ))
 }
 
-fn pm_line(pm: &crate::analysis::pm_fold::PmReport) -> String {
+/// The PM sampling line; `streamed`: the values are in the `pm/` parts (issue 42).
+fn pm_line(pm: &crate::analysis::pm_fold::PmReport, streamed: bool) -> String {
     let every = match pm.interval {
         Some(crate::model::pm::PmInterval::TimeNs(ns)) => format!("every {}", format_duration_ns(ns as f64)),
         Some(crate::model::pm::PmInterval::Cycles(c)) => format!("every {c} cycles"),
@@ -527,9 +528,11 @@ fn pm_line(pm: &crate::analysis::pm_fold::PmReport) -> String {
     } else {
         String::new()
     };
+    let table =
+        if streamed { "per kernel in pm/, the samples in pm_samples/" } else { "per range and kernel in pm.csv" };
     format!(
         "PM sampling: {} samples {every}{chosen} | hardware-buffer overflows: {} | missing samples: {} | left out: {} | \
-         {kernels}per range and kernel in pm.csv",
+         {kernels}{table}",
         pm.sample_count, pm.hw_buffer_overflows, pm.missing_samples, pm.empty_samples
     )
 }

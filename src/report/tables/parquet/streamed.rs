@@ -12,7 +12,8 @@ use super::writer::{Column, ColumnType, ParquetRows};
 use crate::analysis::online::{AggregateRow, StepGroup, StepRow};
 use crate::error::Result;
 
-use ColumnType::{Float64, Int64, Text};
+use super::rows::u32s;
+use ColumnType::{Bool, Float64, Int64, Text};
 
 /// Columns of `steps`.
 /// `flight_window`: the flight recorder's window (`window-N/`) that holds the step, null
@@ -140,4 +141,103 @@ pub fn push_aggregate<W: Write + Send>(w: &mut ParquetRows<W>, span: WindowSpan,
     w.u64(s.p90_ns)?;
     w.u64(s.p99_ns)?;
     w.u64(s.max_ns)
+}
+
+/// Columns of `pm.parquet` (`pm.csv`'s).
+const PM_COLUMNS: [(&str, ColumnType, bool); 23] = [
+    ("scope", Text, false),
+    ("range_slot", Int64, true),
+    ("range_generation", Int64, true),
+    ("path", Text, false),
+    ("instance", Int64, true),
+    ("depth", Int64, true),
+    ("correlation_id", Int64, true),
+    ("kernel_name", Text, true),
+    ("start_ns", Int64, false),
+    ("end_ns", Int64, false),
+    ("duration_ns", Int64, false),
+    ("metric", Text, false),
+    ("unit", Text, false),
+    ("mean", Float64, true),
+    ("peak", Float64, true),
+    ("total", Float64, true),
+    ("total_unit", Text, true),
+    ("samples", Int64, false),
+    ("coverage", Float64, true),
+    ("few_samples", Bool, true),
+    ("edge_share", Float64, true),
+    ("windows", Float64, true),
+    ("confidence", Text, true),
+];
+
+/// The columns of `pm.parquet`, and of a streamed run's `pm/` parts.
+pub fn pm_columns() -> Vec<Column> {
+    PM_COLUMNS.iter().map(|&(n, ty, nullable)| Column { name: n.to_owned(), ty, nullable }).collect()
+}
+
+/// The columns of a streamed run's `pm_samples/` parts: a sample's `start_ns`, `end_ns`,
+/// `duration_ns` and one value column per sampled metric (named by it).
+pub fn pm_sample_columns(metric_names: &[&str]) -> Vec<Column> {
+    let mut columns = vec![
+        Column::required("start_ns", ColumnType::Int64),
+        Column::required("end_ns", ColumnType::Int64),
+        Column::required("duration_ns", ColumnType::Int64),
+    ];
+    columns.extend(metric_names.iter().map(|m| Column::null(*m, Float64)));
+    columns
+}
+
+/// One PM sample's row of `pm_samples/` with `metrics` value columns; the caller ends the row.
+pub fn push_pm_sample<W: Write + Send>(
+    w: &mut ParquetRows<W>,
+    s: &crate::model::pm::PmSample,
+    metrics: usize,
+) -> Result<()> {
+    w.u64(Some(s.start_ns))?;
+    w.u64(Some(s.end_ns))?;
+    w.u64(Some(s.end_ns.saturating_sub(s.start_ns)))?;
+    for m in 0..metrics {
+        w.f64(s.values.get(m).copied().flatten())?;
+    }
+    Ok(())
+}
+
+/// One metric's value of a PM row (`pm.parquet`'s columns, [`pm_columns`]): `index` is the
+/// metric's position in the row's values; `total_unit` its integral's unit. The caller ends
+/// the row.
+pub fn push_pm_value<W: Write + Send>(
+    w: &mut ParquetRows<W>,
+    row: &crate::analysis::pm_fold::PmRow,
+    index: usize,
+    metric: &crate::model::pm::PmMetric,
+    total_unit: Option<&str>,
+) -> Result<()> {
+    let value = row.values.get(index).copied().flatten();
+    w.text(Some(match row.scope {
+        crate::analysis::pm_fold::PmScope::Range => "range",
+        crate::analysis::pm_fold::PmScope::Kernel => "kernel",
+    }))?;
+    w.u64(u32s(row.range_id.map(|r| r.slot)))?;
+    w.u64(u32s(row.range_id.map(|r| r.generation)))?;
+    w.text(Some(&row.path))?;
+    w.u64(u32s(row.instance))?;
+    w.u64(u32s(row.depth))?;
+    w.u64(u32s(row.correlation_id))?;
+    w.text(row.kernel_name.as_deref())?;
+    w.u64(Some(row.start_ns))?;
+    w.u64(Some(row.end_ns))?;
+    w.u64(Some(row.end_ns - row.start_ns))?;
+    w.text(Some(&metric.name))?;
+    w.text(Some(&metric.unit))?;
+    w.f64(value.map(|v| v.mean))?;
+    w.f64(value.map(|v| v.peak))?;
+    w.f64(value.and_then(|v| v.total))?;
+    w.text(total_unit)?;
+    w.u64(Some(value.map_or(0, |v| v.samples).into()))?;
+    w.f64(value.map(|v| v.coverage))?;
+    w.bool(value.map(|v| v.few_samples))?;
+    w.f64(value.and_then(|v| v.edge_share))?;
+    w.f64(value.map(|v| v.windows))?;
+    w.text(value.and_then(|v| v.confidence).map(|c| c.as_str()))?;
+    Ok(())
 }

@@ -58,33 +58,6 @@ const STATS_TYPES: [(ColumnType, bool); 13] = [
     (Float64, true), // share_pct
 ];
 
-/// Columns of `pm.parquet` (`pm.csv`'s).
-const PM_COLUMNS: [(&str, ColumnType, bool); 23] = [
-    ("scope", Text, false),
-    ("range_slot", Int64, true),
-    ("range_generation", Int64, true),
-    ("path", Text, false),
-    ("instance", Int64, true),
-    ("depth", Int64, true),
-    ("correlation_id", Int64, true),
-    ("kernel_name", Text, true),
-    ("start_ns", Int64, false),
-    ("end_ns", Int64, false),
-    ("duration_ns", Int64, false),
-    ("metric", Text, false),
-    ("unit", Text, false),
-    ("mean", Float64, true),
-    ("peak", Float64, true),
-    ("total", Float64, true),
-    ("total_unit", Text, true),
-    ("samples", Int64, false),
-    ("coverage", Float64, true),
-    ("few_samples", Bool, true),
-    ("edge_share", Float64, true),
-    ("windows", Float64, true),
-    ("confidence", Text, true),
-];
-
 /// Columns of `probe_launches.parquet` (`probe_launches.csv`'s).
 const PROBE_LAUNCH_COLUMNS: [(&str, ColumnType, bool); 19] = [
     ("correlation_id", Int64, false),
@@ -306,37 +279,11 @@ impl Report {
         let mut lines = self.csv_metadata_lines(TABLE);
         lines.extend(crate::report::tables::pm_csv::pm_metadata_lines(pm));
         let metadata = self.parquet_metadata(TABLE, lines)?;
-        let mut w = ParquetRows::new(out, listed(&PM_COLUMNS), metadata, "PM sampling Parquet")?;
+        let mut w = ParquetRows::new(out, super::streamed::pm_columns(), metadata, "PM sampling Parquet")?;
         let units: Vec<Option<String>> = pm.metrics.iter().map(|m| m.integral_unit()).collect();
         for row in &pm.rows {
             for (index, metric) in pm.metrics.iter().enumerate() {
-                let value = row.values.get(index).copied().flatten();
-                w.text(Some(match row.scope {
-                    crate::analysis::pm_fold::PmScope::Range => "range",
-                    crate::analysis::pm_fold::PmScope::Kernel => "kernel",
-                }))?;
-                w.u64(u32s(row.range_id.map(|r| r.slot)))?;
-                w.u64(u32s(row.range_id.map(|r| r.generation)))?;
-                w.text(Some(&row.path))?;
-                w.u64(u32s(row.instance))?;
-                w.u64(u32s(row.depth))?;
-                w.u64(u32s(row.correlation_id))?;
-                w.text(row.kernel_name.as_deref())?;
-                w.u64(Some(row.start_ns))?;
-                w.u64(Some(row.end_ns))?;
-                w.u64(Some(row.end_ns - row.start_ns))?;
-                w.text(Some(&metric.name))?;
-                w.text(Some(&metric.unit))?;
-                w.f64(value.map(|v| v.mean))?;
-                w.f64(value.map(|v| v.peak))?;
-                w.f64(value.and_then(|v| v.total))?;
-                w.text(units[index].as_deref())?;
-                w.u64(Some(value.map_or(0, |v| v.samples).into()))?;
-                w.f64(value.map(|v| v.coverage))?;
-                w.bool(value.map(|v| v.few_samples))?;
-                w.f64(value.and_then(|v| v.edge_share))?;
-                w.f64(value.map(|v| v.windows))?;
-                w.text(value.and_then(|v| v.confidence).map(|c| c.as_str()))?;
+                super::streamed::push_pm_value(&mut w, row, index, metric, units[index].as_deref())?;
                 w.end_row()?;
             }
         }
