@@ -83,8 +83,11 @@ pub struct SessionTree {
     generations: Vec<u32>,
     /// Open ranges per thread, innermost last.
     stacks: BTreeMap<ThreadId, Vec<RangeId>>,
-    /// Number of nodes created so far per path, for [`RangeNode::instance`].
-    instances: HashMap<String, u32>,
+    /// Number of nodes created so far per path, for [`RangeNode::instance`], and the push
+    /// (its number in [`SessionTree::pushes`]) that last used the path.
+    instances: HashMap<String, (u32, u64)>,
+    /// Ranges pushed so far.
+    pushes: u64,
 }
 
 impl SessionTree {
@@ -121,14 +124,16 @@ impl SessionTree {
             }
             None => (name.to_owned(), 0),
         };
+        self.pushes += 1;
         let instance = match self.instances.get_mut(&path) {
-            Some(count) => {
+            Some((count, last)) => {
                 let instance = *count;
                 *count += 1;
+                *last = self.pushes;
                 instance
             }
             None => {
-                self.instances.insert(path.clone(), 1);
+                self.instances.insert(path.clone(), (1, self.pushes));
                 0
             }
         };
@@ -329,10 +334,51 @@ impl SessionTree {
         if let Some(parent) = node.parent.and_then(|p| self.get_mut(p)) {
             parent.children.retain(|c| *c != id);
         }
-        if node.path.bytes().any(|b| b.is_ascii_digit()) && self.instances.get(&node.path) == Some(&1) {
+        if node.path.bytes().any(|b| b.is_ascii_digit()) && self.instances.get(&node.path).is_some_and(|e| e.0 == 1) {
             self.instances.remove(&node.path);
         }
         true
+    }
+
+    /// Ranges pushed so far (a clock for [`SessionTree::forget_numbered_paths`]).
+    pub fn pushes(&self) -> u64 {
+        self.pushes
+    }
+
+    /// Forgets the instance counts of paths with a number in them (`Train step 12/Layer 3/
+    /// matmul`) that no push has used since push number `since`: a streamed run's tree would
+    /// otherwise keep a count for every path of every step it ever ran (llm.c: hundreds a
+    /// step, its memory and every drain's copy of the tree growing with the run). Such a path
+    /// pushed again later starts again at instance 0. Paths under a top-level range still
+    /// open are kept (its later ranges may use them again). Returns how many were forgotten.
+    pub fn forget_numbered_paths(&mut self, since: u64) -> usize {
+        let open_tops: Vec<String> = self
+            .stacks
+            .values()
+            .filter_map(|stack| stack.first())
+            .filter_map(|id| self.get(*id))
+            .map(|n| format!("{}{PATH_SEPARATOR}", n.path))
+            .collect();
+        let before = self.instances.len();
+        self.instances.retain(|path, (_, last)| {
+            *last > since
+                || !path.bytes().any(|b| b.is_ascii_digit())
+                || open_tops.iter().any(|top| path.starts_with(top.as_str()) || path == &top[..top.len() - 1])
+        });
+        before - self.instances.len()
+    }
+
+    /// A copy of the tree's ranges (nodes, open stacks), without the per-path instance
+    /// counts, which only pushes need: what a streamed drain joins against with the
+    /// session's lock let go.
+    pub fn snapshot(&self) -> SessionTree {
+        SessionTree {
+            nodes: self.nodes.clone(),
+            generations: self.generations.clone(),
+            stacks: self.stacks.clone(),
+            instances: HashMap::new(),
+            pushes: self.pushes,
+        }
     }
 
     /// Empties the tree for a new session in the same process.
@@ -354,6 +400,41 @@ impl SessionTree {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbered_paths_no_push_used_since_are_forgotten_unless_under_an_open_top() {
+        let mut tree = SessionTree::new();
+        let mut t = 0;
+        let mut step = |tree: &mut SessionTree, n: u32| {
+            t += 10;
+            tree.push(&format!("Train step {n}"), 1, t);
+            for _ in 0..2 {
+                // The same numbered path twice a step (llm.c's matmul_cublaslt in a layer).
+                let op = tree.push("Layer 0", 1, t + 1);
+                tree.pop(1, t + 2).unwrap();
+                assert!(tree.get(op).is_some());
+            }
+        };
+        step(&mut tree, 1);
+        tree.pop(1, 100).unwrap();
+        let since = tree.pushes();
+        step(&mut tree, 2);
+        // Step 1's paths were not pushed since: forgotten; step 2 is open, so its paths
+        // ("Train step 2/Layer 0") are kept.
+        let forgotten = tree.forget_numbered_paths(since);
+        assert_eq!(forgotten, 2, "Train step 1 and Train step 1/Layer 0");
+        let again = tree.push("Layer 0", 1, 200);
+        assert_eq!(tree.get(again).map(|n| n.instance), Some(2), "step 2's count kept while it is open");
+        tree.pop(1, 201).unwrap();
+        tree.pop(1, 202).unwrap();
+        let since = tree.pushes();
+        tree.push("optimizer", 1, 300);
+        tree.pop(1, 301).unwrap();
+        assert_eq!(tree.forget_numbered_paths(since), 2, "step 2 closed and not pushed since");
+        assert_eq!(tree.forget_numbered_paths(0), 0, "optimizer has no number: kept");
+        let snapshot = tree.snapshot();
+        assert_eq!(snapshot.len(), tree.len());
+    }
 
     #[test]
     fn nested_paths_depths_and_instances() {

@@ -167,6 +167,9 @@ pub struct PipelineCore {
     to_remove: Vec<RangeId>,
     /// PM sampling's wait, when the run samples ([`StreamPipeline::enable_pm`]).
     pm: Option<PmWait>,
+    /// The session tree's pushes at the last `take`: numbered paths no push used since are
+    /// forgotten at the next ([`SessionTree::forget_numbered_paths`]).
+    pushes_at_last_take: u64,
 }
 
 /// A run's streaming path; see the [module docs](self).
@@ -204,6 +207,8 @@ impl PipelineCore {
         pm: Option<PmFeed>,
     ) -> DrainInput {
         self.remove_completed(tree);
+        tree.forget_numbered_paths(self.pushes_at_last_take);
+        self.pushes_at_last_take = tree.pushes();
         let mut pm_horizon = None;
         let mut pm_batch = None;
         if let Some(wait) = self.pm.as_mut() {
@@ -217,7 +222,7 @@ impl PipelineCore {
             wait.drained(chunk.launch_count() as u64, correlator.launch_count() > 0);
             batch.oldest_waiting = correlator.oldest_waiting_ns();
         }
-        DrainInput { chunk, pending, tree: tree.clone(), pm: pm_batch }
+        DrainInput { chunk, pending, tree: tree.snapshot(), pm: pm_batch }
     }
 
     /// The second half, with the session let go: joins `input`, completes the range
@@ -271,7 +276,7 @@ impl PipelineCore {
         }
         self.counts.add(&correlation.counts);
         for w in std::mem::take(&mut correlation.warnings) {
-            if self.warnings.contains(&w) {
+            if self.warnings.contains(&w) || add_to_counted(&mut self.warnings, &w) {
                 continue;
             }
             if self.warnings.len() < MAX_WARNINGS {
@@ -309,6 +314,7 @@ impl StreamPipeline {
             ranges_without_counters: 0,
             to_remove: Vec::new(),
             pm: None,
+            pushes_at_last_take: 0,
         };
         Self { core: Arc::new(Mutex::new(Some(core))) }
     }
@@ -457,6 +463,31 @@ impl StreamPipeline {
     }
 }
 
+/// A warning that starts with a count (`49 kernel activity record(s) have end <= start, ...`)
+/// said again by a later drain with its own count: adds the count to the warning already kept
+/// with the same words, so a run says it once with the whole run's number. False when no
+/// such warning is kept (or `w` has no count).
+fn add_to_counted(kept: &mut [String], w: &str) -> bool {
+    let Some((n, words)) = leading_count(w) else { return false };
+    for k in kept.iter_mut() {
+        if let Some((m, same)) = leading_count(k).filter(|(_, rest)| *rest == words) {
+            *k = format!("{}{same}", m.saturating_add(n));
+            return true;
+        }
+    }
+    false
+}
+
+/// The count a warning starts with, and the words after it (from the space on).
+fn leading_count(s: &str) -> Option<(u64, &str)> {
+    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    let rest = s.get(digits..)?;
+    if digits == 0 || !rest.starts_with(' ') {
+        return None;
+    }
+    Some((s[..digits].parse().ok()?, rest))
+}
+
 /// The top-level ancestor of range `id` in `tree` (itself at depth 0); `None` for the root.
 fn top_of(tree: &SessionTree, id: Option<RangeId>) -> Option<RangeId> {
     let mut top = id?;
@@ -464,4 +495,21 @@ fn top_of(tree: &SessionTree, id: Option<RangeId>) -> Option<RangeId> {
         top = parent;
     }
     Some(top)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::add_to_counted;
+
+    #[test]
+    fn counted_warnings_of_several_drains_become_one_with_the_sum() {
+        let mut kept = vec!["49 kernel activity record(s) have end <= start".to_owned(), "no count here".to_owned()];
+        assert!(add_to_counted(&mut kept, "214 kernel activity record(s) have end <= start"));
+        assert_eq!(kept[0], "263 kernel activity record(s) have end <= start");
+        // Other words, or no count: not merged.
+        assert!(!add_to_counted(&mut kept, "3 range(s) were left open"));
+        assert!(!add_to_counted(&mut kept, "no count here"));
+        assert!(!add_to_counted(&mut kept, "12345"));
+        assert_eq!(kept.len(), 2);
+    }
 }
