@@ -153,7 +153,26 @@ fn report_html_draws_every_step_from_the_parts() {
 fn a_streamed_process_killed_before_its_report_is_named_and_merged_from_its_parts() {
     let tmp = copy();
     std::fs::remove_file(tmp.path().join("rank1/report.json")).unwrap();
-    let (code, _, err) = gmprof(&[OsStr::new("report"), tmp.path().join("rank1").as_os_str()]);
+    // gmprof report folds its summary from the parts: the same counts and kernel table as
+    // the report it would have written, and it says how it was read.
+    let (code, killed, err) = gmprof(&[OsStr::new("report"), tmp.path().join("rank1").as_os_str()]);
+    assert_eq!(code, Some(0), "{err}");
+    let (code, whole, err) = gmprof(&[OsStr::new("report"), fixture().join("rank1").as_os_str()]);
+    assert_eq!(code, Some(0), "{err}");
+    let line = |o: &str| o.lines().find(|l| l.starts_with("streamed:")).map(str::to_owned);
+    assert!(line(&whole).is_some(), "{whole}");
+    assert_eq!(line(&killed), line(&whole), "{killed}");
+    let kernel_table = |o: &str| -> Vec<String> {
+        o.lines()
+            .skip_while(|l| !l.contains("kernels by duration"))
+            .take_while(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    assert!(kernel_table(&whole).len() > 2, "{whole}");
+    assert_eq!(kernel_table(&killed), kernel_table(&whole));
+    assert!(killed.contains("killed before its end"), "{killed}");
+    let (code, _, err) = gmprof(&[OsStr::new("report"), tmp.path().join("rank1").as_os_str(), OsStr::new("--csv")]);
     assert_eq!(code, Some(1));
     assert!(err.contains("streamed part files but no report.json") && err.contains("gmprof.load"), "{err}");
     let (code, _, err) =

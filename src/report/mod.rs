@@ -62,7 +62,7 @@ pub mod timeline;
 
 pub use self::model::{CaptureInfo, Report, ReportMeta};
 pub use self::outputs::{OUTPUT_FILES, PM_CSV};
-pub use self::runs::{devices, merge, merge_run, merge_trace, rank_ranges, stragglers};
+pub use self::runs::{devices, killed, merge, merge_run, merge_trace, rank_ranges, stragglers};
 pub use self::tables::formats::OutputFormats;
 pub use self::tables::{csv, formats, parquet, pc_csv, pm_csv, probe_kernels, probes, sass_hot, stats};
 pub use self::text::group::GroupBy;

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use gmprof::report::killed::report_from_parts;
 use gmprof::report::rank_ranges::{streamed_without_report, STREAMED_WITHOUT_REPORT};
 use gmprof::report::SummaryOptions;
 use gmprof::{Error, Report, Result};
@@ -20,12 +21,16 @@ run. per_range and per_kernel stream only with GMPROF_STREAM=1; past the limit w
 it, and in kernel_replay, a note says every row was kept.";
 
 /// Reads the report of `path` (`file`: its `report.json`, or itself). A directory of
-/// streamed part files without `report.json` (a process killed before its end) is an error
-/// saying what reads it, and so is `--csv` (`csv`) of a streamed report, which holds no rows:
-/// an empty table would look like a run of none.
+/// streamed part files without `report.json` (a process killed before its end) is folded
+/// from its parts ([`report_from_parts`]); `--csv` (`csv`) of it, or of any streamed report,
+/// which holds no rows, is an error saying what reads them: an empty table would look like a
+/// run of none.
 pub fn read_report(path: &Path, file: &Path, csv: bool) -> Result<Report> {
     if path.is_dir() && streamed_without_report(path) {
-        return Err(Error::InvalidConfig(format!("{}: {STREAMED_WITHOUT_REPORT}", path.display())));
+        if csv {
+            return Err(Error::InvalidConfig(format!("{}: {STREAMED_WITHOUT_REPORT}", path.display())));
+        }
+        return report_from_parts(path);
     }
     let report = Report::read_json(file)?;
     if csv && report.streamed.is_some() {

@@ -472,7 +472,7 @@ fn read_range_parts(
 
 /// A report's metadata from what a streamed run's part files say of it (`gmprof.meta`: the
 /// mode, metric names and version known when it started); the rest is unknown (blank) or 0.
-fn parts_meta(dir: &Path) -> Result<ReportMeta> {
+pub(crate) fn parts_meta(dir: &Path) -> Result<ReportMeta> {
     let first = STREAMED_MARKERS.iter().map(|m| dir.join(m)).find(|p| p.is_file());
     let first = first.ok_or_else(|| Error::InvalidConfig(format!("{}: no streamed part file", dir.display())))?;
     let kv = read::key_values(&first)?;
