@@ -462,7 +462,11 @@ impl Drop for ActivityTracing {
     }
 }
 
-/// `cuptiActivityFlushAll`; `forced` also flushes buffers that are not yet full.
+/// `cuptiActivityFlushAll`. Without `forced` (CUPTI's default flush) it delivers every
+/// buffer whose records are all complete, full or not: the flush to make while the program
+/// runs. `forced` delivers every buffer, including records of work still running, whose
+/// timestamps CUPTI has not filled in and never will (`cupti_activity.h`: the forced flush is
+/// for the end of a session); a record so delivered has `end <= start`.
 pub fn flush_all(cupti: &Cupti, forced: bool) -> Result<()> {
     let flag = if forced { CUpti_ActivityFlag::CUPTI_ACTIVITY_FLAG_FLUSH_FORCED.0 } else { 0 };
     call_cupti!(cupti, cuptiActivityFlushAll, "flushing activity buffers", |f| {

@@ -299,8 +299,9 @@ impl Correlator {
             let why = if mode == ProfilingMode::KernelReplay {
                 "kernel replay collapses activity timestamps like this"
             } else {
-                "CUPTI delivered them without times (seen under heavy PM sampling, and for CUDA graph kernels once \
-                 the probes' SASS metrics had run in the process); these kernels have no duration and no PM value"
+                "CUPTI delivered them without times (a forced flush of its buffers while they ran does this; seen \
+                 under heavy PM sampling, and for CUDA graph kernels once the probes' SASS metrics had run in the \
+                 process); these kernels have no duration and no PM value"
             };
             let graph = if builder.time_source == TimeSource::Activity {
                 rows.iter().filter(|r| r.granularity == Granularity::GraphNode && r.duration_ns.is_none()).count()

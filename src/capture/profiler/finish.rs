@@ -214,7 +214,9 @@ impl Profiler {
             ));
         }
         let shared = &self.shared;
-        activity::flush_all(&shared.cupti, true)?;
+        // The default flush mid-run: a forced one would hand over running kernels' records
+        // without their times (see `activity::flush_all`); those wait for the next one.
+        activity::flush_all(&shared.cupti, false)?;
         shared.drain_activity();
         // Counter cycles the evaluator finished go to the correlator now; a cycle still being
         // evaluated counts as running, so its launches wait for the next checkpoint.

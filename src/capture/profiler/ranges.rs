@@ -115,7 +115,10 @@ impl Profiler {
     /// Work done at every push and pop: the timestamp, and the activity flush if enabled.
     fn boundary(&self) -> Result<u64> {
         if self.shared.flush_on_range_boundaries {
-            activity::flush_all(&self.shared.cupti, true)?;
+            // The default flush: complete records only (after `--sync-on-pop`'s synchronize
+            // that is every record); a forced one would take running kernels' records
+            // without their times.
+            activity::flush_all(&self.shared.cupti, false)?;
             self.shared.drain_activity();
         }
         activity::timestamp(&self.shared.cupti)
