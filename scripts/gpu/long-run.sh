@@ -33,9 +33,9 @@ LLMC=(stdbuf -oL "$R/llmc/train_gpt2cu" -i "$R/llmc/data/train.bin" -j "$R/llmc/
   -v 1000 -s 1000 -x "$steps")
 case $MODE in
   native) cmd=("${LLMC[@]}") ;;
-  trace) cmd=("$G" run --mode trace -o "$runs" -- "${LLMC[@]}") ;;
-  per_range) cmd=(env GMPROF_STREAM=1 "$G" run --mode per_range -o "$runs" -- "${LLMC[@]}") ;;
-  pm) cmd=("$G" run --mode trace --pm-sampling default --pm-interval "${PM_INTERVAL:-auto}" -o "$runs" -- "${LLMC[@]}") ;;
+  trace) cmd=(env GMPROF_LOG=gmprof=info "$G" run --mode trace -o "$runs" -- "${LLMC[@]}") ;;
+  per_range) cmd=(env GMPROF_LOG=gmprof=info GMPROF_STREAM=1 "$G" run --mode per_range -o "$runs" -- "${LLMC[@]}") ;;
+  pm) cmd=(env GMPROF_LOG=gmprof=info "$G" run --mode trace --pm-sampling default --pm-interval "${PM_INTERVAL:-auto}" -o "$runs" -- "${LLMC[@]}") ;;
   *) echo "MODE: native, trace, per_range or pm" >&2; exit 2 ;;
 esac
 cd "$R/llmc"
@@ -90,6 +90,7 @@ PY
 # The summary (gmprof run prints it on stderr; stdout's lines carry their read time).
 sed -n '/gmprof 0\./,$p' "$out/stderr.txt" | head -40
 grep -c "" "$out/stderr.txt" | awk '{print "stderr lines:", $1}'; grep -iE "warn|error" "$out/stderr.txt" | head -10
+grep "gmprof: finish:" "$out/stderr.txt" | tail -5  # where the exit's time goes
 du -sb "$runs" | awk '{print "bytes on disk, all outputs:", $1}'
 ls "$runs"
 cd "$ROOT"

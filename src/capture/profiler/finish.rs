@@ -170,7 +170,11 @@ impl Profiler {
         }
         let t0 = Instant::now();
         let (info, leftovers, mut pm, pc) = shared.collect(run_end, calls)?;
-        tracing::debug!("gmprof: finish: analyzing");
+        // The finish's phases, timed (GMPROF_LOG=gmprof=info): what the exit costs.
+        tracing::info!(
+            elapsed_ms = t0.elapsed().as_millis() as u64,
+            "gmprof: finish: collected (last flush, samplers stopped)"
+        );
         let mut report = {
             let mut state = shared.state.lock();
             let mut correlator = std::mem::take(&mut state.correlator);
@@ -190,7 +194,9 @@ impl Profiler {
         if let Some(pc) = pc {
             report.attach_pc(&pc);
         }
+        tracing::info!(elapsed_ms = t0.elapsed().as_millis() as u64, "gmprof: finish: report made");
         before_teardown(&mut report);
+        tracing::info!(elapsed_ms = t0.elapsed().as_millis() as u64, "gmprof: finish: outputs written");
         if teardown == Teardown::Release {
             if let Err(e) = shared.release(leftovers) {
                 tracing::warn!("gmprof: releasing CUPTI after the report was built: {e}");
@@ -199,7 +205,7 @@ impl Profiler {
         } else {
             std::mem::forget(leftovers);
         }
-        tracing::debug!(elapsed = ?t0.elapsed(), "gmprof: finished");
+        tracing::info!(elapsed_ms = t0.elapsed().as_millis() as u64, "gmprof: finish: CUPTI released, finished");
         Ok(report)
     }
 
