@@ -105,6 +105,10 @@ impl Correlator {
                 }
             }
         }
+        // Most of what is held drains: the chunk's vectors are sized once (growing them
+        // record by record was a tenth of the drain's time under the session's lock).
+        chunk.launches.reserve(self.launches.len());
+        chunk.activities.reserve(self.activities.len());
         let mut drained = IdSet::default();
         drained.reserve(self.launches.len());
         let mut launched = IdSet::default();
