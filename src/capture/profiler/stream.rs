@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::model::pm::PmCapture;
 use crate::model::session::SessionTree;
 use crate::model::{ProfilingMode, RunEnd};
-use crate::report::stream::{Drained, PmFeed, StreamMeta, StreamPipeline, StreamWriter, StreamedSummary};
+use crate::report::stream::{Drained, PipelineCore, PmFeed, StreamMeta, StreamPipeline, StreamWriter, StreamedSummary};
 use crate::report::{CaptureInfo, Report};
 
 /// What one [`Profiler::stream_tick`] did.
@@ -116,9 +116,8 @@ impl Profiler {
     /// it opens at the next step, holding the ring. `why` says who asked. Returns false when
     /// the session has no flight recorder or has not started streaming yet (its first drain).
     pub fn request_flight_window(&self, why: &str) -> bool {
-        let mut state = self.shared.state.lock();
-        match state.stream.as_mut().and_then(|s| s.pipeline.as_mut()) {
-            Some(pipeline) => pipeline.request_window(why),
+        match self.pipeline_handle() {
+            Some(handle) => handle.lock().as_mut().is_some_and(|core| core.request_window(why)),
             None => false,
         }
     }
@@ -126,11 +125,19 @@ impl Profiler {
     /// Closes the open segments now, so every row streamed so far is in a complete part
     /// file (a checkpoint, a signal the program handles itself).
     pub fn close_stream_segments(&self) -> Result<()> {
-        let mut state = self.shared.state.lock();
-        match state.stream.as_mut().and_then(|s| s.pipeline.as_mut()) {
-            Some(pipeline) => pipeline.close_segments(),
+        match self.pipeline_handle() {
+            Some(handle) => handle.lock().as_mut().map_or(Ok(()), PipelineCore::close_segments),
             None => Ok(()),
         }
+    }
+
+    /// The streaming pipeline's state, taken with the session's lock let go before it is
+    /// locked: a drain holds it while it writes (hundreds of ms), and the program's launches
+    /// must not wait for that behind the session's lock (the checkpoint thread closed the
+    /// segments every 30 s under the session's lock).
+    fn pipeline_handle(&self) -> Option<crate::report::stream::PipelineHandle> {
+        let state = self.shared.state.lock();
+        state.stream.as_ref().and_then(|s| s.pipeline.as_ref()).map(StreamPipeline::handle)
     }
 }
 

@@ -253,6 +253,16 @@ impl PipelineCore {
         self.writer.take_window_jobs()
     }
 
+    /// Asks the flight recorder for a window ([`StreamWriter::request_window`]).
+    pub fn request_window(&mut self, why: impl Into<String>) -> bool {
+        self.writer.request_window(why)
+    }
+
+    /// Closes every open segment now ([`StreamWriter::close_segments`]).
+    pub fn close_segments(&mut self) -> Result<()> {
+        self.writer.close_segments()
+    }
+
     /// A window could not be written ([`StreamWriter::window_failed`]).
     pub fn window_failed(&mut self, name: &str, error: &str) {
         self.writer.window_failed(name, error);
