@@ -32,7 +32,7 @@ pub fn next_wait(every: Duration, last_took: Duration) -> Duration {
 /// the rest of the interval, and at once (after a short yield) when the drain took longer.
 /// Unlike a checkpoint's ([`next_wait`]) it never waits longer for a slow drain: what a
 /// drain leaves behind grows while it waits, so waiting longer makes the next drain longer
-/// still (seen on an H100: llm.c at 150 000 kernels a second drained every 60 s, then 170 s,
+/// still (seen on an H100: llm.c at about 32 000 kernels a second drained after 60 s, then 170 s,
 /// and the process grew to 6 GB).
 pub fn next_drain_wait(every: Duration, last_took: Duration) -> Duration {
     every.saturating_sub(last_took).max(MIN_DRAIN_WAIT)
