@@ -10,7 +10,8 @@
 //! kernel on disk.
 //!
 //! Run with `cargo bench --bench stream`; `GMPROF_BENCH_KERNELS=1000000` for a shorter run,
-//! `GMPROF_BENCH_OUT=DIR` to keep the part files (default: a temporary directory).
+//! `GMPROF_BENCH_OUT=DIR` to keep the part files (default: a temporary directory),
+//! `GMPROF_BENCH_DRAIN_STEPS=N` to drain every N steps (default 25).
 
 #[path = "../tests/common/stream_session.rs"]
 mod stream_session;
@@ -126,7 +127,9 @@ fn main() {
     let mut player = Player::new(shape);
 
     // A drain every 25 steps: about 10 000 kernels, a tenth of a second of a fast run.
-    let drain_every = 25;
+    // GMPROF_BENCH_DRAIN_STEPS=127: llm.c's drains on an H200 (2 s of 14 ms steps).
+    let drain_every: u64 =
+        std::env::var("GMPROF_BENCH_DRAIN_STEPS").ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or(25);
     // What the injected library's stream thread does after each drain (on by default there).
     let trim = std::env::var("GMPROF_BENCH_TRIM").map_or(true, |v| v != "0");
     let (mut making, mut draining, mut draining_cpu) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);

@@ -59,7 +59,8 @@ else:
         d = streamed["drain_times"]
         n = max(d["drains"], 1)
         print(f"  drains: {d['drains']}, mean {d['total_ns'] / n / 1e6:.1f} ms (max {d['total_max_ns'] / 1e6:.1f}), "
-              f"session lock mean {d['session_lock_ns'] / n / 1e6:.2f} ms (max {d['session_lock_max_ns'] / 1e6:.2f})")
+              f"session lock mean {d['session_lock_ns'] / n / 1e6:.2f} ms (max {d['session_lock_max_ns'] / 1e6:.2f}), "
+              f"its other holds mean {d.get('other_lock_ns', 0) / n / 1e6:.2f} ms (max {d.get('other_lock_max_ns', 0) / 1e6:.2f})")
 
 k = table("kernels", ["kernel_name", "duration_ns"])
 nk = k.num_rows if k is not None else 0

@@ -295,6 +295,16 @@ impl SessionTree {
         self.nodes.len()
     }
 
+    /// What the tree holds, by collection (a streamed run's per-drain memory census).
+    pub fn census(&self) -> [(&'static str, usize); 4] {
+        [
+            ("tree.nodes", self.nodes.len()),
+            ("tree.slots", self.nodes.capacity().max(self.generations.len())),
+            ("tree.paths", self.instances.len()),
+            ("tree.threads", self.stacks.len()),
+        ]
+    }
+
     /// True when no range was pushed.
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()

@@ -57,6 +57,24 @@ impl Correlator {
         Self::default()
     }
 
+    /// What the correlator holds, by collection: lengths, and the launch and activity
+    /// vectors' capacities (a streamed run's per-drain memory census).
+    pub fn census(&self) -> [(&'static str, usize); 11] {
+        [
+            ("corr.launches", self.launches.len()),
+            ("corr.launches_cap", self.launches.capacity()),
+            ("corr.activities", self.activities.len()),
+            ("corr.activities_cap", self.activities.capacity()),
+            ("corr.counter_cycles", self.counter_cycles.len()),
+            ("corr.transfer_calls", self.transfer_calls.len()),
+            ("corr.transfer_activities", self.transfer_activities.len()),
+            ("corr.captured", self.captured.len()),
+            ("corr.internal_transfers", self.internal_transfers.len()),
+            ("corr.range_counter_cycles", self.range_counter_cycles.len()),
+            ("corr.replay_mismatched", self.replay_mismatched_kernels.len() + self.replay_mismatched_ranges.len()),
+        ]
+    }
+
     /// Adds one launch record.
     pub fn add_launch(&mut self, launch: LaunchRecord) {
         self.launches.push(launch);

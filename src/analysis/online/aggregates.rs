@@ -221,6 +221,19 @@ impl OnlineAggregates {
         &self.settings
     }
 
+    /// What the aggregates hold, by collection (a streamed run's per-drain memory census).
+    pub fn census(&self) -> Vec<(&'static str, usize)> {
+        let mut out = vec![
+            ("agg.whole_ranges", self.whole.ranges.len()),
+            ("agg.whole_kernels", self.whole.kernels.len()),
+            ("agg.window_ranges", self.window.ranges.len()),
+            ("agg.window_kernels", self.window.kernels.len()),
+            ("agg.closed", self.closed.len()),
+        ];
+        out.extend(self.steps.census());
+        out
+    }
+
     /// Adds one kernel row.
     pub fn add_kernel(&mut self, row: &KernelRow) {
         if !row.granularity.is_kernel_execution() {

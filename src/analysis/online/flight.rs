@@ -218,6 +218,19 @@ fn remember(times: &mut VecDeque<u64>, value: u64) {
 }
 
 impl FlightRecorder {
+    /// What the recorder holds, by collection (a streamed run's per-drain memory census).
+    pub fn census(&self) -> [(&'static str, usize); 7] {
+        [
+            ("flight.ring", self.ring.len()),
+            ("flight.waiting", self.waiting.len()),
+            ("flight.held_rows", self.held_rows),
+            ("flight.step_times", self.step_times.len()),
+            ("flight.group_times", self.group_times.values().map(VecDeque::len).sum()),
+            ("flight.windows", self.windows.len()),
+            ("flight.ready", self.ready.len() + self.final_steps.len()),
+        ]
+    }
+
     /// An empty recorder.
     pub fn new(settings: FlightSettings) -> Self {
         Self {

@@ -84,6 +84,16 @@ pub struct StepTracker {
 }
 
 impl StepTracker {
+    /// What the tracker holds, by collection (a streamed run's per-drain memory census).
+    pub fn census(&self) -> [(&'static str, usize); 4] {
+        [
+            ("steps.candidates", self.candidates.len()),
+            ("steps.pending", self.pending.len()),
+            ("steps.pending_groups", self.pending.values().map(HashMap::len).sum()),
+            ("steps.ready", self.ready.len()),
+        ]
+    }
+
     /// The step group's folded path, once known.
     pub fn group(&self) -> Option<&str> {
         self.group.as_deref()

@@ -107,9 +107,11 @@ impl Profiler {
         // the GPU runs hands over the records of kernels still running without their times
         // (on an H200, llm.c's streamed drains every 2 s got 570 such records in 300 s).
         activity::flush_all(&self.shared.cupti, false)?;
+        let moved = Instant::now();
         self.shared.drain_activity();
+        let activity_ns = moved.elapsed().as_nanos() as u64;
         let settled = self.shared.settle_counter_cycles();
-        Ok(self.shared.stream_step(Instant::now(), settled))
+        Ok(self.shared.stream_step(Instant::now(), settled, activity_ns))
     }
 
     /// Asks the flight recorder for a window (a signal, the capture socket, the program):
@@ -139,6 +141,15 @@ impl Profiler {
         let state = self.shared.state.lock();
         state.stream.as_ref().and_then(|s| s.pipeline.as_ref()).map(StreamPipeline::handle)
     }
+}
+
+/// What the end of a drain ([`Shared::after_drain`]) adds to the drains' times and census.
+struct DrainTail {
+    times: std::sync::Arc<parking_lot::Mutex<crate::report::stream::DrainTimes>>,
+    /// The session's lock held moving CUPTI's records in before the drain.
+    activity_ns: u64,
+    /// The memory census so far, when it is logged (`gmprof::census` at debug).
+    census: Option<Vec<(&'static str, usize)>>,
 }
 
 /// Drains between two releases of the allocator's free pages: a release makes the next
@@ -217,9 +228,10 @@ impl Shared {
         Some(PmFeed { samples, decoding })
     }
 
-    /// The drain of [`Profiler::stream_tick`], on records already drained into the session;
-    /// `settled`: the first counter cycle whose counters are not in yet.
-    pub(super) fn stream_step(&self, now: Instant, settled: Option<u32>) -> StreamProgress {
+    /// The drain of [`Profiler::stream_tick`], on records already drained into the session
+    /// (which held the session's lock `activity_ns`); `settled`: the first counter cycle
+    /// whose counters are not in yet.
+    pub(super) fn stream_step(&self, now: Instant, settled: Option<u32>, activity_ns: u64) -> StreamProgress {
         let started = now;
         let mut guard = self.state.lock();
         let state = &mut *guard;
@@ -242,11 +254,27 @@ impl Shared {
         let handle = pipeline.handle();
         let mut core_guard = handle.lock();
         let Some(core) = core_guard.as_mut() else { return StreamProgress::Off };
+        let census = tracing::enabled!(target: "gmprof::census", tracing::Level::DEBUG);
+        let took = census.then(Instant::now);
         let input = core.take(&mut state.correlator, &mut state.tree, settled, pm);
+        let took = took.map(|t| t.elapsed().as_nanos() as usize);
         // Nested driver ids of calls already drained are not needed any more.
         let held = state.correlator.held_call_ids();
         state.aliases.retain(|_, outer| held.contains(outer));
         let launches_held = state.correlator.launch_count() as u64;
+        let mut census = census.then(|| {
+            let mut out = Vec::with_capacity(64);
+            out.extend(state.tree.census());
+            out.extend(state.correlator.census());
+            out.extend([
+                ("session.aliases", state.aliases.len()),
+                ("session.alias_log", state.alias_log.len()),
+                ("session.after_finish", state.after_finish.len()),
+                ("session.after_seal", state.after_seal.len()),
+                ("session.warnings", state.warnings.len()),
+            ]);
+            out
+        });
         let times = std::sync::Arc::clone(&streaming.times);
         let release = streaming.config.settings.release_memory;
         let window_writes = std::sync::Arc::clone(&streaming.window_writes);
@@ -255,6 +283,13 @@ impl Shared {
         let written = core.process(input, &self.metric_set, Instant::now());
         let windows = core.take_window_jobs();
         times.lock().add(held_ns, started.elapsed().as_nanos() as u64);
+        if let Some(items) = census.as_mut() {
+            items.extend([("ns.take", took.unwrap_or(0)), ("ns.locked", held_ns as usize)]);
+            items.push(("ns.drain", started.elapsed().as_nanos() as usize));
+            items.extend(core.census());
+            items.extend(crate::report::stream::memory::process_memory());
+        }
+        let tail = DrainTail { times: std::sync::Arc::clone(&times), activity_ns, census };
         let drained = written.as_ref().copied().unwrap_or_default();
         let writing = core_guard;
         if let Err(e) = written {
@@ -265,12 +300,12 @@ impl Shared {
                 s.failed_drains += 1;
                 s.first_failure.get_or_insert_with(|| e.to_string());
             }
-            return self.after_drain(&handle, drained, launches_held);
+            return self.after_drain(&handle, drained, launches_held, tail);
         }
         if windows.is_empty() {
             drop(writing);
             release_memory(release, &times);
-            return self.after_drain(&handle, drained, launches_held);
+            return self.after_drain(&handle, drained, launches_held, tail);
         }
         // The flight recorder's windows are written with the session let go: the program's
         // launches do not wait for them. The finish waits for them (`window_writes`, taken
@@ -294,7 +329,7 @@ impl Shared {
             }
         }
         release_memory(release, &times);
-        self.after_drain(&handle, drained, launches_held)
+        self.after_drain(&handle, drained, launches_held, tail)
     }
 
     /// The end of a drain: the ranges it completed leave the session tree (the session's
@@ -304,14 +339,26 @@ impl Shared {
         handle: &crate::report::stream::PipelineHandle,
         drained: Drained,
         launches_held: u64,
+        tail: DrainTail,
     ) -> StreamProgress {
+        let locked = Instant::now();
         let mut state = self.state.lock();
         let mut pm_samples_held = None;
         if let Some(core) = handle.lock().as_mut() {
             core.remove_completed(&mut state.tree);
             pm_samples_held = core.pm_samples_held().map(|n| n as u64);
         }
-        StreamProgress::Streaming { drained, launches_held, ranges_held: state.tree.len() as u64, pm_samples_held }
+        let ranges_held = state.tree.len() as u64;
+        drop(state);
+        let removal_ns = locked.elapsed().as_nanos() as u64;
+        let mut times = tail.times.lock();
+        times.add_other_lock(tail.activity_ns + removal_ns, tail.activity_ns.max(removal_ns));
+        if let Some(mut items) = tail.census {
+            items.extend([("ns.activity", tail.activity_ns as usize), ("ns.removal", removal_ns as usize)]);
+            let line = crate::report::stream::memory::census_line(&items);
+            tracing::debug!(target: "gmprof::census", "drain {}: {line}", times.drains);
+        }
+        StreamProgress::Streaming { drained, launches_held, ranges_held, pm_samples_held }
     }
 
     /// The finish's report: the whole-session one ([`Report::analyze`]) unless the session

@@ -253,6 +253,13 @@ impl PipelineCore {
         self.writer.take_window_jobs()
     }
 
+    /// What the pipeline holds, by collection (a streamed run's per-drain memory census).
+    pub fn census(&self) -> Vec<(&'static str, usize)> {
+        let mut out = vec![("pipe.instances", self.instances.in_flight()), ("pipe.to_remove", self.to_remove.len())];
+        out.extend(self.writer.census());
+        out
+    }
+
     /// Asks the flight recorder for a window ([`StreamWriter::request_window`]).
     pub fn request_window(&mut self, why: impl Into<String>) -> bool {
         self.writer.request_window(why)

@@ -33,6 +33,14 @@ pub struct DrainTimes {
     pub total_ns: u64,
     /// The longest one, in ns.
     pub total_max_ns: u64,
+    /// The drains' other holds of the session's lock, summed, in ns: moving CUPTI's records
+    /// into the session before each drain, and removing the ranges it completed after it
+    /// (in turns, the lock let go between two).
+    #[serde(default)]
+    pub other_lock_ns: u64,
+    /// The longest single one of those holds, in ns.
+    #[serde(default)]
+    pub other_lock_max_ns: u64,
     /// Time giving the allocator's free pages back after the drains
     /// ([`release_free_memory`](super::release_free_memory)), summed, in ns (0 when off).
     #[serde(default)]
@@ -50,6 +58,13 @@ impl DrainTimes {
         self.session_lock_max_ns = self.session_lock_max_ns.max(held_ns);
         self.total_ns += total_ns;
         self.total_max_ns = self.total_max_ns.max(total_ns);
+    }
+
+    /// Adds one drain's other holds of the session's lock: `ns` in all, `longest_ns` the
+    /// longest single hold.
+    pub fn add_other_lock(&mut self, ns: u64, longest_ns: u64) {
+        self.other_lock_ns += ns;
+        self.other_lock_max_ns = self.other_lock_max_ns.max(longest_ns);
     }
 
     /// Adds one release of free memory that took `ns`.

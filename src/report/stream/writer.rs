@@ -218,6 +218,20 @@ impl StreamWriter {
         (&self.meta_json, self.policy)
     }
 
+    /// What the writer holds, by collection (a streamed run's per-drain memory census).
+    pub fn census(&self) -> Vec<(&'static str, usize)> {
+        let mut out = self.online.census();
+        out.push(("writer.steps_table", self.steps_table.len()));
+        if let Some(f) = &self.flight {
+            out.extend(f.recorder.census());
+            out.push(("flight.jobs", f.jobs.len()));
+        }
+        if let Some(held) = self.pm_samples_held() {
+            out.push(("pm.held", held));
+        }
+        out
+    }
+
     /// The online aggregates so far.
     pub fn online(&self) -> &OnlineAggregates {
         &self.online

@@ -66,6 +66,15 @@ pub fn streamed_text(s: &StreamedSummary) -> String {
             ms(t.session_lock_ns) / t.drains.max(1) as f64,
             ms(t.session_lock_max_ns)
         );
+        if t.other_lock_ns > 0 {
+            let _ = writeln!(
+                out,
+                "the drains also held the session {:.2} ms each on average (one hold {:.2} ms at most) moving CUPTI's records in \
+                 and the completed ranges out",
+                ms(t.other_lock_ns) / t.drains.max(1) as f64,
+                ms(t.other_lock_max_ns)
+            );
+        }
         if t.release_ns > 0 {
             let _ = writeln!(
                 out,
