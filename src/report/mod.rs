@@ -52,6 +52,7 @@ mod build;
 pub mod diff;
 pub mod html;
 pub mod json;
+pub mod live;
 mod model;
 mod outputs;
 pub mod runs;

@@ -109,7 +109,9 @@ impl Profiler {
         activity::flush_all(&self.shared.cupti, false)?;
         self.shared.drain_activity();
         let settled = self.shared.settle_counter_cycles();
-        Ok(self.shared.stream_step(Instant::now(), settled))
+        let progress = self.shared.stream_step(Instant::now(), settled);
+        self.shared.live_health();
+        Ok(progress)
     }
 
     /// Asks the flight recorder for a window (a signal, the capture socket, the program):
@@ -217,6 +219,21 @@ impl Shared {
         Some(PmFeed { samples, decoding })
     }
 
+    /// The live metrics' feed, when they are exported.
+    fn live_feed(&self) -> Option<crate::report::live::LiveFeed> {
+        self.state.lock().stream.as_ref().and_then(|s| s.config.settings.live.clone())
+    }
+
+    /// After a drain, for the live metrics (when exported): CUPTI's dropped activity records
+    /// and PM sampling's lost samples so far, counts the drains do not see.
+    fn live_health(&self) {
+        let Some(feed) = self.live_feed() else { return };
+        feed.set_records_dropped(crate::capture::hub::process_activity_stats().records_dropped);
+        if let Some(pm) = self.pm.lock().as_ref() {
+            feed.set_pm_samples_lost(pm.lost_samples());
+        }
+    }
+
     /// The drain of [`Profiler::stream_tick`], on records already drained into the session;
     /// `settled`: the first counter cycle whose counters are not in yet.
     pub(super) fn stream_step(&self, now: Instant, settled: Option<u32>) -> StreamProgress {
@@ -262,6 +279,9 @@ impl Shared {
             drop(writing);
             tracing::warn!("gmprof: a streamed drain failed: {e}");
             if let Some(s) = self.state.lock().stream.as_deref_mut() {
+                if let Some(feed) = &s.config.settings.live {
+                    feed.drain_failed();
+                }
                 s.failed_drains += 1;
                 s.first_failure.get_or_insert_with(|| e.to_string());
             }
