@@ -226,7 +226,7 @@ impl Shared {
 
     /// After a drain, for the live metrics (when exported): CUPTI's dropped activity records
     /// and PM sampling's lost samples so far, counts the drains do not see.
-    fn live_health(&self) {
+    pub(super) fn live_health(&self) {
         let Some(feed) = self.live_feed() else { return };
         feed.set_records_dropped(crate::capture::hub::process_activity_stats().records_dropped);
         if let Some(pm) = self.pm.lock().as_ref() {
@@ -392,6 +392,7 @@ impl Shared {
         }
         let limit = streaming.config.effective_row_limit();
         let flight = streaming.config.settings.flight.is_some();
+        let live = streaming.config.settings.live.is_some();
         match ended {
             Ok(end) => {
                 info.warnings.extend(end.warnings.iter().cloned());
@@ -399,6 +400,10 @@ impl Shared {
                 let why = if flight {
                     "the run had a flight recorder (GMPROF_SLOW_STEP, --slow-step), which streams from the run's \
                      start"
+                        .to_owned()
+                } else if live {
+                    "the run exported live metrics (GMPROF_METRICS_PORT, --metrics-port), which stream from the \
+                     run's start"
                         .to_owned()
                 } else {
                     format!("the run launched more than {limit} kernels (GMPROF_ROW_LIMIT)")

@@ -382,3 +382,70 @@ impl LiveFeed {
         counter.inc_by(total.saturating_sub(before));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::online::StepRow;
+
+    fn line<'a>(text: &'a str, series: &str) -> Option<&'a str> {
+        text.lines().find_map(|l| l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')))
+    }
+
+    #[test]
+    fn a_drains_sums_become_series_and_what_was_not_measured_stays_absent() {
+        let live = LiveMetrics::new(&ProcessLabels { rank: Some(5), ..ProcessLabels::default() });
+        let feed = live.feed(Some(1));
+        let mut sums = DrainSums::new(&["dram__bytes_read.sum".into(), "dram__bytes_write.sum".into()]);
+        sums.drains = 1;
+        sums.ranges.insert(
+            "Train step #/forward".into(),
+            super::super::sums::RangeSums {
+                instances: 3,
+                gpu_ns: Some(1_500_000_001),
+                wall_ns: None,
+                kernels: 9,
+                transfer_bytes: 0,
+                dram_read: Some(4.5e9),
+                dram_write: None,
+            },
+        );
+        sums.step(&StepRow {
+            step: 7,
+            wall_time_ns: Some(20_000_000),
+            gpu_time_ns: None,
+            kernels: 4,
+            ..StepRow::default()
+        });
+        feed.publish(&mut sums);
+        let text = live.encode().unwrap();
+        let r = r#"{rank="5",device="1",range="Train step #/forward""#;
+        assert_eq!(line(&text, &format!("gmprof_range_instances_total{r}}}")), Some("3"));
+        // Whole nanoseconds, shown in seconds.
+        assert_eq!(line(&text, &format!("gmprof_range_gpu_seconds_total{r}}}")), Some("1.500000001"));
+        assert_eq!(
+            line(&text, &format!("gmprof_range_dram_bytes_total{r},direction=\"read\"}}")),
+            Some("4500000000.0")
+        );
+        // Not measured: no wall time, no DRAM writes, no step GPU time, no PM.
+        for absent in
+            ["gmprof_range_wall_seconds_total{", "direction=\"write\"", "gmprof_last_step_gpu_seconds{", "gmprof_pm_"]
+        {
+            assert!(!text.contains(absent), "{absent} in\n{text}");
+        }
+        let d = r#"{rank="5",device="1"}"#;
+        assert_eq!(line(&text, &format!("gmprof_last_step{d}")), Some("7"));
+        assert_eq!(line(&text, &format!("gmprof_last_step_wall_seconds{d}")), Some("0.02"));
+        assert_eq!(line(&text, &format!("gmprof_steps_total{d}")), Some("1"));
+        assert_eq!(line(&text, &format!("gmprof_drains_total{d}")), Some("1"));
+        // A later step without a wall time: the last step's wall time is gone, not stale.
+        sums.step(&StepRow { step: 8, wall_time_ns: None, gpu_time_ns: Some(5), ..StepRow::default() });
+        feed.publish(&mut sums);
+        let text = live.encode().unwrap();
+        assert_eq!(line(&text, &format!("gmprof_last_step_wall_seconds{d}")), None, "{text}");
+        assert_eq!(line(&text, &format!("gmprof_last_step_gpu_seconds{d}")), Some("5e-9"));
+        assert_eq!(line(&text, &format!("gmprof_step_wall_seconds_count{d}")), Some("1"));
+        assert_eq!(line(&text, &format!("gmprof_steps_total{d}")), Some("2"));
+        assert!(text.ends_with("# EOF\n"));
+    }
+}
