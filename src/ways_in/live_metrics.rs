@@ -60,7 +60,8 @@ impl MetricsExport {
     /// The port a process with `local_rank` (`LOCAL_RANK`) serves on: the port + it.
     pub fn port_for(&self, local_rank: Option<u32>) -> Result<u16> {
         let offset = local_rank.unwrap_or(0);
-        u16::try_from(u32::from(self.port) + offset).map_err(|_| {
+        let port = u32::from(self.port).checked_add(offset).and_then(|p| u16::try_from(p).ok());
+        port.ok_or_else(|| {
             Error::InvalidConfig(format!(
                 "{}={} + LOCAL_RANK={offset} is past 65535: use a lower port",
                 env::METRICS_PORT,
@@ -147,6 +148,7 @@ mod tests {
         assert_eq!((0..8).map(|r| on.port_for(Some(r)).unwrap()).collect::<Vec<_>>(), (9400..9408).collect::<Vec<_>>());
         let high = MetricsExport { port: 65530, bind: DEFAULT_BIND.into() };
         assert!(high.port_for(Some(7)).unwrap_err().to_string().contains("past 65535"));
+        assert!(on.port_for(Some(u32::MAX)).unwrap_err().to_string().contains("past 65535"));
     }
 
     #[test]

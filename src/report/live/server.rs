@@ -36,7 +36,11 @@ impl MetricsServer {
             .map_err(|e| unusable(format!("the address does not resolve ({e})")))?
             .next()
             .ok_or_else(|| unusable("the address does not resolve".into()))?;
-        let server = tiny_http::Server::http(addr).map_err(|e| {
+        // tiny_http starts its accept thread with `thread::spawn`, which panics when the
+        // system has no thread to give: an error here, not a panic in the program.
+        let started = std::panic::catch_unwind(|| tiny_http::Server::http(addr))
+            .map_err(|_| unusable("its HTTP server could not start (no thread?)".into()))?;
+        let server = started.map_err(|e| {
             let in_use =
                 e.downcast_ref::<std::io::Error>().map(std::io::Error::kind) == Some(std::io::ErrorKind::AddrInUse);
             if in_use {
