@@ -305,3 +305,24 @@ fn the_grafana_panel_names_the_exported_step_time_by_rank() {
         assert!(expr.contains("rank"), "{expr}");
     }
 }
+
+/// `gmprof run`'s options are checked before the program starts.
+#[test]
+fn gmprof_run_refuses_live_metrics_it_cannot_serve_before_the_program_starts() {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gmprof")).arg("run").args(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = run(&["--metrics-port", "9400", "--mode", "kernel_replay", "--", "true"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("--metrics-port needs a mode that streams") && err.contains("not kernel_replay"), "{err}");
+    let (code, err) = run(&["--metrics-port", "9400", "--on-demand", "--", "true"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("does not run beside --on-demand"), "{err}");
+    let (code, err) = run(&["--metrics-bind", "0.0.0.0", "--", "true"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--metrics-port"), "{err}");
+    let (code, err) = run(&["--metrics-port", "0", "--", "true"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("0 is not in 1..=65535"), "{err}");
+}
