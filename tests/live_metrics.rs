@@ -4,7 +4,8 @@
 //! wall time equal the steps table's, each range group's instances and GPU time the streamed
 //! aggregates' (exactly, to the nanosecond), kernels and transfer bytes the rows'. Every
 //! series carries the process's labels; range groups are bounded; a port in use is an error
-//! the caller can say; the Grafana panel in docs/ names the exported metric.
+//! the caller can say; the Grafana panel in docs/ names the exported metric; `gmprof run`
+//! checks its options before the program starts.
 
 #[path = "common/stream_session.rs"]
 mod stream_session;
