@@ -151,6 +151,23 @@ mod tests {
         assert!(on.port_for(Some(u32::MAX)).unwrap_err().to_string().contains("past 65535"));
     }
 
+    /// The process's exporter on a port another process holds: no feed (the run streams and
+    /// writes its outputs as without live metrics), asked again the same, and no panic.
+    #[test]
+    fn a_port_in_use_leaves_live_metrics_off_and_the_run_going() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = taken.local_addr().unwrap().port();
+        let local_rank = std::env::var("LOCAL_RANK").ok().and_then(|v| v.trim().parse::<u32>().ok());
+        // The port this process would serve on is the one taken.
+        let Some(asked) = port.checked_sub(u16::try_from(local_rank.unwrap_or(0)).unwrap_or(u16::MAX)) else { return };
+        let export = MetricsExport { port: asked, bind: DEFAULT_BIND.into() };
+        assert_eq!(export.port_for(local_rank).unwrap(), port);
+        assert!(feed(Some(&export), Some(0)).is_none());
+        assert!(feed(Some(&export), Some(1)).is_none(), "the exporter is tried once per process");
+        assert!(feed(None, Some(0)).is_none());
+        drop(taken);
+    }
+
     #[test]
     fn the_labels_come_from_torchruns_variables_where_set() {
         let vars = [("RANK", "11"), ("LOCAL_RANK", "3"), ("WORLD_SIZE", "16")];
