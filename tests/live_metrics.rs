@@ -157,6 +157,8 @@ fn a_scrape_during_and_after_a_streamed_run_equals_its_steps_table_and_aggregate
     assert_eq!(value(&s, "gmprof_last_step_wall_seconds", &d), Some(last.wall_time_ns.unwrap() as f64 / 1e9));
     assert_eq!(value(&s, "gmprof_last_step_gpu_seconds", &d), Some(last.gpu_time_ns.unwrap() as f64 / 1e9));
     assert_eq!(value(&s, "gmprof_last_step_kernels", &d), Some(last.kernels as f64));
+    assert_eq!(value(&s, "gmprof_last_step_transfers", &d), Some(last.transfers as f64));
+    assert_eq!(last.transfers, 1);
     let wall_sum: u64 = table.iter().map(|r| r.wall_time_ns.unwrap()).sum();
     let got = value(&s, "gmprof_step_wall_seconds_sum", &d).unwrap();
     assert!((got - wall_sum as f64 / 1e9).abs() < 1e-9, "{got} vs {wall_sum} ns");

@@ -136,6 +136,7 @@ def main():
     c.equal("gmprof_last_step_wall_seconds (ns)", ns(one(base, f"gmprof_last_step_wall_seconds{{{sel}}}")), last["wall_time_ns"])
     c.equal("gmprof_last_step_gpu_seconds (ns)", ns(one(base, f"gmprof_last_step_gpu_seconds{{{sel}}}")), last["gpu_time_ns"])
     c.equal("gmprof_last_step_kernels", one(base, f"gmprof_last_step_kernels{{{sel}}}"), last["kernels"])
+    c.equal("gmprof_last_step_transfers", one(base, f"gmprof_last_step_transfers{{{sel}}}"), last["transfers"])
 
     # Scraped while the run went on: the step count rose through values below the last.
     history = query(base, f"gmprof_steps_total{{{sel}}}[10m]")["result"]

@@ -135,6 +135,7 @@ struct Families {
     last_step_wall: Family<DeviceLabels, FloatGauge>,
     last_step_gpu: Family<DeviceLabels, FloatGauge>,
     last_step_kernels: Family<DeviceLabels, Gauge>,
+    last_step_transfers: Family<DeviceLabels, Gauge>,
     kernels: Family<DeviceLabels, Counter>,
     kernel_gpu: Family<DeviceLabels, NanosCounter>,
     transfers: Family<DeviceLabels, Counter>,
@@ -164,6 +165,7 @@ impl Families {
             last_step_wall: Family::default(),
             last_step_gpu: Family::default(),
             last_step_kernels: Family::default(),
+            last_step_transfers: Family::default(),
             kernels: Family::default(),
             kernel_gpu: Family::default(),
             transfers: Family::default(),
@@ -193,6 +195,7 @@ impl Families {
         r.register("last_step_wall_seconds", "Wall time of the last step completed", f.last_step_wall);
         r.register("last_step_gpu_seconds", "GPU time (sum of kernel durations) of the last step", f.last_step_gpu);
         r.register("last_step_kernels", "Kernels of the last step completed", f.last_step_kernels);
+        r.register("last_step_transfers", "Memcpys and memsets of the last step completed", f.last_step_transfers);
         r.register("kernels", "Kernels executed (rows of the kernels table)", f.kernels);
         r.register("kernel_gpu_seconds", "Sum of kernel durations", f.kernel_gpu);
         r.register("transfers", "Memcpys and memsets (rows of the transfers table)", f.transfers);
@@ -307,6 +310,7 @@ impl LiveFeed {
             f.steps.get_or_create(&d).inc();
             f.last_step.get_or_create(&d).set(i64::try_from(step.step).unwrap_or(i64::MAX));
             f.last_step_kernels.get_or_create(&d).set(i64::try_from(step.kernels).unwrap_or(i64::MAX));
+            f.last_step_transfers.get_or_create(&d).set(i64::try_from(step.transfers).unwrap_or(i64::MAX));
             match step.wall_time_ns {
                 Some(ns) => {
                     f.step_wall.get_or_create(&d).observe(ns as f64 / 1e9);
@@ -415,6 +419,7 @@ mod tests {
             wall_time_ns: Some(20_000_000),
             gpu_time_ns: None,
             kernels: 4,
+            transfers: 2,
             ..StepRow::default()
         });
         feed.publish(&mut sums);
@@ -435,6 +440,7 @@ mod tests {
         }
         let d = r#"{rank="5",device="1"}"#;
         assert_eq!(line(&text, &format!("gmprof_last_step{d}")), Some("7"));
+        assert_eq!(line(&text, &format!("gmprof_last_step_transfers{d}")), Some("2"));
         assert_eq!(line(&text, &format!("gmprof_last_step_wall_seconds{d}")), Some("0.02"));
         assert_eq!(line(&text, &format!("gmprof_steps_total{d}")), Some("1"));
         assert_eq!(line(&text, &format!("gmprof_drains_total{d}")), Some("1"));
