@@ -11,7 +11,8 @@
 //!
 //! Run with `cargo bench --bench stream`; `GMPROF_BENCH_KERNELS=1000000` for a shorter run,
 //! `GMPROF_BENCH_OUT=DIR` to keep the part files (default: a temporary directory),
-//! `GMPROF_BENCH_DRAIN_STEPS=N` to drain every N steps (default 25).
+//! `GMPROF_BENCH_DRAIN_STEPS=N` to drain every N steps (default 25),
+//! `GMPROF_BENCH_LIVE=1` to feed live metrics too (and encode them once per drain).
 
 #[path = "../tests/common/stream_session.rs"]
 mod stream_session;
@@ -120,8 +121,14 @@ fn main() {
     let out = std::env::var_os("GMPROF_BENCH_OUT").map_or_else(|| temp.path().to_owned(), Into::into);
     let metrics = MetricSet::default();
     let mode = ProfilingMode::Trace;
-    let writer = StreamWriter::create(&out, &StreamMeta::new(mode, Vec::new()), StreamSettings::default())
-        .expect("streamed tables");
+    // GMPROF_BENCH_LIVE=1: the drains also feed live metrics (issue 45), encoded once per
+    // drain as a scrape would be (on the drains' thread here, so its time counts in theirs).
+    let live_metrics = std::env::var("GMPROF_BENCH_LIVE")
+        .is_ok_and(|v| v == "1")
+        .then(|| gmprof::report::live::LiveMetrics::new(&gmprof::report::live::ProcessLabels::default()));
+    let feed = live_metrics.as_ref().map(|l| l.feed(Some(0)));
+    let settings = StreamSettings { live: feed, ..StreamSettings::default() };
+    let writer = StreamWriter::create(&out, &StreamMeta::new(mode, Vec::new()), settings).expect("streamed tables");
     let pipeline = StreamPipeline::new(writer, &metrics, mode);
     let (mut tree, mut correlator) = (SessionTree::new(), Correlator::new());
     let mut player = Player::new(shape);
@@ -157,6 +164,9 @@ fn main() {
             }
             if trim {
                 gmprof::report::stream::release_free_memory();
+            }
+            if let Some(metrics) = &live_metrics {
+                std::hint::black_box(metrics.encode().expect("encoded"));
             }
             draining += t.elapsed();
             draining_cpu += thread_cpu() - cpu;

@@ -22,8 +22,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[path = "gmprof/flight.rs"]
-mod flight;
+#[path = "gmprof/live.rs"]
+mod live;
 #[path = "gmprof/on_demand.rs"]
 mod on_demand;
 #[path = "gmprof/stdout.rs"]
@@ -157,7 +157,7 @@ enum Command {
         #[arg(long)]
         sync_on_pop: bool,
         #[command(flatten)]
-        flight: flight::FlightArgs,
+        stream: live::StreamArgs,
         /// libgmprof.so to inject (default: next to this executable, or $GMPROF_LIBRARY).
         #[arg(long = "lib")]
         library: Option<PathBuf>,
@@ -459,7 +459,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         out,
         range_scope,
         sync_on_pop,
-        flight,
+        stream,
         library,
         stats,
         iteration_replay,
@@ -525,7 +525,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         if let Some((pattern, instances)) = &iteration_replay {
             check_iteration_replay_up_front(mode.as_deref(), &metrics, pattern, *instances)?;
         }
-        let mode = flight.mode(mode, on_demand.idle_start())?;
+        let mode = stream.mode(mode, on_demand.idle_start())?;
         let opts = LaunchOptions {
             mode,
             metrics,
@@ -561,7 +561,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
                 plan.env.push((key.into(), v.into()));
             }
         }
-        plan.env.extend(flight.env());
+        plan.env.extend(stream.env());
         plan.env.push((gmprof::report::formats::FORMAT_ENV.into(), format.to_string().into()));
         let mut outcome = plan.run()?;
         if on_demand.idle_start() {

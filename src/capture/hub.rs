@@ -437,6 +437,13 @@ fn activity_stats(registration: &Option<Registration>) -> ActivityStats {
     registration.as_ref().and_then(|r| r.activity.as_ref()).map(|a| a.stats()).unwrap_or_default()
 }
 
+/// The process's activity counters since CUPTI's activity was enabled (every session's: a
+/// record CUPTI dropped cannot be attributed to a context); the live metrics read them at
+/// each drain. Zero while no session records activity.
+pub(crate) fn process_activity_stats() -> ActivityStats {
+    activity_stats(&REGISTRATION.lock())
+}
+
 /// Subscribes for the rest of the process and routes NVTX range events and context events
 /// to the given handlers, in addition to the launch callbacks sessions use. For injection,
 /// which must hear a program's first context and NVTX ranges before any session exists.

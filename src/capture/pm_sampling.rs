@@ -467,6 +467,11 @@ impl PmSession {
         (samples, !self.thread.is_finished())
     }
 
+    /// Samples lost so far: gaps between the samples kept ([`PmCapture::missing_samples`]).
+    pub fn lost_samples(&self) -> u64 {
+        self.kept.lock().missing_samples
+    }
+
     /// The sampled metrics.
     pub fn metrics(&self) -> Vec<PmMetric> {
         self.kept.lock().metrics.clone()

@@ -23,6 +23,9 @@
 //!   rank test against each run's own noise.
 //! - [`json`]: `report.json`, the whole report, round-trippable ([`Report::write_json`],
 //!   [`Report::from_json`]).
+//! - [`stream`]: the streamed outputs of a long run (part files, online aggregates, the
+//!   flight recorder's windows), and [`live`]: the live metrics its drains feed, served for
+//!   Prometheus at `/metrics`.
 //!
 //! [`Report::write_all`] (`outputs.rs`) writes them all into a run's directory.
 //!
@@ -39,6 +42,7 @@
 //! - [`runs`]: [`timeline`], [`text`], [`tables`];
 //! - [`text`] and [`timeline`]: [`tables`];
 //! - [`tables`]: no other folder;
+//! - [`live`]: no other folder (`stream` imports it);
 //! - every file: `model.rs` (the [`Report`] value), which imports no other file of `report`.
 //!
 //! Below `report`: `analysis`, `device_timers`, `model` and `error`; never `probe`, `checked`
@@ -52,6 +56,7 @@ mod build;
 pub mod diff;
 pub mod html;
 pub mod json;
+pub mod live;
 mod model;
 mod outputs;
 pub mod runs;

@@ -75,6 +75,13 @@ pub mod injection {
     pub const ITERATION_REPLAY: &str = "GMPROF_ITERATION_REPLAY";
     /// Iteration replay: how many instances of that range the program runs.
     pub const ITERATIONS: &str = "GMPROF_ITERATIONS";
+    /// Live metrics (`--metrics-port`): the port of the Prometheus endpoint (`/metrics`) each
+    /// process serves; a process with `LOCAL_RANK` set serves on this port + `LOCAL_RANK`, so
+    /// the ranks of one host each have their own. Setting it streams the run from its start.
+    pub const METRICS_PORT: &str = "GMPROF_METRICS_PORT";
+    /// The address the live metrics' endpoint listens on (`--metrics-bind`; default
+    /// `127.0.0.1`, this host only: `0.0.0.0` for every interface).
+    pub const METRICS_BIND: &str = "GMPROF_METRICS_BIND";
     /// PM sampling: `default`, `1` or comma-separated metric names.
     pub const PM_SAMPLING: &str = crate::capture::pm_sampling::PM_SAMPLING_ENV;
     /// PM sampling interval: ns (`20000`, `20us`) or SYSCLK cycles (`30000cycles`).

@@ -138,7 +138,8 @@ fn on_context(state: &'static Injected, event: ContextEvent) {
                     let device = profiler.device_id();
                     let slot = state.profilers.add(ctx, profiler.clone());
                     if let (Some(options), Some(outputs)) = (&state.config.stream, state.outputs.get()) {
-                        start_streaming(&profiler, slot, options, outputs.dir());
+                        let live = crate::ways_in::live_metrics::feed(state.config.metrics_export.as_ref(), device);
+                        start_streaming(&profiler, slot, options, outputs.dir(), live);
                     }
                     tracing::debug!(slot, ?device, "gmprof: profiler started on a context");
                     if slot == 1 && profiler.mode() == crate::model::ProfilingMode::KernelReplay {
@@ -447,12 +448,21 @@ fn checkpoint(state: &Injected, reason: &str) -> bool {
 }
 
 /// Streams `profiler`'s rows (slot `slot`) into `dir` (the first context's) or a
-/// `context-N` directory in it, past the row limit of `options`.
-fn start_streaming(profiler: &Profiler, slot: u32, options: &StreamOptions, dir: &std::path::Path) {
+/// `context-N` directory in it, past the row limit of `options` (from the start when `live`
+/// metrics are exported).
+fn start_streaming(
+    profiler: &Profiler,
+    slot: u32,
+    options: &StreamOptions,
+    dir: &std::path::Path,
+    live: Option<crate::report::live::LiveFeed>,
+) {
     let dir = if slot == 0 { dir.to_owned() } else { dir.join(format!("context-{slot}")) };
+    let live_asked = live.is_some();
     let settings = StreamSettings {
         flight: options.flight.clone(),
         release_memory: options.release_memory,
+        live,
         ..StreamSettings::default()
     };
     let config = StreamConfig { dir, row_limit: options.row_limit, settings };
@@ -464,6 +474,8 @@ fn start_streaming(profiler: &Profiler, slot: u32, options: &StreamOptions, dir:
     if let Err(e) = profiler.stream_into(config) {
         let asked = if options.flight.is_some() {
             format!("the flight recorder ({} or {}) is asked for", env::SLOW_STEP, env::GROUP_JUMP)
+        } else if live_asked {
+            format!("live metrics ({}) are asked for (the endpoint serves no values of this run)", env::METRICS_PORT)
         } else {
             format!("{} is set", env::STREAM)
         };

@@ -52,6 +52,8 @@ pub struct InjectionConfig {
     /// Streamed outputs (`GMPROF_STREAM`, `GMPROF_ROW_LIMIT`, `GMPROF_STREAM_SECS`), when
     /// asked for.
     pub stream: Option<crate::ways_in::settings::StreamOptions>,
+    /// Live metrics (`GMPROF_METRICS_PORT`, `GMPROF_METRICS_BIND`), when asked for.
+    pub metrics_export: Option<crate::ways_in::live_metrics::MetricsExport>,
 }
 
 impl InjectionConfig {
@@ -92,6 +94,7 @@ impl InjectionConfig {
             pm_sampling: PmSamplingConfig::from_lookup(&lookup)?,
             pc_sampling: crate::capture::pc_sampling::PcSamplingConfig::from_lookup(&lookup)?,
             stream: crate::ways_in::settings::StreamOptions::from_lookup(&lookup)?,
+            metrics_export: crate::ways_in::live_metrics::MetricsExport::from_lookup(&lookup)?,
         })
     }
 }

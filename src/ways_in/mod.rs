@@ -22,8 +22,8 @@
 //!   [`env_names`] (the `GMPROF_*` variable names), [`settings`] (yes/no variables, the
 //!   checkpoint and signal settings), [`injection_config`], [`injection_status`]
 //!   (`injection.json`, written by [`injection`] and read by [`processes`] and [`launch`]),
-//!   [`outputs`], [`layout`], [`signals`], [`probe_run`], [`processes`], [`device_timers`]
-//!   and `global`.
+//!   [`outputs`], [`layout`], [`signals`], [`probe_run`], [`processes`], [`device_timers`],
+//!   [`live_metrics`] (the live metrics' settings and the process's exporter) and `global`.
 
 pub mod capi;
 pub mod contexts;
@@ -39,6 +39,7 @@ pub mod injection_config;
 pub mod injection_status;
 pub mod launch;
 pub mod layout;
+pub mod live_metrics;
 pub mod nvtx_stack;
 pub mod on_demand;
 pub mod outputs;

@@ -47,7 +47,7 @@ pub struct StreamOptions {
     pub flight: Option<FlightSettings>,
     /// The signal that asks the flight recorder for a window (`GMPROF_FLIGHT_SIGNAL`).
     pub flight_signal: Option<std::ffi::c_int>,
-    /// Whether streaming was asked for (`GMPROF_STREAM=1`, a flight recorder) rather than
+    /// Whether streaming was asked for (`GMPROF_STREAM=1`, a flight recorder, live metrics) rather than
     /// on by default: a mode that cannot stream then says so when the run starts, and
     /// otherwise only when it passes the row limit.
     pub asked: bool,
@@ -60,6 +60,15 @@ impl StreamOptions {
         let flight_signal = get(env::FLIGHT_SIGNAL).map(|v| parse_flight_signal(&v)).transpose()?;
         let flight = flight_settings(&get, flight_signal.is_some())?;
         let stream = parse_stream(get(env::STREAM))?;
+        let live = get(env::METRICS_PORT).is_some();
+        if stream == Some(false) && live {
+            return Err(Error::InvalidConfig(format!(
+                "{}=0 turns the streamed outputs off, and the live metrics ({}) are computed by their drains: \
+                 unset one of them",
+                env::STREAM,
+                env::METRICS_PORT
+            )));
+        }
         if stream == Some(false) {
             if flight.is_some() {
                 return Err(Error::InvalidConfig(format!(
@@ -94,7 +103,7 @@ impl StreamOptions {
                     )))
                 }
             },
-            asked: flight.is_some() || stream == Some(true),
+            asked: flight.is_some() || stream == Some(true) || live,
             flight,
             flight_signal,
         }))
@@ -295,6 +304,11 @@ mod tests {
         assert!(note.starts_with("11 kernels, past the row limit of 10 (GMPROF_ROW_LIMIT): per_range mode"), "{note}");
         let note = limit.unstreamed_note(ProfilingMode::KernelReplay, 11, false).unwrap();
         assert!(note.contains("kernel_replay mode does not stream, so the run kept every row"), "{note}");
+        // Live metrics ask for streaming (any mode that streams), and need it.
+        let live = stream(&[(env::METRICS_PORT, "9400")]).unwrap().unwrap();
+        assert_eq!(live, StreamOptions { asked: true, ..default.clone() });
+        let e = stream(&[(env::METRICS_PORT, "9400"), (env::STREAM, "0")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_STREAM=0 turns the streamed outputs off, and the live metrics"), "{e}");
         let e = stream(&[(env::STREAM, "maybe")]).unwrap_err().to_string();
         assert!(
             e.contains("GMPROF_STREAM=maybe: use 0 (keep every row") && e.contains("the default when unset"),

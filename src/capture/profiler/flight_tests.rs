@@ -33,6 +33,7 @@ fn config(dir: &Path, flight: FlightSettings) -> StreamConfig {
             online: OnlineSettings::default(),
             flight: Some(flight),
             release_memory: true,
+            live: None,
         },
     }
 }

@@ -453,7 +453,9 @@ impl LaunchHarness {
     pub fn stream_step(&mut self) -> super::stream::StreamProgress {
         self.shared.drain_activity();
         let settled = self.settle_counter_cycles();
-        self.shared.stream_step(std::time::Instant::now(), settled, 0)
+        let progress = self.shared.stream_step(std::time::Instant::now(), settled, 0);
+        self.shared.live_health();
+        progress
     }
 
     /// The scripted counter side of a counter mode: ends the counter cycle being filled, as

@@ -74,6 +74,8 @@ mod harness_tests;
 mod launch;
 #[cfg(test)]
 mod launch_tests;
+#[cfg(test)]
+mod live_tests;
 mod ranges;
 mod recent;
 mod replay;

@@ -82,10 +82,11 @@ pub struct StreamConfig {
 
 impl StreamConfig {
     /// The launches held before streaming starts: [`StreamConfig::row_limit`], or 0 with a
-    /// flight recorder ([`StreamSettings::flight`]), which needs the steps table and the
-    /// drains from the run's start: such a run streams from its first drain.
+    /// flight recorder ([`StreamSettings::flight`]) or live metrics ([`StreamSettings::live`]),
+    /// which need the steps table and the drains from the run's start: such a run streams
+    /// from its first drain.
     pub fn effective_row_limit(&self) -> u64 {
-        if self.settings.flight.is_some() {
+        if self.settings.flight.is_some() || self.settings.live.is_some() {
             0
         } else {
             self.row_limit

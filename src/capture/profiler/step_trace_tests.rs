@@ -39,6 +39,7 @@ fn run(dir: &Path, flight: Option<FlightSettings>) -> Report {
             online: OnlineSettings::default(),
             flight,
             release_memory: true,
+            live: None,
         },
     };
     h.profiler().stream_into(config).unwrap();

@@ -111,7 +111,9 @@ impl Profiler {
         self.shared.drain_activity();
         let activity_ns = moved.elapsed().as_nanos() as u64;
         let settled = self.shared.settle_counter_cycles();
-        Ok(self.shared.stream_step(Instant::now(), settled, activity_ns))
+        let progress = self.shared.stream_step(Instant::now(), settled, activity_ns);
+        self.shared.live_health();
+        Ok(progress)
     }
 
     /// Asks the flight recorder for a window (a signal, the capture socket, the program):
@@ -228,6 +230,21 @@ impl Shared {
         Some(PmFeed { samples, decoding })
     }
 
+    /// The live metrics' feed, when they are exported.
+    fn live_feed(&self) -> Option<crate::report::live::LiveFeed> {
+        self.state.lock().stream.as_ref().and_then(|s| s.config.settings.live.clone())
+    }
+
+    /// After a drain, for the live metrics (when exported): CUPTI's dropped activity records
+    /// and PM sampling's lost samples so far, counts the drains do not see.
+    pub(super) fn live_health(&self) {
+        let Some(feed) = self.live_feed() else { return };
+        feed.set_records_dropped(crate::capture::hub::process_activity_stats().records_dropped);
+        if let Some(pm) = self.pm.lock().as_ref() {
+            feed.set_pm_samples_lost(pm.lost_samples());
+        }
+    }
+
     /// The drain of [`Profiler::stream_tick`], on records already drained into the session
     /// (which held the session's lock `activity_ns`); `settled`: the first counter cycle
     /// whose counters are not in yet.
@@ -297,6 +314,9 @@ impl Shared {
             drop(writing);
             tracing::warn!("gmprof: a streamed drain failed: {e}");
             if let Some(s) = self.state.lock().stream.as_deref_mut() {
+                if let Some(feed) = &s.config.settings.live {
+                    feed.drain_failed();
+                }
                 s.failed_drains += 1;
                 s.first_failure.get_or_insert_with(|| e.to_string());
             }
@@ -419,6 +439,7 @@ impl Shared {
         }
         let limit = streaming.config.effective_row_limit();
         let flight = streaming.config.settings.flight.is_some();
+        let live = streaming.config.settings.live.is_some();
         match ended {
             Ok(end) => {
                 info.warnings.extend(end.warnings.iter().cloned());
@@ -426,6 +447,10 @@ impl Shared {
                 let why = if flight {
                     "the run had a flight recorder (GMPROF_SLOW_STEP, --slow-step), which streams from the run's \
                      start"
+                        .to_owned()
+                } else if live {
+                    "the run exported live metrics (GMPROF_METRICS_PORT, --metrics-port), which stream from the \
+                     run's start"
                         .to_owned()
                 } else {
                     format!("the run launched more than {limit} kernels (GMPROF_ROW_LIMIT)")

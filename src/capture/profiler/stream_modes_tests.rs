@@ -38,6 +38,7 @@ fn config(dir: &Path, row_limit: u64) -> StreamConfig {
             online: OnlineSettings { window_steps: 50, ..OnlineSettings::default() },
             flight: None,
             release_memory: true,
+            live: None,
         },
     }
 }

@@ -163,6 +163,7 @@ fn config(dir: &Path) -> StreamConfig {
             online: OnlineSettings { window_steps: 50, ..OnlineSettings::default() },
             flight: None,
             release_memory: false,
+            live: None,
         },
     }
 }

@@ -119,11 +119,14 @@ impl DrainBatch {
     /// flight recorder) and ends the drain.
     fn write(mut self, writer: &mut StreamWriter) -> Result<Drained> {
         let drained = self.drained();
-        if let (Some(batch), Some(pm)) = (self.pm.take(), writer.pm_mut()) {
-            // The samples first (each written once), then the kernels folded over them.
-            pm.feed(batch.samples)?;
-            pm.kernels(&self.kernels, batch.released)?;
-            pm.prune(batch.oldest_waiting);
+        if let Some(batch) = self.pm.take() {
+            writer.live_pm_samples(&batch.samples);
+            if let Some(pm) = writer.pm_mut() {
+                // The samples first (each written once), then the kernels folded over them.
+                pm.feed(batch.samples)?;
+                pm.kernels(&self.kernels, batch.released)?;
+                pm.prune(batch.oldest_waiting);
+            }
         }
         for (k, top) in self.kernels.iter().zip(self.kernel_tops) {
             writer.kernel(k, top)?;
@@ -292,6 +295,7 @@ impl PipelineCore {
             ranges.push((row, top));
         }
         self.counts.add(&correlation.counts);
+        let flagged = correlation.counts.flagged_rows;
         for w in std::mem::take(&mut correlation.warnings) {
             if self.warnings.contains(&w) || add_to_counted(&mut self.warnings, &w) {
                 continue;
@@ -301,6 +305,10 @@ impl PipelineCore {
             } else {
                 self.warnings_left_out += 1;
             }
+        }
+        if let Some(sums) = self.writer.live_sums() {
+            sums.flagged_rows += flagged;
+            sums.warnings = Some(self.warnings.len() as u64 + self.warnings_left_out);
         }
         DrainBatch {
             kernels: std::mem::take(&mut correlation.rows),

@@ -241,6 +241,11 @@ impl PmStream {
         self.counts.most_held = self.counts.most_held.max(self.held.len() as u64);
     }
 
+    /// The sampled metrics, in value order.
+    pub fn metrics(&self) -> &[PmMetric] {
+        &self.metrics
+    }
+
     /// Samples held now.
     pub fn held(&self) -> usize {
         self.held.len()

@@ -27,6 +27,7 @@ use crate::analysis::online::{
 };
 use crate::error::{Error, Result};
 use crate::model::{ProfilingMode, RangeId};
+use crate::report::live::{DrainSums, LiveFeed};
 use crate::report::model::Report;
 use crate::report::tables::parquet::parts::{PartWriter, PartsWritten, SegmentPolicy};
 use crate::report::tables::parquet::rows::{
@@ -56,6 +57,9 @@ pub struct StreamSettings {
     /// Whether the stream thread gives the allocator's free pages back after each drain
     /// ([`super::release_free_memory`]; on by default, `GMPROF_STREAM_TRIM=0` turns it off).
     pub release_memory: bool,
+    /// The live metrics this run's drains feed (`--metrics-port`, `GMPROF_METRICS_PORT`),
+    /// when they are exported; the run then streams from its start.
+    pub live: Option<LiveFeed>,
 }
 
 impl Default for StreamSettings {
@@ -65,6 +69,7 @@ impl Default for StreamSettings {
             online: OnlineSettings::default(),
             flight: None,
             release_memory: true,
+            live: None,
         }
     }
 }
@@ -133,6 +138,8 @@ pub struct StreamWriter {
     flight: Option<Flight>,
     /// PM sampling's tables, when the run samples ([`StreamWriter::set_pm`]).
     pm: Option<PmStream>,
+    /// The live metrics, when exported: the drain's sums, handed to the feed at its end.
+    live: Option<(LiveFeed, DrainSums)>,
 }
 
 /// The flight recorder, the report its windows' tables start from, and the windows that
@@ -179,6 +186,7 @@ impl StreamWriter {
                 jobs: Vec::new(),
             }),
             pm: None,
+            live: settings.live.map(|feed| (feed, DrainSums::new(&meta.metrics))),
         })
     }
 
@@ -243,6 +251,9 @@ impl StreamWriter {
         let metrics = self.metrics;
         self.kernels.row(|w| push_kernel(w, row, metrics))?;
         self.online.add_kernel(row);
+        if let Some((_, sums)) = self.live.as_mut() {
+            sums.kernel(row);
+        }
         if let Some(f) = self.flight.as_mut() {
             f.recorder.kernel(row, top);
         }
@@ -255,11 +266,31 @@ impl StreamWriter {
         if let Some(f) = self.flight.as_mut() {
             f.recorder.end_drain();
         }
+        if let Some((_, sums)) = self.live.as_mut() {
+            sums.drains += 1;
+        }
+        self.publish_live();
+    }
+
+    /// Hands the drain's sums to the live metrics, when exported.
+    fn publish_live(&mut self) {
+        if let Some((feed, sums)) = self.live.as_mut() {
+            feed.publish(sums);
+        }
+    }
+
+    /// The live metrics' sums of the drain in progress, when exported (the pipeline adds
+    /// its joins' counts and warnings).
+    pub fn live_sums(&mut self) -> Option<&mut DrainSums> {
+        self.live.as_mut().map(|(_, sums)| sums)
     }
 
     /// Writes one transfer row; `top` as for [`StreamWriter::kernel`].
     pub fn transfer(&mut self, row: &TransferRow, top: Option<RangeId>) -> Result<()> {
         self.transfers.row(|w| push_transfer(w, row))?;
+        if let Some((_, sums)) = self.live.as_mut() {
+            sums.transfer(row);
+        }
         if let Some(f) = self.flight.as_mut() {
             f.recorder.transfer(row, top);
         }
@@ -272,6 +303,9 @@ impl StreamWriter {
         let metrics = self.metrics;
         self.ranges.row(|w| push_range(w, row, metrics))?;
         self.online.add_range(row, top);
+        if let Some((_, sums)) = self.live.as_mut() {
+            sums.range(row);
+        }
         if let Some(f) = self.flight.as_mut() {
             // The steps this range made (none, one, or two when the step group was found).
             let made = self.online.steps().ready().to_vec();
@@ -324,6 +358,9 @@ impl StreamWriter {
                 self.step_ranges.row(|w| push_step_range(w, step.step, g))?;
             }
             self.steps_written += 1;
+            if let Some((_, sums)) = self.live.as_mut() {
+                sums.step(&step);
+            }
             if self.steps_table.len() < MAX_REPORT_STEPS {
                 self.steps_table.push(StepRow { groups: Vec::new(), ..step });
             }
@@ -356,6 +393,14 @@ impl StreamWriter {
     /// PM sampling's tables, when the run samples.
     pub fn pm_mut(&mut self) -> Option<&mut PmStream> {
         self.pm.as_mut()
+    }
+
+    /// PM samples decoded since the last drain, for the live metrics (DRAM bandwidth) when
+    /// they are exported and the run streams PM sampling's tables.
+    pub fn live_pm_samples(&mut self, samples: &[crate::model::pm::PmSample]) {
+        if let (Some((_, sums)), Some(pm)) = (self.live.as_mut(), self.pm.as_ref()) {
+            sums.pm_samples(pm.metrics(), samples);
+        }
     }
 
     /// PM samples held (those a kernel still to be written may overlap), when the run samples.
@@ -412,6 +457,8 @@ impl StreamWriter {
                 self.window_failed(&name, &e.to_string());
             }
         }
+        // The last rows' and steps' live values, before the process may end.
+        self.publish_live();
         let whole = self.online.whole_rows();
         for r in &whole {
             self.aggregates.row(|w| push_aggregate(w, None, r))?;
