@@ -10,7 +10,7 @@
 //!
 //! # What HTA reads, and how the trace gives it
 //!
-//! HTA (`hta/common/trace_parser.py`, `trace_file.py`, `configs/default_event_args.py`):
+//! HTA 0.5.0 (its trace parser, its rank lookup and its table of event args):
 //!
 //! - finds a file's rank with the regular expression `"rank":\s+(\d+)`: a space after the
 //!   colon, which compact JSON has not. [`KinetoFormatter`] writes `": "` and `", "` and one
