@@ -133,12 +133,12 @@ impl Report {
         let mut events = Vec::new();
         let mut threads: BTreeSet<u64> = BTreeSet::new();
         // Each timed range's External id (1, 2, ... in report order) and name.
-        let mut external: HashMap<String, u64> = HashMap::new();
+        let mut external: HashMap<RangeId, u64> = HashMap::new();
         let mut names: HashMap<u64, &str> = HashMap::new();
         for (row, start, end) in &ranges {
             let Some(id) = row.range_id else { continue };
             let ext = external.len() as u64 + 1;
-            external.insert(id_text(id), ext);
+            external.insert(id, ext);
             names.insert(ext, &row.name);
             let thread = row.thread.unwrap_or(0);
             threads.insert(thread);
@@ -168,7 +168,9 @@ impl Report {
                 KinetoArgs::Annotation(args),
             ));
         }
-        let ext_of = |id: Option<RangeId>| id.and_then(|id| external.get(&id_text(id)).copied());
+        let ext_of = |id: Option<RangeId>| id.and_then(|id| external.get(&id).copied());
+        // Transfers name their range as text ("slot.generation").
+        let external_by_text: HashMap<String, u64> = external.iter().map(|(id, ext)| (id_text(*id), *ext)).collect();
 
         let metric_names = self.metric_names();
         let mut gpu: Vec<GpuSlice> = Vec::new();
@@ -238,7 +240,7 @@ impl Report {
 
         for t in &transfers {
             let (name, cat) = memory_name(t.kind);
-            let ext = t.args.range_id.as_ref().and_then(|id| external.get(id).copied());
+            let ext = t.args.range_id.as_ref().and_then(|id| external_by_text.get(id).copied());
             let args = KinetoMemoryArgs {
                 external_id: ext,
                 device: t.device_id,
