@@ -213,3 +213,43 @@ fn the_two_rank_fixture_is_what_the_scripted_run_writes() {
         assert!(check_trace_json(&text, &CheckOptions::default()).is_ok());
     }
 }
+
+/// The trace-mode run recorded on two H100s (tests/data/devices/late_trace.json.zst: a
+/// pipeline over two GPUs of one process, real kernel names, timestamps, memcpys and peer
+/// copies) in the Kineto form, as rank 0 of 1. With `GMPROF_HTA_RECORDED_DIR` set it is
+/// written there (the traces and tables `scripts/check/hta_check.py` reads; `.ci/run`).
+#[test]
+fn a_recorded_h100_run_in_the_kineto_form_passes_check_trace() {
+    use std::io::Read;
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/devices/late_trace.json.zst");
+    let bytes = std::fs::read(&path).unwrap();
+    let mut text = String::new();
+    ruzstd::decoding::StreamingDecoder::new(&mut bytes.as_slice()).unwrap().read_to_string(&mut text).unwrap();
+    let report = gmprof::Report::from_json(&text).unwrap();
+    let options = TraceOptions::kineto(
+        Some(52_817),
+        Some(gmprof::report::kineto::DistributedInfo {
+            rank: 0,
+            world_size: Some(1),
+            local_rank: Some(0),
+            rank_variable: None,
+        }),
+    );
+    let kineto = to_kineto_json(&report.to_kineto_trace(&options)).unwrap();
+    let check = check_trace_json(&kineto, &CheckOptions::default());
+    assert!(check.is_ok(), "{:?}", &check.violations[..check.violations.len().min(5)]);
+    let trace: Value = serde_json::from_str(&kineto).unwrap();
+    // Both GPUs, each its own pid; every timed kernel row is a kernel event.
+    let devices: Vec<u64> =
+        trace["deviceProperties"].as_array().unwrap().iter().map(|d| d["id"].as_u64().unwrap()).collect();
+    assert_eq!(devices, [0, 1]);
+    let timed = report.kernels.iter().filter(|k| k.start_ns.is_some() && k.stream_id.is_some()).count();
+    assert_eq!(of_cat(&trace, "kernel").len(), timed);
+    assert!(of_cat(&trace, "gpu_memcpy").iter().any(|m| m["name"] == "Memcpy PtoP"));
+    assert_eq!(of_cat(&trace, "cuda_runtime").len(), of_cat(&trace, "kernel").len());
+    if let Ok(dir) = std::env::var("GMPROF_HTA_RECORDED_DIR") {
+        let dir = Path::new(&dir).join("rank0");
+        report.write_all_traced(&dir, OutputFormats::CSV, &options).unwrap();
+        assert!(dir.join("trace.json").is_file() && dir.join("kernels.csv").is_file());
+    }
+}
