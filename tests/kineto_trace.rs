@@ -253,3 +253,24 @@ fn a_recorded_h100_run_in_the_kineto_form_passes_check_trace() {
         assert!(dir.join("trace.json").is_file() && dir.join("kernels.csv").is_file());
     }
 }
+
+/// A counter-mode report (kernel replay: kernel positions synthetic, no launch instants on
+/// the kernels' clock) in the Kineto form: no launch events, the note says why.
+#[test]
+fn a_kernel_replay_report_in_the_kineto_form_has_synthetic_kernels_and_no_launches() {
+    let report = gmprof::Report::from_json(include_str!("golden/report.json")).unwrap();
+    let text = to_kineto_json(&report.to_kineto_trace(&TraceOptions::kineto(Some(7), None))).unwrap();
+    let check = check_trace_json(&text, &CheckOptions::default());
+    assert!(check.is_ok(), "{:?}", check.violations);
+    let trace: Value = serde_json::from_str(&text).unwrap();
+    assert!(trace.get("distributedInfo").is_none(), "no rank, no distributedInfo");
+    let kernels = of_cat(&trace, "kernel");
+    assert_eq!(kernels.len(), report.kernels.iter().filter(|k| k.device_id.is_some() && k.stream_id.is_some()).count());
+    assert!(kernels.iter().all(|k| k["args"].get("launch_ts").is_none()));
+    assert!(of_cat(&trace, "cuda_runtime").is_empty() && of_cat(&trace, "ac2g").is_empty());
+    let note = trace["otherData"]["note"].as_str().unwrap();
+    assert!(
+        note.starts_with("mode kernel_replay: kernel durations come from") && note.contains("cuda_runtime"),
+        "{note}"
+    );
+}
