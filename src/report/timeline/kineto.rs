@@ -37,8 +37,8 @@
 //! | `ac2g` (`ph` `s`/`f`) | launch, kernel | the flow from a launch call to its kernels (Perfetto's arrows) |
 //!
 //! Kineto's pids: the GPU's process is its ordinal, the CPU's the OS process id. Values
-//! gmprof does not measure (the launch call's duration and API name, `queued`, occupancy,
-//! device memory) are left out, never written as 0, with one exception: a `cuda_runtime`
+//! gmprof does not measure or keep (the launch call's duration and API name, `queued`,
+//! occupancy, device memory) are left out, never written as 0, with one exception: a `cuda_runtime`
 //! event has `dur` 0, because HTA drops events without a duration and so would lose the link
 //! from the kernel to its launch (HTA's idle-time analysis reads the launch's `ts`).
 //! `otherData.note` says so.

@@ -26,8 +26,8 @@ pub const CPU_PID_APART: u64 = u32::MAX as u64 + 1;
 
 /// What `otherData.note` of a Kineto trace says of its `cuda_runtime` events.
 pub const RUNTIME_NOTE: &str = "cuda_runtime events mark when gmprof recorded each kernel launch call (args.launch_ts \
-     of its kernels); the call's duration and CUDA function are not measured, and dur is 0 because HTA drops events \
-     without one";
+     of its kernels); the call's duration is not measured and its CUDA function not kept, and dur is 0 because HTA \
+     drops events without one";
 
 /// Kineto's name of a memcpy or memset (`Memcpy HtoD`; Kineto adds the memory kinds, which
 /// gmprof does not keep) and its category.
