@@ -382,6 +382,7 @@ def init(
     pm_interval: Optional[Union[str, int]] = None,
     format: Optional[Union[str, Iterable[str]]] = None,
     pc_sampling: Optional[Union[bool, str, int]] = None,
+    trace_format: Optional[str] = None,
 ) -> None:
     """Starts the process-wide profiler (``gmprof_init``).
 
@@ -418,6 +419,10 @@ def init(
             ``"2^12"``, ``"4096cycles"`` or ``"cupti"`` (CUPTI's interval); ``False`` turns
             it off. ``None`` uses
             ``$GMPROF_PC_SAMPLING``. Passed as ``GMPROF_PC_SAMPLING`` for the call.
+        trace_format: the form of ``trace.json``: ``"chrome"`` (gmprof's own, the default) or
+            ``"kineto"`` (the form PyTorch's profiler writes, which Holistic Trace Analysis
+            reads; the README's "Traces for HTA"). ``None`` uses ``$GMPROF_TRACE_FORMAT`` or
+            ``"chrome"``. Passed as ``GMPROF_TRACE_FORMAT`` for the call.
 
     Raises:
         GmprofError: e.g. ``GMPROF_ERROR_ALREADY_INITIALIZED``,
@@ -464,6 +469,10 @@ def init(
         if not words or any(w not in ("csv", "parquet") for w in words):
             raise ValueError("format must be 'csv', 'parquet' or 'csv,parquet', not %r" % (format,))
         format = ",".join(words)
+    if trace_format is not None:
+        if not isinstance(trace_format, str) or trace_format.strip().lower() not in ("chrome", "kineto"):
+            raise ValueError("trace_format must be 'chrome' or 'kineto', not %r" % (trace_format,))
+        trace_format = trace_format.strip().lower()
 
     options = GmprofOptions(
         _encode_optional(mode, "mode"),
@@ -484,6 +493,8 @@ def init(
         settings["GMPROF_FORMAT"] = format
     if pc_sampling is not None:
         settings["GMPROF_PC_SAMPLING"] = str(pc_sampling)
+    if trace_format is not None:
+        settings["GMPROF_TRACE_FORMAT"] = trace_format
     status = _with_env(settings, lambda: lib.gmprof_init(ctypes.pointer(options)))
     _check(lib, status, "gmprof_init")
     _initialized = True

@@ -54,6 +54,7 @@ class FakeLibrary:
         self.range_scope = os.environ.get("GMPROF_RANGE_SCOPE")
         self.pm = (os.environ.get("GMPROF_PM_SAMPLING"), os.environ.get("GMPROF_PM_INTERVAL"))
         self.format = os.environ.get("GMPROF_FORMAT")
+        self.trace_format = os.environ.get("GMPROF_TRACE_FORMAT")
         self.pc = os.environ.get("GMPROF_PC_SAMPLING")
         self.calls.append(("init",))
         return self._ret("init")
@@ -385,6 +386,15 @@ class RangeScopeTest(EnvMixin, unittest.TestCase):
         self.assertEqual(self.lib.format, "parquet")
         self.assertNotIn("GMPROF_FORMAT", os.environ)
         gmprof.finish()
+
+    def test_the_trace_format_travels_in_the_environment_for_the_call(self):
+        gmprof.init(trace_format=" Kineto")
+        self.assertEqual(self.lib.trace_format, "kineto")
+        self.assertNotIn("GMPROF_TRACE_FORMAT", os.environ)
+        gmprof.finish()
+        with self.assertRaises(ValueError) as ctx:
+            gmprof.init(trace_format="perfetto")
+        self.assertIn("'chrome' or 'kineto'", str(ctx.exception))
 
     def test_unknown_format_is_rejected_before_c(self):
         with self.assertRaises(ValueError) as ctx:

@@ -22,6 +22,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+#[path = "gmprof/check_trace.rs"]
+mod check_trace;
 #[path = "gmprof/live.rs"]
 mod live;
 #[path = "gmprof/on_demand.rs"]
@@ -40,7 +42,7 @@ use gmprof::profiler::{check_iteration_replay, DEFAULT_METRICS};
 use gmprof::report::merge;
 use gmprof::report::summary::DEFAULT_TOP;
 use gmprof::report::{GroupBy, SummaryOptions};
-use gmprof::trace_check::{check_trace_file, CheckOptions, DEFAULT_LAUNCH_LATENCY_ALLOWANCE_US};
+use gmprof::trace_check::DEFAULT_LAUNCH_LATENCY_ALLOWANCE_US;
 use stdout::outln;
 
 #[derive(Parser)]
@@ -233,6 +235,8 @@ enum Command {
         /// report.json and trace.json are written either way.
         #[arg(long, value_name = "FORMATS", default_value = "csv,parquet")]
         format: gmprof::report::OutputFormats,
+        #[command(flatten)]
+        trace_format: check_trace::TraceFormatArgs,
         #[command(flatten)]
         on_demand: on_demand::OnDemandArgs,
         #[command(flatten)]
@@ -476,6 +480,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         probe_graph_pool,
         torch_steps,
         format,
+        trace_format,
         on_demand,
         view,
         program,
@@ -563,6 +568,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         }
         plan.env.extend(stream.env());
         plan.env.push((gmprof::report::formats::FORMAT_ENV.into(), format.to_string().into()));
+        plan.env.push(trace_format.env());
         let mut outcome = plan.run()?;
         if on_demand.idle_start() {
             // The captures are the outputs; the processes' own directories hold their status.
@@ -748,33 +754,7 @@ fn run_tool(cli: Cli) -> gmprof::Result<()> {
             outln!("{passes}");
             Ok(())
         }
-        Command::CheckTrace { file, allowance_us } => {
-            if !(allowance_us.is_finite() && allowance_us >= 0.0) {
-                return Err(gmprof::Error::InvalidConfig(format!(
-                    "--allowance-us must be a non-negative number of microseconds, not {allowance_us}"
-                )));
-            }
-            let opts = CheckOptions { launch_latency_allowance_us: allowance_us };
-            let report = check_trace_file(&file, &opts).map_err(|e| match e {
-                gmprof::Error::Io { path, source } => {
-                    gmprof::Error::InvalidConfig(format!("could not read {}: {source}", path.display()))
-                }
-                other => other,
-            })?;
-            if report.is_ok() {
-                outln!("{}: {} events, OK", file.display(), report.events);
-                return Ok(());
-            }
-            for violation in &report.violations {
-                outln!("{}: {violation}", file.display());
-            }
-            Err(gmprof::Error::InvalidConfig(format!(
-                "{}: {} violation(s) in {} events",
-                file.display(),
-                report.violations.len(),
-                report.events
-            )))
-        }
+        Command::CheckTrace { file, allowance_us } => check_trace::run(&file, allowance_us),
     }
 }
 

@@ -12,7 +12,8 @@
 //!   [`Report::write_transfers_csv`]), statistics ([`Report::write_stats_csv`]), PM and PC
 //!   samples, in-kernel region timers ([`Report::attach_device_timers`]) and the probe
 //!   engine's tables ([`Report::attach_probes`]).
-//! - [`timeline`]: `trace.json` ([`Report::write_chrome_trace`], Perfetto) and everything placed
+//! - [`timeline`]: `trace.json` ([`Report::write_chrome_trace`], Perfetto, or
+//!   [`Report::write_kineto_trace`], the form Holistic Trace Analysis reads) and everything placed
 //!   on it, `probe_trace.json` ([`Report::write_probe_trace`]), and the checker of such files.
 //! - [`text`]: the summary ([`Report::summary`], [`Report::summary_with`]: range groups, numbered
 //!   names folded, warm-up instances apart) and the statistics as a table, sized for a screen.
@@ -73,7 +74,8 @@ pub use self::tables::{csv, formats, parquet, pc_csv, pm_csv, probe_kernels, pro
 pub use self::text::group::GroupBy;
 pub use self::text::summary::{Summary, SummaryOptions, SummaryRow};
 pub use self::text::{group, pc_summary, summary};
-pub use self::timeline::{lanes, probe_trace, trace_check};
+pub use self::timeline::kineto::{TraceFormat, TraceOptions};
+pub use self::timeline::{kineto, lanes, probe_trace, trace_check};
 
 /// The in-kernel region timers' outputs, at their former path: the tracks
 /// ([`timeline::device_timers`]), the args and `otherData` of their events

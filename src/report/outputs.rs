@@ -10,6 +10,7 @@ use crate::report::tables::formats::OutputFormats;
 use crate::report::tables::parquet::tables as pq;
 use crate::report::tables::{parquet, pc_csv, probes, regions};
 use crate::report::text::summary::{Summary, SummaryOptions};
+use crate::report::timeline::kineto::{TraceFormat, TraceOptions};
 use crate::report::timeline::probe_trace;
 
 /// The files [`Report::write_all`] writes (and `regions.csv` when the report has in-kernel
@@ -45,6 +46,17 @@ impl Report {
     /// `transfers`, `stats`), `pm` when the report has PM sampling and the probe tables when
     /// it probed ([`parquet::tables`] names the Parquet files).
     pub fn write_all_as(&self, dir: impl AsRef<std::path::Path>, formats: OutputFormats) -> crate::error::Result<()> {
+        self.write_all_traced(dir, formats, &TraceOptions::default())
+    }
+
+    /// [`Report::write_all_as`] with `trace.json` in the form `trace` asks for (gmprof's
+    /// Chrome trace, or the Kineto form that Holistic Trace Analysis reads).
+    pub fn write_all_traced(
+        &self,
+        dir: impl AsRef<std::path::Path>,
+        formats: OutputFormats,
+        trace: &TraceOptions,
+    ) -> crate::error::Result<()> {
         let dir = dir.as_ref();
         std::fs::create_dir_all(dir).map_err(|e| crate::error::Error::io(dir, e))?;
         if self.streamed.is_some() {
@@ -71,7 +83,7 @@ impl Report {
             }
         }
         self.write_json(dir.join("report.json"))?;
-        self.write_extras(dir, formats)
+        self.write_extras(dir, formats, trace)
     }
 
     /// The whole-file row tables: ranges, kernels, transfers and stats.
@@ -92,7 +104,12 @@ impl Report {
     }
 
     /// PM, PC, region timers, probes and the trace.
-    fn write_extras(&self, dir: &std::path::Path, formats: OutputFormats) -> crate::error::Result<()> {
+    fn write_extras(
+        &self,
+        dir: &std::path::Path,
+        formats: OutputFormats,
+        trace: &TraceOptions,
+    ) -> crate::error::Result<()> {
         if self.pm.is_some() && self.streamed.is_none() {
             if formats.csv {
                 self.write_pm_csv(dir.join(PM_CSV))?;
@@ -125,9 +142,15 @@ impl Report {
         }
         if self.streamed.is_some() {
             // The rows are in the part files: the whole run at step granularity.
+            if trace.format == TraceFormat::Kineto {
+                tracing::warn!(
+                    "gmprof: a streamed run's trace.json is its step timeline, not a Kineto trace (set \
+                     GMPROF_STREAM=0 for one)"
+                );
+            }
             return self.write_step_trace(dir).map(|_| ());
         }
-        self.write_chrome_trace(dir.join("trace.json"))
+        self.write_trace(dir.join("trace.json"), trace)
     }
 
     /// The summary table: range rows grouped by path with numbers folded, the top

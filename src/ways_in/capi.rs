@@ -268,6 +268,8 @@ unsafe fn start_session(options: *const Options, capture: bool) -> Result<(), (S
     // The table formats, like PM sampling, come through the environment (GMPROF_FORMAT);
     // checked before a directory is claimed.
     let formats = crate::report::OutputFormats::from_env().map_err(fail)?;
+    // So is the form of trace.json (GMPROF_TRACE_FORMAT): a value that is not one fails here.
+    crate::report::TraceFormat::from_lookup(|k| std::env::var(k).ok()).map_err(fail)?;
     let stream_options = if capture { None } else { stream::options().map_err(fail)? };
     // Each process gets its own directory (ranks, workers, a second run): never an overwrite.
     let out = PathBuf::from(out.unwrap_or_else(|| "gmprof-out".into()));

@@ -88,6 +88,9 @@ pub mod injection {
     pub const PM_INTERVAL: &str = crate::capture::pm_sampling::PM_INTERVAL_ENV;
     /// PC sampling: `1`/`default` (CUPTI's interval) or an interval (N for 2^N cycles).
     pub const PC_SAMPLING: &str = crate::capture::pc_sampling::PC_SAMPLING_ENV;
+    /// The form of `trace.json`: `chrome` (gmprof's, the default) or `kineto` (PyTorch's
+    /// profiler's, which Holistic Trace Analysis reads) (`--trace-format`).
+    pub const TRACE_FORMAT: &str = crate::report::kineto::TRACE_FORMAT_ENV;
 }
 
 /// What an on-demand injected gmprof reads ([`crate::ways_in::on_demand::OnDemandConfig`]),

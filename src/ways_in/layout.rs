@@ -31,6 +31,13 @@ use crate::error::{Error, Result};
 /// `LOCAL_RANK` (unique on one host only, so last).
 pub const RANK_VARIABLES: [&str; 5] = ["RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK", "LOCAL_RANK"];
 
+/// Variables that give the number of ranks, read in the order of [`RANK_VARIABLES`]: torchrun's,
+/// Open MPI's, Slurm's, PMI's.
+pub const WORLD_SIZE_VARIABLES: [&str; 4] = ["WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE"];
+
+/// Variables that give a process's rank on its host: torchrun's, Open MPI's, Slurm's.
+pub const LOCAL_RANK_VARIABLES: [&str; 3] = ["LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"];
+
 /// Set by `gmprof run` to its own pid: the process it starts (whose parent that is) writes
 /// into the output directory itself.
 pub const LAUNCHER_PID_ENV: &str = "GMPROF_LAUNCHER_PID";
@@ -98,6 +105,21 @@ pub fn detect_rank(lookup: &dyn Fn(&str) -> Option<String>) -> Option<Rank> {
     RANK_VARIABLES.iter().find_map(|&variable| {
         let value = lookup(variable)?.trim().parse::<u32>().ok()?;
         Some(Rank { variable, value })
+    })
+}
+
+/// The process's place in a distributed job, as the Kineto trace's `distributedInfo` records
+/// it: its rank ([`detect_rank`]), the world size and the local rank (the first of
+/// [`WORLD_SIZE_VARIABLES`] and of [`LOCAL_RANK_VARIABLES`] that holds a whole number).
+/// `None` without a rank.
+pub fn distributed_info(lookup: &dyn Fn(&str) -> Option<String>) -> Option<crate::report::kineto::DistributedInfo> {
+    let first = |names: &[&str]| names.iter().find_map(|&name| lookup(name)?.trim().parse::<u32>().ok());
+    let rank = detect_rank(lookup)?;
+    Some(crate::report::kineto::DistributedInfo {
+        rank: rank.value,
+        world_size: first(&WORLD_SIZE_VARIABLES),
+        local_rank: first(&LOCAL_RANK_VARIABLES),
+        rank_variable: Some(rank.variable.to_owned()),
     })
 }
 
@@ -276,6 +298,12 @@ mod tests {
             "empty and non-numeric values are skipped"
         );
         assert_eq!(detect_rank(&env(&[("LOCAL_RANK", "0")])), Some(Rank { variable: "LOCAL_RANK", value: 0 }));
+        let torchrun = distributed_info(&env(&[("RANK", "5"), ("WORLD_SIZE", "8"), ("LOCAL_RANK", "1")])).unwrap();
+        assert_eq!((torchrun.rank, torchrun.world_size, torchrun.local_rank), (5, Some(8), Some(1)));
+        assert_eq!(torchrun.rank_variable.as_deref(), Some("RANK"));
+        let slurm = distributed_info(&env(&[("SLURM_PROCID", "3"), ("SLURM_NTASKS", "x")])).unwrap();
+        assert_eq!((slurm.rank, slurm.world_size, slurm.local_rank), (3, None, None));
+        assert_eq!(distributed_info(&env(&[("WORLD_SIZE", "8")])), None);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use crate::capture::profiler::Profiler;
 use crate::error::Result;
 use crate::model::RunEnd;
-use crate::report::{OutputFormats, Report};
+use crate::report::{OutputFormats, Report, TraceFormat, TraceOptions};
 
 /// How checkpoints and signals are set up (defined in [`crate::ways_in::settings`]).
 pub use crate::ways_in::settings::EndSettings;
@@ -46,6 +46,8 @@ pub const MIN_DRAIN_WAIT: Duration = Duration::from_millis(10);
 pub struct Outputs {
     dir: PathBuf,
     formats: OutputFormats,
+    /// How `trace.json` is written.
+    trace: TraceOptions,
     /// Held while writing; true once the final outputs are written.
     finished: Mutex<bool>,
     checkpoints: AtomicU64,
@@ -62,9 +64,15 @@ impl Outputs {
         Self::with_formats(dir, formats)
     }
 
-    /// Outputs into `dir` in `formats`.
+    /// Outputs into `dir` in `formats`, `trace.json` in the form of `GMPROF_TRACE_FORMAT`.
     pub fn with_formats(dir: PathBuf, formats: OutputFormats) -> Self {
-        Self { dir, formats, finished: Mutex::new(false), checkpoints: AtomicU64::new(0) }
+        let trace = trace_options(&|k| std::env::var(k).ok());
+        Self { dir, formats, trace, finished: Mutex::new(false), checkpoints: AtomicU64::new(0) }
+    }
+
+    /// How `trace.json` is written.
+    pub fn trace_options(&self) -> &TraceOptions {
+        &self.trace
     }
 
     /// The table formats written.
@@ -101,7 +109,11 @@ impl Outputs {
         if *finished {
             return Ok(false);
         }
-        with_device_timers(report, crate::device_timers::collected()).write_all_as(&self.dir, self.formats)?;
+        with_device_timers(report, crate::device_timers::collected()).write_all_traced(
+            &self.dir,
+            self.formats,
+            &self.trace,
+        )?;
         self.checkpoints.fetch_add(1, Ordering::AcqRel);
         tracing::debug!(dir = %self.dir.display(), kernels = report.kernels.len(), "gmprof: checkpoint written");
         Ok(true)
@@ -110,9 +122,28 @@ impl Outputs {
     /// Writes the final outputs; later checkpoints write nothing.
     pub fn write_final(&self, report: &Report) -> Result<()> {
         let mut finished = self.finished.lock();
-        with_device_timers(report, crate::device_timers::take_all()).write_all_as(&self.dir, self.formats)?;
+        with_device_timers(report, crate::device_timers::take_all()).write_all_traced(
+            &self.dir,
+            self.formats,
+            &self.trace,
+        )?;
         *finished = true;
         Ok(())
+    }
+}
+
+/// This process's trace options, through `lookup` (its environment): the form of
+/// `GMPROF_TRACE_FORMAT` (a value that is not one is warned about and gmprof's own trace
+/// written), this pid, and its rank, world size and local rank.
+pub fn trace_options(lookup: &dyn Fn(&str) -> Option<String>) -> TraceOptions {
+    let format = TraceFormat::from_lookup(lookup).unwrap_or_else(|e| {
+        tracing::warn!("gmprof: {e}; writing the {} trace", TraceFormat::default());
+        TraceFormat::default()
+    });
+    TraceOptions {
+        format,
+        pid: Some(std::process::id()),
+        distributed: crate::ways_in::layout::distributed_info(lookup),
     }
 }
 
@@ -169,5 +200,30 @@ fn spawn_ticks(
     });
     if let Err(e) = spawned {
         tracing::warn!("gmprof: could not start the {name} thread: {e}; outputs are written at the end only");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |k| pairs.iter().find(|(key, _)| *key == k).map(|(_, v)| v.to_string())
+    }
+
+    #[test]
+    fn trace_options_come_from_the_environment() {
+        const TORCHRUN: [(&str, &str); 4] =
+            [("GMPROF_TRACE_FORMAT", "kineto"), ("RANK", "3"), ("WORLD_SIZE", "4"), ("LOCAL_RANK", "1")];
+        let options = trace_options(&env(&TORCHRUN));
+        assert_eq!(options.format, TraceFormat::Kineto);
+        assert_eq!(options.pid, Some(std::process::id()));
+        let d = options.distributed.unwrap();
+        assert_eq!((d.rank, d.world_size, d.local_rank), (3, Some(4), Some(1)));
+        // Unset: gmprof's own trace, and no rank outside a distributed job.
+        let plain = trace_options(&env(&[]));
+        assert_eq!((plain.format, plain.distributed), (TraceFormat::Chrome, None));
+        // A value that is not a format: warned about, gmprof's own trace written.
+        assert_eq!(trace_options(&env(&[("GMPROF_TRACE_FORMAT", "xml")])).format, TraceFormat::Chrome);
     }
 }

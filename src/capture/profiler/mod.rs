@@ -71,6 +71,8 @@ mod flight_tests;
 pub mod harness;
 #[cfg(test)]
 mod harness_tests;
+#[cfg(test)]
+mod kineto_tests;
 mod launch;
 #[cfg(test)]
 mod launch_tests;

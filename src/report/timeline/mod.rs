@@ -6,7 +6,8 @@
 //! [`lanes`] moves slices that overlap on one track to lanes of their own; [`device_timers`]
 //! adds the in-kernel region tracks. A streamed run's `trace.json` is [`step_trace`]'s
 //! whole-run step timeline, read from its part files. [`trace_check`] checks any such file (`gmprof
-//! check-trace`).
+//! check-trace`). [`kineto`] writes `trace.json` in the form PyTorch's profiler writes
+//! (`--trace-format kineto`), for Holistic Trace Analysis.
 //!
 //! May import [`tables`](crate::report::tables) (the file writer) and the
 //! [`Report`](crate::report::Report) model; no other folder of `report`. The multi-process
@@ -14,6 +15,8 @@
 
 pub mod device_timers;
 pub mod events;
+pub mod kineto;
+mod kineto_events;
 pub mod lanes;
 mod placement;
 pub mod probe_trace;

@@ -145,6 +145,7 @@ pub(crate) type Slice = (u64, u64, u32);
 #[derive(Clone, Debug)]
 pub(super) struct Transfer {
     pub(super) name: &'static str,
+    pub(super) kind: crate::model::TransferKind,
     pub(super) start_ns: u64,
     pub(super) end_ns: u64,
     pub(super) stream_id: u32,
@@ -157,6 +158,7 @@ pub(super) struct Transfer {
 pub(super) fn transfer_event(t: &crate::analysis::correlate::TransferRow) -> Option<Transfer> {
     Some(Transfer {
         name: t.kind.as_str(),
+        kind: t.kind,
         start_ns: t.start_ns?,
         end_ns: t.end_ns?,
         stream_id: t.stream_id?,

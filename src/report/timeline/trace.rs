@@ -84,12 +84,12 @@ use crate::report::model::Report;
 use crate::report::tables::csv::write_file;
 
 /// ns on the CUPTI clock to µs from `origin`.
-fn micros(ns: u64, origin: u64) -> f64 {
+pub(super) fn micros(ns: u64, origin: u64) -> f64 {
     ns.saturating_sub(origin) as f64 / 1000.0
 }
 
 /// [`micros`], negative for `ns` before `origin`.
-fn signed_micros(ns: u64, origin: u64) -> f64 {
+pub(super) fn signed_micros(ns: u64, origin: u64) -> f64 {
     if ns >= origin {
         micros(ns, origin)
     } else {
@@ -149,7 +149,7 @@ fn by_name<'a>(
     names.zip(values).filter_map(|(n, v)| v.filter(|v| v.is_finite()).map(|v| (n.to_owned(), v))).collect()
 }
 
-fn range_metrics(report: &Report, row: &RangeRow) -> BTreeMap<String, f64> {
+pub(super) fn range_metrics(report: &Report, row: &RangeRow) -> BTreeMap<String, f64> {
     let mut metrics = by_name(report.metric_names().into_iter(), row.metrics.iter().copied());
     let derived = [
         (crate::analysis::aggregate::DRAM_READ_GBPS, row.dram_read_gbps),
@@ -356,6 +356,23 @@ impl Report {
                 .then(b.dur.unwrap_or(0.0).total_cmp(&a.dur.unwrap_or(0.0)))
         });
 
+        ChromeTrace {
+            trace_events: events,
+            display_time_unit: "ns",
+            other_data: self.trace_info(measured, origin, skipped, overlap_lane_events, device_timers),
+        }
+    }
+
+    /// The trace's `otherData`, for a placement that is `measured` (or synthetic) from
+    /// `origin`.
+    pub(super) fn trace_info(
+        &self,
+        measured: bool,
+        origin: u64,
+        skipped: super::events::SkippedRows,
+        overlap_lane_events: u64,
+        device_timers: Option<super::events::DeviceTimerTraceInfo>,
+    ) -> TraceInfo {
         let note = (!measured).then(|| {
             format!(
                 "mode {}: kernel durations come from {} but CUPTI's activity timestamps are not real while \
@@ -365,28 +382,23 @@ impl Report {
                 crate::model::GPU_TIME_METRIC
             )
         });
-
-        ChromeTrace {
-            trace_events: events,
-            display_time_unit: "ns",
-            other_data: TraceInfo {
-                gmprof_version: self.meta.gmprof_version.clone(),
-                mode: self.meta.mode,
-                time_source: self.meta.time_source,
-                device_name: self.meta.device_name.clone(),
-                chip: self.meta.chip.clone(),
-                origin_cupti_ns: origin,
-                origin_unix_ns: unix_ns(self, origin),
-                kernel_placement: if measured { "measured" } else { SYNTHETIC_PLACEMENT },
-                note,
-                dropped_counter_ranges: self.meta.dropped_counter_ranges,
-                dropped_activity_records: self.meta.dropped_activity_records,
-                flagged_kernel_rows: self.meta.flagged_kernel_rows,
-                overlap_lane_events,
-                skipped,
-                warnings: self.meta.warnings.clone(),
-                device_timers,
-            },
+        TraceInfo {
+            gmprof_version: self.meta.gmprof_version.clone(),
+            mode: self.meta.mode,
+            time_source: self.meta.time_source,
+            device_name: self.meta.device_name.clone(),
+            chip: self.meta.chip.clone(),
+            origin_cupti_ns: origin,
+            origin_unix_ns: unix_ns(self, origin),
+            kernel_placement: if measured { "measured" } else { SYNTHETIC_PLACEMENT },
+            note,
+            dropped_counter_ranges: self.meta.dropped_counter_ranges,
+            dropped_activity_records: self.meta.dropped_activity_records,
+            flagged_kernel_rows: self.meta.flagged_kernel_rows,
+            overlap_lane_events,
+            skipped,
+            warnings: self.meta.warnings.clone(),
+            device_timers,
         }
     }
 

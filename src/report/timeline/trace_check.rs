@@ -22,7 +22,8 @@
 //! 4. [`Rule::UnbalancedBeginEnd`]: on one track (pid, tid), in file order, an `"E"` with no
 //!    open `"B"`, an `"E"` whose `name` differs from the `"B"` it closes, or a `"B"` that is
 //!    never ended.
-//! 5. [`Rule::ChildOutsideParent`]: a complete event of category `"range"` whose
+//! 5. [`Rule::ChildOutsideParent`]: a complete event of category `"range"` (or
+//!    `"user_annotation"`, gmprof's ranges in the Kineto form, [`RANGE_CATEGORIES`]) whose
 //!    `args.parent_id` names another range event (by its `args.range_id`) does not lie
 //!    within that parent's `[ts, ts + dur]`. A parent that is not in the trace (gmprof
 //!    leaves out ranges that never ended) is not checked.
@@ -391,10 +392,17 @@ fn check_begin_end(events: &[&Event], report: &mut CheckReport) {
     }
 }
 
+/// The categories of range events: gmprof's own trace's, and the Kineto form's.
+pub const RANGE_CATEGORIES: [&str; 2] = ["range", "user_annotation"];
+
+fn is_range(e: &Event) -> bool {
+    e.cat.is_some_and(|cat| RANGE_CATEGORIES.contains(&cat))
+}
+
 /// Range events by `args.range_id`; the first of a duplicated id wins.
 fn ranges_by_id<'a, 'e>(slices: &[&'a Event<'e>]) -> HashMap<String, &'a Event<'e>> {
     let mut ranges = HashMap::new();
-    for e in slices.iter().filter(|e| e.cat == Some("range")) {
+    for e in slices.iter().filter(|e| is_range(e)) {
         if let Some(id) = e.arg_id("range_id") {
             ranges.entry(id).or_insert(*e);
         }
@@ -405,7 +413,7 @@ fn ranges_by_id<'a, 'e>(slices: &[&'a Event<'e>]) -> HashMap<String, &'a Event<'
 /// Rule 5, parents.
 fn check_parents(slices: &[&Event], report: &mut CheckReport) {
     let ranges = ranges_by_id(slices);
-    for e in slices.iter().filter(|e| e.cat == Some("range")) {
+    for e in slices.iter().filter(|e| is_range(e)) {
         let Some(parent) = e.arg_id("parent_id").and_then(|id| ranges.get(&id)) else { continue };
         if e.ts < parent.ts - ROUNDING_US || e.end() > parent.end() + ROUNDING_US {
             report.push(
