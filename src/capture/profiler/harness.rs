@@ -441,6 +441,15 @@ impl LaunchHarness {
         }
     }
 
+    /// per_range: the nesting levels CUPTI measures, as a capture's counter configuration
+    /// gives them to a streamed run (the harness has no capture); call it after
+    /// [`Profiler::stream_into`].
+    pub fn measure_levels(&self, levels: u16) {
+        if let Some(s) = self.shared.state.lock().stream.as_deref_mut() {
+            s.measured_levels = Some(levels);
+        }
+    }
+
     /// The session as a [`Profiler`] (its range, stream and checkpoint calls).
     pub fn profiler(&self) -> Profiler {
         Profiler { shared: Arc::clone(&self.shared) }

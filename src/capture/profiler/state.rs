@@ -108,6 +108,8 @@ pub(super) struct Streaming {
     pub(super) window_writes: Arc<Mutex<()>>,
     /// How long the drains took (updated out of the session's lock).
     pub(super) times: Arc<Mutex<crate::report::stream::DrainTimes>>,
+    /// per_range: the nesting levels CUPTI measures, known when streaming was asked for.
+    pub(super) measured_levels: Option<u16>,
 }
 
 impl SessionState {

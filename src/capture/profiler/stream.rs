@@ -65,8 +65,16 @@ impl Profiler {
                     .into(),
             ));
         }
+        // Lock order: capture, then state.
+        let measured_levels = (self.shared.mode == ProfilingMode::PerRange)
+            .then(|| {
+                let capture = self.shared.capture.lock();
+                capture.as_ref().and_then(|c| c.counters.as_ref()).map(|c| c.config.num_nesting_levels)
+            })
+            .flatten();
         let mut state = self.shared.state.lock();
         state.stream = Some(Box::new(Streaming {
+            measured_levels,
             config,
             pipeline: None,
             failed_drains: 0,
@@ -187,6 +195,9 @@ impl Shared {
                     streaming.config.row_limit
                 );
                 let mut pipeline = StreamPipeline::new(writer, &self.metric_set, self.mode);
+                if let Some(levels) = streaming.measured_levels {
+                    pipeline.set_measured_levels(levels);
+                }
                 // The flight recorder's windows are tables of this run: its mode, metrics.
                 let template = Report::analyze(
                     CaptureInfo::new(self.mode),

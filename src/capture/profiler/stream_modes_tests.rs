@@ -239,6 +239,27 @@ fn a_per_range_run_streams_each_range_once_its_counters_are_in() {
 }
 
 #[test]
+fn ranges_nested_below_the_measured_levels_are_blank_without_a_warning() {
+    // One measured level: the layers under each step have no counters by design, and only
+    // the steps' missing counters are lost (said), as the whole-file report says them.
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = LaunchHarness::new(ProfilingMode::PerRange).unwrap();
+    h.profiler().stream_into(config(dir.path(), 100)).unwrap();
+    h.measure_levels(1);
+    let (_, report) = run(&mut h, ProfilingMode::PerRange);
+    let ranges = ranges_in_parts(dir.path());
+    let blank =
+        |nested: bool| ranges.iter().filter(|((path, _), r)| path.contains('/') == nested && r.2.is_none()).count();
+    assert!(blank(true) > 0, "the script leaves some nested ranges without counters");
+    let said: Vec<&String> =
+        report.meta.warnings.iter().filter(|w| w.contains("streamed with blank metrics")).collect();
+    match blank(false) {
+        0 => assert!(said.is_empty(), "{said:?}"),
+        n => assert!(said.len() == 1 && said[0].starts_with(&format!("{n} range instance(s)")), "{said:?}"),
+    }
+}
+
+#[test]
 fn a_per_kernel_run_streams_each_kernel_once_its_counters_are_in() {
     streams_like_the_whole_file_run(ProfilingMode::PerKernel);
 }

@@ -163,8 +163,12 @@ pub struct PipelineCore {
     counts: CorrelationCounts,
     warnings: Vec<String>,
     warnings_left_out: u64,
-    /// per_range: range rows written with blank metrics (their counters known missing).
+    /// per_range: range rows written with blank metrics (their counters known missing), at
+    /// a nesting level that was measured.
     ranges_without_counters: u64,
+    /// per_range: the nesting levels CUPTI measures (`max_nesting_levels`), when known;
+    /// ranges nested deeper have no counters by design.
+    measured_levels: Option<u16>,
     /// Ranges the last drain completed and wrote, to leave the session tree at the next
     /// [`PipelineCore::take`].
     to_remove: Vec<RangeId>,
@@ -288,7 +292,11 @@ impl PipelineCore {
         let mut ranges = Vec::new();
         for (row, top) in self.instances.complete(tree, pending) {
             let blank = !row.metrics.is_empty() && row.metrics.iter().all(Option::is_none);
-            self.ranges_without_counters += u64::from(self.mode == ProfilingMode::PerRange && blank);
+            // A range nested deeper than the levels measured has no counters by design (as in
+            // the whole-file report); only the others were lost.
+            let unmeasured_level = self.measured_levels.is_some_and(|levels| row.depth >= u32::from(levels));
+            self.ranges_without_counters +=
+                u64::from(self.mode == ProfilingMode::PerRange && blank && !unmeasured_level);
             if let Some(id) = row.range_id {
                 self.to_remove.push(id);
             }
@@ -337,6 +345,7 @@ impl StreamPipeline {
             warnings: Vec::new(),
             warnings_left_out: 0,
             ranges_without_counters: 0,
+            measured_levels: None,
             to_remove: Vec::new(),
             pm: None,
             pushes_at_last_take: 0,
@@ -376,6 +385,12 @@ impl StreamPipeline {
     /// Runs `f` on the state (`None` once the run's finish took it).
     fn with_core<T>(&self, f: impl FnOnce(&mut PipelineCore) -> T) -> Option<T> {
         self.core.lock().as_mut().map(f)
+    }
+
+    /// per_range: the nesting levels CUPTI measures; a range nested deeper is written with
+    /// blank metrics without a warning, as the whole-file report does.
+    pub fn set_measured_levels(&mut self, levels: u16) {
+        self.with_core(|c| c.measured_levels = Some(levels));
     }
 
     /// The empty report of the run that flight-recorder windows start from
