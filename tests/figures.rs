@@ -231,6 +231,8 @@ fn per_kernel_run_draws_time_bandwidth_and_roofline_from_the_reports_numbers() {
     }
     assert_eq!(count(&svg, "circle", "point"), rows.len(), "a point per kernel");
     assert_eq!(count(&svg, "path", "series"), 1, "the roof");
+    let roof = format!("dashed roof: DRAM peak {peak:.0} GB/s, issue peak 1045 G warp inst/s");
+    assert!(texts(&svg, "label").contains(&roof.as_str()), "the roofs are named: {:?}", texts(&svg, "label"));
     assert!(texts(&svg, "axis-name").contains(&"performance (G warp inst/s)"));
 }
 

@@ -304,6 +304,14 @@ pub fn roofline(data: &HtmlData) -> Made {
             ),
         })
         .collect();
+    let mut roofs = Vec::new();
+    if let Some(bw) = r.dram_peak_gbps {
+        roofs.push(format!("DRAM peak {bw:.0} GB/s"));
+    }
+    if let Some(c) = r.compute_peak_g {
+        roofs.push(format!("{} {} {yunit}", if flop { "FP32 peak" } else { "issue peak" }, svg::tick_label(c)));
+    }
+    let roof_label = if roofs.is_empty() { String::new() } else { format!("dashed roof: {}", roofs.join(", ")) };
     let what = if flop { format!("FLOPs ({})", r.precisions.join(", ")) } else { "warp instructions".into() };
     let title = format!("Roofline of {} kernel names: {what} against DRAM bytes", points.len());
     let svg = svg::loglog(
@@ -315,6 +323,7 @@ pub fn roofline(data: &HtmlData) -> Made {
         (xmin, xmax),
         (ymin, ymax),
         &roof,
+        &roof_label,
     );
     Ok(Figure { name: NAME, title, svg, csv: table.finish() })
 }

@@ -51,7 +51,7 @@ pub fn tick_label(v: f64) -> String {
     let a = v.abs();
     if a == 0.0 {
         "0".into()
-    } else if a >= 1e6 || a < 1e-3 {
+    } else if !(1e-3..1e6).contains(&a) {
         format!("{v:.0e}")
     } else {
         let s = if a >= 100.0 {
@@ -360,7 +360,8 @@ pub struct Point {
     pub tip: String,
 }
 
-/// Points on log-log axes, with a roof drawn through `roof` (already clipped to the axes).
+/// Points on log-log axes, with a roof drawn through `roof` (already clipped to the axes) and
+/// named by `roof_label` above the plot.
 #[allow(clippy::too_many_arguments)]
 pub fn loglog(
     title: &str,
@@ -371,6 +372,7 @@ pub fn loglog(
     x_range: (f64, f64),
     y_range: (f64, f64),
     roof: &[(f64, f64)],
+    roof_label: &str,
 ) -> String {
     let height = 560.0;
     let mut svg = Svg::new(height, title, caption);
@@ -393,6 +395,9 @@ pub fn loglog(
     }
     let roof: Vec<_> = roof.iter().map(|(x, y)| Some((sx(*x), sy(*y)))).collect();
     svg.path(&roof, PEAK, 1.5, true, "roof");
+    if !roof_label.is_empty() {
+        svg.text(area.x + 8.0, area.y - 8.0, "start", 11.0, "label", roof_label);
+    }
     for p in points {
         svg.circle((sx(p.x), sy(p.y)), 3.0 + 9.0 * p.size.clamp(0.0, 1.0), p.color, &p.tip);
     }
