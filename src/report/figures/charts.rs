@@ -192,7 +192,14 @@ pub fn steps(data: &HtmlData) -> Made {
 }
 
 /// DRAM bandwidth of labelled rows against the device's peak.
-fn bandwidth(data: &HtmlData, name: &'static str, what: &str, rows: Vec<(String, f64)>) -> Made {
+/// `label` makes a row's label on the chart (the CSV has the whole name).
+fn bandwidth(
+    data: &HtmlData,
+    name: &'static str,
+    what: &str,
+    rows: Vec<(String, f64)>,
+    label: fn(&str) -> String,
+) -> Made {
     if rows.is_empty() {
         return skip(name, format!("no {what} has a DRAM bandwidth: DRAM byte counters were not collected"));
     }
@@ -201,7 +208,7 @@ fn bandwidth(data: &HtmlData, name: &'static str, what: &str, rows: Vec<(String,
     for (label, gbps) in &rows {
         table.row(&[label.clone(), gbps.to_string(), cell(peak), cell(peak.map(|p| 100.0 * gbps / p))]);
     }
-    let labels: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
+    let labels: Vec<String> = rows.iter().map(|r| label(&r.0)).collect();
     let series = [BarSeries {
         name: "DRAM bandwidth".into(),
         color: PALETTE[2],
@@ -220,13 +227,13 @@ fn bandwidth(data: &HtmlData, name: &'static str, what: &str, rows: Vec<(String,
 /// DRAM bandwidth per range group (the 20 with the most time) against the peak.
 pub fn range_bandwidth(data: &HtmlData) -> Made {
     let rows = data.groups.iter().filter_map(|g| Some((g.label.clone(), g.dram_gbps?))).take(MAX_BANDWIDTH_ROWS);
-    bandwidth(data, "dram_bandwidth", "range group", rows.collect())
+    bandwidth(data, "dram_bandwidth", "range group", rows.collect(), str::to_owned)
 }
 
 /// DRAM bandwidth per kernel name (the 20 with the most time) against the peak.
 pub fn kernel_bandwidth(data: &HtmlData) -> Made {
     let rows = data.kernels.iter().filter_map(|k| Some((k.name.clone(), k.dram_gbps?))).take(MAX_BANDWIDTH_ROWS);
-    bandwidth(data, "dram_bandwidth_kernels", "kernel", rows.collect())
+    bandwidth(data, "dram_bandwidth_kernels", "kernel", rows.collect(), svg::kernel_label)
 }
 
 /// The roofline: each kernel name at (work per DRAM byte, work per second) under the roofs.
@@ -297,7 +304,7 @@ pub fn roofline(data: &HtmlData) -> Made {
             color: PALETTE[n % PALETTE.len()],
             tip: format!(
                 "{}: {} {xunit}, {} {yunit}, {} calls",
-                k.name,
+                svg::kernel_label(&k.name),
                 svg::tick_label(*i),
                 svg::tick_label(*g),
                 k.calls

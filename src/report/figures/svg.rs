@@ -46,6 +46,28 @@ pub fn shorten(text: &str, max: usize) -> String {
     s
 }
 
+/// A kernel's name as the HTML page labels it: no `void `, no parameter list, template
+/// arguments folded to `<…>`.
+pub fn kernel_label(name: &str) -> String {
+    let text = name.strip_prefix("void ").unwrap_or(name).replace("(anonymous namespace)", "{anonymous}");
+    let (mut out, mut depth) = (String::new(), 0usize);
+    for (i, c) in text.char_indices() {
+        match c {
+            '<' => {
+                if depth == 0 {
+                    out.push_str("<…>");
+                }
+                depth += 1;
+            }
+            '>' => depth = depth.saturating_sub(1),
+            '(' if depth == 0 && i > 0 => break,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
 /// A number for a tick label: few digits, no trailing zeros.
 pub fn tick_label(v: f64) -> String {
     let a = v.abs();
@@ -416,5 +438,11 @@ mod tests {
         assert_eq!(tick_label(2.50), "2.5");
         assert_eq!(tick_label(1000.0), "1000");
         assert_eq!(escape("a<b>&'\""), "a&lt;b&gt;&amp;&apos;&quot;");
+        assert_eq!(
+            kernel_label(
+                "void at::native::reduce_kernel<128, 4, at::native::ReduceOp<float> >(at::native::ReduceOp<float>)"
+            ),
+            "at::native::reduce_kernel<…>"
+        );
     }
 }
