@@ -7,7 +7,8 @@
 //!   injection and prints the summary (and writes the HTML report with `--html`); it exits
 //!   with the program's status.
 //! - `gmprof report OUT` reprints the summary of saved outputs (`--html FILE` writes the
-//!   HTML report); on a directory of several processes' outputs, the merged summary.
+//!   HTML report, `--figures DIR` its charts as SVG and CSV); on a directory of several
+//!   processes' outputs, the merged summary.
 //! - `gmprof merge OUT` merges several processes' outputs, one at a time: one summary,
 //!   merged.csv, stragglers.csv, trace-index.json and merged-trace.json (of at most 8).
 //! - `gmprof capture TARGET --steps N` captures a running `gmprof run --on-demand` job: every
@@ -24,6 +25,8 @@ use std::process::ExitCode;
 
 #[path = "gmprof/check_trace.rs"]
 mod check_trace;
+#[path = "gmprof/figures.rs"]
+mod figures;
 #[path = "gmprof/live.rs"]
 mod live;
 #[path = "gmprof/on_demand.rs"]
@@ -117,6 +120,9 @@ enum Command {
         /// Also print the per-label statistics.
         #[arg(long)]
         stats: bool,
+        /// Also write each chart of the HTML report as DIR/NAME.svg, with its table as NAME.csv.
+        #[arg(long, value_name = "DIR")]
+        figures: Option<PathBuf>,
         #[command(flatten)]
         view: ViewArgs,
     },
@@ -404,13 +410,19 @@ fn print_merged(dir: &std::path::Path, options: &merge::MergeOptions) -> gmprof:
     Ok(())
 }
 
-fn print_report(path: &std::path::Path, csv: bool, stats: bool, view: &ViewArgs) -> gmprof::Result<()> {
+fn print_report(
+    path: &std::path::Path,
+    csv: bool,
+    stats: bool,
+    view: &ViewArgs,
+    figs: Option<&std::path::Path>,
+) -> gmprof::Result<()> {
     // A directory of several processes' outputs (a distributed run) is merged; one with a
     // single process's outputs in a subdirectory is that process's report.
     if path.is_dir() && !path.join("report.json").is_file() {
         match merge::result_dirs(path, &["report.json"]).as_slice() {
             [] => {}
-            [only] => return print_report(only, csv, stats, view),
+            [only] => return print_report(only, csv, stats, view, figs),
             _ if csv => {
                 return Err(gmprof::Error::InvalidConfig(format!(
                     "{} holds several processes' reports: `gmprof merge {}` writes merged.csv",
@@ -451,6 +463,9 @@ fn print_report(path: &std::path::Path, csv: bool, stats: bool, view: &ViewArgs)
     if let Some(html) = &view.html {
         streamed::write_html(&report, &file, html, &view.options())?;
         eprintln!("gmprof: wrote {}", html.display());
+    }
+    if let Some(dir) = figs {
+        figures::write(&report, &file, dir, &view.options())?;
     }
     Ok(())
 }
@@ -585,7 +600,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         let profiled: Vec<_> = outcome.profiled().collect();
         if let [only] = profiled.as_slice() {
             outln!();
-            if let Err(e) = print_report(&only.dir, false, stats, &view) {
+            if let Err(e) = print_report(&only.dir, false, stats, &view, None) {
                 eprintln!("gmprof: could not read the outputs back: {e}");
             }
         } else if profiled.len() > 1 {
@@ -737,7 +752,9 @@ fn run_tool(cli: Cli) -> gmprof::Result<()> {
             }
             Ok(())
         }
-        Command::Report { path, csv, stats, view } => print_report(&path, csv, stats, &view),
+        Command::Report { path, csv, stats, figures, view } => {
+            print_report(&path, csv, stats, &view, figures.as_deref())
+        }
         Command::Merge { dir, step, step_time, trace_ranks, strict } => {
             print_merged(&dir, &merge::MergeOptions { step, step_time, trace_ranks, strict })
         }

@@ -18,6 +18,8 @@
 //! - [`text`]: the summary ([`Report::summary`], [`Report::summary_with`]: range groups, numbered
 //!   names folded, warm-up instances apart) and the statistics as a table, sized for a screen.
 //! - [`html`]: one self-contained HTML page with plots ([`Report::write_html`]).
+//! - [`figures`]: each chart of that page as an SVG of its own with its table as CSV
+//!   ([`Report::figures`]), for a write-up.
 //! - [`runs`]: several processes of a run merged (`gmprof merge`), and the reports of one
 //!   process's GPUs combined into one.
 //! - [`diff`]: two runs compared (`gmprof diff`), range by range and kernel by kernel, with a
@@ -55,6 +57,7 @@
 
 mod build;
 pub mod diff;
+pub mod figures;
 pub mod html;
 pub mod json;
 pub mod live;

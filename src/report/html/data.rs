@@ -5,11 +5,13 @@
 //! plots).
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 
 use serde::Serialize;
 
 use crate::analysis::aggregate::DRAM_SECTOR_BYTES;
 use crate::analysis::pm_fold::PmReport;
+use crate::error::Result;
 use crate::model::pm::{PmInterval, PmSample};
 use crate::model::ProfilingMode;
 use crate::report::model::Report;
@@ -427,6 +429,20 @@ fn timeline(report: &Report) -> (Timeline, u64) {
 }
 
 impl HtmlData {
+    /// [`HtmlData::of`] of the report read from `dir`: a streamed run's steps come from every
+    /// step of its `steps/` parts ([`super::steps::StreamedView::of_parts`]), not only the
+    /// steps `report.json` holds (when `dir` has none, from those).
+    pub fn of_in(report: &Report, dir: &Path, options: &SummaryOptions) -> Result<Self> {
+        let mut data = HtmlData::of(report, options);
+        if let Some(s) = &report.streamed {
+            let view = super::steps::StreamedView::of_parts(s, dir)?;
+            if view.steps_shown > 0 || s.steps_table.is_empty() {
+                data.streamed = Some(view);
+            }
+        }
+        Ok(data)
+    }
+
     /// The page's data for `report`, its groups made with `options` (all groups, not only
     /// the top ones: the page has room and sorts them).
     pub fn of(report: &Report, options: &SummaryOptions) -> Self {

@@ -127,13 +127,7 @@ impl Report {
     /// drawn from every step of its `steps/` parts ([`steps::StreamedView::of_parts`]), not
     /// only the steps `report.json` holds (when `dir` has none, from those).
     pub fn to_html_in(&self, dir: &Path, options: &SummaryOptions) -> Result<String> {
-        let mut data = HtmlData::of(self, options);
-        if let Some(s) = &self.streamed {
-            let view = steps::StreamedView::of_parts(s, dir)?;
-            if view.steps_shown > 0 || s.steps_table.is_empty() {
-                data.streamed = Some(view);
-            }
-        }
+        let data = HtmlData::of_in(self, dir, options)?;
         let title = format!("gmprof report: {} · {}", data.meta.device, data.meta.mode);
         page(&title, template_parts()?.1, SCRIPT, &data, "HTML report")
     }
