@@ -321,3 +321,28 @@ fn the_command_writes_svg_and_csv_and_names_what_it_skipped() {
     }
     assert!(!dir.join("steps.svg").exists());
 }
+
+#[test]
+fn several_processes_reports_are_refused_not_ignored() {
+    let out = tempfile::tempdir().unwrap();
+    for rank in ["rank0", "rank1"] {
+        std::fs::create_dir_all(out.path().join(rank)).unwrap();
+        std::fs::copy(
+            root().join("docs/recorded/torch_train_per_kernel.json"),
+            out.path().join(rank).join("report.json"),
+        )
+        .unwrap();
+    }
+    let figs = out.path().join("figs");
+    let run = Command::new(env!("CARGO_BIN_EXE_gmprof"))
+        .arg("report")
+        .arg(out.path())
+        .arg("--figures")
+        .arg(&figs)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "{stderr}");
+    assert!(stderr.contains("holds several processes' reports") && stderr.contains("--figures"), "{stderr}");
+    assert!(!figs.exists());
+}

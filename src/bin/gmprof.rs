@@ -423,9 +423,10 @@ fn print_report(
         match merge::result_dirs(path, &["report.json"]).as_slice() {
             [] => {}
             [only] => return print_report(only, csv, stats, view, figs),
-            _ if csv => {
+            _ if csv || figs.is_some() => {
                 return Err(gmprof::Error::InvalidConfig(format!(
-                    "{} holds several processes' reports: `gmprof merge {}` writes merged.csv",
+                    "{} holds several processes' reports: `gmprof merge {}` writes merged.csv; --csv and \
+                     --figures read one process's directory",
                     path.display(),
                     path.display()
                 )))
