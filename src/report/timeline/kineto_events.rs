@@ -8,14 +8,14 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use super::events::{id_text, RangeArgs, CPU_PID};
+use super::events::{id_text, CPU_PID};
 use super::kineto::{
     AnnotationArgs, DeviceProperties, KinetoArgs, KinetoEvent, KinetoKernelArgs, KinetoMemoryArgs, KinetoPhase,
     KinetoTrace, RuntimeArgs, TraceOptions, SCHEMA_VERSION,
 };
 use super::lanes::{assign_lanes, lane_name, lane_tid, EXTRA_LANES_PER_STREAM};
 use super::placement::Placement;
-use super::trace::{micros, range_metrics, signed_micros};
+use super::trace::{micros, signed_micros};
 use crate::analysis::correlate::Granularity;
 use crate::model::{RangeId, TransferKind};
 use crate::report::model::Report;
@@ -142,22 +142,7 @@ impl Report {
             names.insert(ext, &row.name);
             let thread = row.thread.unwrap_or(0);
             threads.insert(thread);
-            let args = AnnotationArgs {
-                external_id: ext,
-                range: RangeArgs {
-                    path: row.path.clone(),
-                    depth: row.depth,
-                    instance: row.instance,
-                    range_id: id_text(id),
-                    parent_id: row.parent_id.map(id_text),
-                    kernel_count: row.kernel_count,
-                    self_kernel_count: row.self_kernel_count,
-                    flagged_kernel_count: row.flagged_kernel_count,
-                    gpu_time_ns: row.gpu_time_ns,
-                    wall_time_ns: row.wall_time_ns,
-                    metrics: range_metrics(self, row),
-                },
-            };
+            let args = AnnotationArgs { external_id: ext, range: super::trace::range_args(self, row, id) };
             let (ts, dur) = (micros(*start, origin), (end - start) as f64 / 1000.0);
             events.push(complete(
                 "user_annotation",

@@ -79,7 +79,7 @@ use super::placement::Placement;
 use crate::analysis::aggregate::RangeRow;
 use crate::analysis::pm_fold::PmReport;
 use crate::error::{Error, Result};
-use crate::model::ProfilingMode;
+use crate::model::{ProfilingMode, RangeId};
 use crate::report::model::Report;
 use crate::report::tables::csv::write_file;
 
@@ -147,6 +147,23 @@ fn by_name<'a>(
     values: impl Iterator<Item = Option<f64>>,
 ) -> BTreeMap<String, f64> {
     names.zip(values).filter_map(|(n, v)| v.filter(|v| v.is_finite()).map(|v| (n.to_owned(), v))).collect()
+}
+
+/// A range row's args in a trace event (gmprof's trace and the Kineto form).
+pub(super) fn range_args(report: &Report, row: &RangeRow, id: RangeId) -> RangeArgs {
+    RangeArgs {
+        path: row.path.clone(),
+        depth: row.depth,
+        instance: row.instance,
+        range_id: id_text(id),
+        parent_id: row.parent_id.map(id_text),
+        kernel_count: row.kernel_count,
+        self_kernel_count: row.self_kernel_count,
+        flagged_kernel_count: row.flagged_kernel_count,
+        gpu_time_ns: row.gpu_time_ns,
+        wall_time_ns: row.wall_time_ns,
+        metrics: range_metrics(report, row),
+    }
 }
 
 pub(super) fn range_metrics(report: &Report, row: &RangeRow) -> BTreeMap<String, f64> {
@@ -222,19 +239,7 @@ impl Report {
                 dur: Some((end - start) as f64 / 1000.0),
                 pid: CPU_PID,
                 tid: thread,
-                args: EventArgs::Range(RangeArgs {
-                    path: row.path.clone(),
-                    depth: row.depth,
-                    instance: row.instance,
-                    range_id: id_text(id),
-                    parent_id: row.parent_id.map(id_text),
-                    kernel_count: row.kernel_count,
-                    self_kernel_count: row.self_kernel_count,
-                    flagged_kernel_count: row.flagged_kernel_count,
-                    gpu_time_ns: row.gpu_time_ns,
-                    wall_time_ns: row.wall_time_ns,
-                    metrics: range_metrics(self, row),
-                }),
+                args: EventArgs::Range(range_args(self, row, id)),
             });
         }
 
