@@ -80,6 +80,7 @@ fn capture() -> Capture {
             api_name: "cudaLaunchKernel".into(),
             context_id: 1,
             launch_ns: None,
+            unmeasured: false,
         });
         activities.push(KernelActivity {
             correlation_id: i + 1,

@@ -85,6 +85,7 @@ fn main() {
             api_name: "cudaLaunchKernel".into(),
             context_id: 1,
             launch_ns: None,
+            unmeasured: false,
         });
         correlator.add_activity(KernelActivity {
             correlation_id: i + 1,

@@ -106,6 +106,7 @@ impl Capture {
             api_name: "cudaLaunchKernel".into(),
             context_id: 1,
             launch_ns: Some(self.clock),
+            unmeasured: false,
         });
         let end = self.tick();
         if std::mem::take(&mut self.drop_next_activity) {
@@ -343,6 +344,7 @@ fn mismatched_cycle(ranges: &[(u32, &str)]) -> Report {
             api_name: "cuLaunchKernel".into(),
             context_id: 1,
             launch_ns: None,
+            unmeasured: false,
         });
         correlator.add_activity(activity(correlation_id, &format!("k{ordinal}")));
     }
@@ -357,6 +359,7 @@ fn mismatched_cycle(ranges: &[(u32, &str)]) -> Report {
         api_name: "cuLaunchKernel".into(),
         context_id: 1,
         launch_ns: None,
+        unmeasured: false,
     });
     correlator.add_activity(activity(200, "k_next"));
     correlator.add_counter_ranges(1, vec![counter(1, 0, "0", 99.0)]);
@@ -437,6 +440,7 @@ fn dropped_activity_records_keep_their_counters() {
             api_name: "cudaLaunchKernel".into(),
             context_id: 1,
             launch_ns: None,
+            unmeasured: false,
         });
     }
     // CUPTI delivered the activity record of `kept` only.
@@ -559,6 +563,7 @@ fn launch_record(correlation_id: u32, range: Option<RangeId>, ordinal: u32) -> L
         api_name: "cudaLaunchKernel".into(),
         context_id: 1,
         launch_ns: None,
+        unmeasured: false,
     }
 }
 

@@ -104,6 +104,7 @@ impl Recorder {
             api_name: "cudaLaunchKernel".into(),
             context_id: 1,
             launch_ns: None,
+            unmeasured: false,
         });
         let start = self.clock + 10;
         self.clock = start + time;
@@ -363,6 +364,7 @@ fn sass_metrics_that_read_zero_everywhere_are_not_measured() {
             api_name: "cudaLaunchKernel".into(),
             context_id: 1,
             launch_ns: None,
+            unmeasured: false,
         });
     }
     tree.pop(1, 100).expect("pop");

@@ -499,6 +499,7 @@ fn a_whole_graph_row_holds_its_nodes_attributed_amounts() {
         api_name: if api == LaunchApi::Graph { "cudaGraphLaunch".into() } else { "cudaLaunchKernel".into() },
         context_id: 1,
         launch_ns: None,
+        unmeasured: false,
     };
     let kernel = |id: u32, name: &str, node: u64, start: u64, end: u64| KernelActivity {
         graph_id: if node > 0 { 3 } else { 0 },

@@ -141,6 +141,7 @@ fn report(run_end: RunEnd, kernels: u32) -> Report {
             api_name: "cudaLaunchKernel".into(),
             context_id: 1,
             launch_ns: None,
+            unmeasured: false,
         });
     }
     let mut info = CaptureInfo::new(ProfilingMode::Trace);

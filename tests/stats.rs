@@ -45,6 +45,7 @@ impl Session {
             api_name: "cudaLaunchKernel".into(),
             context_id: 1,
             launch_ns: None,
+            unmeasured: false,
         });
         let start = self.clock;
         self.clock += duration;

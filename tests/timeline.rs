@@ -102,6 +102,7 @@ impl Capture {
             api_name: "cudaLaunchKernel".into(),
             context_id: 1,
             launch_ns: Some(launched),
+            unmeasured: false,
         });
         let free = self.stream_free.entry(stream).or_insert(0);
         let start = (launched + 3_000).max(*free);

@@ -90,6 +90,11 @@ pub struct LaunchRecord {
     /// start. `None` where it was not taken.
     #[serde(default)]
     pub launch_ns: Option<u64>,
+    /// per_kernel with rotation ([`crate::profiler::ProfilerBuilder::rotate`]): this launch's
+    /// position in its step was not in the step's slot, so no counter range was opened for it
+    /// (its position is measured in another step). Its metrics are blank by design.
+    #[serde(default)]
+    pub unmeasured: bool,
 }
 
 /// The fields of a CUPTI kernel activity record that gmprof keeps. `Default` is an empty

@@ -95,6 +95,7 @@ impl Rank {
             api_name: "cudaLaunchKernel".into(),
             context_id: 1,
             launch_ns: Some(launch),
+            unmeasured: false,
         });
         self.ordinal += 1;
         let free = if stream == NCCL_STREAM { &mut self.nccl_free } else { &mut self.compute_free };

@@ -40,6 +40,7 @@ pub fn launch_record_in(range: Option<RangeId>, thread: ThreadId, id: u32, ordin
         api_name: "cudaLaunchKernel".into(),
         context_id: 1,
         launch_ns: None,
+        unmeasured: false,
     }
 }
 

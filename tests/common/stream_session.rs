@@ -104,6 +104,7 @@ impl Player {
             api_name: "cudaLaunchKernel".into(),
             context_id: 1,
             launch_ns: Some(self.tick(3_000)),
+            unmeasured: false,
         });
         self.ordinal += 1;
         // Durations vary by kernel and step: 2 µs to a few ms.

@@ -214,7 +214,8 @@ impl RowBuilder<'_> {
         counter_cycles: &mut BTreeMap<u32, Vec<CounterRange>>,
     ) -> IdMap<u32, (u32, CounterRange)> {
         let mut launches_per_cycle: IdMap<u32, u64> = IdMap::default();
-        for l in launches {
+        // A rotation's unmeasured launches opened no range.
+        for l in launches.iter().filter(|l| !l.unmeasured) {
             *launches_per_cycle.entry(l.cycle).or_default() += 1;
         }
         let mut by_correlation: IdMap<u32, (u32, CounterRange)> = IdMap::default();

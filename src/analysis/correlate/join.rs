@@ -184,6 +184,8 @@ impl Correlator {
                         let m = match per_kernel_counters.remove(&l.correlation_id) {
                             // A captured launch's range measured nothing that ran.
                             _ if captured.contains_key(&l.correlation_id) => CounterMatch::NotExpected,
+                            // Rotation: its position is measured in another step.
+                            None if l.unmeasured => CounterMatch::Missing(KernelStatus::Unmeasured),
                             Some(_) if replay_mismatched_kernels.contains(&l.correlation_id) => {
                                 CounterMatch::Missing(KernelStatus::ReplayMismatch)
                             }
@@ -267,6 +269,7 @@ impl Correlator {
                 KernelStatus::UnlaunchedActivity => counts.unlaunched_activity += 1,
                 KernelStatus::ReplayMismatch => counts.replay_mismatch += 1,
                 KernelStatus::NotCompleted => counts.not_completed += 1,
+                KernelStatus::Unmeasured => counts.unmeasured += 1,
             }
         }
         counts.flagged_rows = rows.iter().filter(|r| r.status.is_flagged()).count() as u64;

@@ -45,6 +45,10 @@ pub enum KernelStatus {
     /// or queued when the context failed and never completed. Times and metrics are empty;
     /// the name is the one the launch callback kept, for the last launches.
     NotCompleted,
+    /// per_kernel with rotation: the launch's position was measured in another step of the
+    /// rotation, so this launch ran unmeasured (timed, not serialized); its metrics are blank
+    /// by design. Not a problem: not flagged.
+    Unmeasured,
 }
 
 impl KernelStatus {
@@ -59,25 +63,28 @@ impl KernelStatus {
             KernelStatus::UnlaunchedActivity => "unlaunched_activity",
             KernelStatus::ReplayMismatch => "replay_mismatch",
             KernelStatus::NotCompleted => "not_completed",
+            KernelStatus::Unmeasured => "unmeasured",
         }
     }
 
-    /// True for every status but `ok`.
+    /// True for every status but `ok` and `unmeasured` (a rotation's launch measured in
+    /// another step).
     pub fn is_flagged(self) -> bool {
-        self != KernelStatus::Ok
+        !matches!(self, KernelStatus::Ok | KernelStatus::Unmeasured)
     }
 
     /// Priority when several problems apply to one row; higher wins.
     fn severity(self) -> u8 {
         match self {
             KernelStatus::Ok => 0,
-            KernelStatus::MissingActivity => 1,
-            KernelStatus::MissingCounters => 2,
-            KernelStatus::NameMismatch => 3,
-            KernelStatus::ReplayMismatch => 4,
-            KernelStatus::CountMismatch => 5,
-            KernelStatus::UnlaunchedActivity => 6,
-            KernelStatus::NotCompleted => 7,
+            KernelStatus::Unmeasured => 1,
+            KernelStatus::MissingActivity => 2,
+            KernelStatus::MissingCounters => 3,
+            KernelStatus::NameMismatch => 4,
+            KernelStatus::ReplayMismatch => 5,
+            KernelStatus::CountMismatch => 6,
+            KernelStatus::UnlaunchedActivity => 7,
+            KernelStatus::NotCompleted => 8,
         }
     }
 
@@ -391,6 +398,10 @@ pub struct CorrelationCounts {
     /// CUDA context failed.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub not_completed: u64,
+    /// Rows with status `unmeasured`: per_kernel with rotation, launches whose positions
+    /// were measured in other steps.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unmeasured: u64,
     /// Kernel rows of granularity `graph_node`: kernels that CUDA graph launches ran.
     #[serde(default)]
     pub graph_node_rows: u64,
@@ -465,6 +476,7 @@ impl CorrelationCounts {
         self.name_mismatch += other.name_mismatch;
         self.unlaunched_activity += other.unlaunched_activity;
         self.not_completed += other.not_completed;
+        self.unmeasured += other.unmeasured;
         self.graph_node_rows += other.graph_node_rows;
         self.graph_launches += other.graph_launches;
         self.captured_launches += other.captured_launches;

@@ -40,6 +40,7 @@ pub(super) fn launch(correlation_id: u32, cycle: u32, ordinal: u32, range: Optio
         api_name: "cudaLaunchKernel".into(),
         context_id: 1,
         launch_ns: None,
+        unmeasured: false,
     }
 }
 

@@ -558,6 +558,7 @@ mod tests {
                 api_name: "cudaLaunchKernel".into(),
                 context_id: 1,
                 launch_ns: None,
+                unmeasured: false,
             });
             correlator.add_activity(KernelActivity {
                 correlation_id: id,
