@@ -383,6 +383,8 @@ def init(
     format: Optional[Union[str, Iterable[str]]] = None,
     pc_sampling: Optional[Union[bool, str, int]] = None,
     trace_format: Optional[str] = None,
+    rotate: Optional[Union[int, str]] = None,
+    rotate_step: Optional[str] = None,
 ) -> None:
     """Starts the process-wide profiler (``gmprof_init``).
 
@@ -423,6 +425,15 @@ def init(
             ``"kineto"`` (the form PyTorch's profiler writes, which Holistic Trace Analysis
             reads; the README's "Traces for HTA"). ``None`` uses ``$GMPROF_TRACE_FORMAT`` or
             ``"chrome"``. Passed as ``GMPROF_TRACE_FORMAT`` for the call.
+        rotate: per_kernel counters in rotation (mode per_kernel): each step measures one
+            block of consecutive launch positions, so every position of a repeating step is
+            measured once every N measuring steps, the other launches at trace cost
+            (``positions.csv``; the README's "per_kernel in rotation"). ``"auto"`` picks the
+            blocks and how often a step measures from the first steps; an int N fixes N.
+            ``None`` uses ``$GMPROF_ROTATE`` or no rotation. Passed as ``GMPROF_ROTATE``.
+        rotate_step: the range (name or glob, e.g. ``"step"``) whose instances are the steps
+            a rotation numbers positions in; ``None`` uses ``$GMPROF_ROTATE_STEP``, then the
+            outermost open range. Passed as ``GMPROF_ROTATE_STEP``.
 
     Raises:
         GmprofError: e.g. ``GMPROF_ERROR_ALREADY_INITIALIZED``,
@@ -469,6 +480,14 @@ def init(
         if not words or any(w not in ("csv", "parquet") for w in words):
             raise ValueError("format must be 'csv', 'parquet' or 'csv,parquet', not %r" % (format,))
         format = ",".join(words)
+    if rotate is not None:
+        if isinstance(rotate, bool) or not (
+            (isinstance(rotate, int) and rotate >= 1) or (isinstance(rotate, str) and rotate.strip() == "auto")
+        ):
+            raise ValueError("rotate must be 'auto' or a whole number of steps (1 or more), not %r" % (rotate,))
+        rotate = str(rotate).strip()
+    if rotate_step is not None and not isinstance(rotate_step, str):
+        raise TypeError("rotate_step must be a string, not %s" % type(rotate_step).__name__)
     if trace_format is not None:
         if not isinstance(trace_format, str) or trace_format.strip().lower() not in ("chrome", "kineto"):
             raise ValueError("trace_format must be 'chrome' or 'kineto', not %r" % (trace_format,))
@@ -495,6 +514,10 @@ def init(
         settings["GMPROF_PC_SAMPLING"] = str(pc_sampling)
     if trace_format is not None:
         settings["GMPROF_TRACE_FORMAT"] = trace_format
+    if rotate is not None:
+        settings["GMPROF_ROTATE"] = rotate
+    if rotate_step is not None:
+        settings["GMPROF_ROTATE_STEP"] = rotate_step
     status = _with_env(settings, lambda: lib.gmprof_init(ctypes.pointer(options)))
     _check(lib, status, "gmprof_init")
     _initialized = True

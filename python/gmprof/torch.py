@@ -398,7 +398,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile
         depth: module levels named (the root is 1; ``None``: all; 0: none). Default 3.
         schedule: a :func:`schedule`, or torch.profiler.schedule(...), or any callable from a
             step number to an action; ``None``: every step is active.
-        mode, metrics, output_dir, synchronize_on_pop: for :func:`gmprof.init`, which the
+        mode, metrics, output_dir, synchronize_on_pop, rotate: for :func:`gmprof.init`, which the
             profile calls on entry (with ``range_scope="process"``) when the backend is
             gmprof and gmprof is not initialized yet; it then calls :func:`gmprof.finish` on
             exit and keeps the directory in ``output_dir``. An initialized gmprof is used
@@ -429,6 +429,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile
         optimizer: bool = True,
         step_range: Optional[str] = "step",
         backend: Any = "gmprof",
+        rotate: Optional[Union[int, str]] = None,
     ) -> None:
         if model is not None and not isinstance(model, torch.nn.Module):
             raise TypeError("model must be a torch.nn.Module or None, not %s" % type(model).__name__)
@@ -446,6 +447,9 @@ class profile:  # noqa: N801 - named like torch.profiler.profile
         self.step_range = step_range
         self._init_args = dict(mode=mode, metrics=metrics, output_dir=output_dir,
                                synchronize_on_pop=synchronize_on_pop)
+        if rotate is not None:
+            # Positions are numbered in the profile's step range.
+            self._init_args.update(rotate=rotate, rotate_step=step_range)
         self._modules = module_names(model, depth, name) if model is not None else []
         for _, range_name, _ in self._modules:
             _gmprof._encode_name(range_name, "module name")

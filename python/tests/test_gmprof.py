@@ -56,6 +56,7 @@ class FakeLibrary:
         self.format = os.environ.get("GMPROF_FORMAT")
         self.trace_format = os.environ.get("GMPROF_TRACE_FORMAT")
         self.pc = os.environ.get("GMPROF_PC_SAMPLING")
+        self.rotate = (os.environ.get("GMPROF_ROTATE"), os.environ.get("GMPROF_ROTATE_STEP"))
         self.calls.append(("init",))
         return self._ret("init")
 
@@ -395,6 +396,19 @@ class RangeScopeTest(EnvMixin, unittest.TestCase):
         with self.assertRaises(ValueError) as ctx:
             gmprof.init(trace_format="perfetto")
         self.assertIn("'chrome' or 'kineto'", str(ctx.exception))
+
+    def test_rotation_travels_in_the_environment_for_the_call(self):
+        gmprof.init(mode="per_kernel", rotate=16, rotate_step="Train step *")
+        self.assertEqual(self.lib.rotate, ("16", "Train step *"))
+        self.assertNotIn("GMPROF_ROTATE", os.environ)
+        gmprof.finish()
+        gmprof.init(rotate=" auto")
+        self.assertEqual(self.lib.rotate, ("auto", None))
+        gmprof.finish()
+        for bad in (0, True, "every", 2.5):
+            with self.assertRaises(ValueError) as ctx:
+                gmprof.init(rotate=bad)
+            self.assertIn("'auto' or a whole number of steps", str(ctx.exception))
 
     def test_unknown_format_is_rejected_before_c(self):
         with self.assertRaises(ValueError) as ctx:

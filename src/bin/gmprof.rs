@@ -33,6 +33,8 @@ mod live;
 mod on_demand;
 #[path = "gmprof/stdout.rs"]
 mod stdout;
+#[path = "gmprof/steps.rs"]
+mod steps;
 #[path = "gmprof/streamed.rs"]
 mod streamed;
 
@@ -40,8 +42,7 @@ use clap::{Parser, Subcommand};
 use gmprof::checked::{driver, target, Cupti};
 use gmprof::launch::{LaunchOptions, LaunchPlan};
 use gmprof::metrics::MetricCatalog;
-use gmprof::model::{MetricKind, ProfilingMode, GPU_TIME_METRIC};
-use gmprof::profiler::{check_iteration_replay, DEFAULT_METRICS};
+use gmprof::model::{MetricKind, ProfilingMode};
 use gmprof::report::merge;
 use gmprof::report::summary::DEFAULT_TOP;
 use gmprof::report::{GroupBy, SummaryOptions};
@@ -181,6 +182,8 @@ enum Command {
         /// against the passes the metric set needs before the program starts.
         #[arg(long, requires = "iteration_replay")]
         iterations: Option<usize>,
+        #[command(flatten)]
+        rotation: steps::RotateArgs,
         /// Also sample PM counters at a fixed interval and fold them into every range and
         /// kernel (pm.csv; no replay): `default` (DRAM read/write bytes per second, SM active,
         /// tensor pipe active, GR active), `dram` (the two DRAM rates alone: they sustain
@@ -360,38 +363,6 @@ fn chip_name(args: &ChipArgs, cupti: &Cupti) -> gmprof::Result<String> {
     target::query_chip_name(cupti, args.device)
 }
 
-/// `gmprof run --iteration-replay`: the library's pass check, before the program starts, so
-/// a long run is not spent unprofiled.
-fn check_iteration_replay_up_front(
-    mode: Option<&str>,
-    metrics: &[String],
-    pattern: &str,
-    instances: usize,
-) -> gmprof::Result<()> {
-    let mode: ProfilingMode = mode.map(str::parse).transpose()?.unwrap_or(ProfilingMode::PerKernel);
-    if !matches!(mode, ProfilingMode::PerKernel | ProfilingMode::PerRange) {
-        return check_iteration_replay(mode, 0, pattern, instances);
-    }
-    let cupti = Cupti::load()?;
-    let chip = chip_name(&ChipArgs { chip: None, device: 0 }, &cupti)?;
-    let catalog = MetricCatalog::for_chip(&cupti, &chip)?;
-    let mut names: Vec<&str> = vec![GPU_TIME_METRIC];
-    let asked: Vec<&str> = if metrics.is_empty() {
-        DEFAULT_METRICS.to_vec()
-    } else {
-        metrics.iter().map(|m| m.trim()).filter(|m| !m.is_empty()).collect()
-    };
-    for m in asked {
-        if !names.contains(&m) {
-            names.push(m);
-        }
-    }
-    let passes = catalog.passes(&names)?;
-    check_iteration_replay(mode, passes, pattern, instances)?;
-    eprintln!("gmprof: iteration replay: {passes} pass(es) over {instances} instance(s) of '{pattern}'");
-    Ok(())
-}
-
 fn kind_name(kind: MetricKind) -> &'static str {
     match kind {
         MetricKind::Counter => "counter",
@@ -484,6 +455,7 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         stats,
         iteration_replay,
         iterations,
+        rotation,
         pm_sampling,
         pm_interval,
         pc_sampling,
@@ -543,8 +515,9 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
             ));
         }
         let iteration_replay = iteration_replay.zip(iterations);
+        let mode = rotation.mode(mode, iteration_replay.is_some())?;
         if let Some((pattern, instances)) = &iteration_replay {
-            check_iteration_replay_up_front(mode.as_deref(), &metrics, pattern, *instances)?;
+            steps::check_iteration_replay_up_front(mode.as_deref(), &metrics, pattern, *instances)?;
         }
         let mode = stream.mode(mode, on_demand.idle_start())?;
         let opts = LaunchOptions {
@@ -556,6 +529,9 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
             synchronize_on_pop: sync_on_pop,
             library,
             iteration_replay,
+            rotate: rotation.rotate,
+            rotate_cycles: rotation.rotate_cycles,
+            rotate_step: rotation.rotate_step,
             pm_sampling,
             pm_interval,
             pc_sampling,

@@ -264,6 +264,13 @@ unsafe fn start_session(options: *const Options, capture: bool) -> Result<(), (S
     // layout (and programs built against the older header) unchanged.
     builder = builder.pm_sampling(crate::capture::pm_sampling::PmSamplingConfig::from_env().map_err(fail)?);
     builder = builder.pc_sampling(crate::capture::pc_sampling::PcSamplingConfig::from_env().map_err(fail)?);
+    // So is per_kernel in rotation (GMPROF_ROTATE, GMPROF_ROTATE_STEP, GMPROF_ROTATE_CYCLES),
+    // read as the injected library reads it.
+    let config = crate::ways_in::injection_config::InjectionConfig::from_env().map_err(fail)?;
+    builder = builder
+        .rotate(config.rotate)
+        .rotation_cycles(config.rotation_cycles)
+        .rotation_step(config.rotation_step.clone());
     let profiler = builder.build().map_err(fail)?;
     // The table formats, like PM sampling, come through the environment (GMPROF_FORMAT);
     // checked before a directory is claimed.

@@ -75,6 +75,16 @@ pub mod injection {
     pub const ITERATION_REPLAY: &str = "GMPROF_ITERATION_REPLAY";
     /// Iteration replay: how many instances of that range the program runs.
     pub const ITERATIONS: &str = "GMPROF_ITERATIONS";
+    /// per_kernel in rotation (`--rotate N`, `--rotate auto`): each step measures the launches
+    /// of one slot in N, so every launch position of a repeating step is measured once every N
+    /// steps; `auto` picks N from the first steps (about 1.5 % of step time measured).
+    pub const ROTATE: &str = "GMPROF_ROTATE";
+    /// `1`: a rotation goes on measuring past a full counter image, cycling it mid-run (each
+    /// cycle holds the program; off by default: measuring stops when the image is full).
+    pub const ROTATE_CYCLES: &str = "GMPROF_ROTATE_CYCLES";
+    /// The range (name or glob) whose instances a rotation numbers positions in (default:
+    /// `GMPROF_STEP_RANGE`, then `--torch-steps`'s range, then the outermost open range).
+    pub const ROTATE_STEP: &str = "GMPROF_ROTATE_STEP";
     /// Live metrics (`--metrics-port`): the port of the Prometheus endpoint (`/metrics`) each
     /// process serves; a process with `LOCAL_RANK` set serves on this port + `LOCAL_RANK`, so
     /// the ranks of one host each have their own. Setting it streams the run from its start.

@@ -208,6 +208,10 @@ fn build_profiler(config: &InjectionConfig, ctx: Context) -> Result<Profiler> {
     if let Some((pattern, instances)) = &config.iteration_replay {
         builder = builder.iteration_replay(pattern.clone(), *instances);
     }
+    builder = builder
+        .rotate(config.rotate)
+        .rotation_cycles(config.rotation_cycles)
+        .rotation_step(config.rotation_step.clone());
     builder = builder.pm_sampling(config.pm_sampling.clone());
     builder = builder.pc_sampling(config.pc_sampling.clone());
     // A sampler whose CUPTI calls fail is left out (the report says why): the program is

@@ -44,6 +44,12 @@ pub struct InjectionConfig {
     pub ranges_per_cycle: Option<usize>,
     /// Iteration replay: range pattern and instance count.
     pub iteration_replay: Option<(String, usize)>,
+    /// per_kernel in rotation: N or auto (`GMPROF_ROTATE`).
+    pub rotate: Option<crate::capture::profiler::rotation::Every>,
+    /// Whether the rotation cycles full counter images mid-run (`GMPROF_ROTATE_CYCLES`).
+    pub rotation_cycles: bool,
+    /// The range a rotation numbers positions in (`GMPROF_ROTATE_STEP`, else the step range).
+    pub rotation_step: Option<String>,
     /// PM sampling (`GMPROF_PM_SAMPLING`, `GMPROF_PM_INTERVAL`), when asked for.
     pub pm_sampling: Option<PmSamplingConfig>,
     /// PC sampling (`GMPROF_PC_SAMPLING`, `GMPROF_PC_COLLECTION`, `GMPROF_PC_RECORD`), when
@@ -91,12 +97,28 @@ impl InjectionConfig {
                 n => Some(n as usize),
             },
             iteration_replay: iteration_replay(get(env::ITERATION_REPLAY), get(env::ITERATIONS))?,
+            rotate: rotate(get(env::ROTATE))?,
+            rotation_cycles: flag(env::ROTATE_CYCLES, false)?,
+            rotation_step: get(env::ROTATE_STEP)
+                .or_else(|| get(crate::ways_in::env_names::on_demand::STEP_RANGE))
+                .or_else(|| get(crate::ways_in::env_names::TORCH_STEPS_ENV)),
             pm_sampling: PmSamplingConfig::from_lookup(&lookup)?,
             pc_sampling: crate::capture::pc_sampling::PcSamplingConfig::from_lookup(&lookup)?,
             stream: crate::ways_in::settings::StreamOptions::from_lookup(&lookup)?,
             metrics_export: crate::ways_in::live_metrics::MetricsExport::from_lookup(&lookup)?,
         })
     }
+}
+
+/// `GMPROF_ROTATE`: `auto`, or a whole number of steps, at least 1.
+fn rotate(value: Option<String>) -> Result<Option<crate::capture::profiler::rotation::Every>> {
+    let Some(v) = value else { return Ok(None) };
+    v.parse().map(Some).map_err(|e| {
+        Error::InvalidConfig(format!(
+            "{}={e} (the steps a rotation takes to measure every launch position once)",
+            env::ROTATE
+        ))
+    })
 }
 
 /// The iteration-replay setting from its two variables: both or neither.

@@ -63,6 +63,12 @@ pub struct LaunchOptions {
     /// Iteration replay: range pattern and how many instances the program runs, passed as
     /// `GMPROF_ITERATION_REPLAY` and `GMPROF_ITERATIONS`.
     pub iteration_replay: Option<(String, usize)>,
+    /// per_kernel in rotation over N steps (`auto` or a number), passed as `GMPROF_ROTATE`.
+    pub rotate: Option<String>,
+    /// Cycle full counter images mid-run, passed as `GMPROF_ROTATE_CYCLES`.
+    pub rotate_cycles: bool,
+    /// The rotation's step range, passed as `GMPROF_ROTATE_STEP`.
+    pub rotate_step: Option<String>,
     /// PM sampling metrics (`default` or names), passed as `GMPROF_PM_SAMPLING`.
     pub pm_sampling: Option<String>,
     /// PM sampling interval, passed as `GMPROF_PM_INTERVAL`.
@@ -211,6 +217,18 @@ impl LaunchPlan {
             crate::capture::profiler::iteration_pattern(pattern)?;
             env.push((env::ITERATION_REPLAY.into(), pattern.into()));
             env.push((env::ITERATIONS.into(), instances.to_string().into()));
+        }
+        if let Some(n) = &opts.rotate {
+            n.parse::<crate::capture::profiler::rotation::Every>()
+                .map_err(|e| Error::InvalidConfig(format!("--rotate {e}")))?;
+            env.push((env::ROTATE.into(), n.into()));
+        }
+        if opts.rotate_cycles {
+            env.push((env::ROTATE_CYCLES.into(), "1".into()));
+        }
+        if let Some(step) = &opts.rotate_step {
+            crate::capture::profiler::iteration_pattern(step)?;
+            env.push((env::ROTATE_STEP.into(), step.into()));
         }
         if let Some(interval) = &opts.pm_interval {
             if opts.pm_sampling.is_none() {
@@ -482,6 +500,9 @@ mod tests {
             synchronize_on_pop: true,
             library: Some(lib),
             iteration_replay: Some(("Train step *".into(), 50)),
+            rotate: None,
+            rotate_cycles: false,
+            rotate_step: None,
             pm_sampling: Some("default".into()),
             pm_interval: Some("10us".into()),
             pc_sampling: Some("12".into()),

@@ -36,6 +36,9 @@ pub struct ProfilerBuilder {
     pub(super) pm_sampling: Option<PmSamplingConfig>,
     pub(super) pc_sampling: Option<PcSamplingConfig>,
     pub(super) optional_samplers: bool,
+    pub(super) rotate: Option<super::rotation::Every>,
+    pub(super) rotation_cycles: bool,
+    pub(super) rotation_step: Option<String>,
 }
 
 /// The metrics a builder collects unless told otherwise (`gpu__time_duration.sum` is always
@@ -95,6 +98,9 @@ impl Default for ProfilerBuilder {
             pm_sampling: None,
             pc_sampling: None,
             optional_samplers: false,
+            rotate: None,
+            rotation_cycles: false,
+            rotation_step: None,
         }
     }
 }
@@ -239,6 +245,38 @@ impl ProfilerBuilder {
     /// memory and no extra thread, but a stall at every cycle.
     pub fn background_evaluation(mut self, on: bool) -> Self {
         self.background_evaluation = on;
+        self
+    }
+
+    /// per_kernel counters in rotation across steps: in each step only the launches whose
+    /// position falls in that step's slot open a per-kernel CUPTI range, so every position of
+    /// a repeating step is measured once every `every` steps, and the other launches run as in
+    /// trace mode (timed, unmeasured, not serialized; status `unmeasured`). Steps are the
+    /// outermost ranges, or those [`ProfilerBuilder::rotation_step`] names. 1 measures every
+    /// launch; [`Every::Auto`](super::rotation::Every::Auto) picks N from the first steps so
+    /// that measured launches cost about 1.5 % of step time; `None` turns rotation off. Needs
+    /// [`ProfilingMode::PerKernel`] and a one-pass metric set; [`ProfilerBuilder::build`] fails
+    /// saying why otherwise. Measuring stops when the counter image is full
+    /// ([`ProfilerBuilder::max_ranges_per_cycle`] measured launches), so no counter cycle ever
+    /// holds the program mid-run, unless [`ProfilerBuilder::rotation_cycles`] asks for them.
+    pub fn rotate(mut self, every: Option<super::rotation::Every>) -> Self {
+        self.rotate = every;
+        self
+    }
+
+    /// Whether a rotation goes on measuring past a full counter image, cycling it mid-run:
+    /// each cycle holds the launching thread (tens of ms; `profiler_pauses`). Default off:
+    /// measuring stops when the image is full and it is decoded at the end.
+    pub fn rotation_cycles(mut self, on: bool) -> Self {
+        self.rotation_cycles = on;
+        self
+    }
+
+    /// The step range a rotation numbers positions in: a name or glob (`Train step *`,
+    /// `step`); the outermost open range whose name matches it. Default: the outermost open
+    /// range.
+    pub fn rotation_step(mut self, glob: Option<String>) -> Self {
+        self.rotation_step = glob;
         self
     }
 

@@ -22,6 +22,8 @@ use super::state::{Counters, Profiler, Restart, Shared};
 pub(super) struct CounterSetup {
     pub(super) counters: Counters,
     pub(super) metric_set: MetricSet,
+    /// per_kernel in rotation: its state, for the session state.
+    pub(super) rotation: Option<super::rotation::Rotation>,
     pub(super) names: Vec<String>,
     pub(super) passes: usize,
     pub(super) chip: String,
@@ -105,6 +107,7 @@ impl Profiler {
             images,
             "gmprof: counter image"
         );
+        let rotation = rotation(cfg, mode, passes)?;
         let evaluator = Evaluator::spawn(*cupti, host, names.clone(), range, cfg.background_evaluation)?;
         Ok(CounterSetup {
             counters: Counters {
@@ -115,6 +118,9 @@ impl Profiler {
                 _api: api,
                 cycle: 0,
                 ordinal_in_cycle: 0,
+                ranges_in_cycle: 0,
+                rotating: rotation.is_some(),
+                rotation_cycles: cfg.rotation_cycles,
                 dropped_ranges: 0,
                 lost_ranges: 0,
                 running: false,
@@ -127,6 +133,7 @@ impl Profiler {
                 restart: None,
             },
             metric_set: MetricSet { metrics: specs },
+            rotation,
             names,
             passes,
             chip,
@@ -209,7 +216,7 @@ impl Shared {
     /// replay): cycles a full image, or brings a cycle that failed back to running. A
     /// failure is said once, when the cycle fails; the next launch tries again.
     pub(super) fn next_cycle_if_due(&self, counters: &mut Counters) {
-        let full = counters.ordinal_in_cycle as usize >= counters.config.max_ranges_per_pass;
+        let full = counters.cycle_due();
         if counters.running && full {
             if let Err(e) = self.cycle_counter_image(counters) {
                 tracing::error!("gmprof: could not cycle the counter image: {e}");
@@ -253,6 +260,7 @@ impl Shared {
         let cycle = counters.cycle;
         let (lost, unit) = match self.mode {
             ProfilingMode::PerRange => (u64::from(counters.ordinal_in_cycle), "range(s)"),
+            _ if counters.rotating => (u64::from(counters.ranges_in_cycle), "measured launch(es)"),
             _ => (self.state.lock().correlator.launches_in_cycle(cycle), "launch(es)"),
         };
         if ran {
@@ -318,6 +326,7 @@ impl Shared {
         }
         let expected = match self.mode {
             ProfilingMode::PerRange => u64::from(counters.ordinal_in_cycle),
+            _ if counters.rotating => u64::from(counters.ranges_in_cycle),
             _ => self.state.lock().correlator.launches_in_cycle(counters.cycle),
         };
         counters.evaluator.hand_off(counters.cycle, dropped, expected, &mut counters.counter_data)
@@ -328,4 +337,44 @@ impl Shared {
 pub(super) fn next_cycle(counters: &mut Counters) {
     counters.cycle += 1;
     counters.ordinal_in_cycle = 0;
+    counters.ranges_in_cycle = 0;
+}
+
+/// The rotation a per_kernel session asked for ([`ProfilerBuilder::rotate`]); refused with the
+/// reason where it cannot run.
+fn rotation(cfg: &ProfilerBuilder, mode: ProfilingMode, passes: usize) -> Result<Option<super::rotation::Rotation>> {
+    let Some(every) = cfg.rotate else { return Ok(None) };
+    if passes > 1 {
+        return Err(crate::error::Error::InvalidConfig(format!(
+            "rotation measures metric sets that fit one pass, and this one needs {passes}: split the metrics \
+             across runs (each one-pass set rotates on its own), or drop --rotate for kernel replay"
+        )));
+    }
+    if mode != ProfilingMode::PerKernel {
+        return Err(crate::error::Error::InvalidConfig(format!(
+            "rotation measures per_kernel counters, but the mode is {}: use --mode per_kernel",
+            mode.as_str()
+        )));
+    }
+    if cfg.iteration_replay.is_some() {
+        return Err(crate::error::Error::InvalidConfig(
+            "rotation and iteration replay both pick which step measures what: use one of them".into(),
+        ));
+    }
+    let glob = cfg.rotation_step.as_deref().map(super::builder::iteration_pattern).transpose()?;
+    Ok(Some(super::rotation::Rotation::new(every, glob, cfg.rotation_cycles)))
+}
+
+impl Counters {
+    /// Whether the image holds as many ranges as a cycle takes.
+    pub(super) fn image_full(&self) -> bool {
+        let used = if self.rotating { self.ranges_in_cycle } else { self.ordinal_in_cycle };
+        used as usize >= self.config.max_ranges_per_pass
+    }
+
+    /// Whether a full image is cycled mid-run: always, but in a rotation that stops measuring
+    /// when it is full instead.
+    pub(super) fn cycle_due(&self) -> bool {
+        self.image_full() && (!self.rotating || self.rotation_cycles)
+    }
 }

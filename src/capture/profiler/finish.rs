@@ -242,13 +242,14 @@ impl Profiler {
                 .map(|running| (0..running).find(|c| !state.correlator.has_counter_cycle(*c)).unwrap_or(running))
         };
         let now = ClockPair { cupti_ns: activity::timestamp(&shared.cupti)?, unix_ns: unix_ns() };
-        let (correlator, mut tree, mut warnings, pending) = {
+        let (correlator, mut tree, mut warnings, pending, rotation) = {
             let state = shared.state.lock();
             let (mut correlator, pending) = state.correlator.checkpoint(shared.mode, running_cycle);
             for (kind, bytes, count) in crate::capture::probe::internal_transfers(false) {
                 correlator.add_internal_transfers(kind, bytes, count);
             }
-            (correlator, state.tree.clone(), state.warnings.clone(), pending)
+            let rotation = state.rotation.as_ref().map(super::rotation::Rotation::run);
+            (correlator, state.tree.clone(), state.warnings.clone(), pending, rotation)
         };
         for open in tree.close_all_open(now.cupti_ns) {
             warnings.push(format!("at this checkpoint: {open}"));
@@ -257,6 +258,7 @@ impl Profiler {
             warnings.push(format!("{} memcpy/memset call(s) were still pending at this checkpoint", pending.transfers));
         }
         let mut info = shared.capture_info(now, warnings, 0, 0);
+        info.rotation = rotation;
         info.run_end = Some(RunEnd::Checkpoint { reason: reason.to_owned(), pending_kernels: pending.kernels });
         let mut report = Report::analyze(info, &shared.metric_set, &tree, correlator);
         // PM samples up to the sampler's last drain (at most one decode period old).
@@ -444,8 +446,10 @@ impl Shared {
             warnings.push("the session's end time is the wall clock's: the CUPTI clock could not be read".into());
         }
         warnings.extend(open);
+        let rotation = state.rotation.as_ref().map(super::rotation::Rotation::run);
         drop(state);
         let mut info = self.capture_info(clock_finish, warnings, dropped_ranges, dropped_records);
+        info.rotation = rotation;
         info.counter_ranges_lost = lost_ranges;
         info.unprofiled_contexts = unprofiled;
         info.run_end = Some(run_end.with_failures(failures.cuda_error, failures.steps));
@@ -542,6 +546,7 @@ impl Shared {
         counters.running = false;
         let (lost, what) = match self.mode {
             ProfilingMode::PerRange => (u64::from(counters.ordinal_in_cycle), "range(s)"),
+            _ if counters.rotating => (u64::from(counters.ranges_in_cycle), "measured launch(es)"),
             _ => (self.state.lock().correlator.launches_in_cycle(cycle), "launch(es)"),
         };
         counters.dropped_ranges += lost;

@@ -181,6 +181,7 @@ impl LaunchHarness {
             driver: Driver::stand_in()?,
             clock_start: ClockPair { cupti_ns, unix_ns: 0 },
             memsets_unread: std::sync::atomic::AtomicU64::new(0),
+            rotation_stall_ns: std::sync::atomic::AtomicU64::new(0),
             device_id: Some(DEVICE_ID),
             context_id,
             mode,
@@ -234,6 +235,16 @@ impl LaunchHarness {
             in_evaluation: Default::default(),
             evaluated: Vec::new(),
         })
+    }
+
+    /// Turns per_kernel rotation on, as [`ProfilerBuilder::rotate`] and
+    /// [`ProfilerBuilder::rotation_step`] do (before the first launch).
+    ///
+    /// [`ProfilerBuilder::rotate`]: super::ProfilerBuilder::rotate
+    /// [`ProfilerBuilder::rotation_step`]: super::ProfilerBuilder::rotation_step
+    pub fn rotate(&self, every: super::rotation::Every, step: Option<&str>) {
+        let glob = step.map(|s| glob::Pattern::new(s).expect("a valid step glob"));
+        self.shared.state.lock().rotation = Some(super::rotation::Rotation::new(every, glob, false));
     }
 
     /// Opens a range on the calling thread.
@@ -495,7 +506,7 @@ impl LaunchHarness {
                 .correlator
                 .launches()
                 .iter()
-                .filter(|l| l.cycle == cycle)
+                .filter(|l| l.cycle == cycle && !l.unmeasured)
                 .map(|l| (l.correlation_id.to_string(), l.correlation_id.to_string()))
                 .collect(),
         };

@@ -319,6 +319,7 @@ impl Shared {
         // counters) the launch is numbered under the state lock below, and trace and
         // per_range take no other lock.
         let counted = !matches!(self.mode, ProfilingMode::Trace | ProfilingMode::PerRange);
+        let mut unmeasured = false;
         let (cycle, ordinal) = if !counted {
             (0, None)
         } else {
@@ -330,7 +331,7 @@ impl Shared {
                     // In kernel replay a graph launch makes one auto range per kernel node, a
                     // number unknown here: it gets a counter image of its own.
                     let graph_alone = self.mode == ProfilingMode::KernelReplay && cb.launch == LaunchKind::Graph;
-                    let full = counters.ordinal_in_cycle as usize >= counters.config.max_ranges_per_pass;
+                    let full = counters.cycle_due();
                     if cycling_allowed && (full || graph_alone && counters.ordinal_in_cycle > 0) {
                         if let Err(e) = self.cycle_counter_image(counters) {
                             tracing::error!("gmprof: could not cycle the counter image: {e}");
@@ -347,12 +348,18 @@ impl Shared {
                         counters.ordinal_in_cycle =
                             counters.ordinal_in_cycle.max(counters.config.max_ranges_per_pass as u32);
                     }
-                    if kernel_range {
+                    if kernel_range && self.rotation_measures(!counters.image_full(), cb) {
                         self.push_kernel_range_locked(counters, &IdName::new(cb.correlation_id));
+                    } else if kernel_range {
+                        unmeasured = true;
                     }
                     at
                 }
-                None => (0, None),
+                None => {
+                    // No image (the harness): the rotation still decides what would be measured.
+                    unmeasured = kernel_range && !self.rotation_measures(true, cb);
+                    (0, None)
+                }
             }
         };
         let ordinal_from_state = ordinal.is_none();
@@ -385,6 +392,7 @@ impl Shared {
             api_name: Cow::Borrowed(cb.function_name),
             context_id: cb.context_uid,
             launch_ns,
+            unmeasured,
         });
         range
     }
@@ -437,6 +445,22 @@ impl Shared {
         }
     }
 
+    /// Whether the launch in flight opens its per-kernel range: always without rotation; with
+    /// it, when its position falls in its step's slot ([`super::rotation`]) and the image has
+    /// `room`. Takes the state lock (under the capture lock where there is an image).
+    fn rotation_measures(&self, room: bool, cb: &ApiCallback<'_>) -> bool {
+        let mut state = self.state.lock();
+        let state = &mut *state;
+        let Some(rotation) = state.rotation.as_mut() else { return true };
+        let range = self.attribute(&state.tree, current_thread_id());
+        let step = rotation.step_of(&state.tree, range);
+        let node = step.and_then(|s| state.tree.get(s));
+        let (step_name, push_ns) = node.map_or(("", None), |n| (n.name.as_str(), Some(n.push_ns)));
+        let name = cb.kernel_symbol().map_or(&b""[..], CStr::to_bytes);
+        let stall = &self.rotation_stall_ns;
+        rotation.next(step, step_name, push_ns, name, room, &mut || stall.swap(0, Ordering::Relaxed)).measured
+    }
+
     /// Opens the per-kernel CUPTI range of the launch in flight (PerKernel mode).
     pub(super) fn push_kernel_range(&self, name: &CStr) {
         let mut guard = self.capture.lock();
@@ -447,9 +471,15 @@ impl Shared {
     /// [`Shared::push_kernel_range`] with the capture lock held.
     fn push_kernel_range_locked(&self, counters: &mut Counters, name: &CStr) {
         let Some(rp) = counters.range_profiler.as_ref().filter(|_| counters.running) else { return };
-        match self.retried(|| rp.push_cstr(name)) {
+        let t0 = std::time::Instant::now();
+        let pushed = self.retried(|| rp.push_cstr(name));
+        if counters.rotating {
+            self.rotation_stall_ns.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
+        match pushed {
             Ok(()) => {
                 counters.user_depth += 1;
+                counters.ranges_in_cycle += 1;
                 crate::capture::hub::want_exit();
                 PUSHED_KERNEL_RANGE.with(|p| p.set(true));
             }
@@ -467,7 +497,12 @@ impl Shared {
         let Some(rp) = counters.range_profiler.as_ref().filter(|_| counters.running && counters.user_depth > 0) else {
             return;
         };
-        match self.retried(|| rp.pop()) {
+        let t0 = std::time::Instant::now();
+        let popped = self.retried(|| rp.pop());
+        if counters.rotating {
+            self.rotation_stall_ns.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
+        match popped {
             Ok(()) => counters.user_depth -= 1,
             // CUPTI's range stays open past its launch: the cycle's counters cannot be
             // trusted, so they are dropped when it is collected.

@@ -81,6 +81,9 @@ mod live_tests;
 mod ranges;
 mod recent;
 mod replay;
+pub mod rotation;
+#[cfg(test)]
+mod rotation_tests;
 mod scope;
 mod start;
 mod state;

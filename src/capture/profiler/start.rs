@@ -67,6 +67,7 @@ impl Profiler {
         let driver_version = driver::driver_release(&drv);
         // What went wrong while starting that the session goes on without: for the report.
         let mut start_warnings = Vec::new();
+        let mut rotation = None;
         let (counters, metric_set, names, passes, chip, mode) = if cfg.mode == Some(ProfilingMode::Trace) {
             // Trace mode needs no counters, but the report names the chip in every mode.
             let chip = target::query_chip_name(&cupti, device as usize).unwrap_or_else(|e| {
@@ -80,6 +81,7 @@ impl Profiler {
             (None, MetricSet::default(), Vec::new(), 0, chip, ProfilingMode::Trace)
         } else {
             let c = Self::start_counters(&cfg, &cupti, context, device)?;
+            rotation = c.rotation;
             (Some(c.counters), c.metric_set, c.names, c.passes, c.chip, c.mode)
         };
         let iteration_range = match &cfg.iteration_replay {
@@ -97,6 +99,7 @@ impl Profiler {
             driver: drv,
             clock_start,
             memsets_unread: std::sync::atomic::AtomicU64::new(0),
+            rotation_stall_ns: std::sync::atomic::AtomicU64::new(0),
             device_id,
             context_id,
             mode,
@@ -124,7 +127,11 @@ impl Profiler {
             self_time_at_start: crate::checked::self_time::snapshot(),
             stamps_missed_at_start: activity::launch_stamps_missed().0,
         });
-        shared.state.lock().warnings.append(&mut start_warnings);
+        {
+            let mut state = shared.state.lock();
+            state.warnings.append(&mut start_warnings);
+            state.rotation = rotation;
+        }
         // The capture is in place before the hub can route a callback to this session.
         *shared.capture.lock() = Some(Capture { membership: None, counters, _primary: primary, context });
         let session: Arc<dyn CaptureSession> = shared.clone();

@@ -42,6 +42,8 @@ pub(super) struct Capture {
 pub(super) struct SessionState {
     pub(super) tree: SessionTree,
     pub(super) correlator: Correlator,
+    /// per_kernel in rotation: which launches open a range ([`super::rotation`]).
+    pub(super) rotation: Option<super::rotation::Rotation>,
     pub(super) warnings: Vec<String>,
     /// Nested driver correlation id → the outer runtime call's id, for the activity records
     /// drained so far.
@@ -117,6 +119,7 @@ impl SessionState {
         SessionState {
             tree: SessionTree::new(),
             correlator: Correlator::new(),
+            rotation: None,
             warnings: Vec::new(),
             aliases: HashMap::new(),
             alias_log: Vec::new(),
@@ -139,6 +142,9 @@ impl SessionState {
 
 pub(super) struct Shared {
     pub(super) cupti: Cupti,
+    /// per_kernel in rotation: ns the launching threads spent in CUPTI's range push and pop
+    /// since the rotation last took it (the cost of measuring, [`super::rotation`]).
+    pub(super) rotation_stall_ns: std::sync::atomic::AtomicU64,
     /// Stamps each launch ([`LaunchRecord::launch_ns`](crate::model::LaunchRecord::launch_ns)).
     pub(super) launch_clock: activity::LaunchClock,
     pub(super) driver: Driver,
@@ -233,6 +239,13 @@ pub(super) struct Counters {
     pub(super) _api: ProfilerApi,
     pub(super) cycle: u32,
     pub(super) ordinal_in_cycle: u32,
+    /// Per-kernel CUPTI ranges opened in this cycle (launches measured; all of them
+    /// without rotation).
+    pub(super) ranges_in_cycle: u32,
+    /// per_kernel in rotation (its state is the session state's `rotation`).
+    pub(super) rotating: bool,
+    /// Whether a rotation cycles a full image mid-run (else it stops measuring).
+    pub(super) rotation_cycles: bool,
     pub(super) dropped_ranges: u64,
     /// Of `dropped_ranges`, those lost because CUPTI calls failed (said by their warnings).
     pub(super) lost_ranges: u64,

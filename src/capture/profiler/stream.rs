@@ -414,6 +414,14 @@ impl Shared {
         let Some(mut pipeline) = streaming.pipeline.take() else {
             return Report::analyze(info, &self.metric_set, &state.tree, correlator);
         };
+        if info.rotation.is_some() {
+            info.warnings.push(
+                "per_kernel ran in rotation, but the rows were streamed: the positions table (positions.csv, the \
+                 report's rotation section) is made from the whole-file rows and is not written; measured and \
+                 unmeasured launches are in kernels/ (status unmeasured); set GMPROF_STREAM=0 for the table"
+                    .into(),
+            );
+        }
         // A drain may be writing its batch (the writer's lock, taken under the session's,
         // which this finish holds: no new batch starts), then flight-recorder windows
         // (`window_writes`, taken before the writer's is let go): both end before the run's
