@@ -20,6 +20,7 @@ pub mod pc_fold;
 pub mod pm_check;
 pub mod pm_deconvolve;
 pub mod pm_fold;
+pub mod rotation;
 
 use crate::model::MetricSet;
 

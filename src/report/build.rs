@@ -87,6 +87,7 @@ impl Report {
             probes: Vec::new(),
             range_devices: Vec::new(),
             streamed: None,
+            rotation: None,
         }
     }
 
@@ -122,7 +123,25 @@ impl Report {
     pub fn analyze(info: CaptureInfo, metrics: &MetricSet, tree: &SessionTree, correlator: Correlator) -> Self {
         let correlation = correlator.finish(tree, metrics, info.mode);
         let aggregation = aggregate(tree, &correlation, metrics, info.mode);
-        Report::build(info, metrics, correlation, aggregation)
+        let rotation = info
+            .rotation
+            .clone()
+            .map(|run| crate::analysis::rotation::analyze(run, tree, &correlation.rows, &aggregation.rules));
+        let mut report = Report::build(info, metrics, correlation, aggregation);
+        if rotation.is_some() {
+            // Each range instance measured a slice of its launches: its sums would be a
+            // slice's. The rotation's group estimates stand for them.
+            for row in &mut report.ranges {
+                row.metrics.iter_mut().for_each(|v| *v = None);
+                row.dram_read_bytes = None;
+                row.dram_write_bytes = None;
+                row.dram_read_gbps = None;
+                row.dram_write_gbps = None;
+                row.dram_total_gbps = None;
+            }
+        }
+        report.rotation = rotation;
+        report
     }
 }
 

@@ -53,6 +53,8 @@ pub struct CaptureInfo {
     pub driver_version: Option<String>,
     /// Other CUDA contexts of the process that no profiler measured.
     pub unprofiled_contexts: Vec<UnprofiledContext>,
+    /// per_kernel in rotation: what capture decided ([`crate::analysis::rotation`]).
+    pub rotation: Option<crate::analysis::rotation::RotationRun>,
 }
 
 impl CaptureInfo {
@@ -75,6 +77,7 @@ impl CaptureInfo {
             self_time: None,
             driver_version: None,
             unprofiled_contexts: Vec::new(),
+            rotation: None,
         }
     }
 }
@@ -197,6 +200,11 @@ pub struct Report {
     /// [`Report::kernels`] and [`Report::transfers`] are then empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub streamed: Option<crate::report::stream::summary::StreamedSummary>,
+    /// per_kernel in rotation: the step templates, counters per launch position, and the
+    /// estimates per range group and kernel name ([`crate::analysis::rotation`];
+    /// `positions.csv`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotation: Option<crate::analysis::rotation::RotationReport>,
 }
 
 impl Report {

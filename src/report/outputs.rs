@@ -131,6 +131,9 @@ impl Report {
         if !self.device_timers.is_empty() {
             self.write_regions_csv(dir.join(regions::REGIONS_CSV))?;
         }
+        if self.rotation.is_some() {
+            self.write_positions_csv(dir.join(crate::report::tables::positions::POSITIONS_CSV))?;
+        }
         if !self.probes.is_empty() {
             if formats.csv {
                 probes::write_probe_csvs(dir, &self.probes)?;

@@ -140,6 +140,7 @@ pub fn combine(mut parts: Vec<ContextReport>) -> Option<Report> {
     let mut device_timers = Vec::new();
     let mut device_regions = Vec::new();
     let mut probes = Vec::new();
+    let mut rotated: Vec<(u32, crate::analysis::rotation::RotationReport)> = Vec::new();
     // A streamed context's summary (the first one; each context streams into its own
     // directory, see the README's streamed outputs).
     let mut streamed = None;
@@ -162,6 +163,9 @@ pub fn combine(mut parts: Vec<ContextReport>) -> Option<Report> {
         device_timers.append(&mut part.report.device_timers);
         device_regions.append(&mut part.report.device_regions);
         probes.append(&mut part.report.probes);
+        if let Some(r) = part.report.rotation.take() {
+            rotated.push((part.device_id, r));
+        }
     }
     let mut report = Report {
         meta,
@@ -175,7 +179,16 @@ pub fn combine(mut parts: Vec<ContextReport>) -> Option<Report> {
         probes,
         range_devices: per_device,
         streamed,
+        rotation: None,
     };
+    if rotated.len() > 1 {
+        report.meta.warnings.push(format!(
+            "per_kernel ran in rotation on devices {}: the rotation section holds device {}'s positions only",
+            rotated.iter().map(|(d, _)| d.to_string()).collect::<Vec<_>>().join(", "),
+            rotated[0].0
+        ));
+    }
+    report.rotation = rotated.into_iter().next().map(|(_, r)| r);
     if pc_sampled.len() > 1 {
         report.meta.warnings.push(format!(
             "PC sampling ran on devices {}: stalls.csv and pc_samples.csv hold device {}'s samples only",

@@ -403,6 +403,7 @@ impl RankRanges {
             probes: Vec::new(),
             range_devices: Vec::new(),
             streamed: None,
+            rotation: None,
         };
         let ending = crate::report::text::summary::ending_line(&shell);
         Ok(RankRanges {

@@ -13,6 +13,7 @@ pub mod formats;
 pub mod parquet;
 pub mod pc_csv;
 pub mod pm_csv;
+pub mod positions;
 pub mod probe_kernels;
 pub mod probes;
 pub mod regions;

@@ -14,6 +14,7 @@ pub mod format;
 pub mod group;
 pub mod pc_summary;
 pub mod probe_line;
+pub mod rotation;
 pub mod stats;
 pub mod streamed;
 pub mod summary;

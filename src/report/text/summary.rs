@@ -173,6 +173,9 @@ pub struct Summary {
     /// The profiler-pause line (mid-run counter cycles), when there were any.
     #[serde(default)]
     pub pause_line: Option<String>,
+    /// per_kernel in rotation: its lines ([`super::rotation::rotation_lines`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rotation_lines: Vec<String>,
     /// gmprof's own callback time, when measured (`GMPROF_SELF_TIME=1`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub self_time_line: Option<String>,
@@ -341,6 +344,7 @@ impl Summary {
             pc_lines: report.pc.as_ref().map(crate::report::pc_summary::pc_lines).unwrap_or_default(),
             probe_line: super::probe_line::probe_line(&report.probes),
             pause_line: pause_line(&report.meta.profiler_pauses),
+            rotation_lines: super::rotation::rotation_lines(report),
             self_time_line: report.meta.self_time.map(self_time_line),
             ending_line: ending_line(report),
             failed_calls_line: failed_calls_line(report),
@@ -593,6 +597,9 @@ impl fmt::Display for Summary {
             writeln!(f, "{line}")?;
         }
         if let Some(line) = &self.self_time_line {
+            writeln!(f, "{line}")?;
+        }
+        for line in &self.rotation_lines {
             writeln!(f, "{line}")?;
         }
 
