@@ -7,7 +7,8 @@
 # Default reports: docs/recorded/torch_train_per_kernel.json (a PyTorch training run recorded
 # on an H200, see docs/recorded/README.md), tests/golden/report.json and a process that used
 # two GPUs (tests/data/devices/pipeline_per_kernel.json.zst) and a streamed run's report
-# (tests/data/streamed/rank1/report.json: its steps chart and aggregate tables). Each is turned into
+# (tests/data/streamed/rank1/report.json: its steps chart and aggregate tables) and a per_kernel run
+# in rotation (tests/data/rotation/report.json, from the CPU harness: its typical-step tables). Each is turned into
 # HTML with `gmprof report REPORT --skip-first 1 --html`, loaded from a file:// URL with every
 # host name unresolvable, and checked three ways: <body data-render="ok"> (set by the page's
 # script after the last chart), <body data-errors="0"> (the page counts window errors,
@@ -33,7 +34,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ ${#reports[@]} -gt 0 ] || reports=(docs/recorded/torch_train_per_kernel.json tests/golden/report.json
-  tests/data/devices/pipeline_per_kernel.json.zst tests/data/streamed/rank1/report.json)
+  tests/data/devices/pipeline_per_kernel.json.zst tests/data/streamed/rank1/report.json tests/data/rotation/report.json)
 [ ${#diffs[@]} -gt 0 ] || diffs=(docs/recorded/torch_train_per_kernel.json tests/golden/report.json)
 
 browser=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)

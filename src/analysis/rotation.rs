@@ -158,6 +158,9 @@ pub struct KernelEstimate {
     pub launches: u64,
     /// Of them, measured.
     pub measured: u64,
+    /// Mean kernel time of its launches (activity records), ns.
+    #[serde(default)]
+    pub duration_ns: Option<f64>,
     /// Mean of each metric over the measured launches.
     pub values: Vec<Option<f64>>,
 }
@@ -301,6 +304,17 @@ type Signature = (String, Option<[i32; 3]>);
 /// The distinct grids a position keeps before it only counts them as many.
 const MAX_GRIDS: usize = 8;
 
+/// Sums of one kernel name while the rows are walked.
+#[derive(Default)]
+struct KernelSums {
+    launches: u64,
+    measured: u64,
+    duration_sum: f64,
+    durations: u64,
+    sums: Vec<f64>,
+    counts: Vec<u64>,
+}
+
 /// Sums of one position while the rows are walked.
 #[derive(Default)]
 struct PositionSums {
@@ -352,7 +366,7 @@ pub fn analyze(run: RotationRun, tree: &SessionTree, rows: &[KernelRow], rules: 
     let mut step_templates: Vec<u32> = Vec::new();
     let mut templates: Vec<Template> = Vec::new();
     let mut sums: Vec<Vec<PositionSums>> = Vec::new();
-    let mut kernels: HashMap<String, (u64, u64, Vec<f64>, Vec<u64>)> = HashMap::new();
+    let mut kernels: HashMap<String, KernelSums> = HashMap::new();
     for (number, (step, launches)) in steps.iter().enumerate() {
         let number = number as u64;
         let sig: Vec<Signature> = launches.iter().map(|&i| signature(&rows[i])).collect();
@@ -401,13 +415,21 @@ pub fn analyze(run: RotationRun, tree: &SessionTree, rows: &[KernelRow], rules: 
                 s.durations += 1;
             }
             let name = row.kernel_name.clone().unwrap_or_default();
-            let k = kernels.entry(name).or_insert_with(|| (0, 0, vec![0.0; metric_count], vec![0; metric_count]));
-            k.0 += 1;
+            let k = kernels.entry(name).or_insert_with(|| KernelSums {
+                sums: vec![0.0; metric_count],
+                counts: vec![0; metric_count],
+                ..KernelSums::default()
+            });
+            k.launches += 1;
+            if let Some(d) = row.duration_ns {
+                k.duration_sum += d as f64;
+                k.durations += 1;
+            }
             let measured = row.status == KernelStatus::Ok && row.metrics.iter().any(Option::is_some);
             if !measured {
                 continue;
             }
-            k.1 += 1;
+            k.measured += 1;
             s.measured += 1;
             s.first_measured_step.get_or_insert(number);
             if s.sums.is_empty() {
@@ -418,8 +440,8 @@ pub fn analyze(run: RotationRun, tree: &SessionTree, rows: &[KernelRow], rules: 
                 if let Some(v) = v {
                     s.sums[m] += v;
                     s.counts[m] += 1;
-                    k.2[m] += v;
-                    k.3[m] += 1;
+                    k.sums[m] += v;
+                    k.counts[m] += 1;
                 }
             }
         }
@@ -503,11 +525,12 @@ pub fn analyze(run: RotationRun, tree: &SessionTree, rows: &[KernelRow], rules: 
     describe_differences(&mut templates, &signatures, rows, &steps);
     let mut kernels: Vec<KernelEstimate> = kernels
         .into_iter()
-        .map(|(kernel_name, (launches, measured, sum, count))| KernelEstimate {
+        .map(|(kernel_name, k)| KernelEstimate {
             kernel_name,
-            launches,
-            measured,
-            values: mean(&sum, &count),
+            launches: k.launches,
+            measured: k.measured,
+            duration_ns: (k.durations > 0).then(|| k.duration_sum / k.durations as f64),
+            values: mean(&k.sums, &k.counts),
         })
         .collect();
     kernels.sort_by(|a, b| b.launches.cmp(&a.launches).then_with(|| a.kernel_name.cmp(&b.kernel_name)));

@@ -185,3 +185,33 @@ fn positions_csv_has_a_row_per_position_with_its_counters() {
     let back: Report = serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap()).unwrap();
     assert_eq!(back.rotation, report.rotation);
 }
+
+/// The recorded rotation report `scripts/check-html.sh` renders in Chromium (CI): this test's
+/// run, written when `GMPROF_BLESS=1`. Without it, the recorded file must still be such a run.
+const RECORDED: &str = "tests/data/rotation/report.json";
+
+#[test]
+fn the_html_page_shows_one_typical_step_and_the_recorded_report_is_such_a_run() {
+    let (report, _) = run(3, 24);
+    let html = report.to_html(&crate::report::SummaryOptions::default()).unwrap();
+    let start = html.find(r#"id="gmprof-data">"#).unwrap() + r#"id="gmprof-data">"#.len();
+    let end = start + html[start..].find("</script>").unwrap();
+    let data: serde_json::Value = serde_json::from_str(&html[start..end]).unwrap();
+    let groups = data["rotation"]["groups"].as_array().unwrap();
+    let step = groups.iter().find(|g| g["path"] == "Train step #").unwrap();
+    assert_eq!((step["positions"].as_u64(), step["measured"].as_u64()), (Some(6), Some(6)));
+    assert_eq!(step["gpu_time_ns"].as_f64(), Some(75_000.0));
+    assert!(data["rotation"]["note"].as_str().unwrap().contains("rotation 1/3: 30 step(s), 2 template(s)"));
+    let gemm = data["rotation"]["kernels"].as_array().unwrap().iter().find(|k| k["name"] == "gemm").unwrap();
+    // gemm runs at positions 1 and 3 of 24 training steps and position 1 of 6 evaluation steps.
+    assert_eq!(gemm["launches"].as_u64(), Some(54));
+    assert!(html.contains(r#"id="rotation-section""#));
+
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(RECORDED);
+    if std::env::var("GMPROF_BLESS").as_deref() == Ok("1") {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        report.write_json(&path).unwrap();
+    }
+    let recorded: Report = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(recorded.rotation, report.rotation, "{RECORDED} is not this test's run: GMPROF_BLESS=1 rewrites it");
+}

@@ -206,6 +206,8 @@ pub struct HtmlData {
     pub pc: Option<super::pc::PcView>,
     /// Step time over the run and the whole run's aggregates, when the rows were streamed.
     pub streamed: Option<super::steps::StreamedView>,
+    /// per_kernel in rotation: one typical step's range groups and the kernel names.
+    pub rotation: Option<super::rotation::RotationView>,
 }
 
 /// DRAM bytes read plus written of one kernel's metric values, from the same counters as the
@@ -506,6 +508,7 @@ impl HtmlData {
             pm,
             pc: report.pc.as_ref().map(super::pc::pc_view),
             streamed: report.streamed.as_ref().map(super::steps::StreamedView::of),
+            rotation: report.rotation.as_ref().map(|r| super::rotation::RotationView::of(r, &report.metric_names())),
         }
     }
 }

@@ -14,7 +14,8 @@
 //! warp instruction) counters were collected ([`data::FLOP_COUNTERS`]); sortable tables
 //! of the top kernels and of every range group; and for a streamed run (issue 42), step time
 //! over the whole run with the slowest steps and slow windows marked, and the whole run's
-//! aggregates ([`steps`]).
+//! aggregates ([`steps`]); for a run in rotation (issue 44), one typical step's range groups
+//! and the kernel names' means as the positions estimate them ([`rotation`]).
 //!
 //! The page reports its own health for automated checks: `<body data-render>` becomes `ok`
 //! once every chart is drawn, and `data-errors` counts script errors and `console.error`
@@ -27,6 +28,7 @@
 
 pub mod data;
 pub mod pc;
+pub mod rotation;
 pub mod steps;
 
 use std::io::Write;

@@ -427,7 +427,35 @@
     table('streamed-kernels', cols('kernel'), st.kernels);
   }
 
+  /* per_kernel in rotation: one step of the main template, per range group, and each kernel
+     name's mean per launch. Blank where a position was never measured. */
+  function rotationTables() {
+    var r = data.rotation;
+    if (!r) return;
+    document.getElementById('rotation-section').hidden = false;
+    document.getElementById('rotation-note').textContent = r.note;
+    var mb = function (v) { return known(v) ? fmtNum(v / 1e6, 2) + ' MB' : BLANK; };
+    table('rotation-groups', [
+      { title: 'range group', text: true, key: function (g) { return g.path; }, show: function (g) { return shorten(g.path, 110); }, full: function (g) { return g.path; } },
+      { title: 'positions', key: function (g) { return g.positions; }, show: function (g) { return String(g.positions); } },
+      { title: 'measured', key: function (g) { return g.measured; }, show: function (g) { return String(g.measured); } },
+      { title: 'GPU time', key: function (g) { return g.gpu_time_ns; }, show: function (g) { return fmtDur(g.gpu_time_ns); } },
+      { title: 'DRAM read', key: function (g) { return g.read_bytes; }, show: function (g) { return mb(g.read_bytes); } },
+      { title: 'DRAM written', key: function (g) { return g.write_bytes; }, show: function (g) { return mb(g.write_bytes); } },
+      { title: 'DRAM GB/s', key: function (g) { return g.dram_gbps; }, show: function (g) { return fmtNum(g.dram_gbps, 1); } }
+    ], r.groups);
+    table('rotation-kernels', [
+      { title: 'kernel', text: true, key: function (k) { return k.name; }, show: function (k) { return kernelLabel(k.name, 110); }, full: function (k) { return k.name; } },
+      { title: 'launches', key: function (k) { return k.launches; }, show: function (k) { return String(k.launches); } },
+      { title: 'measured', key: function (k) { return k.measured; }, show: function (k) { return String(k.measured); } },
+      { title: 'mean time', key: function (k) { return k.mean_ns; }, show: function (k) { return fmtDur(k.mean_ns); } },
+      { title: 'DRAM read', key: function (k) { return k.read_bytes; }, show: function (k) { return mb(k.read_bytes); } },
+      { title: 'DRAM written', key: function (k) { return k.write_bytes; }, show: function (k) { return mb(k.write_bytes); } }
+    ], r.kernels);
+  }
+
   header();
+  rotationTables();
   streamedCharts();
   timeline();
   pmChart();
