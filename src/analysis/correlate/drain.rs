@@ -47,7 +47,8 @@ impl Correlator {
     ///   known missing (its row then has blank metrics);
     /// - per_kernel: a cycle's launches drain together with its counter ranges, once the
     ///   cycle is settled and every launch of it is complete (the join checks a cycle's
-    ///   counter ranges against its launches); until then they are pending;
+    ///   counter ranges against its launches); until then they are pending. A launch a
+    ///   rotation left unmeasured drains once its activity is in;
     /// - kernel_replay (counters join launches by position): nothing is drained.
     ///
     /// PM sampling (`pm_horizon`, the end of the last PM sample decoded; `None` where no PM
@@ -96,10 +97,12 @@ impl Correlator {
                         (None, _) => false,
                     }
         };
-        // per_kernel: cycles not settled, or with a launch not complete, wait whole.
+        // per_kernel: cycles not settled, or with a launch not complete, wait whole. A launch a
+        // rotation left unmeasured opened no counter range: it waits for nothing but its
+        // activity, and holds no cycle back (a rotation's one cycle settles only at the end).
         let mut blocked: HashSet<u32> = HashSet::new();
         if by_cycle {
-            for l in &self.launches {
+            for l in self.launches.iter().filter(|l| !l.unmeasured) {
                 if l.cycle >= settled || !complete_alone(l) {
                     blocked.insert(l.cycle);
                 }
@@ -114,7 +117,7 @@ impl Correlator {
         let mut launched = IdSet::default();
         let mut kept = Vec::with_capacity(self.launches.len() / 8);
         for l in std::mem::take(&mut self.launches) {
-            let complete = complete_alone(&l) && !(by_cycle && blocked.contains(&l.cycle));
+            let complete = complete_alone(&l) && !(by_cycle && !l.unmeasured && blocked.contains(&l.cycle));
             if complete {
                 drained.insert(l.correlation_id, ());
                 chunk.launches.push(l);

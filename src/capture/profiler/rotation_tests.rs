@@ -215,3 +215,73 @@ fn the_html_page_shows_one_typical_step_and_the_recorded_report_is_such_a_run() 
     let recorded: Report = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(recorded.rotation, report.rotation, "{RECORDED} is not this test's run: GMPROF_BLESS=1 rewrites it");
 }
+
+/// A streamed rotation: unmeasured launches leave the session as soon as their activity is in,
+/// though the rotation's one counter cycle is decoded only at the end; the measured ones wait
+/// for it and are written with their counters then. The report says there is no positions
+/// table.
+#[test]
+fn a_streamed_rotation_drains_unmeasured_launches_without_waiting_for_the_cycle() {
+    use super::state::StreamConfig;
+    use super::stream::StreamProgress;
+    use crate::analysis::online::OnlineSettings;
+    use crate::report::stream::StreamSettings;
+    use crate::report::tables::parquet::parts::{part_files, SegmentPolicy};
+    use crate::report::tables::parquet::read;
+
+    const STEPS: u32 = 60;
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = LaunchHarness::new(ProfilingMode::PerKernel).unwrap();
+    h.rotate(Every::Steps(4), None);
+    let settings = StreamSettings {
+        segment: SegmentPolicy { rows: 200, every: std::time::Duration::from_secs(3600), row_group: 64 },
+        online: OnlineSettings::default(),
+        flight: None,
+        release_memory: true,
+        live: None,
+    };
+    h.profiler().stream_into(StreamConfig { dir: dir.path().to_owned(), row_limit: 50, settings }).unwrap();
+    let mut gpu_ns = 1_000_000u64;
+    let mut late = Vec::new();
+    let mut most_held = 0;
+    for s in 0..STEPS {
+        h.push_range(&format!("Train step {s}")).unwrap();
+        let mut records = Vec::new();
+        for (symbol, kernel) in TRAIN {
+            let id = h.launch_kernel(false, symbol);
+            records.push(h.kernel_record(id, kernel, gpu_ns, gpu_ns + 10_000));
+            gpu_ns += 20_000;
+        }
+        h.pop_range().unwrap();
+        h.deliver(std::mem::replace(&mut late, records));
+        if let StreamProgress::Streaming { launches_held, .. } = h.stream_step() {
+            most_held = most_held.max(launches_held);
+        }
+    }
+    h.deliver(late);
+    // B = ⌈6 / 4⌉ = 2 from the second step; steps 2 to 59 measure 2 each, but the 15 whose
+    // block is the 4th (positions 6 and 7, which no step has): 43 x 2.
+    let measured_total = 86;
+    // Held: the measured launches (waiting for the cycle) and a step or two in flight.
+    assert!(most_held <= measured_total + 2 * 6, "held {most_held}");
+    h.end_counter_cycle(|_| Some(7.0));
+    let report = h.finish(RunEnd::Finished { by: "test".into() }, Faults::default()).unwrap();
+    assert!(report.streamed.is_some(), "streamed: {most_held} held, {:?}", report.meta.warnings);
+    assert!(report.rotation.is_none());
+    assert!(report.meta.warnings.iter().any(|w| w.contains("the rows were streamed: the positions table")));
+    assert_eq!(report.meta.flagged_kernel_rows, 0, "{:?}", report.meta.warnings);
+    let mut statuses: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    for part in part_files(&dir.path().join("kernels")).unwrap() {
+        for batch in read::batches(&part, &["status", crate::model::GPU_TIME_METRIC]).unwrap() {
+            let b = batch.unwrap();
+            for r in 0..b.len() {
+                let e = statuses.entry(b.text(0, r).unwrap().unwrap().to_owned()).or_default();
+                e.0 += 1;
+                e.1 += u64::from(b.float(1, r).unwrap() == Some(7.0));
+            }
+        }
+    }
+    let all = u64::from(STEPS) * 6;
+    assert_eq!(statuses.get("ok"), Some(&(measured_total, measured_total)), "{statuses:?}");
+    assert_eq!(statuses.get("unmeasured"), Some(&(all - measured_total, 0)), "{statuses:?}");
+}

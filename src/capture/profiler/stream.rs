@@ -414,7 +414,7 @@ impl Shared {
         let Some(mut pipeline) = streaming.pipeline.take() else {
             return Report::analyze(info, &self.metric_set, &state.tree, correlator);
         };
-        if info.rotation.is_some() {
+        if info.rotation.take().is_some() {
             info.warnings.push(
                 "per_kernel ran in rotation, but the rows were streamed: the positions table (positions.csv, the \
                  report's rotation section) is made from the whole-file rows and is not written; measured and \
