@@ -141,6 +141,8 @@ pub struct Rotation {
     prefix: u64,
     seen: HashMap<u64, u32>,
     steps_begun: u64,
+    /// Steps (instances of the step range) that ended.
+    steps_done: u64,
     why: Option<String>,
     /// Launches measured.
     pub measured: u64,
@@ -179,6 +181,7 @@ impl Rotation {
             prefix: 0,
             seen: HashMap::new(),
             steps_begun: 0,
+            steps_done: 0,
             why: None,
             measured: 0,
             unmeasured: 0,
@@ -204,9 +207,11 @@ impl Rotation {
     /// its time in CUPTI's range calls (`stall`, taken when it measured: the stride).
     fn begin_step(&mut self, step: Option<RangeId>, push_ns: Option<u64>, stall: &mut dyn FnMut() -> u64) {
         if self.steps_begun > 0 && self.current.flatten().is_some() {
+            // Steps, not the launches outside them between steps, are what the warm-up counts.
+            self.steps_done += 1;
             // The second step's length: the first is often longer (lazy initialization).
             let launches = self.position;
-            if self.step_length.is_none() && launches > 0 && self.steps_begun == 2 {
+            if self.step_length.is_none() && launches > 0 && self.steps_done == 2 {
                 self.step_length = Some(launches);
             }
             let wall = match (self.last_push, push_ns) {
@@ -231,7 +236,7 @@ impl Rotation {
     /// An automatic rotation's step that ended after `wall` ns, `stalled` ns in range calls
     /// when it measured.
     fn adapt(&mut self, wall: Option<u64>, stalled: Option<u64>) {
-        let steps_done = self.steps_begun;
+        let steps_done = self.steps_done;
         if self.every.is_none() {
             // Warm-up: the first step is left out of the baseline.
             if let Some(w) = wall.filter(|_| steps_done > 1) {
@@ -575,5 +580,24 @@ mod tests {
         // B = 2 from the second step; steps 2 and 3 measure 4, step 4 fills the image.
         assert_eq!((run.full_at_step, run.after_full_launches), (Some(4), 3));
         assert_eq!(run.measured_launches + run.unmeasured_launches, 24);
+    }
+
+    #[test]
+    fn launches_outside_steps_between_steps_are_not_watched_steps() {
+        let mut r = Rotation::new(Every::Auto, None, false);
+        let mut push = 0;
+        for step in 0..8u32 {
+            let id = Some(RangeId { slot: step, generation: 0 });
+            for k in 0..100 {
+                r.next(id, "step", Some(push), format!("k{k}").as_bytes(), true, &mut || 0);
+            }
+            // Three launches outside any step after each one (a logging kernel, say).
+            for k in 0..3 {
+                r.next(None, "", None, format!("log{k}").as_bytes(), true, &mut || 0);
+            }
+            push += 10_000_000;
+        }
+        // Five watched steps of 100 launches: B from a step's 100, not from the 3 outside.
+        assert_eq!((r.every(), r.run().block), (Some(3), 34));
     }
 }
