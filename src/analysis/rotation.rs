@@ -90,6 +90,10 @@ pub struct Template {
     /// Positions whose grid varied from step to step.
     #[serde(default)]
     pub varying_grid_positions: u32,
+    /// Positions that are CUDA graph launches: CUPTI's per-kernel range measures the whole
+    /// graph, so their counters are the graph's, not one kernel node's.
+    #[serde(default)]
+    pub graph_positions: u32,
     /// Steps of this template it took until every position was measured; `None` while some
     /// never were.
     pub steps_to_cover: Option<u64>,
@@ -243,6 +247,13 @@ impl RotationReport {
             ));
             if let Some(d) = &t.differs {
                 out.push(format!("    differs {d}"));
+            }
+            if t.graph_positions > 0 {
+                out.push(format!(
+                    "    {} position(s) are CUDA graph launches, measured as one range each: their counters are the \
+                     whole graph's (its kernel nodes are rows of kernels.csv with their times, without counters)",
+                    t.graph_positions
+                ));
             }
             if t.varying_grid_positions > 0 {
                 let examples: Vec<String> = self
@@ -462,6 +473,9 @@ pub fn analyze(run: RotationRun, tree: &SessionTree, rows: &[KernelRow], rules: 
     for (t, template) in templates.iter_mut().enumerate() {
         template.measured_positions = sums[t].iter().filter(|s| s.measured > 0).count() as u32;
         template.varying_grid_positions = sums[t].iter().filter(|s| s.grids.len() > 1 || s.more_grids).count() as u32;
+        template.graph_positions =
+            sums[t].iter().filter(|s| s.first.is_some_and(|i| rows[i].granularity == Granularity::Graph)).count()
+                as u32;
         // Per group: positions, measured positions, mean time, and the positions' means folded.
         let mut by_group: HashMap<String, (u32, u32, f64, KernelMetricSums)> = HashMap::new();
         let mut group_order: Vec<String> = Vec::new();
@@ -474,7 +488,14 @@ pub fn analyze(run: RotationRun, tree: &SessionTree, rows: &[KernelRow], rules: 
                 template: t as u32,
                 position: p as u32,
                 range_group: group.clone(),
-                kernel_name: first.kernel_name.clone().unwrap_or_default(),
+                kernel_name: match first.granularity {
+                    Granularity::Graph => format!(
+                        "CUDA graph {} ({} kernel(s), measured as one range)",
+                        first.graph_id.map_or_else(|| "?".to_owned(), |g| g.to_string()),
+                        first.graph_kernels.map_or_else(|| "?".to_owned(), |k| k.to_string())
+                    ),
+                    _ => first.kernel_name.clone().unwrap_or_default(),
+                },
                 grid: if s.grids.len() == 1 { s.grids.first().copied() } else { None },
                 grids: s.grids.len() as u32 + u32::from(s.more_grids),
                 block: first.block,
@@ -588,5 +609,75 @@ fn describe_differences(
             ),
             None => format!("{length}the same as template {main} up to the shorter's end"),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::aggregate::metric_rules;
+    use crate::model::{MetricKind, MetricSet, MetricSpec, ProfilingMode};
+
+    fn row(range: RangeId, path: &str, name: &str, graph: Option<(u32, u32)>, value: Option<f64>) -> KernelRow {
+        KernelRow {
+            range_id: Some(range),
+            range_path: path.into(),
+            cycle: Some(0),
+            ordinal: None,
+            correlation_id: 0,
+            kernel_name: graph.is_none().then(|| name.to_owned()),
+            mangled_name: graph.is_none().then(|| name.to_owned()),
+            grid: Some([4, 1, 1]),
+            block: Some([128, 1, 1]),
+            registers_per_thread: None,
+            shared_memory_bytes: None,
+            stream_id: None,
+            thread: Some(1),
+            launch_ns: None,
+            device_id: None,
+            start_ns: None,
+            end_ns: None,
+            duration_ns: Some(1_000),
+            time_source: crate::analysis::correlate::TimeSource::Activity,
+            range_duration_ns: None,
+            metrics: vec![value],
+            status: if value.is_some() { KernelStatus::Ok } else { KernelStatus::Unmeasured },
+            granularity: if graph.is_some() { Granularity::Graph } else { Granularity::Kernel },
+            graph_id: graph.map(|g| g.0),
+            graph_node_id: None,
+            graph_kernels: graph.map(|g| g.1),
+        }
+    }
+
+    #[test]
+    fn a_graph_launch_is_one_position_and_the_summary_says_what_its_counters_are() {
+        let mut tree = SessionTree::new();
+        let set = MetricSet {
+            metrics: vec![MetricSpec {
+                name: "dram__bytes_read.sum".into(),
+                kind: MetricKind::Counter,
+                unit: "byte".into(),
+                description: String::new(),
+            }],
+        };
+        let rules = metric_rules(&set, ProfilingMode::PerKernel);
+        let mut rows = Vec::new();
+        for s in 0..4u64 {
+            let step = tree.push(&format!("step {s}"), 1, s * 10);
+            rows.push(row(step, &format!("step {s}"), "embed", None, (s == 1).then_some(100.0)));
+            rows.push(row(step, &format!("step {s}"), "", Some((7, 12)), (s == 2).then_some(5_000.0)));
+            tree.pop(1, s * 10 + 5).unwrap();
+        }
+        let report = analyze(RotationRun { every: 2, ..RotationRun::default() }, &tree, &rows, &rules);
+        assert_eq!(report.templates.len(), 1);
+        assert_eq!((report.templates[0].positions, report.templates[0].graph_positions), (2, 1));
+        let graph = &report.positions[1];
+        assert_eq!(graph.kernel_name, "CUDA graph 7 (12 kernel(s), measured as one range)");
+        assert_eq!((graph.launches, graph.measured, graph.values[0]), (4, 1, Some(5_000.0)));
+        let lines = report.describe().join("\n");
+        assert!(lines.contains("1 position(s) are CUDA graph launches, measured as one range each"), "{lines}");
+        // One step: the kernel's and the graph's bytes.
+        let step = report.groups.iter().find(|g| g.path == "step #").unwrap();
+        assert_eq!(step.values[0], Some(5_100.0));
     }
 }
