@@ -348,7 +348,10 @@ impl Shared {
                         counters.ordinal_in_cycle =
                             counters.ordinal_in_cycle.max(counters.config.max_ranges_per_pass as u32);
                     }
-                    if kernel_range && self.rotation_measures(!counters.image_full(), cb) {
+                    // Without rotation no state lock is taken here: every per_kernel launch is measured.
+                    let measured =
+                        kernel_range && (!counters.rotating || self.rotation_measures(!counters.image_full(), cb));
+                    if measured {
                         self.push_kernel_range_locked(counters, &IdName::new(cb.correlation_id));
                     } else if kernel_range {
                         unmeasured = true;
@@ -471,9 +474,9 @@ impl Shared {
     /// [`Shared::push_kernel_range`] with the capture lock held.
     fn push_kernel_range_locked(&self, counters: &mut Counters, name: &CStr) {
         let Some(rp) = counters.range_profiler.as_ref().filter(|_| counters.running) else { return };
-        let t0 = std::time::Instant::now();
+        let t0 = counters.rotating.then(std::time::Instant::now);
         let pushed = self.retried(|| rp.push_cstr(name));
-        if counters.rotating {
+        if let Some(t0) = t0 {
             self.rotation_stall_ns.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
         }
         match pushed {
@@ -497,9 +500,9 @@ impl Shared {
         let Some(rp) = counters.range_profiler.as_ref().filter(|_| counters.running && counters.user_depth > 0) else {
             return;
         };
-        let t0 = std::time::Instant::now();
+        let t0 = counters.rotating.then(std::time::Instant::now);
         let popped = self.retried(|| rp.pop());
-        if counters.rotating {
+        if let Some(t0) = t0 {
             self.rotation_stall_ns.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
         }
         match popped {
