@@ -14,27 +14,17 @@ launches) against ncu's gpu__time_duration.sum: median and p90 of the relative d
 over all positions and over those shorter than --short-ns.
 """
 import argparse
-import csv
 import json
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare_ncu import read_ncu  # noqa: E402  (ncu's CSV, one dict per launch in order)
 
 
 def quantile(values, q):
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
-
-
-def read_ncu(path):
-    rows, order = {}, []
-    with open(path, newline="") as f:
-        lines = [l for l in f if l.startswith('"')]
-    for r in csv.DictReader(lines):
-        key = r["ID"]
-        if key not in rows:
-            rows[key] = {"name": r["Kernel Name"]}
-            order.append(key)
-        rows[key][r["Metric Name"]] = float(r["Metric Value"].replace(",", ""))
-    return [rows[k] for k in order]
 
 
 def short(name):
@@ -52,7 +42,7 @@ def main():
     ap.add_argument("--short-ns", type=float, default=20000.0)
     ap.add_argument("--min-bytes", type=float, default=1e6)
     a = ap.parse_args()
-    ncu = read_ncu(a.ncu)
+    ncu = read_ncu(a.ncu, "")
     report = json.load(open(f"{a.rotation}/report.json"))
     rot = report["rotation"]
     names = [r["metric"]["name"] for r in report["meta"]["metrics"]]
