@@ -21,19 +21,7 @@ pub const PEAK: &str = "#b3261e";
 
 /// Text for XML content and attribute values.
 pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => out.push(' '),
-            _ => out.push(c),
-        }
-    }
-    out
+    crate::report::text::format::escape_markup(text)
 }
 
 /// `text` cut to `max` characters, with an ellipsis when cut.

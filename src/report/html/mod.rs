@@ -60,17 +60,7 @@ fn script_safe_json<T: serde::Serialize>(data: &T, what: &'static str) -> Result
 
 /// Text for HTML element content.
 pub(crate) fn escape_html(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            _ => out.push(c),
-        }
-    }
-    out
+    crate::report::text::format::escape_markup(text)
 }
 
 /// The report template's head (through `</head>`), its body up to the footer, and the

@@ -1,5 +1,6 @@
 //! Text for tables and summary lines: durations with a readable unit, the blank of a value
-//! that was not measured, and cells that a name cannot break.
+//! that was not measured, cells that a name cannot break, and text escaped for HTML and SVG
+//! (the HTML report and the figures).
 //!
 //! Layer 3, at the bottom of `report`'s text: the summary, the statistics table, and the
 //! merge and diff tables (`runs`, `diff`) all format through it, and it imports nothing.
@@ -32,4 +33,23 @@ pub(crate) fn cell(text: &str) -> String {
             escaped
         })
         .collect()
+}
+
+/// Text for HTML or SVG (XML) content and attribute values: `& < > " '` as entities, and
+/// control characters but newline and tab (which XML 1.0 forbids) as spaces. The HTML report
+/// and the figures both escape through it.
+pub fn escape_markup(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => out.push(' '),
+            _ => out.push(c),
+        }
+    }
+    out
 }
