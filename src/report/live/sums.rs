@@ -134,7 +134,7 @@ pub struct DrainSums {
     pub pm_seen: bool,
     /// PM sampling's DRAM rates.
     pub pm: PmSums,
-    /// Kernel rows whose status is not ok.
+    /// Kernel rows flagged (`KernelStatus::is_flagged`: not ok, and not a rotation's unmeasured).
     pub flagged_rows: u64,
     /// Warnings of the streamed joins so far, when the drain said.
     pub warnings: Option<u64>,

@@ -222,7 +222,11 @@ impl Families {
         r.register("pm_samples", "PM samples decoded", f.pm_samples);
         r.register("pm_samples_lost", "PM samples lost (gaps between the samples kept)", f.pm_samples_lost);
         r.register("activity_records_dropped", "Activity records CUPTI dropped (process-wide)", f.records_dropped);
-        r.register("flagged_kernel_rows", "Kernel rows whose status is not ok", f.flagged_rows);
+        r.register(
+            "flagged_kernel_rows",
+            "Kernel rows flagged: a status that is not ok (unmeasured, a rotation's by design, is not flagged)",
+            f.flagged_rows,
+        );
         r.register("warnings", "Distinct warnings of the streamed joins so far", f.warnings);
         r.register("drains", "Streamed drains done", f.drains);
         r.register("drain_failures", "Streamed drains that failed (their rows are lost)", f.drain_failures);
