@@ -433,6 +433,47 @@ fn gmprof_run_pc_sampling_picks_trace_and_refuses_counter_modes() {
     }
 }
 
+/// `gmprof run --pc-sampling --pm-sampling` is refused before the program starts (with both
+/// on, CUPTI took no PC sample and crashed nanoGPT at its exit on an H200); `--pm-sampling 0`
+/// is PM sampling off, so PC sampling runs.
+#[test]
+fn gmprof_run_refuses_pc_sampling_beside_pm_sampling() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lib = cdylib::cdylib();
+    let run = |extra: &[&str]| gmprof_run::gmprof_run(tmp.path(), &lib, extra, "echo started");
+    for pm in ["default", "dram"] {
+        let (code, stdout, stderr) = run(&["--pc-sampling", "--pm-sampling", pm]);
+        assert_eq!(code, Some(1), "{pm}: {stderr}");
+        assert!(stdout.is_empty(), "{pm}: the program did not start");
+        assert!(stderr.contains("--pc-sampling does not run beside --pm-sampling"), "{stderr}");
+        assert!(stderr.contains("Run them as two runs"), "{stderr}");
+    }
+    let (code, stdout, stderr) = run(&["--pc-sampling", "--pm-sampling", "0"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout.trim(), "started");
+}
+
+/// The builder (and so the environment, the C ABI and Python) refuses PC sampling beside PM
+/// sampling before it loads CUPTI or touches a GPU.
+#[test]
+fn the_builder_refuses_pc_sampling_beside_pm_sampling_before_anything_starts() {
+    use gmprof::capture::pc_sampling::PcSamplingConfig;
+    use gmprof::capture::pm_sampling::PmSamplingConfig;
+    let pm = PmSamplingConfig::from_lookup(|name| {
+        (name == gmprof::capture::pm_sampling::PM_SAMPLING_ENV).then(|| "default".to_owned())
+    })
+    .unwrap();
+    assert!(pm.is_some());
+    let e = gmprof::Profiler::builder()
+        .mode(ProfilingMode::Trace)
+        .pm_sampling(pm)
+        .pc_sampling(PcSamplingConfig::from_value("default").unwrap())
+        .build()
+        .expect_err("refused");
+    assert!(matches!(e, gmprof::Error::InvalidConfig(_)), "{e}");
+    assert!(e.to_string().contains("--pc-sampling does not run beside --pm-sampling"), "{e}");
+}
+
 /// The builder (and so the C ABI, Python and the environment) refuses PC sampling beside a
 /// counter mode before it loads CUPTI or touches a GPU.
 #[test]

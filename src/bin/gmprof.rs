@@ -488,6 +488,12 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
                     .into(),
             ));
         }
+        let pm_on = pm_sampling
+            .as_deref()
+            .is_some_and(|m| !matches!(m.trim().to_ascii_lowercase().as_str(), "0" | "false" | "off" | "no"));
+        if pc_sampling.is_some() && pm_on {
+            return Err(gmprof::Error::InvalidConfig(gmprof::capture::pc_sampling::beside_pm_sampling_message()));
+        }
         // PC sampling runs beside trace mode only (CUPTI samples no PCs while the range
         // profiler holds the counters); without --mode it picks trace.
         let mode = match (&pc_sampling, mode) {

@@ -209,6 +209,17 @@ pub fn beside_counters_message(mode: &str) -> String {
     )
 }
 
+/// Why PC sampling is refused beside PM sampling: both use the GPU's performance monitors.
+/// With both on, CUPTI took no PC sample, `cuptiPCSamplingDisable` failed with
+/// `CUPTI_ERROR_UNKNOWN` and a later `cuptiActivityFlushAll` crashed the program (nanoGPT on an
+/// H200, CUPTI 13.0.1; validation/2026-11-27-ecosystem.md).
+pub fn beside_pm_sampling_message() -> String {
+    "--pc-sampling does not run beside --pm-sampling: both use the GPU's performance monitors, and with both on \
+     CUPTI took no PC sample and then crashed the program at its exit (H200, CUPTI 13.0.1). Run them as two runs: \
+     --pc-sampling for the stall reasons, --pm-sampling for DRAM bandwidth over time"
+        .to_owned()
+}
+
 /// Adds one drain to `capture`: its counts, and its records merged.
 fn keep(capture: &mut PcCapture, drained: Drained) {
     capture.drains += 1;

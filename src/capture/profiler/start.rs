@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use super::builder::{check_iteration_replay, iteration_pattern, ProfilerBuilder};
 use super::state::{unix_ns, Capture, Profiler, ReplayState, SessionState, Shared};
 use crate::capture::hub::{self, CaptureSession};
-use crate::capture::pc_sampling::{beside_counters_message, PcSession};
+use crate::capture::pc_sampling::{beside_counters_message, beside_pm_sampling_message, PcSession};
 use crate::capture::pm_sampling::PmSession;
 use crate::checked::activity;
 use crate::checked::driver::{self, PrimaryContext};
@@ -29,8 +29,11 @@ impl Profiler {
 
     pub(super) fn start(mut cfg: ProfilerBuilder) -> Result<Profiler> {
         // PC sampling runs beside trace mode only: it picks trace when no mode was asked for,
-        // and a counter mode is refused before anything starts.
+        // and a counter mode or PM sampling is refused before anything starts.
         if cfg.pc_sampling.is_some() {
+            if cfg.pm_sampling.is_some() {
+                return Err(Error::InvalidConfig(beside_pm_sampling_message()));
+            }
             match cfg.mode {
                 None => cfg.mode = Some(ProfilingMode::Trace),
                 Some(ProfilingMode::Trace) => {}
