@@ -4,8 +4,10 @@
 #
 #   scripts/check-html.sh [--screenshot PNG] [REPORT.json ...]
 #
-# Default reports: docs/recorded/torch_train_per_kernel.json (a PyTorch training run recorded
-# on an H200, see docs/recorded/README.md), tests/golden/report.json and a process that used
+# Default reports: docs/recorded/nanogpt_per_kernel.json.zst (nanoGPT, 4803 kernels: more
+# timeline items than ECharts draws in one go by default) and
+# docs/recorded/torch_train_per_kernel.json (PyTorch training runs recorded on an H200, see
+# docs/recorded/README.md), tests/golden/report.json and a process that used
 # two GPUs (tests/data/devices/pipeline_per_kernel.json.zst) and a streamed run's report
 # (tests/data/streamed/rank1/report.json: its steps chart and aggregate tables) and a per_kernel run
 # in rotation (tests/data/rotation/report.json, from the CPU harness: its typical-step tables). Each is turned into
@@ -33,7 +35,7 @@ while [ $# -gt 0 ]; do
     *) reports+=("$1"); shift ;;
   esac
 done
-[ ${#reports[@]} -gt 0 ] || reports=(docs/recorded/torch_train_per_kernel.json tests/golden/report.json
+[ ${#reports[@]} -gt 0 ] || reports=(docs/recorded/nanogpt_per_kernel.json.zst docs/recorded/torch_train_per_kernel.json tests/golden/report.json
   tests/data/devices/pipeline_per_kernel.json.zst tests/data/streamed/rank1/report.json tests/data/rotation/report.json)
 [ ${#diffs[@]} -gt 0 ] || diffs=(docs/recorded/torch_train_per_kernel.json tests/golden/report.json)
 
@@ -47,7 +49,9 @@ gmprof=${CARGO_TARGET_DIR:-$root/target}/debug/gmprof
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # Offline: no host name resolves and no proxy answers, so any request would fail and log.
-offline=(--headless --no-sandbox --disable-gpu --no-first-run --hide-scrollbars
+# A profile of its own, so that another Chromium running on the machine (which would own the
+# default profile and take the page over) cannot hang or fail the check.
+offline=(--headless --no-sandbox --disable-gpu --no-first-run --hide-scrollbars --user-data-dir="$work/profile"
   --host-resolver-rules="MAP * ~NOTFOUND" --proxy-server=127.0.0.1:9 --virtual-time-budget=10000)
 
 # check PAGE LABEL SCREENSHOT: renders PAGE and checks its health; SCREENSHOT (may be empty) gets a PNG.

@@ -92,6 +92,11 @@
       yAxis: { type: 'category', data: t.lanes, inverse: true, axisLabel: { fontSize: 11 } },
       series: [{
         type: 'custom',
+        // Drawn in one frame: above ECharts' threshold (3000 items) a custom series renders
+        // progressively, frame by frame, which never ended under headless Chromium's virtual
+        // time (a 4803-kernel nanoGPT report hung scripts/check-html.sh); the overview holds
+        // at most MAX_TIMELINE_ITEMS (data.rs) items.
+        progressive: 0,
         encode: { x: [1, 2], y: 0 },
         data: items,
         renderItem: function (params, api) {
