@@ -274,3 +274,57 @@ fn a_kernel_replay_report_in_the_kineto_form_has_synthetic_kernels_and_no_launch
         "{note}"
     );
 }
+
+/// The report of one rank of a recorded torchrun DDP job: nanoGPT's train.py, 2 ranks, NCCL,
+/// 8 iterations, `gmprof run --torch-steps --mode trace --trace-format kineto` on two H200s
+/// (scripts/gpu/ecosystem-validate.sh, section kineto; validation/2026-11-27-ecosystem.md).
+fn recorded_ddp_rank(rank: u32) -> gmprof::Report {
+    use std::io::Read;
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/ddp_nanogpt/rank{rank}.json.zst"));
+    let bytes = std::fs::read(&path).unwrap();
+    let mut text = String::new();
+    ruzstd::decoding::StreamingDecoder::new(&mut bytes.as_slice()).unwrap().read_to_string(&mut text).unwrap();
+    gmprof::Report::from_json(&text).unwrap()
+}
+
+/// Both ranks of the recorded DDP job in the Kineto form: `check-trace` passes, every timed
+/// kernel (NCCL's all-reduce kernels among them) and memcpy/memset is one event, each rank's
+/// distributedInfo says its rank of 2. With GMPROF_HTA_DDP_DIR set, writes rank0/ and rank1/
+/// (trace.json, kernels.csv, transfers.csv) there for scripts/check/hta_check.py, which
+/// `.ci/run` runs on them with `--expect-comm`.
+#[test]
+fn a_recorded_torchrun_ddp_job_in_the_kineto_form_has_both_ranks_and_their_nccl_kernels() {
+    for rank in 0..2u32 {
+        let report = recorded_ddp_rank(rank);
+        let options = TraceOptions::kineto(
+            Some(800 + rank),
+            Some(gmprof::report::kineto::DistributedInfo {
+                rank,
+                world_size: Some(2),
+                local_rank: Some(rank),
+                rank_variable: None,
+            }),
+        );
+        let kineto = to_kineto_json(&report.to_kineto_trace(&options)).unwrap();
+        let check = check_trace_json(&kineto, &CheckOptions::default());
+        assert!(check.is_ok(), "rank {rank}: {:?}", &check.violations[..check.violations.len().min(5)]);
+        let trace: Value = serde_json::from_str(&kineto).unwrap();
+        assert_eq!(trace["distributedInfo"]["rank"], rank);
+        assert_eq!(trace["distributedInfo"]["world_size"], 2);
+        let timed = report.kernels.iter().filter(|k| k.start_ns.is_some() && k.stream_id.is_some()).count();
+        let kernels = of_cat(&trace, "kernel");
+        assert_eq!(kernels.len(), timed, "rank {rank}");
+        let nccl = kernels.iter().filter(|k| k["name"].as_str().unwrap().starts_with("ncclDevKernel")).count();
+        let nccl_rows = report
+            .kernels
+            .iter()
+            .filter(|k| k.kernel_name.as_deref().is_some_and(|n| n.starts_with("ncclDevKernel")))
+            .count();
+        assert!(nccl > 0 && nccl == nccl_rows, "rank {rank}: {nccl} NCCL kernel events, {nccl_rows} rows");
+        if let Ok(dir) = std::env::var("GMPROF_HTA_DDP_DIR") {
+            let dir = Path::new(&dir).join(format!("rank{rank}"));
+            report.write_all_traced(&dir, OutputFormats::CSV, &options).unwrap();
+            assert!(dir.join("trace.json").is_file() && dir.join("kernels.csv").is_file());
+        }
+    }
+}
