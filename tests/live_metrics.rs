@@ -111,6 +111,7 @@ fn a_scrape_during_and_after_a_streamed_run_equals_its_steps_table_and_aggregate
         flight: None,
         release_memory: false,
         live: Some(live.feed(Some(0))),
+        ..StreamSettings::default()
     };
     let writer = StreamWriter::create(dir.path(), &StreamMeta::new(mode, Vec::new()), settings).unwrap();
     let mut pipeline = StreamPipeline::new(writer, &metrics, mode);

@@ -57,6 +57,7 @@ fn a_drained_run_streams_every_row_with_the_values_of_a_whole_session_join() {
         flight: None,
         release_memory: false,
         live: None,
+        ..StreamSettings::default()
     };
     let writer = StreamWriter::create(dir.path(), &StreamMeta::new(mode, Vec::new()), settings).unwrap();
     let mut pipeline = StreamPipeline::new(writer, &metrics, mode);

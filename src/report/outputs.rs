@@ -147,8 +147,9 @@ impl Report {
             // The rows are in the part files: the whole run at step granularity.
             if trace.format == TraceFormat::Kineto {
                 tracing::warn!(
-                    "gmprof: a streamed run's trace.json is its step timeline, not a Kineto trace (set \
-                     GMPROF_STREAM=0 for one)"
+                    "gmprof: a streamed run's trace.json is its step timeline, not a Kineto trace: the flight \
+                     recorder's windows (--slow-step) are Kineto traces, or set GMPROF_STREAM=0 for one of the \
+                     whole run"
                 );
             }
             return self.write_step_trace(dir).map(|_| ());

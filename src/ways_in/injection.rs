@@ -139,7 +139,7 @@ fn on_context(state: &'static Injected, event: ContextEvent) {
                     let slot = state.profilers.add(ctx, profiler.clone());
                     if let (Some(options), Some(outputs)) = (&state.config.stream, state.outputs.get()) {
                         let live = crate::ways_in::live_metrics::feed(state.config.metrics_export.as_ref(), device);
-                        start_streaming(&profiler, slot, options, outputs.dir(), live);
+                        start_streaming(&profiler, slot, options, outputs, live);
                     }
                     tracing::debug!(slot, ?device, "gmprof: profiler started on a context");
                     if slot == 1 && profiler.mode() == crate::model::ProfilingMode::KernelReplay {
@@ -458,15 +458,17 @@ fn start_streaming(
     profiler: &Profiler,
     slot: u32,
     options: &StreamOptions,
-    dir: &std::path::Path,
+    outputs: &Outputs,
     live: Option<crate::report::live::LiveFeed>,
 ) {
+    let dir = outputs.dir();
     let dir = if slot == 0 { dir.to_owned() } else { dir.join(format!("context-{slot}")) };
     let live_asked = live.is_some();
     let settings = StreamSettings {
         flight: options.flight.clone(),
         release_memory: options.release_memory,
         live,
+        window_trace: outputs.trace_options().clone(),
         ..StreamSettings::default()
     };
     let config = StreamConfig { dir, row_limit: options.row_limit, settings };

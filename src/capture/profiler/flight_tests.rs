@@ -16,7 +16,7 @@ use crate::model::RunEnd;
 use crate::report::stream::{StreamSettings, WHY_JSON, WINDOW_FILES};
 use crate::report::tables::parquet::parts::{part_files, SegmentPolicy};
 use crate::report::tables::parquet::read;
-use crate::report::Report;
+use crate::report::{Report, TraceOptions};
 
 const KERNELS: [(&CStr, &str); 3] = [(c"gemm", "gemm"), (c"softmax", "softmax"), (c"layernorm", "layernorm")];
 const PER_STEP: u64 = 4;
@@ -25,6 +25,10 @@ const MS: u64 = 1_000_000;
 const STEP_WALL: u64 = 10 * MS;
 
 fn config(dir: &Path, flight: FlightSettings) -> StreamConfig {
+    config_traced(dir, flight, TraceOptions::default())
+}
+
+fn config_traced(dir: &Path, flight: FlightSettings, window_trace: TraceOptions) -> StreamConfig {
     StreamConfig {
         dir: dir.to_owned(),
         row_limit: 200_000,
@@ -34,6 +38,7 @@ fn config(dir: &Path, flight: FlightSettings) -> StreamConfig {
             flight: Some(flight),
             release_memory: true,
             live: None,
+            window_trace,
         },
     }
 }
@@ -42,8 +47,13 @@ fn config(dir: &Path, flight: FlightSettings) -> StreamConfig {
 /// `slow` also runs `slow_kernel`, 200 ms, and takes 200 ms longer. Records arrive one step
 /// late; the session streams every 50 steps. Returns the harness, not finished.
 fn run(steps: u64, slow: &[u64], flight: FlightSettings, dir: &Path) -> LaunchHarness {
+    run_traced(steps, slow, flight, dir, TraceOptions::default())
+}
+
+/// [`run`], the windows' `trace.json` in the form `trace` asks for.
+fn run_traced(steps: u64, slow: &[u64], flight: FlightSettings, dir: &Path, trace: TraceOptions) -> LaunchHarness {
     let mut h = LaunchHarness::trace().unwrap();
-    h.profiler().stream_into(config(dir, flight)).unwrap();
+    h.profiler().stream_into(config_traced(dir, flight, trace)).unwrap();
     let mut late: Vec<ActivityRecord> = Vec::new();
     let mut gpu_ns = 1_000_000;
     let mut wall_ns = 1_000_000;
@@ -367,4 +377,30 @@ fn a_window_that_cannot_be_written_is_said_and_the_run_goes_on() {
     assert_eq!(streamed.steps, 600);
     let text = crate::report::text::streamed::streamed_text(&streamed);
     assert!(text.contains("window-0 could not be written"), "{text}");
+}
+
+/// With `--trace-format kineto` a window's `trace.json` is a Kineto trace of its steps (what
+/// HTA reads: its rank, every kernel of the window as a `kernel` event); the whole run's
+/// trace stays the step timeline.
+#[test]
+fn a_window_of_a_kineto_run_is_a_kineto_trace_of_its_steps() {
+    use crate::report::kineto::DistributedInfo;
+    let dir = tempfile::tempdir().unwrap();
+    let distributed = DistributedInfo { rank: 1, world_size: Some(2), local_rank: Some(1), rank_variable: None };
+    let h = run_traced(400, &[300], slow_3x(), dir.path(), TraceOptions::kineto(Some(4242), Some(distributed)));
+    let report = h.report();
+    let flight = report.streamed.as_ref().unwrap().flight.as_ref().unwrap();
+    assert_eq!(flight.windows.len(), 1, "{flight:#?}");
+    let text = std::fs::read_to_string(dir.path().join("window-0").join("trace.json")).unwrap();
+    let trace: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(trace["distributedInfo"]["rank"], 1);
+    assert_eq!(trace["distributedInfo"]["world_size"], 2);
+    let events = trace["traceEvents"].as_array().unwrap();
+    let kernels: Vec<&str> =
+        events.iter().filter(|e| e["cat"] == "kernel").map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(kernels.len() as u64, flight.windows[0].kernels);
+    assert_eq!(kernels.iter().filter(|n| **n == "slow_kernel").count(), 1);
+    // The harness's GPU clock is synthetic and its launch instants are the host's, so
+    // `check-trace`'s launch-order rules do not apply here; a GPU run's window is checked by
+    // `gmprof check-trace` in scripts/gpu/ecosystem-validate.sh.
 }

@@ -40,6 +40,7 @@ fn run(dir: &Path, flight: Option<FlightSettings>) -> Report {
             flight,
             release_memory: true,
             live: None,
+            window_trace: Default::default(),
         },
     };
     h.profiler().stream_into(config).unwrap();

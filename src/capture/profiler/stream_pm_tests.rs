@@ -164,6 +164,7 @@ fn config(dir: &Path) -> StreamConfig {
             flight: None,
             release_memory: false,
             live: None,
+            window_trace: Default::default(),
         },
     }
 }

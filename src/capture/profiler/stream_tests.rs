@@ -34,6 +34,7 @@ fn config(dir: &Path, row_limit: u64) -> StreamConfig {
             flight: None,
             release_memory: true,
             live: None,
+            window_trace: Default::default(),
         },
     }
 }

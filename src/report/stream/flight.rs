@@ -19,6 +19,7 @@ use crate::analysis::online::{FlightWindow, StepRow, WindowEntry};
 use crate::error::{Error, Result};
 use crate::report::model::Report;
 use crate::report::tables::parquet::tables as pq;
+use crate::report::timeline::kineto::TraceOptions;
 
 /// A window's account of itself.
 pub const WHY_JSON: &str = "why.json";
@@ -65,6 +66,8 @@ pub struct WindowJob {
     pub template: Report,
     /// The recorder's settings, in words.
     pub settings: String,
+    /// The form of the window's `trace.json`.
+    pub trace: TraceOptions,
     /// The window.
     pub window: FlightWindow,
 }
@@ -77,14 +80,21 @@ impl WindowJob {
 
     /// Writes the window ([`write_window`]).
     pub fn write(self) -> Result<PathBuf> {
-        write_window(&self.dir, &self.template, self.window, &self.settings)
+        write_window(&self.dir, &self.template, self.window, &self.settings, &self.trace)
     }
 }
 
 /// Writes `window` into its directory under `dir` (created; files of an earlier run there
 /// are replaced) from `template` (an empty report of the run); `settings` describes the
-/// recorder. Returns the window's directory.
-pub fn write_window(dir: &Path, template: &Report, window: FlightWindow, settings: &str) -> Result<PathBuf> {
+/// recorder, `trace` the form of its `trace.json` (gmprof's own, or Kineto's for HTA).
+/// Returns the window's directory.
+pub fn write_window(
+    dir: &Path,
+    template: &Report,
+    window: FlightWindow,
+    settings: &str,
+    trace: &TraceOptions,
+) -> Result<PathBuf> {
     let out = dir.join(&window.entry.dir);
     std::fs::create_dir_all(&out).map_err(|e| Error::io(&out, e))?;
     let FlightWindow { entry, steps, detail } = window;
@@ -122,7 +132,7 @@ pub fn write_window(dir: &Path, template: &Report, window: FlightWindow, setting
     report.write_ranges_parquet(out.join(pq::RANGES_PARQUET))?;
     report.write_kernels_parquet(out.join(pq::KERNELS_PARQUET))?;
     report.write_transfers_parquet(out.join(pq::TRANSFERS_PARQUET))?;
-    report.write_chrome_trace(out.join("trace.json"))?;
+    report.write_trace(out.join("trace.json"), trace)?;
     let json = serde_json::to_vec(&report)
         .map_err(|e| Error::Serialize { what: "a flight-recorder window's report.json", message: e.to_string() })?;
     let json_path = out.join("report.json");

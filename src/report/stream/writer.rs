@@ -37,6 +37,7 @@ use crate::report::tables::parquet::streamed::{
     aggregate_columns, push_aggregate, push_step, push_step_range, step_columns, step_range_columns,
 };
 use crate::report::tables::parquet::{KEY_META, KEY_TABLE};
+use crate::report::timeline::kineto::TraceOptions;
 
 /// Directory names of the streamed tables.
 pub const STREAMED_TABLES: [&str; 6] = ["kernels", "transfers", "ranges", "steps", "step_ranges", "aggregates"];
@@ -60,6 +61,10 @@ pub struct StreamSettings {
     /// The live metrics this run's drains feed (`--metrics-port`, `GMPROF_METRICS_PORT`),
     /// when they are exported; the run then streams from its start.
     pub live: Option<LiveFeed>,
+    /// The form of the flight recorder's windows' `trace.json` (`--trace-format`): a window
+    /// holds every row of its steps, so it can be a Kineto trace, unlike the whole run's
+    /// step timeline.
+    pub window_trace: TraceOptions,
 }
 
 impl Default for StreamSettings {
@@ -70,6 +75,7 @@ impl Default for StreamSettings {
             flight: None,
             release_memory: true,
             live: None,
+            window_trace: TraceOptions::default(),
         }
     }
 }
@@ -148,6 +154,8 @@ pub struct StreamWriter {
 struct Flight {
     recorder: FlightRecorder,
     template: Option<Box<Report>>,
+    /// The form of its windows' `trace.json`.
+    trace: TraceOptions,
     errors: Vec<String>,
     /// Complete windows not handed out yet.
     jobs: Vec<WindowJob>,
@@ -182,6 +190,7 @@ impl StreamWriter {
             flight: settings.flight.map(|f| Flight {
                 recorder: FlightRecorder::new(f),
                 template: None,
+                trace: settings.window_trace,
                 errors: Vec::new(),
                 jobs: Vec::new(),
             }),
@@ -324,6 +333,7 @@ impl StreamWriter {
                     dir: self.dir.clone(),
                     template: (**template).clone(),
                     settings: settings.clone(),
+                    trace: f.trace.clone(),
                     window,
                 }),
                 None => f.errors.push(format!("{} could not be written: no report template was set", window.entry.dir)),
