@@ -121,7 +121,7 @@
       'writes it (with the table behind it as CSV). Open the page without #figures for the interactive report.'));
     figures.forEach(function (f) {
       var box = el('figure', { id: 'figure-' + f.name });
-      box.appendChild(el('img', { src: f.png, width: String(f.width), alt: f.title }));
+      box.appendChild(el('img', { src: f.png, width: String(f.width), alt: f.title, style: 'max-width: 100%; height: auto' }));
       var cap = el('figcaption', {}, f.name + ' \u00b7 ');
       cap.appendChild(el('a', { download: f.name + '.svg', href: 'data:image/svg+xml;charset=utf-8,' + encodeURIComponent(f.svg) }, 'SVG'));
       cap.appendChild(document.createTextNode(' \u00b7 '));
