@@ -1,5 +1,5 @@
 //! `gmprof report OUT --figures DIR` (issue 45): each chart of the HTML report as an SVG with
-//! its table as CSV, drawn from recorded runs:
+//! its table as CSV, drawn by gmprof (the command's way without a browser) from recorded runs:
 //! - docs/recorded/torch_train_per_kernel.json (per_kernel on an H200: GPU time per range
 //!   group, DRAM bandwidth against the peak, the instruction roofline);
 //! - tests/data/streamed/rank1 (a streamed run: the step breakdown from its `steps/` parts);
@@ -7,7 +7,11 @@
 //!
 //! Each SVG must be well-formed XML (a strict parse below), hold its chart (a bar, series or
 //! point per table row, axis names with units) and the caption with GPU, mode and version;
-//! each CSV's rows must be the report's numbers.
+//! each CSV's rows must be the report's numbers. The command without a browser says there is
+//! no PNG and how to get one; with a stand-in browser, a chart the page did not draw, a script
+//! error, a failing browser and one past its time are errors that name what failed. The
+//! figures the real page draws in Chromium (SVG and PNG) are checked by
+//! `scripts/check/check-figures.sh`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -294,22 +298,38 @@ fn pc_sampled_run_draws_the_stall_mix_per_range_group() {
     assert!(texts(&svg, "legend").len() == header.len() - 3, "a legend entry per reason");
 }
 
+/// `gmprof report --figures DIR` on the recorded per_kernel run, with `env` set (and
+/// `GMPROF_CHROMIUM` unset unless `env` sets it); its exit status and standard error.
+fn figures_command(dir: &Path, env: &[(&str, &std::ffi::OsStr)]) -> (bool, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gmprof"));
+    command.arg("report").arg(root().join("docs/recorded/torch_train_per_kernel.json")).arg("--figures").arg(dir);
+    command.env_remove("GMPROF_CHROMIUM");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let run = command.output().unwrap();
+    (run.status.success(), String::from_utf8_lossy(&run.stderr).into_owned())
+}
+
 #[test]
-fn the_command_writes_svg_and_csv_and_names_what_it_skipped() {
+fn without_a_browser_the_command_writes_gmprofs_svg_and_csv_and_says_there_is_no_png() {
     let out = tempfile::tempdir().unwrap();
+    // No browser on PATH: gmprof's own SVGs, and how to get the page's figures with PNGs.
+    let empty = out.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
     let dir = out.path().join("figs");
-    let run = Command::new(env!("CARGO_BIN_EXE_gmprof"))
-        .arg("report")
-        .arg(root().join("docs/recorded/torch_train_per_kernel.json"))
-        .arg("--figures")
-        .arg(&dir)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "{stderr}");
-    assert!(stderr.contains("wrote 4 figure(s)"), "{stderr}");
+    let (ok, stderr) = figures_command(&dir, &[("PATH", empty.as_os_str())]);
+    assert!(ok, "{stderr}");
+    assert!(stderr.contains("wrote 4 figure(s)") && stderr.contains("NAME.svg and NAME.csv, no PNG"), "{stderr}");
     assert!(stderr.contains("figure steps skipped: not a streamed run"), "{stderr}");
     assert!(stderr.contains("figure stall_mix skipped: the run has no PC sampling"), "{stderr}");
+    assert!(
+        stderr.contains(
+            "no browser found (GMPROF_CHROMIUM unset; none of chromium, chromium-browser, google-chrome on PATH)"
+        ) && stderr.contains("no PNG was written")
+            && stderr.contains("apt-get install chromium"),
+        "{stderr}"
+    );
     for name in ["range_time", "dram_bandwidth", "dram_bandwidth_kernels", "roofline"] {
         for ext in ["svg", "csv"] {
             let path: &Path = &dir.join(format!("{name}.{ext}"));
@@ -318,8 +338,92 @@ fn the_command_writes_svg_and_csv_and_names_what_it_skipped() {
                 parse_xml(&text);
             }
         }
+        assert!(!dir.join(format!("{name}.png")).exists(), "{name}.png");
     }
     assert!(!dir.join("steps.svg").exists());
+    // GMPROF_CHROMIUM=none: the same, said as chosen.
+    let dir = out.path().join("none");
+    let (ok, stderr) = figures_command(&dir, &[("GMPROF_CHROMIUM", "none".as_ref())]);
+    assert!(ok && stderr.contains("GMPROF_CHROMIUM=none: the SVGs are gmprof's own drawing"), "{stderr}");
+    assert!(dir.join("roofline.svg").is_file() && !dir.join("roofline.png").exists());
+    // A GMPROF_CHROMIUM that names nothing is an error, not a silent fallback.
+    let (ok, stderr) = figures_command(&out.path().join("bad"), &[("GMPROF_CHROMIUM", "/no/such/chromium".as_ref())]);
+    assert!(!ok && stderr.contains("GMPROF_CHROMIUM=/no/such/chromium names no executable file"), "{stderr}");
+    assert!(!out.path().join("bad").exists());
+}
+
+/// A stand-in browser: a shell script that checks it was asked for the page's figures and
+/// then runs `body`.
+#[cfg(unix)]
+fn fake_browser(dir: &Path, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("chromium");
+    let script = format!(
+        "#!/bin/sh\ncase \"$*\" in *'--headless'*'--dump-dom file://'*'#figures') ;; *) echo \"unexpected: $*\" >&2; exit 3 ;; esac\n{body}\n"
+    );
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+#[cfg(unix)]
+#[test]
+fn a_chart_the_page_did_not_draw_or_a_script_error_fails_the_command_naming_it() {
+    let out = tempfile::tempdir().unwrap();
+    let page = |body: &str, json: &str| {
+        format!(
+            "cat <<'EOF'\n<html><head></head>{body}<script type=\"application/json\" id=\"gmprof-figures\">{json}</script></body></html>\nEOF"
+        )
+    };
+    // The page drew nothing, and said nothing of range_time, which has a table.
+    let ok_body = r#"<body data-render="ok" data-errors="0" data-figures="0">"#;
+    let browser = fake_browser(out.path(), &page(ok_body, r#"{"figures":[],"skipped":[],"errors":[]}"#));
+    let (ok, stderr) = figures_command(&out.path().join("a"), &[("GMPROF_CHROMIUM", browser.as_os_str())]);
+    assert!(!ok, "{stderr}");
+    assert!(
+        stderr.contains("the HTML report's page drew no chart range_time although its table has 6 row(s)"),
+        "{stderr}"
+    );
+    assert!(!out.path().join("a").exists(), "nothing written");
+    // A script error of the page is named.
+    let json = r#"{"figures":[],"skipped":[],"errors":["figure roofline: points is undefined"]}"#;
+    let browser = fake_browser(out.path(), &page(r#"<body data-render="ok" data-errors="1">"#, json));
+    let (ok, stderr) = figures_command(&out.path().join("b"), &[("GMPROF_CHROMIUM", browser.as_os_str())]);
+    assert!(!ok && stderr.contains("1 script error(s): figure roofline: points is undefined"), "{stderr}");
+    // A browser that fails without a page: its last lines.
+    let browser = fake_browser(out.path(), "echo 'cannot open display' >&2; exit 1");
+    let (ok, stderr) = figures_command(&out.path().join("c"), &[("GMPROF_CHROMIUM", browser.as_os_str())]);
+    assert!(
+        !ok && stderr.contains("failed (exit status: 1) without a page") && stderr.contains("cannot open display"),
+        "{stderr}"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_browser_past_its_time_is_killed_with_all_it_started() {
+    let out = tempfile::tempdir().unwrap();
+    let pid_file = out.path().join("child.pid");
+    let browser = fake_browser(out.path(), &format!("sleep 60 &\necho $! > {}\nwait", pid_file.display()));
+    let start = std::time::Instant::now();
+    let e = per_kernel()
+        .figures_in_browser(None, &SummaryOptions::default(), &browser, std::time::Duration::from_secs(2))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("did not finish drawing the figures within 2 s (killed)"), "{e}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(20), "{:?}", start.elapsed());
+    // The browser's own child (here `sleep`) went with it: gone, or a zombie until reaped.
+    let pid = std::fs::read_to_string(&pid_file).unwrap().trim().to_owned();
+    let gone = (0..100).any(|_| {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
+        let dead =
+            state.as_deref().is_none_or(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')));
+        if !dead {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        dead
+    });
+    assert!(gone, "the browser's child {pid} still runs");
 }
 
 #[test]

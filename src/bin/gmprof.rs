@@ -7,7 +7,7 @@
 //!   injection and prints the summary (and writes the HTML report with `--html`); it exits
 //!   with the program's status.
 //! - `gmprof report OUT` reprints the summary of saved outputs (`--html FILE` writes the
-//!   HTML report, `--figures DIR` its charts as SVG and CSV); on a directory of several
+//!   HTML report, `--figures DIR` its charts as SVG, PNG and CSV); on a directory of several
 //!   processes' outputs, the merged summary.
 //! - `gmprof merge OUT` merges several processes' outputs, one at a time: one summary,
 //!   merged.csv, stragglers.csv, trace-index.json and merged-trace.json (of at most 8).
@@ -121,7 +121,9 @@ enum Command {
         /// Also print the per-label statistics.
         #[arg(long)]
         stats: bool,
-        /// Also write each chart of the HTML report as DIR/NAME.svg, with its table as NAME.csv.
+        /// Also write each chart of the HTML report as DIR/NAME.svg and NAME.png (drawn by the
+        /// report's page in headless Chromium: GMPROF_CHROMIUM, else chromium on PATH), with
+        /// its table as NAME.csv.
         #[arg(long, value_name = "DIR")]
         figures: Option<PathBuf>,
         #[command(flatten)]

@@ -1,7 +1,8 @@
-//! The figures, each drawn from the table the HTML report's chart of it plots
-//! ([`HtmlData`]): GPU time per range group, the step breakdown of a streamed run, DRAM
-//! bandwidth against the peak (range groups and kernels), the roofline and the stall mix per
-//! range group. Each is its table as CSV and its chart as SVG, or why it was skipped.
+//! The figures' tables, and the figures as gmprof draws them itself (without a browser), each
+//! from the table the HTML report's chart of it plots ([`HtmlData`]): GPU time per range
+//! group, the step breakdown of a streamed run, DRAM bandwidth against the peak (range groups
+//! and kernels), the roofline and the stall mix per range group. Each is its table as CSV and
+//! its chart as SVG, or why it was skipped.
 
 use std::fmt::Display;
 
@@ -23,6 +24,9 @@ pub struct Figure {
     pub title: String,
     /// The chart, an SVG document.
     pub svg: String,
+    /// The chart as PNG, when the HTML report's page drew it ([`super::page`]); gmprof's own
+    /// drawing ([`super::svg`]) makes none.
+    pub png: Option<Vec<u8>>,
     /// The table behind the chart, CSV with a header row.
     pub csv: String,
 }
@@ -130,7 +134,7 @@ pub fn range_time(data: &HtmlData) -> Made {
         })
         .collect();
     let svg = svg::bars(&title, &caption(data), "GPU time (ms)", &labels, &series, None, None);
-    Ok(Figure { name: NAME, title, svg, csv: table.finish() })
+    Ok(Figure { name: NAME, title, svg, png: None, csv: table.finish() })
 }
 
 /// The step breakdown of a streamed run: wall time per step (mean, minimum and maximum of each
@@ -188,7 +192,7 @@ pub fn steps(data: &HtmlData) -> Made {
     let per = if st.bucket > 1 { format!(", {} steps per point", st.bucket) } else { String::new() };
     let title = format!("Time per step{group} ({} steps{per})", st.steps_shown);
     let svg = svg::lines(&title, &caption(data), "step", "time per step (ms)", &series);
-    Ok(Figure { name: NAME, title, svg, csv: table.finish() })
+    Ok(Figure { name: NAME, title, svg, png: None, csv: table.finish() })
 }
 
 /// DRAM bandwidth of labelled rows against the device's peak.
@@ -221,7 +225,7 @@ fn bandwidth(
     };
     let svg =
         svg::bars(&title, &caption(data), "DRAM bandwidth, read + write (GB/s)", &labels, &series, None, mark.as_ref());
-    Ok(Figure { name, title, svg, csv: table.finish() })
+    Ok(Figure { name, title, svg, png: None, csv: table.finish() })
 }
 
 /// DRAM bandwidth per range group (the 20 with the most time) against the peak.
@@ -332,7 +336,7 @@ pub fn roofline(data: &HtmlData) -> Made {
         &roof,
         &roof_label,
     );
-    Ok(Figure { name: NAME, title, svg, csv: table.finish() })
+    Ok(Figure { name: NAME, title, svg, png: None, csv: table.finish() })
 }
 
 /// The stall mix per range group: each group's PC samples by stall reason, 100 % per bar.
@@ -378,7 +382,7 @@ pub fn stall_mix(data: &HtmlData) -> Made {
         .collect();
     let title = format!("Stall reasons per range group ({} groups, PC sampling)", pc.groups.len());
     let svg = svg::bars(&title, &caption(data), "share of PC samples (%)", &labels, &series, Some(100.0), None);
-    Ok(Figure { name: NAME, title, svg, csv: table.finish() })
+    Ok(Figure { name: NAME, title, svg, png: None, csv: table.finish() })
 }
 
 /// Every figure of `data`, in the HTML report's order, made or skipped.

@@ -17,6 +17,10 @@
 //! aggregates ([`steps`]); for a run in rotation (issue 44), one typical step's range groups
 //! and the kernel names' means as the positions estimate them ([`rotation`]).
 //!
+//! Opened as `report.html#figures`, the page draws the charts that are figures alone, each
+//! exported as SVG and PNG (`figures.js`; [`crate::report::figures`] runs it in headless
+//! Chromium for `gmprof report OUT --figures DIR`).
+//!
 //! The page reports its own health for automated checks: `<body data-render>` becomes `ok`
 //! once every chart is drawn, and `data-errors` counts script errors and `console.error`
 //! calls (`scripts/check-html.sh` renders a report in headless Chromium and reads both).
@@ -50,6 +54,9 @@ const TEMPLATE: &str = include_str!("template.html");
 /// Helpers every page's script uses (`window.gmprofUi`).
 const COMMON: &str = include_str!("common.js");
 const SCRIPT: &str = include_str!("report.js");
+/// The report page's figure mode (`report.html#figures`, `window.gmprofFigures`), which
+/// `report.js` runs when asked.
+const FIGURES: &str = include_str!("figures.js");
 
 /// JSON that is safe inside a `<script>` element: every `<` is written as `\u003c` (valid
 /// JSON, since `<` occurs only inside strings), so no text can close the element.
@@ -107,21 +114,24 @@ pub(crate) fn page<T: serde::Serialize>(
     Ok(out)
 }
 
+/// The report's page of `data`; opened as `PAGE#figures`, it draws the figures alone
+/// (`figures.js`, [`crate::report::figures`]).
+pub(crate) fn report_page(data: &HtmlData) -> Result<String> {
+    let title = format!("gmprof report: {} · {}", data.meta.device, data.meta.mode);
+    page(&title, template_parts()?.1, &format!("{FIGURES}\n{SCRIPT}"), data, "HTML report")
+}
+
 impl Report {
     /// The report as one self-contained HTML page; range groups are made with `options`.
     pub fn to_html(&self, options: &SummaryOptions) -> Result<String> {
-        let data = HtmlData::of(self, options);
-        let title = format!("gmprof report: {} · {}", data.meta.device, data.meta.mode);
-        page(&title, template_parts()?.1, SCRIPT, &data, "HTML report")
+        report_page(&HtmlData::of(self, options))
     }
 
     /// [`Report::to_html`] of the report read from `dir`: a streamed run's step chart is
     /// drawn from every step of its `steps/` parts ([`steps::StreamedView::of_parts`]), not
     /// only the steps `report.json` holds (when `dir` has none, from those).
     pub fn to_html_in(&self, dir: &Path, options: &SummaryOptions) -> Result<String> {
-        let data = HtmlData::of_in(self, dir, options)?;
-        let title = format!("gmprof report: {} · {}", data.meta.device, data.meta.mode);
-        page(&title, template_parts()?.1, SCRIPT, &data, "HTML report")
+        report_page(&HtmlData::of_in(self, dir, options)?)
     }
 
     /// Writes [`Report::to_html_in`] to the file `path`.
@@ -158,7 +168,7 @@ mod tests {
         for slot in ["{{TITLE}}", "{{ECHARTS_VERSION}}", "/*{{SCRIPT}}*/", "/*{{ECHARTS}}*/", "{{DATA}}"] {
             assert_eq!(TEMPLATE.matches(slot).count(), 1, "{slot}");
         }
-        for script in [SCRIPT, COMMON] {
+        for script in [SCRIPT, COMMON, FIGURES] {
             assert!(!script.contains("{{") && !script.contains("http"), "the script loads nothing");
         }
         assert!(ECHARTS.starts_with("\n/*\n* Licensed to the Apache Software Foundation"), "vendored library");

@@ -1,5 +1,6 @@
 /* gmprof HTML report: draws the data gmprof embedded in #gmprof-data with ECharts.
-   Values that were not measured are null: shown as an em dash and left out of plots. */
+   Values that were not measured are null: shown as an em dash and left out of plots. Opened
+   as report.html#figures, it draws the charts that are figures alone (figures.js). */
 (function () {
   'use strict';
   var BLANK = '\u2014';
@@ -12,6 +13,8 @@
   var kernelLabel = ui.kernelLabel, shorten = ui.shorten, table = ui.table;
   var chart = ui.chartsInto(charts), empty = ui.empty;
   var palette = ['#2f6fdf', '#e8743b', '#19a979', '#945ecf', '#ed4a7b', '#13a4b4', '#c9a227', '#6c8893', '#bf399e', '#3f8f29'];
+  /* For stacks of up to 20 series (stall reasons), so that no two share a colour. */
+  var palette20 = palette.concat(['#8c564b', '#17becf', '#1f3b73', '#bcbd22', '#f2a7b5', '#5e3c99', '#a0522d', '#66c2a5', '#fdb863', '#7f7f7f']);
   function colorOf(text) {
     var h = 0;
     for (var i = 0; i < text.length; i++) h = (h * 31 + text.charCodeAt(i)) >>> 0;
@@ -141,25 +144,36 @@
     });
   }
 
+  /* Each chart that is also a figure (`gmprof report OUT --figures DIR`) is made by a function
+     returning its spec: { name, title, axes: { x, y } (names with units), legend (the figure
+     shows one), option (ECharts) }, or { name, empty: why there is no chart }. The page draws
+     the option; the figure mode (figures.js) draws the same option alone with title, axis
+     names and caption. */
+  function draw(id, spec) {
+    if (spec.empty) empty(id, spec.empty);
+    else chart(id).setOption(spec.option);
+  }
+
   /* PC sampling: a stacked bar of stall reasons per range group (100 % each), and the hot
      spots of the kernels with the most samples. */
-  function pcCharts() {
+  function stallSpec() {
     var pc = data.pc;
-    if (!pc) return;
-    document.getElementById('pc-section').hidden = false;
-    document.getElementById('pc-note').textContent = pc.note;
+    if (!pc) return { name: 'stall_mix', empty: 'The run has no PC sampling (gmprof run --pc-sampling).' };
     var groups = pc.groups.slice().reverse();
-    if (!groups.length) { empty('pc-groups', 'No range has PC samples.'); }
-    else {
-      var used = pc.reasons.map(function (_, i) { return groups.some(function (g) { return known(g.shares[i]) && g.shares[i] > 0; }); });
-      var series = [];
-      pc.reasons.forEach(function (name, i) {
-        if (!used[i]) return;
-        series.push({ name: name, type: 'bar', stack: 'share', color: palette[series.length % palette.length],
-          data: groups.map(function (g) { return known(g.shares[i]) ? g.shares[i] : null; }) });
-      });
-      var c = chart('pc-groups');
-      c.setOption({
+    if (!groups.length) return { name: 'stall_mix', empty: 'No range has PC samples.' };
+    var used = pc.reasons.map(function (_, i) { return groups.some(function (g) { return known(g.shares[i]) && g.shares[i] > 0; }); });
+    var series = [];
+    pc.reasons.forEach(function (name, i) {
+      if (!used[i]) return;
+      series.push({ name: name, type: 'bar', stack: 'share', color: palette20[series.length % palette20.length],
+        data: groups.map(function (g) { return known(g.shares[i]) ? g.shares[i] : null; }) });
+    });
+    return {
+      name: 'stall_mix',
+      title: 'Stall reasons per range group (' + groups.length + ' groups, PC sampling)',
+      axes: { x: 'share of PC samples (%)', y: 'range group' },
+      legend: true,
+      option: {
         animation: false,
         legend: { type: 'scroll', top: 0 },
         tooltip: { trigger: 'item', formatter: function (p) {
@@ -172,8 +186,15 @@
           return shorten(g.label, 32) + (g.few ? ' (' + g.samples + ' samples: too few)' : '');
         }) },
         series: series
-      });
-    }
+      }
+    };
+  }
+  function pcCharts() {
+    var pc = data.pc;
+    if (!pc) return;
+    document.getElementById('pc-section').hidden = false;
+    document.getElementById('pc-note').textContent = pc.note;
+    draw('pc-groups', stallSpec());
     var cols = [
       { title: 'kernel', text: true, key: function (k) { return k.name; }, show: function (k) { return kernelLabel(k.name, 80); }, full: function (k) { return k.name; } },
       { title: 'samples', key: function (k) { return k.samples; }, show: function (k) { return String(k.samples); } },
@@ -184,9 +205,9 @@
   }
 
   /* Steady-state GPU time per range group, top 25, with shares. */
-  function rangeTime() {
+  function rangeTimeSpec() {
     var rows = data.groups.filter(function (g) { return known(g.total_ns); }).slice(0, 25);
-    if (!rows.length) { empty('range-time', 'No range has a measured GPU time.'); return; }
+    if (!rows.length) return { name: 'range_time', empty: 'No range has a measured GPU time.' };
     var devices = [];
     rows.forEach(function (g) {
       (g.by_device || []).forEach(function (d) { if (devices.indexOf(d[0]) < 0) devices.push(d[0]); });
@@ -194,31 +215,36 @@
     devices.sort(function (a, b) { return a - b; });
     var share = { show: true, position: 'right', formatter: function (p) { return fmtPct(rows[p.dataIndex].share_pct); } };
     var series = devices.length > 1 ? deviceSeries(rows, devices, share) : [{
-      type: 'bar', barMaxWidth: 18,
+      type: 'bar', barMaxWidth: 18, name: 'GPU time',
       data: rows.map(function (g) { return g.total_ns / 1e6; }),
       itemStyle: { color: '#2f6fdf' },
       label: share
     }];
-    var c = chart('range-time');
-    c.setOption({
-      animation: false,
-      tooltip: {
-        trigger: 'axis', axisPointer: { type: 'shadow' },
-        formatter: function (ps) {
-          var g = rows[ps[0].dataIndex];
-          var text = g.label.replace(/[<>&]/g, '') + '<br>' + g.count + ' instances, total ' + fmtDur(g.total_ns) +
-            ', mean ' + fmtDur(g.mean_ns) + ', p50 ' + fmtDur(g.p50_ns) + ', p99 ' + fmtDur(g.p99_ns) + ', share ' + fmtPct(g.share_pct);
-          if (g.warmup_count) text += '<br>warm-up: ' + g.warmup_count + '\u00d7 ' + fmtDur(g.warmup_mean_ns);
-          (g.by_device || []).forEach(function (d) { text += '<br>GPU ' + d[0] + ': ' + fmtDur(d[1]); });
-          return text;
-        }
-      },
-      grid: { left: 300, right: 90, top: devices.length > 1 ? 30 : 10, bottom: 30 },
-      legend: devices.length > 1 ? { top: 0 } : undefined,
-      xAxis: { type: 'value', name: 'ms', axisLabel: { formatter: function (v) { return (v).toFixed(1); } } },
-      yAxis: { type: 'category', inverse: true, data: rows.map(function (g) { return shorten(g.label, 46); }), axisLabel: { fontSize: 11 } },
-      series: series
-    });
+    return {
+      name: 'range_time',
+      title: 'GPU time per range group (steady state, top ' + rows.length + ')',
+      axes: { x: 'GPU time (ms)', y: 'range group (share of the top-level GPU time)' },
+      legend: devices.length > 1,
+      option: {
+        animation: false,
+        tooltip: {
+          trigger: 'axis', axisPointer: { type: 'shadow' },
+          formatter: function (ps) {
+            var g = rows[ps[0].dataIndex];
+            var text = g.label.replace(/[<>&]/g, '') + '<br>' + g.count + ' instances, total ' + fmtDur(g.total_ns) +
+              ', mean ' + fmtDur(g.mean_ns) + ', p50 ' + fmtDur(g.p50_ns) + ', p99 ' + fmtDur(g.p99_ns) + ', share ' + fmtPct(g.share_pct);
+            if (g.warmup_count) text += '<br>warm-up: ' + g.warmup_count + '\u00d7 ' + fmtDur(g.warmup_mean_ns);
+            (g.by_device || []).forEach(function (d) { text += '<br>GPU ' + d[0] + ': ' + fmtDur(d[1]); });
+            return text;
+          }
+        },
+        grid: { left: 300, right: 90, top: devices.length > 1 ? 30 : 10, bottom: 30 },
+        legend: devices.length > 1 ? { top: 0 } : undefined,
+        xAxis: { type: 'value', name: 'ms', axisLabel: { formatter: function (v) { return (v).toFixed(1); } } },
+        yAxis: { type: 'category', inverse: true, data: rows.map(function (g) { return shorten(g.label, 46); }), axisLabel: { fontSize: 11 } },
+        series: series
+      }
+    };
   }
 
   /* Several GPUs in one process: one stacked bar segment per device (GPU time on it). */
@@ -237,67 +263,71 @@
     });
   }
 
-  /* DRAM bandwidth of range groups and kernels against the device's peak. */
-  function bandwidthChart(id, rows, label, title) {
-    if (!rows.length) { empty(id, 'No ' + title + ' has a DRAM bandwidth: DRAM byte counters were not collected (trace mode collects none).'); return; }
+  /* DRAM bandwidth of range groups and kernels against the device's peak: figure `name`, of
+     `rows` (labelled by `label`), `what` each row is. */
+  function bandwidthSpec(name, rows, label, what) {
+    if (!rows.length) return { name: name, empty: 'No ' + what + ' has a DRAM bandwidth: DRAM byte counters were not collected (trace mode collects none).' };
     var peak = meta.dram_peak_gbps;
     var max = Math.max.apply(null, rows.map(function (r) { return r.dram_gbps; }).concat(known(peak) ? [peak * 1.05] : []));
-    var c = chart(id);
-    c.setOption({
-      animation: false,
-      title: { text: title, left: 8, top: 4, textStyle: { fontSize: 13 } },
-      tooltip: {
-        trigger: 'axis', axisPointer: { type: 'shadow' },
-        formatter: function (ps) {
-          var r = rows[ps[0].dataIndex];
-          var text = label(r).replace(/[<>&]/g, '') + '<br>' + fmtNum(r.dram_gbps, 1) + ' GB/s';
-          if (known(peak)) text += ' (' + fmtPct(100 * r.dram_gbps / peak) + ' of peak)';
-          return text;
-        }
-      },
-      grid: { left: 230, right: 40, top: 34, bottom: 30 },
-      xAxis: { type: 'value', name: 'GB/s', max: Math.ceil(max) },
-      yAxis: { type: 'category', inverse: true, data: rows.map(function (r) { return label(r).length > 34 ? label(r).slice(0, 33) + '\u2026' : label(r); }), axisLabel: { fontSize: 11 } },
-      series: [{
-        type: 'bar', barMaxWidth: 16, data: rows.map(function (r) { return r.dram_gbps; }), itemStyle: { color: '#19a979' },
-        markLine: known(peak) ? {
-          symbol: 'none', lineStyle: { color: '#b3261e', type: 'dashed' },
-          label: { formatter: 'peak ' + peak.toFixed(0) + ' GB/s', position: 'insideEndTop' },
-          data: [{ xAxis: peak }]
-        } : undefined
-      }]
-    });
+    return {
+      name: name,
+      title: 'DRAM bandwidth per ' + what + (known(peak) ? ' against the device\u2019s peak (top ' + rows.length + ')'
+        : ' (top ' + rows.length + '; the device\u2019s peak is not known)'),
+      axes: { x: 'DRAM bandwidth, read + write (GB/s)', y: what },
+      option: {
+        animation: false,
+        title: { text: what + 's', left: 8, top: 4, textStyle: { fontSize: 13 } },
+        tooltip: {
+          trigger: 'axis', axisPointer: { type: 'shadow' },
+          formatter: function (ps) {
+            var r = rows[ps[0].dataIndex];
+            var text = label(r).replace(/[<>&]/g, '') + '<br>' + fmtNum(r.dram_gbps, 1) + ' GB/s';
+            if (known(peak)) text += ' (' + fmtPct(100 * r.dram_gbps / peak) + ' of peak)';
+            return text;
+          }
+        },
+        grid: { left: 230, right: 40, top: 34, bottom: 30 },
+        xAxis: { type: 'value', name: 'GB/s', max: Math.ceil(max) },
+        yAxis: { type: 'category', inverse: true, data: rows.map(function (r) { return label(r).length > 34 ? label(r).slice(0, 33) + '\u2026' : label(r); }), axisLabel: { fontSize: 11 } },
+        series: [{
+          type: 'bar', name: 'DRAM bandwidth', barMaxWidth: 16, data: rows.map(function (r) { return r.dram_gbps; }), itemStyle: { color: '#19a979' },
+          markLine: known(peak) ? {
+            symbol: 'none', lineStyle: { color: '#b3261e', type: 'dashed' },
+            label: { formatter: 'peak ' + peak.toFixed(0) + ' GB/s', position: 'insideEndTop' },
+            data: [{ xAxis: peak }]
+          } : undefined
+        }]
+      }
+    };
+  }
+  function rangeBandwidthSpec() {
+    var rows = data.groups.filter(function (g) { return known(g.dram_gbps); }).slice(0, 20);
+    return bandwidthSpec('dram_bandwidth', rows, function (g) { return g.label; }, 'range group');
+  }
+  function kernelBandwidthSpec() {
+    var rows = data.kernels.filter(function (k) { return known(k.dram_gbps); }).slice(0, 20);
+    return bandwidthSpec('dram_bandwidth_kernels', rows, function (k) { return kernelLabel(k.name, 60); }, 'kernel');
   }
   function bandwidth() {
     var peak = meta.dram_peak_gbps;
     document.getElementById('bandwidth-note').textContent = 'DRAM bytes read and written per GPU second, for the 20 range groups and the 20 kernels with the most time. ' +
       (known(peak) ? 'The dashed line is the device\u2019s theoretical peak, ' + peak.toFixed(0) + ' GB/s (memory clock \u00d7 bus width \u00d7 2).' : 'The device\u2019s peak is not known for this report.');
-    var ranges = data.groups.filter(function (g) { return known(g.dram_gbps); }).slice(0, 20);
-    var kernels = data.kernels.filter(function (k) { return known(k.dram_gbps); }).slice(0, 20);
-    bandwidthChart('range-bandwidth', ranges, function (g) { return g.label; }, 'range groups');
-    bandwidthChart('kernel-bandwidth', kernels, function (k) { return kernelLabel(k.name, 60); }, 'kernels');
+    draw('range-bandwidth', rangeBandwidthSpec());
+    draw('kernel-bandwidth', kernelBandwidthSpec());
   }
 
   /* Roofline: each kernel name at (work per DRAM byte, work per second), under the roofs. */
-  function roofline() {
+  function rooflineSpec() {
     var r = data.roofline;
-    var noteNode = document.getElementById('roofline-note');
     if (!r) {
-      noteNode.textContent = '';
-      empty('roofline', 'No FLOP or instruction counters were collected, so there is no roofline. Collect ' +
-        'smsp__inst_executed.sum with dram__bytes_read.sum and dram__bytes_write.sum for an instruction roofline.');
-      return;
+      return { name: 'roofline', empty: 'No FLOP or instruction counters were collected, so there is no roofline. Collect ' +
+        'smsp__inst_executed.sum with dram__bytes_read.sum and dram__bytes_write.sum for an instruction roofline.' };
     }
     var flop = r.kind === 'flop';
     var unit = flop ? 'GFLOP/s' : 'G warp inst/s';
     var xunit = flop ? 'FLOP/byte' : 'warp inst/byte';
     var points = data.kernels.filter(function (k) { return known(k.intensity) && known(k.rate_g) && k.intensity > 0 && k.rate_g > 0; });
-    noteNode.textContent = (flop ? 'FLOPs (' + r.precisions.join(', ') + ')' : 'Warp instructions') + ' from ' + r.counters.join(', ') +
-      '; bytes from the DRAM counters. Each point is one kernel name over all its calls; its size grows with its time. ' +
-      (known(r.dram_peak_gbps) ? 'Sloped roof: DRAM peak. ' : '') +
-      (known(r.compute_peak_g) ? (flop ? 'Flat roof: FP32 peak (CUDA cores, FMA).' : 'Flat roof: warp-instruction issue peak (4 schedulers per SM, one instruction per clock).')
-        : 'No compute roof: its peak is known for FP32-only FLOP counters and for instruction counters.');
-    if (!points.length) { empty('roofline', 'The counters were collected, but no kernel has both work and DRAM bytes.'); return; }
+    if (!points.length) return { name: 'roofline', empty: 'The counters were collected, but no kernel has both work and DRAM bytes.' };
     var xs = points.map(function (p) { return p.intensity; });
     var ys = points.map(function (p) { return p.rate_g; });
     var xmin = Math.min.apply(null, xs) / 4, xmax = Math.max.apply(null, xs) * 4;
@@ -309,6 +339,10 @@
       symbolSize: function (v, p) { return 6 + 18 * Math.sqrt((points[p.dataIndex].total_ns || 0) / maxTime); }
     });
     var ceiling = known(r.compute_peak_g) ? r.compute_peak_g : null;
+    var roofs = [];
+    if (known(r.dram_peak_gbps)) roofs.push('DRAM peak ' + r.dram_peak_gbps.toFixed(0) + ' GB/s');
+    if (ceiling !== null) roofs.push((flop ? 'FP32 peak ' : 'issue peak ') + fmtG(ceiling) + ' ' + unit);
+    var roof = { type: 'line', name: 'roof: ' + roofs.join(', '), showSymbol: false, lineStyle: { color: '#b3261e', type: 'dashed' }, itemStyle: { color: '#b3261e' } };
     if (known(r.dram_peak_gbps)) {
       var line = [];
       for (var i = 0; i <= 40; i++) {
@@ -317,26 +351,47 @@
         if (ceiling !== null) y = Math.min(y, ceiling);
         line.push([x, y]);
       }
-      series.push({ type: 'line', name: 'roof', data: line, showSymbol: false, lineStyle: { color: '#b3261e', type: 'dashed' } });
+      roof.data = line;
+      series.push(roof);
     } else if (ceiling !== null) {
-      series.push({ type: 'line', name: 'roof', data: [[xmin, ceiling], [xmax, ceiling]], showSymbol: false, lineStyle: { color: '#b3261e', type: 'dashed' } });
+      roof.data = [[xmin, ceiling], [xmax, ceiling]];
+      series.push(roof);
     }
     var ymax = Math.max.apply(null, ys.concat(ceiling !== null ? [ceiling] : []).concat(known(r.dram_peak_gbps) && ceiling === null ? [r.dram_peak_gbps * xmax] : []));
-    var c = chart('roofline');
-    c.setOption({
-      animation: false,
-      tooltip: {
-        formatter: function (p) {
-          if (p.seriesName !== 'kernels') return 'roof';
-          var k = points[p.dataIndex];
-          return kernelLabel(k.name, 90).replace(/[<>&]/g, '') + '<br>' + fmtG(k.intensity) + ' ' + xunit + ', ' + fmtG(k.rate_g) + ' ' + unit + ', ' + k.calls + ' calls, ' + fmtDur(k.total_ns);
-        }
-      },
-      grid: { left: 80, right: 30, top: 20, bottom: 50 },
-      xAxis: { type: 'log', name: xunit, nameLocation: 'middle', nameGap: 28, min: xmin, max: xmax, axisLabel: { formatter: fmtG } },
-      yAxis: { type: 'log', name: unit, min: Math.min.apply(null, ys) / 4, max: ymax * 2, axisLabel: { formatter: fmtG } },
-      series: series
-    });
+    return {
+      name: 'roofline',
+      title: 'Roofline of ' + points.length + ' kernel names: ' + (flop ? 'FLOPs (' + r.precisions.join(', ') + ')' : 'warp instructions') + ' against DRAM bytes',
+      axes: { x: 'arithmetic intensity (' + xunit + ')', y: 'performance (' + unit + ')' },
+      legend: true,
+      option: {
+        animation: false,
+        tooltip: {
+          formatter: function (p) {
+            if (p.seriesName !== 'kernels') return p.seriesName;
+            var k = points[p.dataIndex];
+            return kernelLabel(k.name, 90).replace(/[<>&]/g, '') + '<br>' + fmtG(k.intensity) + ' ' + xunit + ', ' + fmtG(k.rate_g) + ' ' + unit + ', ' + k.calls + ' calls, ' + fmtDur(k.total_ns);
+          }
+        },
+        grid: { left: 80, right: 30, top: 20, bottom: 50 },
+        xAxis: { type: 'log', name: xunit, nameLocation: 'middle', nameGap: 28, min: xmin, max: xmax, axisLabel: { formatter: fmtG } },
+        yAxis: { type: 'log', name: unit, min: Math.min.apply(null, ys) / 4, max: ymax * 2, axisLabel: { formatter: fmtG } },
+        series: series
+      }
+    };
+  }
+  function roofline() {
+    var r = data.roofline;
+    var noteNode = document.getElementById('roofline-note');
+    if (r) {
+      noteNode.textContent = (r.kind === 'flop' ? 'FLOPs (' + r.precisions.join(', ') + ')' : 'Warp instructions') + ' from ' + r.counters.join(', ') +
+        '; bytes from the DRAM counters. Each point is one kernel name over all its calls; its size grows with its time. ' +
+        (known(r.dram_peak_gbps) ? 'Sloped roof: DRAM peak. ' : '') +
+        (known(r.compute_peak_g) ? (r.kind === 'flop' ? 'Flat roof: FP32 peak (CUDA cores, FMA).' : 'Flat roof: warp-instruction issue peak (4 schedulers per SM, one instruction per clock).')
+          : 'No compute roof: its peak is known for FP32-only FLOP counters and for instruction counters.');
+    } else {
+      noteNode.textContent = '';
+    }
+    draw('roofline', rooflineSpec());
   }
 
   function tables() {
@@ -375,25 +430,24 @@
     if (data.groups_left_out > 0) document.getElementById('groups-note').textContent += ' ' + data.groups_left_out + ' more groups are left out.';
   }
 
-  /* A streamed run: step time over the run (each point a bucket of steps: its mean, min and
-     max), the slowest steps and slow windows marked, and the whole run's aggregates. */
-  function streamedCharts() {
+  /* A streamed run's step time (each point a bucket of steps: its mean, min and max), the
+     slowest steps and slow windows marked. */
+  function stepsSpec() {
     var st = data.streamed;
-    if (!st) return;
-    document.getElementById('streamed-section').hidden = false;
-    var note = st.why + ' ' + st.steps + ' steps' + (st.step_group ? ' of `' + st.step_group + '`' : '') + '.';
-    if (st.bucket > 1) note += ' Each point is ' + st.bucket + ' consecutive steps: their mean, and their minimum and maximum (so no slow step is averaged away).';
-    if (st.steps_left_out > 0) note += ' The first ' + st.steps_shown + ' steps are drawn (from ' + st.steps_source + '); the other ' + st.steps_left_out + ' are in steps/.';
-    if (st.left_out.length) note += ' Unreadable step parts, left out: ' + st.left_out.join('; ') + '.';
-    note += ' Marked: the ' + st.slow_steps.length + ' slowest steps, and the windows of steps whose mean is at least 10% above the median window\'s.';
-    document.getElementById('streamed-note').textContent = note;
-    if (!st.series.length) { empty('streamed-steps', 'The run has no step rows (no range repeats at the top level).'); } else {
-      var ms = function (v) { return known(v) ? v / 1e6 : null; };
-      var mid = function (p) { return (p.first_step + p.last_step) / 2; };
-      var slowAreas = st.windows.filter(function (w) { return w.slow; }).map(function (w) {
-        return [{ xAxis: w.first_step, name: 'slow window ' + w.window }, { xAxis: w.last_step }];
-      });
-      chart('streamed-steps').setOption({
+    if (!st) return { name: 'steps', empty: 'Not a streamed run: the step chart is drawn for runs past GMPROF_ROW_LIMIT.' };
+    if (!st.series.length) return { name: 'steps', empty: 'The run has no step rows (no range repeats at the top level).' };
+    var ms = function (v) { return known(v) ? v / 1e6 : null; };
+    var mid = function (p) { return (p.first_step + p.last_step) / 2; };
+    var slowAreas = st.windows.filter(function (w) { return w.slow; }).map(function (w) {
+      return [{ xAxis: w.first_step, name: 'slow window ' + w.window }, { xAxis: w.last_step }];
+    });
+    return {
+      name: 'steps',
+      title: 'Time per step' + (st.step_group ? ' of ' + shorten(st.step_group, 40) : '') + ' (' + st.steps_shown + ' steps' +
+        (st.bucket > 1 ? ', ' + st.bucket + ' steps per point' : '') + ')',
+      axes: { x: 'step', y: 'time per step (ms)' },
+      legend: true,
+      option: {
         animation: false,
         color: ['#2f6fdf', '#2f6fdf', '#2f6fdf', '#19a979', '#b3261e'],
         legend: { top: 0, data: ['wall time (mean)', 'wall time (max)', 'wall time (min)', 'GPU time (mean)', 'slowest steps'] },
@@ -412,8 +466,23 @@
           { name: 'GPU time (mean)', type: 'line', symbol: 'none', data: st.series.map(function (p) { return [mid(p), ms(p.gpu[1])]; }) },
           { name: 'slowest steps', type: 'scatter', symbolSize: 8, data: st.slow_steps.map(function (s) { return [s.step, s.wall_time_ns / 1e6]; }) }
         ]
-      });
-    }
+      }
+    };
+  }
+
+  /* A streamed run: step time over the run (each point a bucket of steps: its mean, min and
+     max), the slowest steps and slow windows marked, and the whole run's aggregates. */
+  function streamedCharts() {
+    var st = data.streamed;
+    if (!st) return;
+    document.getElementById('streamed-section').hidden = false;
+    var note = st.why + ' ' + st.steps + ' steps' + (st.step_group ? ' of `' + st.step_group + '`' : '') + '.';
+    if (st.bucket > 1) note += ' Each point is ' + st.bucket + ' consecutive steps: their mean, and their minimum and maximum (so no slow step is averaged away).';
+    if (st.steps_left_out > 0) note += ' The first ' + st.steps_shown + ' steps are drawn (from ' + st.steps_source + '); the other ' + st.steps_left_out + ' are in steps/.';
+    if (st.left_out.length) note += ' Unreadable step parts, left out: ' + st.left_out.join('; ') + '.';
+    note += ' Marked: the ' + st.slow_steps.length + ' slowest steps, and the windows of steps whose mean is at least 10% above the median window\'s.';
+    document.getElementById('streamed-note').textContent = note;
+    draw('streamed-steps', stepsSpec());
     var cols = function (what) {
       return [
         { title: what, text: true, key: function (a) { return a.key; }, show: function (a) { return kernelLabel(a.key, 110); }, full: function (a) { return a.key; } },
@@ -460,15 +529,21 @@
   }
 
   header();
-  rotationTables();
-  streamedCharts();
-  timeline();
-  pmChart();
-  pcCharts();
-  rangeTime();
-  bandwidth();
-  roofline();
-  tables();
-  window.addEventListener('resize', function () { charts.forEach(function (c) { c.resize(); }); });
+  if (window.gmprofFigures.requested()) {
+    // report.html#figures: the figures alone (figures.js), in the order of the page.
+    window.gmprofFigures.run([['steps', stepsSpec], ['range_time', rangeTimeSpec], ['dram_bandwidth', rangeBandwidthSpec],
+      ['dram_bandwidth_kernels', kernelBandwidthSpec], ['roofline', rooflineSpec], ['stall_mix', stallSpec]], meta);
+  } else {
+    rotationTables();
+    streamedCharts();
+    timeline();
+    pmChart();
+    pcCharts();
+    draw('range-time', rangeTimeSpec());
+    bandwidth();
+    roofline();
+    tables();
+    window.addEventListener('resize', function () { charts.forEach(function (c) { c.resize(); }); });
+  }
   document.body.setAttribute('data-render', 'ok');
 })();
