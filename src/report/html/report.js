@@ -373,8 +373,8 @@
           }
         },
         grid: { left: 80, right: 30, top: 20, bottom: 50 },
-        xAxis: { type: 'log', name: xunit, nameLocation: 'middle', nameGap: 28, min: xmin, max: xmax, axisLabel: { formatter: fmtG } },
-        yAxis: { type: 'log', name: unit, min: Math.min.apply(null, ys) / 4, max: ymax * 2, axisLabel: { formatter: fmtG } },
+        xAxis: { type: 'log', name: xunit, nameLocation: 'middle', nameGap: 28, min: xmin, max: xmax, axisLabel: { formatter: fmtG, showMinLabel: false, showMaxLabel: false } },
+        yAxis: { type: 'log', name: unit, min: Math.min.apply(null, ys) / 4, max: ymax * 2, axisLabel: { formatter: fmtG, showMinLabel: false, showMaxLabel: false } },
         series: series
       }
     };
