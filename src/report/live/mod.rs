@@ -18,10 +18,16 @@
 //! `report::stream`'s writer and pipeline import it. This `mod.rs` only declares and
 //! re-exports; no file imports it.
 
+pub mod otlp;
+pub mod push;
 pub mod server;
+pub mod stalls;
+pub mod store;
 pub mod sums;
 pub mod values;
 
+pub use self::push::{OtlpPusher, OtlpSettings};
 pub use self::server::{MetricsServer, METRICS_PATH};
-pub use self::sums::{DrainSums, MAX_RANGE_GROUPS, OTHER_RANGE};
+pub use self::store::{Fam, SeriesKey, Store, Value};
+pub use self::sums::{DrainSums, MAX_RANGE_GROUPS, MAX_STALL_REASONS, OTHER_RANGE, OTHER_REASON};
 pub use self::values::{LiveFeed, LiveMetrics, ProcessLabels, CONTENT_TYPE};

@@ -121,6 +121,10 @@ pub fn attach(
         },
         Arc::new(backend),
     );
+    // Live metrics while idle: the step count and step time the service hears.
+    if let Some(live) = crate::ways_in::live_metrics::metrics(config.metrics_export.as_ref()) {
+        service.export_steps(live);
+    }
     if service.config().on_demand {
         serve(service, &process_dir, identity.pid, &run_dir)?;
     }
