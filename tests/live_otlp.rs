@@ -277,7 +277,8 @@ fn a_dead_or_silent_collector_neither_blocks_nor_fails_the_run_and_is_counted() 
         let (accepted, failed) = pusher.finish();
         assert!(t0.elapsed() < Duration::from_secs(3), "the end waited {:?}", t0.elapsed());
         assert_eq!(accepted, 0, "{addr}");
-        assert!(failed >= 3, "{addr}: {failed} failed pushes counted");
+        // At least one periodic push and the end's.
+        assert!(failed >= 2, "{addr}: {failed} failed pushes counted");
         // Counted in the health metric a scrape (or a later push) sees.
         assert_eq!(live.store().get(Fam::OtlpPushFailures, &SeriesKey::default()), Some(Value::Count(failed)));
         let scrape = live.encode().unwrap();
