@@ -492,7 +492,7 @@ impl Shared {
                      start"
                         .to_owned()
                 } else if live {
-                    "the run exported live metrics (GMPROF_METRICS_PORT, --metrics-port), which stream from the \
+                    "the run exported live metrics (--metrics-port, --otlp), which stream from the \
                      run's start"
                         .to_owned()
                 } else {

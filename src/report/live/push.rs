@@ -33,6 +33,10 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
 /// How long the push at the end of the run waits at most (the program's exit waits for it).
 pub const FINAL_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long the end waits at most for a periodic push in flight (then leaves it to its
+/// timeout, on its own thread).
+pub const STOP_WAIT: Duration = Duration::from_secs(1);
+
 /// Where and how often to push.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OtlpSettings {
@@ -162,12 +166,19 @@ impl OtlpPusher {
         &self.settings
     }
 
-    /// Stops the thread and pushes once more (waiting [`FINAL_TIMEOUT`] at most): the run's
-    /// last values. Returns the pushes accepted and failed over the run.
+    /// Stops the thread (waiting [`STOP_WAIT`] at most for a push in flight) and pushes once
+    /// more (waiting [`FINAL_TIMEOUT`] at most): the run's last values. Returns the pushes
+    /// accepted and failed over the run.
     pub fn finish(&mut self) -> (u64, u64) {
         if let Some((stop, thread)) = self.thread.take() {
             let _ = stop.send(());
-            let _ = thread.join();
+            let waited = std::time::Instant::now();
+            while !thread.is_finished() && waited.elapsed() < STOP_WAIT {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if thread.is_finished() {
+                let _ = thread.join();
+            }
             push_counted(&agent(FINAL_TIMEOUT.min(self.settings.timeout)), &self.settings, &self.metrics, &self.warned);
         }
         self.metrics.otlp_counts()

@@ -374,6 +374,16 @@ mod tests {
         assert_eq!(line(&text, &format!("gmprof_steps_total{d}")), Some("2"));
         assert!(text.ends_with("# EOF\n"));
         assert_eq!(text.matches("# TYPE gmprof_build info").count(), 1, "{text}");
+        // gmprof's own time: the drains' (per device), the callbacks' (process-wide totals).
+        feed.drain_time(3_000_000_000, 250_000_000);
+        feed.drain_time(1_000_000_000, 0);
+        feed.set_callback_times(1_500, 2_000_000_000);
+        feed.set_callback_times(2_500, 3_000_000_000);
+        let text = live.encode().unwrap();
+        assert_eq!(line(&text, &format!("gmprof_drain_seconds_total{d}")), Some("4.0"));
+        assert_eq!(line(&text, &format!("gmprof_drain_lock_seconds_total{d}")), Some("0.25"));
+        assert_eq!(line(&text, r#"gmprof_callback_seconds_total{rank="5",callback="api"}"#), Some("0.0000025"));
+        assert_eq!(line(&text, r#"gmprof_callback_seconds_total{rank="5",callback="buffer"}"#), Some("3.0"));
         // Families with no series are not described at all.
         assert!(!text.contains("gmprof_otlp_push_failures"), "{text}");
     }
