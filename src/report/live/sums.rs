@@ -9,7 +9,7 @@
 //! seen; instances of any later group count in [`OTHER_RANGE`], so the series a scrape returns
 //! are bounded whatever the program names its ranges.
 //!
-//! **Stall reasons** ride along ([`StallSums`](super::stalls::StallSums)): each kernel row
+//! **Stall reasons** ride along ([`StallSums`]): each kernel row
 //! says which range group its function ran in, for how long.
 //!
 //! Imports `stalls`, `crate::analysis` (the rows) and `crate::model`.
