@@ -86,6 +86,7 @@ fn run(shape: Shape, live: &LiveMetrics, pause: Duration) -> StreamEnd {
         flight: None,
         release_memory: false,
         live: Some(live.feed(Some(0))),
+        ..StreamSettings::default()
     };
     let writer = StreamWriter::create(dir.path(), &StreamMeta::new(mode, Vec::new()), settings).unwrap();
     let mut pipeline = StreamPipeline::new(writer, &metrics, mode);
