@@ -24,6 +24,7 @@ use gmprof::capture::profiler::harness::{LaunchHarness, TransferApi, DEVICE_ID};
 use gmprof::checked::callback::ApiDomain;
 use gmprof::model::{TransferActivity, TransferKind};
 use gmprof::profiler::StreamConfig;
+use gmprof::report::live::LiveMetrics;
 use gmprof::report::stream::StreamSettings;
 use gmprof::sys::cupti::CUpti_driver_api_trace_cbid_enum as DriverCbid;
 use gmprof::ways_in::live_metrics::{process_labels, start, MetricsExport};
@@ -71,7 +72,8 @@ fn main() -> Result<(), Box<dyn Error>> {
     let lookup = |k: &str| std::env::var(k).ok();
     let labels = process_labels(&lookup, gmprof::ways_in::layout::host_name());
     let export = MetricsExport { port: args.port, bind: args.bind.clone() };
-    let (metrics, server) = start(&export, &labels)?;
+    let metrics = std::sync::Arc::new(LiveMetrics::new(&labels));
+    let server = start(&export, &labels, &metrics)?;
     println!("live metrics at {}", server.url());
 
     let mut h = LaunchHarness::trace()?;

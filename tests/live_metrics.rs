@@ -320,9 +320,15 @@ fn gmprof_run_refuses_live_metrics_it_cannot_serve_before_the_program_starts() {
     let (code, err) = run(&["--metrics-port", "9400", "--mode", "kernel_replay", "--", "true"]);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("--metrics-port needs a mode that streams") && err.contains("not kernel_replay"), "{err}");
-    let (code, err) = run(&["--metrics-port", "9400", "--on-demand", "--", "true"]);
+    let (code, err) = run(&["--otlp", "https://collector:4318", "--", "true"]);
     assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("does not run beside --on-demand"), "{err}");
+    assert!(err.contains("--otlp: ") && err.contains("https is not supported"), "{err}");
+    let (code, err) = run(&["--otlp", "http://collector:4318", "--mode", "kernel_replay", "--", "true"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("--otlp needs a mode that streams"), "{err}");
+    let (code, err) = run(&["--otlp-interval", "5", "--", "true"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--otlp"), "{err}");
     let (code, err) = run(&["--metrics-bind", "0.0.0.0", "--", "true"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--metrics-port"), "{err}");

@@ -291,6 +291,8 @@ pub struct PcSession {
     cupti: Cupti,
     lines: bool,
     record_to: Option<PathBuf>,
+    /// No sampler behind it ([`PcSession::scripted`]).
+    scripted: bool,
 }
 
 /// Drains every `period` until told to stop (or the sampler is gone), on a thread of its own.
@@ -367,7 +369,37 @@ impl PcSession {
                 .map_err(|e| Error::InvalidState(format!("could not start the PC sampling drain thread: {e}")))?;
             Some((stop, thread))
         };
-        Ok(PcSession { sampling, drains, kept, cupti: *cupti, lines: lines.is_ok(), record_to: cfg.record_to.clone() })
+        Ok(PcSession {
+            sampling,
+            drains,
+            kept,
+            cupti: *cupti,
+            lines: lines.is_ok(),
+            record_to: cfg.record_to.clone(),
+            scripted: false,
+        })
+    }
+
+    /// A session with no sampler behind it, for CPU tests of what comes after the drains:
+    /// the caller keeps records in `kept` as the drain thread does; [`PcSession::finish`]
+    /// returns what is in it.
+    #[cfg(any(test, feature = "bench-internals"))]
+    pub fn scripted(kept: Arc<Mutex<PcCapture>>) -> Result<PcSession> {
+        Ok(PcSession {
+            sampling: Arc::new(Mutex::new(None)),
+            drains: None,
+            kept,
+            cupti: Cupti::stand_in()?,
+            lines: false,
+            record_to: None,
+            scripted: true,
+        })
+    }
+
+    /// Reads the samples drained so far under their lock (the live metrics' running totals,
+    /// without a copy of every record).
+    pub fn read<R>(&self, f: impl FnOnce(&PcCapture) -> R) -> R {
+        f(&self.kept.lock())
     }
 
     /// The samples drained so far, for a checkpoint while the session runs.
@@ -379,7 +411,7 @@ impl PcSession {
     /// sampling; returns the capture, with the error of the disable when it failed (the
     /// samples before it are kept).
     pub fn finish(self) -> (PcCapture, Option<String>) {
-        let PcSession { sampling, drains, kept, cupti, lines, record_to } = self;
+        let PcSession { sampling, drains, kept, cupti, lines, record_to, scripted } = self;
         if let Some((stop, thread)) = drains {
             let _ = stop.send(());
             if thread.join().is_err() {
@@ -410,6 +442,7 @@ impl PcSession {
                     }
                 }
             }
+            None if scripted => {}
             None => final_error = Some("PC sampling was already finished".to_owned()),
         }
         let mut capture = std::mem::take(&mut *kept.lock());

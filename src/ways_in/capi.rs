@@ -404,6 +404,8 @@ fn finish_session(session: Session, run_end: RunEnd, teardown: Teardown) -> Resu
             for line in lines.into_iter().flatten().chain(note) {
                 eprintln!("gmprof: {line}");
             }
+            // The last drain is published: the OTLP push's last one, and its failures said.
+            crate::ways_in::live_metrics::at_run_end(Some(report));
             written = session.outputs.write_final(report);
         })
         .map_err(fail)?;

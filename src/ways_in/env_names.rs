@@ -92,6 +92,13 @@ pub mod injection {
     /// The address the live metrics' endpoint listens on (`--metrics-bind`; default
     /// `127.0.0.1`, this host only: `0.0.0.0` for every interface).
     pub const METRICS_BIND: &str = "GMPROF_METRICS_BIND";
+    /// Live metrics pushed over OTLP/HTTP (`--otlp`): the collector's endpoint
+    /// (`http://HOST:4318`, to which `/v1/metrics` is added, or a full URL). Setting it
+    /// streams the run from its start. `OTEL_EXPORTER_OTLP_*` are not read: they configure
+    /// the program's own telemetry.
+    pub const OTLP_ENDPOINT: &str = "GMPROF_OTLP_ENDPOINT";
+    /// Seconds between two OTLP pushes (`--otlp-interval`, default 10; fractions allowed).
+    pub const OTLP_INTERVAL: &str = "GMPROF_OTLP_INTERVAL";
     /// PM sampling: `default`, `1` or comma-separated metric names.
     pub const PM_SAMPLING: &str = crate::capture::pm_sampling::PM_SAMPLING_ENV;
     /// PM sampling interval: ns (`20000`, `20us`) or SYSCLK cycles (`30000cycles`).

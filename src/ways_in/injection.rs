@@ -287,6 +287,10 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
     let ended = run_end.describe();
     // How the run ended as the report records it: with the steps of finishing that failed.
     let mut recorded_end = run_end.clone();
+    if !state.profilers.any() {
+        // An on-demand run (its captures write their own outputs): the OTLP push's last.
+        crate::ways_in::live_metrics::at_run_end(None);
+    }
     if state.profilers.any() {
         let (written, errors) = state.profilers.finish_all(run_end, teardown, |report| {
             if let Some(end) = &report.meta.run_end {
@@ -298,6 +302,8 @@ fn finish(state: &Injected, run_end: RunEnd, teardown: Teardown) {
                 report.meta.warnings.push(unbalanced_warning(unbalanced, *state.started_by.lock()));
             }
             probes_joined = crate::ways_in::probe_run::attach(report);
+            // The last drain is published: the OTLP push's last one, and its failures said.
+            crate::ways_in::live_metrics::at_run_end(Some(report));
             // The CUDA error that failed the context and the kernels in flight, and the
             // CUPTI and driver calls that failed, said once: here, or by `gmprof run` in the
             // summary it prints.
@@ -481,7 +487,11 @@ fn start_streaming(
         let asked = if options.flight.is_some() {
             format!("the flight recorder ({} or {}) is asked for", env::SLOW_STEP, env::GROUP_JUMP)
         } else if live_asked {
-            format!("live metrics ({}) are asked for (the endpoint serves no values of this run)", env::METRICS_PORT)
+            format!(
+                "live metrics ({} or {}) are asked for (they export no values of this run)",
+                env::METRICS_PORT,
+                env::OTLP_ENDPOINT
+            )
         } else {
             format!("{} is set", env::STREAM)
         };

@@ -58,8 +58,9 @@ pub struct InjectionConfig {
     /// Streamed outputs (`GMPROF_STREAM`, `GMPROF_ROW_LIMIT`, `GMPROF_STREAM_SECS`), when
     /// asked for.
     pub stream: Option<crate::ways_in::settings::StreamOptions>,
-    /// Live metrics (`GMPROF_METRICS_PORT`, `GMPROF_METRICS_BIND`), when asked for.
-    pub metrics_export: Option<crate::ways_in::live_metrics::MetricsExport>,
+    /// Live metrics (`GMPROF_METRICS_PORT`, `GMPROF_METRICS_BIND`, `GMPROF_OTLP_ENDPOINT`,
+    /// `GMPROF_OTLP_INTERVAL`), when asked for.
+    pub metrics_export: Option<crate::ways_in::live_metrics::LiveExport>,
 }
 
 impl InjectionConfig {
@@ -105,7 +106,7 @@ impl InjectionConfig {
             pm_sampling: PmSamplingConfig::from_lookup(&lookup)?,
             pc_sampling: crate::capture::pc_sampling::PcSamplingConfig::from_lookup(&lookup)?,
             stream: crate::ways_in::settings::StreamOptions::from_lookup(&lookup)?,
-            metrics_export: crate::ways_in::live_metrics::MetricsExport::from_lookup(&lookup)?,
+            metrics_export: crate::ways_in::live_metrics::LiveExport::from_lookup(&lookup)?,
         })
     }
 }

@@ -60,13 +60,14 @@ impl StreamOptions {
         let flight_signal = get(env::FLIGHT_SIGNAL).map(|v| parse_flight_signal(&v)).transpose()?;
         let flight = flight_settings(&get, flight_signal.is_some())?;
         let stream = parse_stream(get(env::STREAM))?;
-        let live = get(env::METRICS_PORT).is_some();
+        let live = get(env::METRICS_PORT).is_some() || get(env::OTLP_ENDPOINT).is_some();
         if stream == Some(false) && live {
             return Err(Error::InvalidConfig(format!(
-                "{}=0 turns the streamed outputs off, and the live metrics ({}) are computed by their drains: \
-                 unset one of them",
+                "{}=0 turns the streamed outputs off, and the live metrics ({} or {}) are computed by their \
+                 drains: unset one of them",
                 env::STREAM,
-                env::METRICS_PORT
+                env::METRICS_PORT,
+                env::OTLP_ENDPOINT
             )));
         }
         if stream == Some(false) {
@@ -309,6 +310,10 @@ mod tests {
         assert_eq!(live, StreamOptions { asked: true, ..default.clone() });
         let e = stream(&[(env::METRICS_PORT, "9400"), (env::STREAM, "0")]).unwrap_err().to_string();
         assert!(e.contains("GMPROF_STREAM=0 turns the streamed outputs off, and the live metrics"), "{e}");
+        let otlp = stream(&[(env::OTLP_ENDPOINT, "http://c:4318")]).unwrap().unwrap();
+        assert_eq!(otlp, StreamOptions { asked: true, ..default.clone() });
+        let e = stream(&[(env::OTLP_ENDPOINT, "http://c:4318"), (env::STREAM, "0")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_OTLP_ENDPOINT) are computed by their drains"), "{e}");
         let e = stream(&[(env::STREAM, "maybe")]).unwrap_err().to_string();
         assert!(
             e.contains("GMPROF_STREAM=maybe: use 0 (keep every row") && e.contains("the default when unset"),

@@ -1,6 +1,7 @@
 //! What rides on the streamed drains in `gmprof run`: the flight recorder (`flight.rs`:
 //! `--slow-step`, `--group-jump`, `--flight-signal`) and the live metrics
-//! (`--metrics-port`, `--metrics-bind`), checked before the program starts and passed to
+//! (`--metrics-port`, `--metrics-bind`, `--otlp`, `--otlp-interval`), checked before the
+//! program starts and passed to
 //! the injected library as `GMPROF_*` variables. The work is the library's
 //! (`gmprof::analysis::online::flight`, `gmprof::report::live`).
 
@@ -25,30 +26,51 @@ pub struct LiveArgs {
     /// 0.0.0.0 for every interface).
     #[arg(long = "metrics-bind", value_name = "ADDR", requires = "metrics_port")]
     pub metrics_bind: Option<String>,
+    /// Live metrics pushed over OTLP/HTTP (protobuf) to a collector, e.g.
+    /// http://collector:4318 (/v1/metrics is added when no path is given; plain HTTP only):
+    /// the same values as --metrics-port, every --otlp-interval seconds and once more at the
+    /// end. A collector down or refusing never stops the run; failed pushes are counted.
+    #[arg(long = "otlp", value_name = "ENDPOINT")]
+    pub otlp: Option<String>,
+    /// Seconds between two OTLP pushes (default 10; fractions allowed).
+    #[arg(long = "otlp-interval", value_name = "SECS", requires = "otlp")]
+    pub otlp_interval: Option<String>,
 }
 
 impl LiveArgs {
+    /// The flag that asks for live metrics, for the errors (`None`: not asked).
+    fn asked(&self) -> Option<&'static str> {
+        match (self.metrics_port, &self.otlp) {
+            (Some(_), _) => Some("--metrics-port"),
+            (None, Some(_)) => Some("--otlp"),
+            (None, None) => None,
+        }
+    }
+
     /// The run's mode with live metrics: trace when none is given; kernel_replay, which does
-    /// not stream, is an error, and so is a run that starts idle (`idle_start`). Without live
-    /// metrics, `mode` as it is.
+    /// not stream, is an error. A run that starts idle (`idle_start`: `--on-demand`,
+    /// `--capture-range`) keeps its mode: its live metrics are the steps it hears. The OTLP
+    /// endpoint and interval are checked here. Without live metrics, `mode` as it is.
     pub fn mode(&self, mode: Option<String>, idle_start: bool) -> gmprof::Result<Option<String>> {
-        if self.metrics_port.is_none() {
-            return Ok(mode);
+        let Some(flag) = self.asked() else { return Ok(mode) };
+        if let Some(endpoint) = &self.otlp {
+            let interval = match &self.otlp_interval {
+                Some(i) => gmprof::ways_in::live_metrics::parse_interval(i)
+                    .map_err(|_| gmprof::Error::InvalidConfig(format!("--otlp-interval {i}: give seconds above 0")))?,
+                None => gmprof::report::live::push::DEFAULT_INTERVAL,
+            };
+            gmprof::report::live::OtlpSettings::new(endpoint, interval)
+                .map_err(|e| gmprof::Error::InvalidConfig(format!("--otlp: {e}")))?;
         }
         if idle_start {
-            return Err(gmprof::Error::InvalidConfig(
-                "--metrics-port exports the whole run's drains: it does not run beside --on-demand or \
-                 --capture-range (captures do not stream)"
-                    .into(),
-            ));
+            return Ok(mode);
         }
         match mode.as_deref().map(str::parse::<ProfilingMode>).transpose()? {
             None => Ok(Some(ProfilingMode::Trace.as_str().to_owned())),
-            Some(ProfilingMode::KernelReplay) => Err(gmprof::Error::InvalidConfig(
-                "--metrics-port needs a mode that streams: trace (the default with it), per_kernel or per_range, \
-                 not kernel_replay"
-                    .into(),
-            )),
+            Some(ProfilingMode::KernelReplay) => Err(gmprof::Error::InvalidConfig(format!(
+                "{flag} needs a mode that streams: trace (the default with it), per_kernel or per_range, not \
+                 kernel_replay"
+            ))),
             Some(_) => Ok(mode),
         }
     }
@@ -57,7 +79,9 @@ impl LiveArgs {
     pub fn env(&self) -> Vec<(String, OsString)> {
         let port = self.metrics_port.map(|p| (env::METRICS_PORT.to_owned(), p.to_string().into()));
         let bind = self.metrics_bind.as_ref().map(|b| (env::METRICS_BIND.to_owned(), b.into()));
-        port.into_iter().chain(bind).collect()
+        let otlp = self.otlp.as_ref().map(|e| (env::OTLP_ENDPOINT.to_owned(), e.into()));
+        let interval = self.otlp_interval.as_ref().map(|i| (env::OTLP_INTERVAL.to_owned(), i.into()));
+        port.into_iter().chain(bind).chain(otlp).chain(interval).collect()
     }
 }
 
@@ -89,19 +113,39 @@ mod tests {
     use super::*;
 
     fn live(port: Option<u16>) -> LiveArgs {
-        LiveArgs { metrics_port: port, metrics_bind: None }
+        LiveArgs { metrics_port: port, ..LiveArgs::default() }
     }
 
     #[test]
-    fn live_metrics_pick_trace_refuse_kernel_replay_and_idle_starts_and_set_their_variables() {
+    fn live_metrics_pick_trace_refuse_kernel_replay_keep_idle_starts_and_set_their_variables() {
         assert_eq!(live(None).mode(None, true).unwrap(), None);
         assert_eq!(live(Some(9400)).mode(None, false).unwrap().as_deref(), Some("trace"));
         assert_eq!(live(Some(9400)).mode(Some("per_range".into()), false).unwrap().as_deref(), Some("per_range"));
         let e = live(Some(9400)).mode(Some("kernel_replay".into()), false).unwrap_err().to_string();
-        assert!(e.contains("not kernel_replay"), "{e}");
-        let e = live(Some(9400)).mode(None, true).unwrap_err().to_string();
-        assert!(e.contains("--on-demand"), "{e}");
-        let args = LiveArgs { metrics_port: Some(9400), metrics_bind: Some("0.0.0.0".into()) };
+        assert!(e.contains("--metrics-port needs a mode that streams") && e.contains("not kernel_replay"), "{e}");
+        // An idle start keeps its mode: its live metrics are the steps it hears.
+        assert_eq!(live(Some(9400)).mode(None, true).unwrap(), None);
+        let otlp = |e: &str, i: Option<&str>| LiveArgs {
+            otlp: Some(e.into()),
+            otlp_interval: i.map(Into::into),
+            ..LiveArgs::default()
+        };
+        assert_eq!(otlp("http://c:4318", None).mode(None, false).unwrap().as_deref(), Some("trace"));
+        let e = otlp("http://c:4318", None).mode(Some("kernel_replay".into()), false).unwrap_err().to_string();
+        assert!(e.contains("--otlp needs a mode that streams"), "{e}");
+        let e = otlp("https://c:4318", None).mode(None, false).unwrap_err().to_string();
+        assert!(e.contains("--otlp: ") && e.contains("https is not supported"), "{e}");
+        let e = otlp("http://c:4318", Some("0")).mode(None, false).unwrap_err().to_string();
+        assert!(e.contains("--otlp-interval 0"), "{e}");
+        let vars = otlp("http://c:4318", Some("2.5")).env();
+        assert_eq!(
+            vars,
+            vec![
+                ("GMPROF_OTLP_ENDPOINT".to_owned(), OsString::from("http://c:4318")),
+                ("GMPROF_OTLP_INTERVAL".to_owned(), OsString::from("2.5"))
+            ]
+        );
+        let args = LiveArgs { metrics_port: Some(9400), metrics_bind: Some("0.0.0.0".into()), ..LiveArgs::default() };
         let vars = args.env();
         assert_eq!(
             vars,

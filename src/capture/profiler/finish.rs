@@ -181,7 +181,7 @@ impl Profiler {
             for (kind, bytes, count) in crate::capture::probe::internal_transfers(true) {
                 correlator.add_internal_transfers(kind, bytes, count);
             }
-            shared.analyze_at_finish(&mut state, correlator, info, &mut pm)
+            shared.analyze_at_finish(&mut state, correlator, info, &mut pm, pc.as_ref())
         };
         if let Some(pm) = pm {
             report.attach_pm(&pm);

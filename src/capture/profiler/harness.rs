@@ -442,6 +442,18 @@ impl LaunchHarness {
         Ok(kept)
     }
 
+    /// A PC sampler with no CUPTI behind it, listing `reasons`: the test keeps records in the
+    /// returned capture as the sampler's drain thread does.
+    pub fn with_pc_sampler(
+        &self,
+        reasons: Vec<crate::model::pc::PcStallReason>,
+    ) -> Result<Arc<Mutex<crate::model::pc::PcCapture>>> {
+        let kept = Arc::new(Mutex::new(crate::model::pc::PcCapture { reasons, ..Default::default() }));
+        let session = crate::capture::pc_sampling::PcSession::scripted(Arc::clone(&kept))?;
+        *self.shared.pc.lock() = Some(session);
+        Ok(kept)
+    }
+
     /// Ends the PM sampler's decoding now, as a decode thread that stopped mid-run
     /// ([`PmSession::end_decoding`]).
     ///

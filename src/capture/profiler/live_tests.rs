@@ -133,3 +133,86 @@ fn pm_samples_give_the_dram_bandwidth_and_lost_samples_the_health_counter() {
     assert_eq!(value(&text, "gmprof_pm_samples_lost_total", ""), Some(6.0));
     drop(h.report());
 }
+
+#[test]
+fn pc_samples_give_each_range_groups_stall_reasons_shared_by_gpu_time() {
+    use crate::model::pc::{PcRecord, PcStallReason};
+    let dir = tempfile::tempdir().unwrap();
+    let live = Arc::new(LiveMetrics::new(&labels()));
+    let mut h = LaunchHarness::trace().unwrap();
+    h.profiler().stream_into(config(dir.path(), &live)).unwrap();
+    let reason = |index, name: &str| PcStallReason { index, name: format!("smsp__pcsamp_warps_issue_stalled_{name}") };
+    let kept = h
+        .with_pc_sampler(vec![
+            reason(1, "long_scoreboard"),
+            reason(2, "long_scoreboard_not_issued"),
+            reason(3, "selected"),
+        ])
+        .unwrap();
+    let mut gpu = 1_000_000;
+    let mut step = |h: &mut LaunchHarness, i: u64| {
+        h.push_range(&format!("Train step {i}")).unwrap();
+        let mut records = Vec::new();
+        // gemm runs 3 µs in forward, 1 µs in backward: its samples go 3:1.
+        for (range, ns) in [("forward", 3_000), ("backward", 1_000)] {
+            h.push_range(range).unwrap();
+            let id = h.launch_kernel(true, c"gemm");
+            records.push(h.kernel_record(id, "gemm", gpu, gpu + ns));
+            gpu += ns + 500;
+            h.pop_range().unwrap();
+        }
+        h.pop_range().unwrap();
+        h.deliver(records);
+    };
+    let record = |stalls: Vec<(u32, u64)>| PcRecord {
+        cubin_crc: 7,
+        function: "gemm".into(),
+        pc_offset: 16,
+        correlation_id: 0,
+        stalls,
+    };
+    step(&mut h, 0);
+    {
+        let mut k = kept.lock();
+        k.merge([record(vec![(1, 40), (2, 7), (3, 8)])]);
+        (k.total_samples, k.dropped_samples) = (48, 2);
+    }
+    h.stream_step();
+    let text = live.encode().unwrap();
+    let stall = |text: &str, range: &str, reason: &str| {
+        value(text, "gmprof_range_stall_samples_total", &format!(",range=\"{range}\",reason=\"{reason}\""))
+    };
+    assert_eq!(stall(&text, "Train step #/forward", "long_scoreboard"), Some(30.0), "{text}");
+    assert_eq!(stall(&text, "Train step #/backward", "long_scoreboard"), Some(10.0));
+    assert_eq!(stall(&text, "Train step #/forward", "selected"), Some(6.0));
+    assert_eq!(stall(&text, "Train step #/backward", "selected"), Some(2.0));
+    // The _not_issued twin is not a state of its own: never exported.
+    assert!(!text.contains("not_issued"), "{text}");
+    assert_eq!(value(&text, "gmprof_pc_samples_total", ""), Some(48.0));
+    assert_eq!(value(&text, "gmprof_pc_samples_dropped_total", ""), Some(2.0));
+    // The next drain adds only what is new, by the GPU time so far (still 3:1).
+    step(&mut h, 1);
+    kept.lock().merge([record(vec![(1, 4)])]);
+    h.stream_step();
+    let text = live.encode().unwrap();
+    assert_eq!(stall(&text, "Train step #/forward", "long_scoreboard"), Some(33.0));
+    assert_eq!(stall(&text, "Train step #/backward", "long_scoreboard"), Some(11.0));
+    // Samples after the last drain are in the finish's last values.
+    step(&mut h, 2);
+    kept.lock().merge([record(vec![(3, 8)])]);
+    let report = h.report();
+    let text = live.encode().unwrap();
+    assert_eq!(stall(&text, "Train step #/forward", "selected"), Some(12.0));
+    assert_eq!(stall(&text, "Train step #/backward", "selected"), Some(4.0));
+    // Every sample of the run's report is in one group's series.
+    let exported: f64 = text
+        .lines()
+        .filter(|l| l.starts_with("gmprof_range_stall_samples_total{"))
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<f64>().unwrap())
+        .sum();
+    assert_eq!(exported, report.pc.as_ref().unwrap().sampled as f64);
+    assert_eq!(exported, 60.0);
+    // The drains' own time is exported as gmprof's overhead.
+    assert!(value(&text, "gmprof_drain_seconds_total", "").unwrap() > 0.0);
+    assert!(value(&text, "gmprof_drain_lock_seconds_total", "").unwrap() > 0.0);
+}

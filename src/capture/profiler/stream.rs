@@ -158,6 +158,9 @@ struct DrainTail {
     times: std::sync::Arc<parking_lot::Mutex<crate::report::stream::DrainTimes>>,
     /// The session's lock held moving CUPTI's records in before the drain.
     activity_ns: u64,
+    /// The drain's time and, of it, its time under the session's lock.
+    drain_ns: u64,
+    held_ns: u64,
     /// The memory census so far, when it is logged (`gmprof::census` at debug).
     census: Option<Vec<(&'static str, usize)>>,
 }
@@ -251,6 +254,9 @@ impl Shared {
     pub(super) fn live_health(&self) {
         let Some(feed) = self.live_feed() else { return };
         feed.set_records_dropped(crate::capture::hub::process_activity_stats().records_dropped);
+        if let Some(t) = crate::checked::self_time::snapshot() {
+            feed.set_callback_times(t.api_callback_ns, t.activity_buffer_ns);
+        }
         if let Some(pm) = self.pm.lock().as_ref() {
             feed.set_pm_samples_lost(pm.lost_samples());
         }
@@ -308,6 +314,14 @@ impl Shared {
         let window_writes = std::sync::Arc::clone(&streaming.window_writes);
         drop(guard);
         let held_ns = started.elapsed().as_nanos() as u64;
+        // The live metrics' stall reasons: PC sampling's running totals, read with the
+        // session let go (the PC drain thread takes the same lock every 100 ms).
+        if let Some(sums) = core.live_sums() {
+            if let Some(pc) = self.pc.lock().as_ref() {
+                let (totals, samples, dropped) = pc.read(crate::report::live::stalls::running_totals);
+                sums.pc_totals(totals, samples, dropped);
+            }
+        }
         let written = core.process(input, &self.metric_set, Instant::now());
         let windows = core.take_window_jobs();
         times.lock().add(held_ns, started.elapsed().as_nanos() as u64);
@@ -317,7 +331,8 @@ impl Shared {
             items.extend(core.census());
             items.extend(crate::report::stream::memory::process_memory());
         }
-        let tail = DrainTail { times: std::sync::Arc::clone(&times), activity_ns, census };
+        let drain_ns = started.elapsed().as_nanos() as u64;
+        let tail = DrainTail { times: std::sync::Arc::clone(&times), activity_ns, drain_ns, held_ns, census };
         let drained = written.as_ref().copied().unwrap_or_default();
         let writing = core_guard;
         if let Err(e) = written {
@@ -382,6 +397,10 @@ impl Shared {
         let ranges_held = state.tree.len() as u64;
         drop(state);
         let removal_ns = locked.elapsed().as_nanos() as u64;
+        if let Some(feed) = self.live_feed() {
+            let other = tail.activity_ns + removal_ns;
+            feed.drain_time(tail.drain_ns + other, tail.held_ns + other);
+        }
         let mut times = tail.times.lock();
         times.add_other_lock(tail.activity_ns + removal_ns, tail.activity_ns.max(removal_ns));
         if let Some(mut items) = tail.census {
@@ -402,6 +421,7 @@ impl Shared {
         correlator: Correlator,
         mut info: CaptureInfo,
         pm: &mut Option<PmCapture>,
+        pc: Option<&crate::model::pc::PcCapture>,
     ) -> Report {
         let past_limit =
             |s: &Streaming| s.pipeline.is_some() || correlator.launch_count() as u64 > s.config.effective_row_limit();
@@ -448,6 +468,10 @@ impl Shared {
                 )),
             }
         }
+        if let Some(capture) = pc {
+            // The samples since the last drain, for the live metrics' last values.
+            pipeline.live_pc_totals(crate::report::live::stalls::running_totals(capture));
+        }
         let ended = pipeline.finish(correlator, &mut state.tree, &self.metric_set, end_ns, ending, pm_feed);
         if streaming.failed_drains > 0 {
             info.warnings.push(format!(
@@ -468,7 +492,7 @@ impl Shared {
                      start"
                         .to_owned()
                 } else if live {
-                    "the run exported live metrics (GMPROF_METRICS_PORT, --metrics-port), which stream from the \
+                    "the run exported live metrics (--metrics-port, --otlp), which stream from the \
                      run's start"
                         .to_owned()
                 } else {

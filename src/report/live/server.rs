@@ -2,7 +2,7 @@
 //! [`LiveMetrics::encode`]'s text, anything else 404. `tiny_http` accepts and reads the
 //! requests on threads of its own; one `gmprof-metrics` thread encodes and answers them, so
 //! a scrape never runs on the program's threads, and the only lock it shares with the run
-//! is each metric family's, which the stream thread takes once per drain.
+//! is the store's (one for every family), which the stream thread takes once per drain.
 //!
 //! A server that cannot start (the port in use, an address that does not resolve) is an
 //! error for the caller to say; nothing here panics or ends the program.

@@ -9,7 +9,10 @@
 //! seen; instances of any later group count in [`OTHER_RANGE`], so the series a scrape returns
 //! are bounded whatever the program names its ranges.
 //!
-//! A leaf of `live`: imports only `crate::analysis` (the rows) and `crate::model`.
+//! **Stall reasons** ride along ([`StallSums`]): each kernel row
+//! says which range group its function ran in, for how long.
+//!
+//! Imports `stalls`, `crate::analysis` (the rows) and `crate::model`.
 
 use std::collections::{HashMap, HashSet};
 
@@ -17,6 +20,9 @@ use crate::analysis::aggregate::RangeRow;
 use crate::analysis::correlate::{KernelRow, TransferRow};
 use crate::analysis::online::{fold_numbers, StepRow, OTHER_KEY};
 use crate::model::pm::{PmMetric, PmSample};
+
+use super::stalls::StallSums;
+pub use super::stalls::{MAX_STALL_REASONS, OTHER_REASON};
 
 /// Range groups a device exports by name; instances of later groups count in
 /// [`OTHER_RANGE`].
@@ -138,6 +144,13 @@ pub struct DrainSums {
     pub flagged_rows: u64,
     /// Warnings of the streamed joins so far, when the drain said.
     pub warnings: Option<u64>,
+    /// PC sampling's stall reasons per range group (kept across drains).
+    pub stalls: StallSums,
+    /// Whether the run samples PCs (a drain handed the sampler's totals): kernel rows then
+    /// weigh their range groups for the stall reasons.
+    pub pc_seen: bool,
+    /// PC sampling's samples and dropped samples so far, when the drain said.
+    pub pc_counts: Option<(u64, u64)>,
     /// The groups exported by name (kept across drains).
     named: HashSet<String>,
     /// Where the range rows' DRAM byte counters are: (read, write) column of `metrics`.
@@ -159,6 +172,34 @@ impl DrainSums {
         }
         self.kernels += 1;
         add(&mut self.kernel_gpu_ns, row.duration_ns);
+        if self.pc_seen {
+            let function = row.mangled_name.as_deref().or(row.kernel_name.as_deref());
+            if let (Some(function), Some(ns)) = (function, row.duration_ns) {
+                let group = self.group(&row.range_path);
+                self.stalls.kernel(function, &group, ns);
+            }
+        }
+    }
+
+    /// The range group of `path`: its numbers folded, or [`OTHER_RANGE`] past the bound.
+    fn group(&mut self, path: &str) -> String {
+        let folded = fold_numbers(path);
+        if self.named.contains(folded.as_ref()) {
+            folded.into_owned()
+        } else if self.named.len() < MAX_RANGE_GROUPS {
+            self.named.insert(folded.to_string());
+            folded.into_owned()
+        } else {
+            OTHER_RANGE.to_owned()
+        }
+    }
+
+    /// PC sampling's running totals, (function, stall reason, samples so far), and its
+    /// counts of samples and dropped samples so far.
+    pub fn pc_totals(&mut self, totals: Vec<(String, String, u64)>, samples: u64, dropped: u64) {
+        self.pc_seen = true;
+        self.stalls.pc_totals(totals);
+        self.pc_counts = Some((samples, dropped));
     }
 
     /// One transfer row.
@@ -216,8 +257,9 @@ impl DrainSums {
 
     /// Empties what one drain added (the range groups' names stay).
     pub fn clear_counts(&mut self) {
-        let (named, dram_columns) = (std::mem::take(&mut self.named), self.dram_columns);
-        *self = Self { named, dram_columns, ..Self::default() };
+        let (named, dram_columns, pc_seen) = (std::mem::take(&mut self.named), self.dram_columns, self.pc_seen);
+        let stalls = std::mem::take(&mut self.stalls);
+        *self = Self { named, dram_columns, stalls, pc_seen, ..Self::default() };
     }
 
     /// Range groups exported by name so far.

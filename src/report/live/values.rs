@@ -1,5 +1,5 @@
-//! The exported metric families ([`LiveMetrics`]) and one device's handle on them
-//! ([`LiveFeed`]).
+//! The live metrics of a process ([`LiveMetrics`]: the [`Store`] of its values and the
+//! registry a scrape encodes) and one device's handle on them ([`LiveFeed`]).
 //!
 //! Every name starts with `gmprof_`; every series carries the process's labels
 //! ([`ProcessLabels`]: `rank`, `local_rank`, `world_size`, `host`, each only where known)
@@ -8,27 +8,22 @@
 //! whose instances had no GPU time has no `gmprof_range_gpu_seconds_total` series, a run
 //! without PM sampling no `gmprof_dram_bytes_per_second`.
 //!
-//! Time sums are kept in whole nanoseconds ([`NanosCounter`]) and shown in seconds, so
+//! Time sums are kept in whole nanoseconds ([`Value::Nanos`]) and shown in seconds, so
 //! `gmprof_range_gpu_seconds_total × 10⁹` is exactly the Σ of the rows' `gpu_time_ns` (and of
 //! `report.json`'s streamed aggregates), not a sum of rounded floats.
 //!
-//! Imports `sums` (what a drain hands over); a leaf otherwise.
+//! Imports `store` (the values) and `sums` (what a drain hands over).
 
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet};
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::metrics::info::Info;
-use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 
-use super::sums::{Direction, DrainSums, MAX_RANGE_GROUPS, OTHER_RANGE};
+use super::store::{definitions, Fam, SeriesKey, Store, StoreCollector, Value};
+use super::sums::{Direction, DrainSums, MAX_RANGE_GROUPS, MAX_STALL_REASONS, OTHER_RANGE, OTHER_REASON};
 
 /// The content type of [`LiveMetrics::encode`]'s text (OpenMetrics 1.0, which Prometheus
 /// scrapes as it scrapes its own text format).
@@ -50,7 +45,8 @@ pub struct ProcessLabels {
 }
 
 impl ProcessLabels {
-    fn pairs(&self) -> Vec<(Cow<'static, str>, Cow<'static, str>)> {
+    /// The labels set, in order (`rank`, `local_rank`, `world_size`, `host`).
+    pub fn pairs(&self) -> Vec<(Cow<'static, str>, Cow<'static, str>)> {
         let mut out = Vec::new();
         for (name, value) in [("rank", self.rank), ("local_rank", self.local_rank), ("world_size", self.world_size)] {
             if let Some(v) = value {
@@ -64,197 +60,58 @@ impl ProcessLabels {
     }
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct DeviceLabels {
-    device: Option<u32>,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct RangeLabels {
-    device: Option<u32>,
-    range: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct RangeDramLabels {
-    device: Option<u32>,
-    range: String,
-    direction: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct DramLabels {
-    device: Option<u32>,
-    direction: &'static str,
-}
-
-/// A counter of nanoseconds, exported in seconds: summed exactly, divided once per scrape.
-#[derive(Clone, Debug, Default)]
-pub struct NanosCounter(Arc<AtomicU64>);
-
-impl NanosCounter {
-    /// Adds `ns`.
-    pub fn add(&self, ns: u64) {
-        self.0.fetch_add(ns, Ordering::Relaxed);
-    }
-
-    /// The sum, ns.
-    pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
-impl TypedMetric for NanosCounter {
-    const TYPE: MetricType = MetricType::Counter;
-}
-
-impl EncodeMetric for NanosCounter {
-    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), fmt::Error> {
-        encoder.encode_counter::<NoLabelSet, f64, u64>(&(self.get() as f64 / 1e9), None)
-    }
-
-    fn metric_type(&self) -> MetricType {
-        Self::TYPE
-    }
-}
-
-type FloatGauge = Gauge<f64, AtomicU64>;
-type FloatCounter = Counter<f64, AtomicU64>;
-
-/// Step wall time's histogram buckets: 1 ms to about 131 s, doubling.
-fn step_histogram() -> Histogram {
-    Histogram::new(exponential_buckets(0.001, 2.0, 18))
-}
-
-/// Every family; clones share the values.
-#[derive(Clone, Debug)]
-struct Families {
-    steps: Family<DeviceLabels, Counter>,
-    step_wall: Family<DeviceLabels, Histogram, fn() -> Histogram>,
-    last_step: Family<DeviceLabels, Gauge>,
-    last_step_wall: Family<DeviceLabels, FloatGauge>,
-    last_step_gpu: Family<DeviceLabels, FloatGauge>,
-    last_step_kernels: Family<DeviceLabels, Gauge>,
-    last_step_transfers: Family<DeviceLabels, Gauge>,
-    kernels: Family<DeviceLabels, Counter>,
-    kernel_gpu: Family<DeviceLabels, NanosCounter>,
-    transfers: Family<DeviceLabels, Counter>,
-    transfer_bytes: Family<DeviceLabels, Counter>,
-    range_instances: Family<RangeLabels, Counter>,
-    range_gpu: Family<RangeLabels, NanosCounter>,
-    range_wall: Family<RangeLabels, NanosCounter>,
-    range_kernels: Family<RangeLabels, Counter>,
-    range_transfer_bytes: Family<RangeLabels, Counter>,
-    range_dram_bytes: Family<RangeDramLabels, FloatCounter>,
-    dram_rate: Family<DramLabels, FloatGauge>,
-    pm_samples: Family<DeviceLabels, Counter>,
-    pm_samples_lost: Family<DeviceLabels, Counter>,
-    records_dropped: Family<DeviceLabels, Counter>,
-    flagged_rows: Family<DeviceLabels, Counter>,
-    warnings: Family<DeviceLabels, Gauge>,
-    drains: Family<DeviceLabels, Counter>,
-    drain_failures: Family<DeviceLabels, Counter>,
-}
-
-impl Families {
-    fn new() -> Self {
-        Self {
-            steps: Family::default(),
-            step_wall: Family::new_with_constructor(step_histogram),
-            last_step: Family::default(),
-            last_step_wall: Family::default(),
-            last_step_gpu: Family::default(),
-            last_step_kernels: Family::default(),
-            last_step_transfers: Family::default(),
-            kernels: Family::default(),
-            kernel_gpu: Family::default(),
-            transfers: Family::default(),
-            transfer_bytes: Family::default(),
-            range_instances: Family::default(),
-            range_gpu: Family::default(),
-            range_wall: Family::default(),
-            range_kernels: Family::default(),
-            range_transfer_bytes: Family::default(),
-            range_dram_bytes: Family::default(),
-            dram_rate: Family::default(),
-            pm_samples: Family::default(),
-            pm_samples_lost: Family::default(),
-            records_dropped: Family::default(),
-            flagged_rows: Family::default(),
-            warnings: Family::default(),
-            drains: Family::default(),
-            drain_failures: Family::default(),
-        }
-    }
-
-    fn register(&self, r: &mut Registry) {
-        let f = self.clone();
-        r.register("steps", "Steps completed: rows of the steps table (steps/)", f.steps);
-        r.register("step_wall_seconds", "Wall time of each step (push to pop of the step range)", f.step_wall);
-        r.register("last_step", "Number of the last step completed (the steps table's step)", f.last_step);
-        r.register("last_step_wall_seconds", "Wall time of the last step completed", f.last_step_wall);
-        r.register("last_step_gpu_seconds", "GPU time (sum of kernel durations) of the last step", f.last_step_gpu);
-        r.register("last_step_kernels", "Kernels of the last step completed", f.last_step_kernels);
-        r.register("last_step_transfers", "Memcpys and memsets of the last step completed", f.last_step_transfers);
-        r.register("kernels", "Kernels executed (rows of the kernels table)", f.kernels);
-        r.register("kernel_gpu_seconds", "Sum of kernel durations", f.kernel_gpu);
-        r.register("transfers", "Memcpys and memsets (rows of the transfers table)", f.transfers);
-        r.register("transfer_bytes", "Bytes of memcpys and memsets", f.transfer_bytes);
-        let instances = format!(
-            "Completed instances of each range group (numbered paths folded, at most {MAX_RANGE_GROUPS} groups per \
-             device, the rest in range=\"{OTHER_RANGE}\")"
-        );
-        r.register("range_instances", instances, f.range_instances);
-        r.register("range_gpu_seconds", "Sum of the range group's GPU time (inclusive)", f.range_gpu);
-        r.register("range_wall_seconds", "Sum of the range group's wall time (push to pop)", f.range_wall);
-        r.register("range_kernels", "Kernels of the range group's instances (inclusive)", f.range_kernels);
-        r.register("range_transfer_bytes", "Memcpy and memset bytes of the range group", f.range_transfer_bytes);
-        r.register(
-            "range_dram_bytes",
-            "DRAM bytes of the range group, from its counters (dram__bytes_read.sum, dram__bytes_write.sum)",
-            f.range_dram_bytes,
-        );
-        r.register(
-            "dram_bytes_per_second",
-            "DRAM bandwidth from PM sampling: the mean of the samples decoded since the last drain",
-            f.dram_rate,
-        );
-        r.register("pm_samples", "PM samples decoded", f.pm_samples);
-        r.register("pm_samples_lost", "PM samples lost (gaps between the samples kept)", f.pm_samples_lost);
-        r.register("activity_records_dropped", "Activity records CUPTI dropped (process-wide)", f.records_dropped);
-        r.register(
-            "flagged_kernel_rows",
-            "Kernel rows flagged: a status that is not ok (unmeasured, a rotation's by design, is not flagged)",
-            f.flagged_rows,
-        );
-        r.register("warnings", "Distinct warnings of the streamed joins so far", f.warnings);
-        r.register("drains", "Streamed drains done", f.drains);
-        r.register("drain_failures", "Streamed drains that failed (their rows are lost)", f.drain_failures);
-    }
-}
-
-/// The live metrics of one process: the registry a scrape encodes, and the families the
-/// drains move. Share it with [`Arc`]; [`LiveMetrics::feed`] hands each profiler its handle.
+/// The live metrics of one process: the values both exports read, and the registry a scrape
+/// encodes. Share it with [`Arc`]; [`LiveMetrics::feed`] hands each profiler its handle.
 #[derive(Debug)]
 pub struct LiveMetrics {
     registry: Registry,
-    families: Families,
+    store: Arc<Store>,
+    labels: ProcessLabels,
+    /// When the values started counting (the cumulative sums' start), ns since the epoch.
+    started_unix_ns: u64,
+    otlp_pushes: AtomicU64,
+    otlp_failures: AtomicU64,
 }
 
 impl LiveMetrics {
     /// Empty metrics of a process labelled `labels`.
     pub fn new(labels: &ProcessLabels) -> Self {
+        let range_help = format!(
+            "Completed instances of each range group (numbered paths folded, at most {MAX_RANGE_GROUPS} groups per \
+             device, the rest in range=\"{OTHER_RANGE}\")"
+        );
+        let stall_help = format!(
+            "PC samples of the kernels launched directly in the range group, by stall reason (a kernel's samples \
+             shared among its groups by GPU time; at most {MAX_STALL_REASONS} reasons per group, the rest in \
+             reason=\"{OTHER_REASON}\")"
+        );
+        let store = Arc::new(Store::new(definitions(range_help, stall_help)));
         let mut registry = Registry::with_prefix_and_labels("gmprof", labels.pairs().into_iter());
-        let families = Families::new();
-        families.register(&mut registry);
+        registry.register_collector(Box::new(StoreCollector(Arc::clone(&store))));
         let version = Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]);
         registry.register("build", "gmprof's version", version);
-        Self { registry, families }
+        let started_unix_ns =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        Self {
+            registry,
+            store,
+            labels: labels.clone(),
+            started_unix_ns,
+            otlp_pushes: AtomicU64::new(0),
+            otlp_failures: AtomicU64::new(0),
+        }
     }
 
     /// The handle of the profiler of device `device` (`None`: not known).
     pub fn feed(&self, device: Option<u32>) -> LiveFeed {
-        LiveFeed { inner: Arc::new(FeedInner { device, families: self.families.clone(), ..FeedInner::default() }) }
+        LiveFeed {
+            inner: Arc::new(FeedInner {
+                device,
+                store: Arc::clone(&self.store),
+                records_dropped: AtomicU64::new(0),
+                pm_samples_lost: AtomicU64::new(0),
+            }),
+        }
     }
 
     /// The text a scrape gets ([`CONTENT_TYPE`]).
@@ -263,26 +120,60 @@ impl LiveMetrics {
         prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
         Ok(text)
     }
+
+    /// The values.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The process's labels.
+    pub fn labels(&self) -> &ProcessLabels {
+        &self.labels
+    }
+
+    /// When the values started counting, ns since the Unix epoch.
+    pub fn started_unix_ns(&self) -> u64 {
+        self.started_unix_ns
+    }
+
+    /// An OTLP push ended: accepted (`ok`) or failed; counted in the health metrics.
+    pub fn otlp_pushed(&self, ok: bool) {
+        let (counter, family) =
+            if ok { (&self.otlp_pushes, Fam::OtlpPushes) } else { (&self.otlp_failures, Fam::OtlpPushFailures) };
+        counter.fetch_add(1, Ordering::Relaxed);
+        self.store.update(|u| u.add(family, &SeriesKey::default(), 1));
+    }
+
+    /// OTLP pushes accepted and failed so far.
+    pub fn otlp_counts(&self) -> (u64, u64) {
+        (self.otlp_pushes.load(Ordering::Relaxed), self.otlp_failures.load(Ordering::Relaxed))
+    }
+
+    /// A step the process heard while no profiler streams (an on-demand run, idle or
+    /// capturing): its number and, where known, its wall time.
+    pub fn idle_step(&self, step: u64, wall_ns: Option<u64>) {
+        let d = SeriesKey::default();
+        self.store.update(|u| {
+            u.add(Fam::Steps, &d, 1);
+            u.set(Fam::LastStep, &d, Value::Int(i64::try_from(step).unwrap_or(i64::MAX)));
+            match wall_ns {
+                Some(ns) => {
+                    u.observe(Fam::StepWall, &d, ns as f64 / 1e9);
+                    u.set(Fam::LastStepWall, &d, Value::Float(ns as f64 / 1e9));
+                }
+                None => u.remove(Fam::LastStepWall, &d),
+            }
+        });
+    }
 }
 
 #[derive(Debug)]
 struct FeedInner {
     device: Option<u32>,
-    families: Families,
+    store: Arc<Store>,
     /// Totals last set by [`LiveFeed::set_records_dropped`] and [`LiveFeed::set_pm_samples_lost`].
     records_dropped: AtomicU64,
     pm_samples_lost: AtomicU64,
-}
-
-impl Default for FeedInner {
-    fn default() -> Self {
-        Self {
-            device: None,
-            families: Families::new(),
-            records_dropped: AtomicU64::new(0),
-            pm_samples_lost: AtomicU64::new(0),
-        }
-    }
 }
 
 /// One profiler's (one device's) handle on the [`LiveMetrics`]: cheap to clone, `Send` and
@@ -299,95 +190,120 @@ impl LiveFeed {
         self.inner.device
     }
 
-    fn labels(&self) -> DeviceLabels {
-        DeviceLabels { device: self.inner.device }
+    fn key(&self) -> SeriesKey {
+        SeriesKey::device(self.inner.device)
     }
 
     /// Adds one drain's sums to the exported values and empties them (what they know of
     /// the range groups stays).
     pub fn publish(&self, sums: &mut DrainSums) {
-        let f = &self.inner.families;
-        let d = self.labels();
+        let d = self.key();
         let device = self.inner.device;
-        f.drains.get_or_create(&d).inc_by(sums.drains);
-        for step in sums.steps.drain(..) {
-            f.steps.get_or_create(&d).inc();
-            f.last_step.get_or_create(&d).set(i64::try_from(step.step).unwrap_or(i64::MAX));
-            f.last_step_kernels.get_or_create(&d).set(i64::try_from(step.kernels).unwrap_or(i64::MAX));
-            f.last_step_transfers.get_or_create(&d).set(i64::try_from(step.transfers).unwrap_or(i64::MAX));
-            match step.wall_time_ns {
-                Some(ns) => {
-                    f.step_wall.get_or_create(&d).observe(ns as f64 / 1e9);
-                    f.last_step_wall.get_or_create(&d).set(ns as f64 / 1e9);
+        let int = |n: u64| Value::Int(i64::try_from(n).unwrap_or(i64::MAX));
+        sums.stalls.attribute();
+        self.inner.store.update(|u| {
+            u.add(Fam::Drains, &d, sums.drains);
+            for step in sums.steps.drain(..) {
+                u.add(Fam::Steps, &d, 1);
+                u.set(Fam::LastStep, &d, int(step.step));
+                u.set(Fam::LastStepKernels, &d, int(step.kernels));
+                u.set(Fam::LastStepTransfers, &d, int(step.transfers));
+                match step.wall_time_ns {
+                    Some(ns) => {
+                        u.observe(Fam::StepWall, &d, ns as f64 / 1e9);
+                        u.set(Fam::LastStepWall, &d, Value::Float(ns as f64 / 1e9));
+                    }
+                    None => u.remove(Fam::LastStepWall, &d),
                 }
-                None => {
-                    f.last_step_wall.remove(&d);
-                }
-            }
-            match step.gpu_time_ns {
-                Some(ns) => {
-                    f.last_step_gpu.get_or_create(&d).set(ns as f64 / 1e9);
-                }
-                None => {
-                    f.last_step_gpu.remove(&d);
+                match step.gpu_time_ns {
+                    Some(ns) => u.set(Fam::LastStepGpu, &d, Value::Float(ns as f64 / 1e9)),
+                    None => u.remove(Fam::LastStepGpu, &d),
                 }
             }
-        }
-        // Counts every drain measures are exported from the first drain on, 0 included.
-        f.kernels.get_or_create(&d).inc_by(sums.kernels);
-        f.transfers.get_or_create(&d).inc_by(sums.transfers);
-        f.transfer_bytes.get_or_create(&d).inc_by(sums.transfer_bytes);
-        f.flagged_rows.get_or_create(&d).inc_by(sums.flagged_rows);
-        if let Some(ns) = sums.kernel_gpu_ns.take() {
-            f.kernel_gpu.get_or_create(&d).add(ns);
-        }
-        for (range, r) in sums.ranges.drain() {
-            let labels = RangeLabels { device, range };
-            f.range_instances.get_or_create(&labels).inc_by(r.instances);
-            f.range_kernels.get_or_create(&labels).inc_by(r.kernels);
-            f.range_transfer_bytes.get_or_create(&labels).inc_by(r.transfer_bytes);
-            if let Some(ns) = r.gpu_ns {
-                f.range_gpu.get_or_create(&labels).add(ns);
+            // Counts every drain measures are exported from the first drain on, 0 included.
+            u.add(Fam::Kernels, &d, sums.kernels);
+            u.add(Fam::Transfers, &d, sums.transfers);
+            u.add(Fam::TransferBytes, &d, sums.transfer_bytes);
+            u.add(Fam::FlaggedRows, &d, sums.flagged_rows);
+            if let Some(ns) = sums.kernel_gpu_ns.take() {
+                u.add_nanos(Fam::KernelGpu, &d, ns);
             }
-            if let Some(ns) = r.wall_ns {
-                f.range_wall.get_or_create(&labels).add(ns);
-            }
-            for (direction, bytes) in [(Direction::Read, r.dram_read), (Direction::Write, r.dram_write)] {
-                if let Some(b) = bytes {
-                    let l = RangeDramLabels { device, range: labels.range.clone(), direction: direction.as_str() };
-                    f.range_dram_bytes.get_or_create(&l).inc_by(b);
+            for (range, r) in sums.ranges.drain() {
+                let key = SeriesKey { device, range: Some(range), ..SeriesKey::default() };
+                u.add(Fam::RangeInstances, &key, r.instances);
+                u.add(Fam::RangeKernels, &key, r.kernels);
+                u.add(Fam::RangeTransferBytes, &key, r.transfer_bytes);
+                if let Some(ns) = r.gpu_ns {
+                    u.add_nanos(Fam::RangeGpu, &key, ns);
+                }
+                if let Some(ns) = r.wall_ns {
+                    u.add_nanos(Fam::RangeWall, &key, ns);
+                }
+                for (direction, bytes) in [(Direction::Read, r.dram_read), (Direction::Write, r.dram_write)] {
+                    if let Some(b) = bytes {
+                        let k = SeriesKey { direction: Some(direction.as_str()), ..key.clone() };
+                        u.add_float(Fam::RangeDramBytes, &k, b);
+                    }
                 }
             }
-        }
-        if sums.pm_seen {
-            f.pm_samples.get_or_create(&d).inc_by(sums.pm_samples);
-        }
-        for (direction, mean) in sums.pm.take_means() {
-            f.dram_rate.get_or_create(&DramLabels { device, direction: direction.as_str() }).set(mean);
-        }
-        if let Some(n) = sums.warnings.take() {
-            f.warnings.get_or_create(&d).set(i64::try_from(n).unwrap_or(i64::MAX));
-        }
+            for ((range, reason), n) in sums.stalls.take() {
+                let key = SeriesKey { device, range: Some(range), reason: Some(reason), ..SeriesKey::default() };
+                u.add(Fam::RangeStallSamples, &key, n);
+            }
+            if let Some((samples, dropped)) = sums.pc_counts.take() {
+                u.set(Fam::PcSamples, &d, Value::Count(samples));
+                u.set(Fam::PcSamplesDropped, &d, Value::Count(dropped));
+            }
+            if sums.pm_seen {
+                u.add(Fam::PmSamples, &d, sums.pm_samples);
+            }
+            for (direction, mean) in sums.pm.take_means() {
+                let key = SeriesKey { device, direction: Some(direction.as_str()), ..SeriesKey::default() };
+                u.set(Fam::DramRate, &key, Value::Float(mean));
+            }
+            if let Some(n) = sums.warnings.take() {
+                u.set(Fam::Warnings, &d, int(n));
+            }
+        });
         sums.clear_counts();
     }
 
     /// A drain failed (its rows are not in the part files, nor here).
     pub fn drain_failed(&self) {
-        self.inner.families.drain_failures.get_or_create(&self.labels()).inc();
+        self.inner.store.update(|u| u.add(Fam::DrainFailures, &self.key(), 1));
+    }
+
+    /// One drain's time: `total_ns` on the stream thread, `locked_ns` of it (and of the
+    /// drain's other holds) under the session's lock, which the program's launches wait for.
+    pub fn drain_time(&self, total_ns: u64, locked_ns: u64) {
+        let d = self.key();
+        self.inner.store.update(|u| {
+            u.add_nanos(Fam::DrainSeconds, &d, total_ns);
+            u.add_nanos(Fam::DrainLockSeconds, &d, locked_ns);
+        });
+    }
+
+    /// gmprof's time inside CUPTI's callbacks so far, process-wide (totals, ns, so no
+    /// `device` label), where `GMPROF_SELF_TIME=1` measures it.
+    pub fn set_callback_times(&self, api_ns: u64, buffer_ns: u64) {
+        self.inner.store.update(|u| {
+            for (callback, ns) in [("api", api_ns), ("buffer", buffer_ns)] {
+                let key = SeriesKey { callback: Some(callback), ..SeriesKey::default() };
+                u.set(Fam::CallbackSeconds, &key, Value::Nanos(ns));
+            }
+        });
     }
 
     /// CUPTI's dropped activity records so far (a total: the counter moves by what is new).
     pub fn set_records_dropped(&self, total: u64) {
         let before = self.inner.records_dropped.fetch_max(total, Ordering::Relaxed);
-        let counter = self.inner.families.records_dropped.get_or_create(&self.labels());
-        counter.inc_by(total.saturating_sub(before));
+        self.inner.store.update(|u| u.add(Fam::RecordsDropped, &self.key(), total.saturating_sub(before)));
     }
 
     /// PM sampling's lost samples so far (a total).
     pub fn set_pm_samples_lost(&self, total: u64) {
         let before = self.inner.pm_samples_lost.fetch_max(total, Ordering::Relaxed);
-        let counter = self.inner.families.pm_samples_lost.get_or_create(&self.labels());
-        counter.inc_by(total.saturating_sub(before));
+        self.inner.store.update(|u| u.add(Fam::PmSamplesLost, &self.key(), total.saturating_sub(before)));
     }
 }
 
@@ -457,5 +373,18 @@ mod tests {
         assert_eq!(line(&text, &format!("gmprof_step_wall_seconds_count{d}")), Some("1"));
         assert_eq!(line(&text, &format!("gmprof_steps_total{d}")), Some("2"));
         assert!(text.ends_with("# EOF\n"));
+        assert_eq!(text.matches("# TYPE gmprof_build info").count(), 1, "{text}");
+        // gmprof's own time: the drains' (per device), the callbacks' (process-wide totals).
+        feed.drain_time(3_000_000_000, 250_000_000);
+        feed.drain_time(1_000_000_000, 0);
+        feed.set_callback_times(1_500, 2_000_000_000);
+        feed.set_callback_times(2_500, 3_000_000_000);
+        let text = live.encode().unwrap();
+        assert_eq!(line(&text, &format!("gmprof_drain_seconds_total{d}")), Some("4.0"));
+        assert_eq!(line(&text, &format!("gmprof_drain_lock_seconds_total{d}")), Some("0.25"));
+        assert_eq!(line(&text, r#"gmprof_callback_seconds_total{rank="5",callback="api"}"#), Some("0.0000025"));
+        assert_eq!(line(&text, r#"gmprof_callback_seconds_total{rank="5",callback="buffer"}"#), Some("3.0"));
+        // Families with no series are not described at all.
+        assert!(!text.contains("gmprof_otlp_push_failures"), "{text}");
     }
 }

@@ -199,6 +199,12 @@ pub struct StreamEnd {
 }
 
 impl PipelineCore {
+    /// The live metrics' sums of the drain to come, when exported (the capture hands them
+    /// what only it knows: PC sampling's running totals).
+    pub fn live_sums(&mut self) -> Option<&mut crate::report::live::DrainSums> {
+        self.writer.live_sums()
+    }
+
     /// The first half of a drain, under the session's lock: removes the ranges the last
     /// drain completed from `tree`, takes what is complete out of `correlator`
     /// (`settled_below`: the first counter cycle whose counters are not in yet, see
@@ -380,6 +386,16 @@ impl StreamPipeline {
     /// Whether PM samples stream ([`StreamPipeline::enable_pm`]).
     pub fn streams_pm(&self) -> bool {
         self.with_core(|c| c.pm.is_some()).unwrap_or(false)
+    }
+
+    /// Hands PC sampling's running totals to the live metrics' next publish (the finish's
+    /// last drain), when exported: see [`crate::report::live::DrainSums::pc_totals`].
+    pub fn live_pc_totals(&self, totals: (Vec<(String, String, u64)>, u64, u64)) {
+        self.with_core(|c| {
+            if let Some(sums) = c.live_sums() {
+                sums.pc_totals(totals.0, totals.1, totals.2);
+            }
+        });
     }
 
     /// Runs `f` on the state (`None` once the run's finish took it).

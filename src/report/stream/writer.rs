@@ -58,8 +58,8 @@ pub struct StreamSettings {
     /// Whether the stream thread gives the allocator's free pages back after each drain
     /// ([`super::release_free_memory`]; on by default, `GMPROF_STREAM_TRIM=0` turns it off).
     pub release_memory: bool,
-    /// The live metrics this run's drains feed (`--metrics-port`, `GMPROF_METRICS_PORT`),
-    /// when they are exported; the run then streams from its start.
+    /// The live metrics this run's drains feed (`--metrics-port`, `--otlp`), when they are
+    /// exported; the run then streams from its start.
     pub live: Option<LiveFeed>,
     /// The form of the flight recorder's windows' `trace.json` (`--trace-format`): a window
     /// holds every row of its steps, so it can be a Kineto trace, unlike the whole run's

@@ -5,7 +5,7 @@
 //!
 //! Layer 3, beside its parent's session functions; reads the settings of
 //! [`crate::ways_in::settings`]. The flight recorder's rules (`GMPROF_SLOW_STEP`,
-//! `GMPROF_GROUP_JUMP`) apply, and so do the live metrics (`GMPROF_METRICS_PORT`,
+//! `GMPROF_GROUP_JUMP`) apply, and so do the live metrics (`GMPROF_METRICS_PORT`, `GMPROF_OTLP_ENDPOINT`,
 //! [`crate::ways_in::live_metrics`]); `GMPROF_FLIGHT_SIGNAL` is the injected library's only.
 
 use std::sync::{Arc, Weak};
@@ -14,14 +14,14 @@ use crate::capture::profiler::{Profiler, StreamConfig};
 use crate::error::Result;
 use crate::model::ProfilingMode;
 use crate::report::stream::StreamSettings;
-use crate::ways_in::live_metrics::MetricsExport;
+use crate::ways_in::live_metrics::LiveExport;
 use crate::ways_in::outputs::{spawn_paced, Outputs};
 use crate::ways_in::settings::StreamOptions;
 
 /// The session's streaming settings from the environment (an error names the variable).
 pub(super) fn options() -> Result<Option<StreamOptions>> {
     // The live metrics' settings are checked here too: a bad port fails the start.
-    MetricsExport::from_lookup(|k| std::env::var(k).ok())?;
+    LiveExport::from_env()?;
     StreamOptions::from_lookup(|k| std::env::var(k).ok())
 }
 
@@ -29,7 +29,7 @@ pub(super) fn options() -> Result<Option<StreamOptions>> {
 /// the drain thread, which stops once `outputs` is gone (the session finished). A mode other
 /// than trace streams only when asked (`GMPROF_STREAM=1`).
 pub(super) fn start(profiler: &Profiler, outputs: &Arc<Outputs>, options: &StreamOptions) {
-    let export = MetricsExport::from_lookup(|k| std::env::var(k).ok()).ok().flatten();
+    let export = LiveExport::from_env().ok().flatten();
     let settings = StreamSettings {
         flight: options.flight.clone(),
         release_memory: options.release_memory,

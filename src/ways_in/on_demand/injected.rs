@@ -121,6 +121,16 @@ pub fn attach(
         },
         Arc::new(backend),
     );
+    // Live metrics while idle: the step count and step time the service hears.
+    if let Some(live) = crate::ways_in::live_metrics::metrics(config.metrics_export.as_ref()) {
+        if service.config().step_range.is_none() {
+            eprintln!(
+                "gmprof: live metrics while idle are the steps heard, and this run names no step range \
+                 (--step-range NAME or --torch-steps): they export gmprof's health only"
+            );
+        }
+        service.export_steps(live);
+    }
     if service.config().on_demand {
         serve(service, &process_dir, identity.pid, &run_dir)?;
     }

@@ -34,6 +34,7 @@ use parking_lot::Mutex;
 use crate::capture::profiler::Teardown;
 use crate::error::Error;
 use crate::model::{ProfilingMode, RunEnd};
+use crate::report::live::LiveMetrics;
 use crate::ways_in::on_demand::backend::{CaptureBackend, LiveCapture, Written};
 use crate::ways_in::on_demand::captures;
 use crate::ways_in::on_demand::config::{CaptureRange, OnDemandConfig};
@@ -134,6 +135,8 @@ pub struct Service {
     range_captures: AtomicU64,
     /// The run is ending: nothing new starts.
     ended: AtomicBool,
+    /// The live metrics the steps go to, when exported ([`Service::export_steps`]).
+    live: OnceLock<Arc<LiveMetrics>>,
 }
 
 impl std::fmt::Debug for Service {
@@ -169,6 +172,7 @@ impl Service {
             last: Mutex::new(None),
             range_captures: AtomicU64::new(0),
             ended: AtomicBool::new(false),
+            live: OnceLock::new(),
         })
     }
 
@@ -177,6 +181,12 @@ impl Service {
     pub fn attach(&self, process: ProcessInfo, backend: Arc<dyn CaptureBackend>) {
         let _ = self.process.set(process);
         let _ = self.backend.set(backend);
+    }
+
+    /// Exports the steps heard to `live` from now on (step count and wall time, whether
+    /// idle or capturing): the live metrics of an on-demand run.
+    pub fn export_steps(&self, live: Arc<LiveMetrics>) {
+        let _ = self.live.set(live);
     }
 
     /// The configuration.
@@ -382,7 +392,9 @@ impl Service {
             Some(CaptureRange::Nvtx(range)) => range.matches(name) && self.range_capture_left(),
             _ => false,
         };
-        let mut open = OpenRange { step, trigger: false, capture: None };
+        // With live metrics, a step's push is timed (its pop exports the step's wall time).
+        let timed = index.filter(|_| self.live.get().is_some()).map(|i| (i, std::time::Instant::now()));
+        let mut open = OpenRange { step, trigger: false, capture: None, timed };
         if !self.active.load(Ordering::SeqCst) && !trigger {
             self.with_ranges(|t| t.push(open));
             return;
@@ -445,6 +457,10 @@ impl Service {
     /// An NVTX pop on the calling thread.
     pub fn on_pop(&self) {
         let Some(Some(open)) = self.with_ranges(ThreadRanges::pop) else { return };
+        if let (Some((number, pushed)), Some(live)) = (open.timed, self.live.get()) {
+            // Step time, idle or capturing: the live metrics' steps of an on-demand run.
+            live.idle_step(number, Some(pushed.elapsed().as_nanos() as u64));
+        }
         let Some(id) = open.capture else { return };
         let mut phase = self.phase.lock();
         let Phase::Running(live) = &mut *phase else { return };

@@ -567,3 +567,42 @@ fn a_start_step_racing_with_the_program_is_kept_or_refused() {
     }
     assert!(accepted > 0, "{accepted} accepted, {refused} refused");
 }
+
+/// Live metrics of an on-demand run: the steps the service hears, idle or capturing, give
+/// the step count and each step's wall time (push to pop of the step range).
+#[test]
+fn an_idle_run_exports_its_step_count_and_step_time_while_idle_and_capturing() {
+    use crate::report::live::{Fam, LiveMetrics, ProcessLabels, SeriesKey, Value};
+    let tmp = tempfile::tempdir().unwrap();
+    let (s, _) = service(tmp.path(), "node7-pid1", config(Some("step")));
+    step(&s); // before live metrics: not timed, not exported
+    let live = Arc::new(LiveMetrics::new(&ProcessLabels::default()));
+    s.export_steps(Arc::clone(&live));
+    let slow = |s: &Service, ms: u64| {
+        s.on_push("step");
+        s.on_push("forward");
+        std::thread::sleep(Duration::from_millis(ms));
+        s.on_pop();
+        s.on_pop();
+    };
+    slow(&s, 2);
+    slow(&s, 2);
+    // A capture of two steps in the middle: its steps are exported too.
+    s.request(Trigger::Client, Some(1), &CaptureSettings::default(), Span::Steps(2), StartAt::AtStep(3)).unwrap();
+    slow(&s, 2);
+    slow(&s, 30);
+    wait_idle(&s);
+    slow(&s, 2);
+    let d = SeriesKey::default();
+    assert_eq!(live.store().get(Fam::Steps, &d), Some(Value::Count(5)));
+    assert_eq!(live.store().get(Fam::LastStep, &d), Some(Value::Int(5)), "steps are numbered from the run's start");
+    let Some(Value::Histogram(h)) = live.store().get(Fam::StepWall, &d) else { panic!("no step histogram") };
+    assert_eq!(h.count, 5);
+    // Wall times measured, not made up: at least the sleeps, the slow step in a bucket past 16 ms.
+    assert!(h.sum >= 0.038, "{}", h.sum);
+    assert!(h.counts[5..].iter().sum::<u64>() >= 1, "{:?}", h.counts);
+    let Some(Value::Float(last)) = live.store().get(Fam::LastStepWall, &d) else { panic!("no last step time") };
+    assert!((0.002..1.0).contains(&last), "{last}");
+    let text = live.encode().unwrap();
+    assert!(text.contains("gmprof_steps_total 5\n"), "{text}");
+}

@@ -80,6 +80,9 @@ pub struct OpenRange {
     pub trigger: bool,
     /// The capture it was handed to as a range, if any.
     pub capture: Option<u64>,
+    /// A step pushed while live metrics are exported: its number and when it was pushed
+    /// (its pop gives the step's wall time).
+    pub timed: Option<(u64, std::time::Instant)>,
 }
 
 /// A thread's open NVTX ranges: a pop is matched to its push, so a range pushed before a
@@ -153,12 +156,12 @@ mod tests {
     #[test]
     fn pops_match_their_pushes() {
         let mut t = ThreadRanges::default();
-        t.push(OpenRange { step: false, trigger: false, capture: None }); // "main", before any capture
-        t.push(OpenRange { step: true, trigger: false, capture: Some(3) });
+        t.push(OpenRange { step: false, trigger: false, capture: None, timed: None }); // "main", before any capture
+        t.push(OpenRange { step: true, trigger: false, capture: Some(3), timed: None });
         assert!(t.inside(3) && !t.inside(4));
-        t.push(OpenRange { step: false, trigger: false, capture: Some(3) });
+        t.push(OpenRange { step: false, trigger: false, capture: Some(3), timed: None });
         assert_eq!(t.depth(), 3);
-        assert_eq!(t.pop(), Some(OpenRange { step: false, trigger: false, capture: Some(3) }));
+        assert_eq!(t.pop(), Some(OpenRange { step: false, trigger: false, capture: Some(3), timed: None }));
         assert!(t.pop().unwrap().step);
         assert!(!t.inside(3));
         assert_eq!(t.pop().unwrap().capture, None, "popped, but never handed to a capture");
