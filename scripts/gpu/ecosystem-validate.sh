@@ -61,7 +61,7 @@ fi
 if want otlp; then
   cd "$R/nanogpt"
   rm -rf "$out/otlp" "$out/otlp.done"
-  python3 "$ROOT/scripts/check/otlp_receiver.py" --port 4318 --out "$out/otlp-pushes.jsonl" --until "$out/otlp.done" \
+  PYTHONPATH="${OTLP_SITE:-}${OTLP_SITE:+:}${PYTHONPATH:-}" python3 "$ROOT/scripts/check/otlp_receiver.py" --port 4318 --out "$out/otlp-pushes.jsonl" --until "$out/otlp.done" \
     > "$out/otlp-receiver.txt" 2>&1 &
   receiver=$!
   sleep 2
