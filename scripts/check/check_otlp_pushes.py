@@ -12,8 +12,9 @@ Checks, per rank:
   gmprof_steps never fell;
 - the last push (gmprof pushes once more after its last drain) equals the outputs:
   gmprof_steps = the steps table's rows; gmprof_last_step and its wall and GPU time = the
-  table's last row (to the ns); gmprof_kernels = the kernels streamed; per range group,
-  gmprof_range_instances and gmprof_range_gpu_seconds = the aggregates (to the ns);
+  table's last row (to the ns; a blank time is no point); gmprof_kernels = the kernels streamed; per range group,
+  gmprof_range_instances (count + missing) and gmprof_range_gpu_seconds = the aggregates
+  (to the ns);
 - the resource has service.name gmprof and service.instance.id; no push failed
   (gmprof_otlp_push_failures is 0 or absent).
 
@@ -30,6 +31,10 @@ import sys
 def value(points, name, **labels):
     got = [v for n, l, v in points if n == name and all(l.get(k) == w for k, w in labels.items())]
     return got[0] if got else None
+
+
+def ns(seconds):
+    return None if seconds is None else round(seconds * 1e9)
 
 
 def main(argv):
@@ -69,16 +74,16 @@ def main(argv):
             checks = [
                 ("gmprof_steps", value(pts, "gmprof_steps"), len(table)),
                 ("gmprof_last_step", value(pts, "gmprof_last_step"), row["step"]),
-                ("gmprof_last_step_wall_seconds (ns)", round((value(pts, "gmprof_last_step_wall_seconds") or 0) * 1e9),
-                 row["wall_time_ns"]),
-                ("gmprof_last_step_gpu_seconds (ns)", round((value(pts, "gmprof_last_step_gpu_seconds") or 0) * 1e9),
-                 row["gpu_time_ns"]),
+                # A blank (unmeasured) time is no point at all, never 0.
+                ("gmprof_last_step_wall_seconds (ns)", ns(value(pts, "gmprof_last_step_wall_seconds")), row["wall_time_ns"]),
+                ("gmprof_last_step_gpu_seconds (ns)", ns(value(pts, "gmprof_last_step_gpu_seconds")), row["gpu_time_ns"]),
                 ("gmprof_kernels", value(pts, "gmprof_kernels"), streamed["kernels"]),
                 ("gmprof_otlp_push_failures", value(pts, "gmprof_otlp_push_failures") or 0, 0),
             ]
             for g in (g for g in streamed["aggregates"] if g["table"] == "range" and g["quantity"] == "gpu_time_ns"):
+                # Every instance, those without a GPU time (missing) too.
                 checks.append((f'gmprof_range_instances{{range="{g["key"]}"}}',
-                               value(pts, "gmprof_range_instances", range=g["key"]), g["count"]))
+                               value(pts, "gmprof_range_instances", range=g["key"]), g["count"] + g.get("missing", 0)))
                 got = value(pts, "gmprof_range_gpu_seconds", range=g["key"])
                 checks.append((f'gmprof_range_gpu_seconds{{range="{g["key"]}"}} (ns)',
                                None if got is None else round(got * 1e9), g.get("total_ns")))

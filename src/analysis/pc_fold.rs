@@ -259,6 +259,11 @@ pub struct PcReport {
     pub pcs: Vec<PcRow>,
     /// The sampler's errors.
     pub errors: Vec<String>,
+    /// The run streamed its rows to part files before the samples were folded (a long run,
+    /// or live metrics): there were no range or kernel rows to fold into, so every sample is
+    /// unattributed for that reason, not for lost launches ([`PcReport::warnings`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rows_streamed: bool,
 }
 
 impl PcReport {
@@ -288,7 +293,15 @@ impl PcReport {
                 self.hardware_buffer_full
             ));
         }
-        if self.unattributed_samples > 0 {
+        if self.unattributed_samples > 0 && self.rows_streamed {
+            w.push(format!(
+                "PC sampling: the run streamed its rows to part files (a long run, or live metrics), so its {} \
+                 sample(s) are not folded into ranges or kernel rows: they are per function and instruction in \
+                 pc_samples.csv; the live metrics (--metrics-port, --otlp) give each range group's stall reasons \
+                 as the run goes",
+                self.unattributed_samples
+            ));
+        } else if self.unattributed_samples > 0 {
             w.push(format!(
                 "PC sampling: {} sample(s) are in functions with no launch in the trace (launched before the \
                  session, or their records were lost); they are in pc_samples.csv, not in any range",
@@ -584,6 +597,7 @@ pub fn fold(capture: &PcCapture, ranges: &[RangeRow], kernels: &[KernelRow]) -> 
         range_kernels,
         pcs: pc_rows,
         errors: capture.errors.clone(),
+        rows_streamed: false,
     }
 }
 

@@ -102,7 +102,9 @@ impl Report {
     /// Folds a session's PC samples into stall reasons per range, kernel and instruction
     /// ([`pc_fold`]) and adds the sampler's losses and errors to the warnings.
     pub fn attach_pc(&mut self, capture: &PcCapture) {
-        let pc = pc_fold::fold(capture, &self.ranges, &self.kernels);
+        let mut pc = pc_fold::fold(capture, &self.ranges, &self.kernels);
+        // A streamed run's rows are in its part files, not here: its samples cannot be folded.
+        pc.rows_streamed = self.streamed.is_some();
         self.meta.warnings.extend(pc.warnings());
         if pc.total_samples == 0 && self.meta.kernel_count > 0 {
             // Never an empty stalls.csv without a word.

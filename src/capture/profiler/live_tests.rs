@@ -212,6 +212,19 @@ fn pc_samples_give_each_range_groups_stall_reasons_shared_by_gpu_time() {
         .sum();
     assert_eq!(exported, report.pc.as_ref().unwrap().sampled as f64);
     assert_eq!(exported, 60.0);
+    // The report's own fold had no rows (they were streamed): it says so, and does not blame
+    // lost launches.
+    let pc = report.pc.as_ref().unwrap();
+    assert!(pc.rows_streamed && pc.unattributed_samples == 60, "{pc:?}");
+    let said = report.meta.warnings.iter().find(|w| w.starts_with("PC sampling: the run streamed its rows"));
+    assert!(said.is_some_and(|w| w.contains("60 sample(s) are not folded")), "{:?}", report.meta.warnings);
+    assert!(
+        !report.meta.warnings.iter().any(|w| w.contains("launched before the session")),
+        "{:?}",
+        report.meta.warnings
+    );
+    let summary = crate::report::text::pc_summary::pc_lines(pc);
+    assert!(summary[0].contains("not folded into ranges (rows streamed): 60"), "{summary:?}");
     // The drains' own time is exported as gmprof's overhead.
     assert!(value(&text, "gmprof_drain_seconds_total", "").unwrap() > 0.0);
     assert!(value(&text, "gmprof_drain_lock_seconds_total", "").unwrap() > 0.0);

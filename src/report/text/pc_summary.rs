@@ -32,10 +32,15 @@ pub fn pc_lines(pc: &PcReport) -> Vec<String> {
         0 => "0".to_owned(),
         n => format!("{n} (samples lost, counts incomplete: see the warning)"),
     };
+    let unattributed = if pc.rows_streamed {
+        format!("not folded into ranges (rows streamed): {}", pc.unattributed_samples)
+    } else {
+        format!("not in any range: {}", pc.unattributed_samples)
+    };
     let mut lines = vec![format!(
-        "PC sampling: {} samples {every} | dropped: {} | hardware buffer full: {full} | not in any range: {} | \
+        "PC sampling: {} samples {every} | dropped: {} | hardware buffer full: {full} | {unattributed} | \
          {attribution} | stalls.csv, pc_samples.csv",
-        pc.sampled, pc.dropped_samples, pc.unattributed_samples
+        pc.sampled, pc.dropped_samples
     )];
     let mut by_path: Vec<(String, StallCounts)> = Vec::new();
     let mut at: HashMap<String, usize> = HashMap::new();
