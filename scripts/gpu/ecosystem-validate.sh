@@ -22,6 +22,8 @@
 #   ondemand  nanoGPT under --on-demand with the endpoint: step time exported while idle.
 #   window    llm.c streamed with --slow-step wall:3x --trace-format kineto: the window's
 #             trace.json is a Kineto trace that check-trace passes.
+#   callcost  llm.c: native, trace mode, trace mode with --trace-format kineto (the timed launch
+#             calls), ROUNDS rounds.
 #   showcase  nanoGPT (GPT-2 124M shape, B=8, T=1024), one GPU, per_kernel with DRAM bytes and
 #             warp instructions (one pass: DRAM bandwidth and the roofline), SHOW_ITERS
 #             iterations; its report.json is kept for the README's picture
@@ -160,6 +162,20 @@ if want overhead; then
   python3 "$ROOT/scripts/check/step_times.py" --skip 20 $(for r in $(seq 1 "${ROUNDS:-2}"); do echo "$out/oh-native-$r.txt"; done) \
     $(for r in $(seq 1 "${ROUNDS:-2}"); do echo "$out/oh-trace-$r.txt"; done) $(for r in $(seq 1 "${ROUNDS:-2}"); do echo "$out/oh-live-$r.txt"; done)
   python3 "$ROOT/scripts/check/check_live_scrapes.py" "/tmp/oh-live-1" "$out/oh-scrapes-1.jsonl"
+  cd "$ROOT"
+fi
+
+# What timing the launch calls costs (the Kineto form's named and timed cuda_runtime events):
+# llm.c, native against trace mode with gmprof's own trace and with --trace-format kineto.
+if want callcost; then
+  cd "$R/llmc"
+  LLMC=(stdbuf -oL ./train_gpt2cu -i data/train.bin -j data/val.bin -e d12 -b 4 -t 1024 -v 100000 -s 100000 -x "${OH_STEPS:-300}")
+  for round in $(seq 1 "${ROUNDS:-2}"); do
+    CUDA_VISIBLE_DEVICES=0 run "${LLMC[@]}" > "$out/cc-native-$round.txt" 2>&1
+    CUDA_VISIBLE_DEVICES=0 run "$G" run --mode trace -o "/tmp/cc-trace-$round" -- "${LLMC[@]}" > "$out/cc-trace-$round.txt" 2>&1
+    CUDA_VISIBLE_DEVICES=0 run "$G" run --mode trace --trace-format kineto -o "/tmp/cc-kineto-$round" -- "${LLMC[@]}" > "$out/cc-kineto-$round.txt" 2>&1
+  done
+  python3 "$ROOT/scripts/check/step_times.py" --skip 20 $(for v in native trace kineto; do for r in $(seq 1 "${ROUNDS:-2}"); do echo "$out/cc-$v-$r.txt"; done; done)
   cd "$ROOT"
 fi
 
