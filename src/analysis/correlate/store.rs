@@ -1,4 +1,5 @@
-//! Storage for the join: the id hasher of its hash maps and the claim-once activity store.
+//! Storage for the join: the id hasher of its hash maps, the claim-once activity store, and
+//! the call stamps' record.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -52,6 +53,20 @@ impl Hasher for IdHasher {
 
 /// A `HashMap` keyed by ids, hashed with [`IdHasher`].
 pub(crate) type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
+/// The stamps of one call, ns on the CUPTI clock; `None` where none was taken (see
+/// `call_stamps`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallStamps {
+    /// When the call was made (memcpy and memset calls; a launch has its own
+    /// [`LaunchRecord::launch_ns`](crate::model::LaunchRecord::launch_ns)).
+    pub start_ns: Option<u64>,
+    /// When it returned.
+    pub end_ns: Option<u64>,
+}
+
+/// Call stamps by correlation id.
+pub(super) type StampMap = IdMap<u32, CallStamps>;
 
 /// Where the activity records of one correlation id are.
 pub(super) enum ActivitySlots {
