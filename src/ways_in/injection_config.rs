@@ -60,6 +60,11 @@ pub struct InjectionConfig {
     pub stream: Option<crate::ways_in::settings::StreamOptions>,
     /// Live metrics (`GMPROF_METRICS_PORT`, `GMPROF_METRICS_BIND`), when asked for.
     pub metrics_export: Option<crate::ways_in::live_metrics::MetricsExport>,
+    /// Whether API calls are timed for the Kineto form of `trace.json`
+    /// (`GMPROF_TRACE_FORMAT=kineto`; [`ProfilerBuilder::time_api_calls`]).
+    ///
+    /// [`ProfilerBuilder::time_api_calls`]: crate::capture::profiler::ProfilerBuilder::time_api_calls
+    pub time_api_calls: bool,
 }
 
 impl InjectionConfig {
@@ -106,6 +111,7 @@ impl InjectionConfig {
             pc_sampling: crate::capture::pc_sampling::PcSamplingConfig::from_lookup(&lookup)?,
             stream: crate::ways_in::settings::StreamOptions::from_lookup(&lookup)?,
             metrics_export: crate::ways_in::live_metrics::MetricsExport::from_lookup(&lookup)?,
+            time_api_calls: crate::report::kineto::times_api_calls(&lookup),
         })
     }
 }
