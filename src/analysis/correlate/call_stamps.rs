@@ -6,30 +6,38 @@
 //! Kineto form of `trace.json` turns on): a launch's own stamp at its entry
 //! ([`LaunchRecord::launch_ns`](crate::model::LaunchRecord::launch_ns)) is taken in every
 //! session, the rest are not. They arrive by correlation id, apart from the launch and call
-//! records ([`Correlator::note_call_start`], [`Correlator::note_call_end`]), and are joined
-//! onto the rows once they are built ([`apply`]).
+//! records ([`Correlator::note_call_start`], [`Correlator::note_call_end`]), appended to a log
+//! (the launch path pays a push, no hashing), and are joined onto the rows by id once the
+//! rows are built ([`apply`]).
 //!
-//! Imports `correlator` (the state it adds to), `store` (where [`CallStamps`] is defined, for
-//! the correlator to hold) and `rows`; `join` and `drain` use it.
+//! Imports `correlator` (the state it adds to), `store` (where [`CallStamps`] and the log are
+//! defined, for the correlator to hold) and `rows`; `join` and `drain` use it.
 
 use super::correlator::Correlator;
 use super::rows::{KernelRow, TransferRow};
-use super::store::{CallStamps, StampMap};
+use super::store::{CallStamps, StampLog};
 
 impl Correlator {
     /// The memcpy or memset call `correlation_id` was made at `ns` (CUPTI clock).
     pub fn note_call_start(&mut self, correlation_id: u32, ns: u64) {
-        self.call_stamps.entry(correlation_id).or_default().start_ns = Some(ns);
+        self.call_stamps.starts.push((correlation_id, ns));
     }
 
     /// The launch, memcpy or memset call `correlation_id` returned at `ns` (CUPTI clock).
     pub fn note_call_end(&mut self, correlation_id: u32, ns: u64) {
-        self.call_stamps.entry(correlation_id).or_default().end_ns = Some(ns);
+        self.call_stamps.ends.push((correlation_id, ns));
     }
 
-    /// The stamps held of call `correlation_id`.
+    /// The stamps held of call `correlation_id` (a search: for tests and tools).
     pub fn call_stamps(&self, correlation_id: u32) -> Option<CallStamps> {
-        self.call_stamps.get(&correlation_id).copied()
+        let last = |log: &[(u32, u64)]| log.iter().rev().find(|(id, _)| *id == correlation_id).map(|(_, ns)| *ns);
+        let s = CallStamps { start_ns: last(&self.call_stamps.starts), end_ns: last(&self.call_stamps.ends) };
+        (s != CallStamps::default()).then_some(s)
+    }
+
+    /// How many call stamps are held.
+    pub fn call_stamp_count(&self) -> usize {
+        self.call_stamps.len()
     }
 }
 
@@ -37,10 +45,11 @@ impl Correlator {
 /// with a launch record: the kernels of one graph launch all get it), a transfer row its
 /// call's start and end (rows with a call of their own, status `ok`). An end before its
 /// start (a clock that went back) is left out.
-pub(super) fn apply(stamps: &StampMap, kernels: &mut [KernelRow], transfers: &mut [TransferRow]) {
-    if stamps.is_empty() {
+pub(super) fn apply(log: &StampLog, kernels: &mut [KernelRow], transfers: &mut [TransferRow]) {
+    if log.is_empty() {
         return;
     }
+    let stamps = log.by_id();
     for row in kernels.iter_mut().filter(|r| r.thread.is_some()) {
         if let Some(s) = stamps.get(&row.correlation_id) {
             row.launch_end_ns = s.end_ns.filter(|end| row.launch_ns.is_none_or(|start| *end >= start));
@@ -58,20 +67,24 @@ pub(super) fn apply(stamps: &StampMap, kernels: &mut [KernelRow], transfers: &mu
 /// no longer holds (`held`: an end that came after its call was drained, or of a call that
 /// was never recorded), so a streamed session holds only the stamps of calls in flight.
 pub(super) fn drain(
-    stamps: &mut StampMap,
-    chunk: &mut StampMap,
+    log: &mut StampLog,
+    chunk: &mut StampLog,
     drained: impl Fn(u32) -> bool,
     held: impl Fn(u32) -> bool,
 ) {
-    if stamps.is_empty() {
-        return;
-    }
-    for (id, s) in std::mem::take(stamps) {
-        if drained(id) {
-            chunk.insert(id, s);
-        } else if held(id) {
-            stamps.insert(id, s);
+    for (from, to) in [(&mut log.starts, &mut chunk.starts), (&mut log.ends, &mut chunk.ends)] {
+        if from.is_empty() {
+            continue;
         }
+        let mut kept = Vec::new();
+        for (id, ns) in std::mem::take(from) {
+            if drained(id) {
+                to.push((id, ns));
+            } else if held(id) {
+                kept.push((id, ns));
+            }
+        }
+        *from = kept;
     }
 }
 

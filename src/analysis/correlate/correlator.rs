@@ -42,7 +42,7 @@ pub struct Correlator {
     /// ([`Correlator::note_range_counter_cycle`]), until that cycle is decoded.
     pub(super) range_counter_cycles: HashMap<RangeId, u32>,
     /// When calls were made and returned, where capture stamped them ([`super::call_stamps`]).
-    pub(super) call_stamps: super::store::StampMap,
+    pub(super) call_stamps: super::store::StampLog,
 }
 
 /// The CUDA context failed before the session finished ([`Correlator::context_failed`]).

@@ -65,8 +65,39 @@ pub struct CallStamps {
     pub end_ns: Option<u64>,
 }
 
-/// Call stamps by correlation id.
-pub(super) type StampMap = IdMap<u32, CallStamps>;
+/// Call stamps as they arrive, (correlation id, ns) in order: appended on the launch path
+/// (no hashing there), joined by id only when rows are built.
+#[derive(Clone, Debug, Default)]
+pub(super) struct StampLog {
+    /// When memcpy and memset calls were made.
+    pub(super) starts: Vec<(u32, u64)>,
+    /// When calls returned.
+    pub(super) ends: Vec<(u32, u64)>,
+}
+
+impl StampLog {
+    /// Stamps held.
+    pub(super) fn len(&self) -> usize {
+        self.starts.len() + self.ends.len()
+    }
+
+    /// Whether none is held.
+    pub(super) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The stamps by correlation id (the later of two for one call wins).
+    pub(super) fn by_id(&self) -> IdMap<u32, CallStamps> {
+        let mut map: IdMap<u32, CallStamps> = IdMap::default();
+        for &(id, ns) in &self.starts {
+            map.entry(id).or_default().start_ns = Some(ns);
+        }
+        for &(id, ns) in &self.ends {
+            map.entry(id).or_default().end_ns = Some(ns);
+        }
+        map
+    }
+}
 
 /// Where the activity records of one correlation id are.
 pub(super) enum ActivitySlots {
