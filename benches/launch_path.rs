@@ -7,6 +7,9 @@
 //! an exit callback, as cudarc launches); `runtime` is `cudaLaunchKernel` around it (four
 //! callbacks, as `<<<>>>` and PyTorch launch). Launches run inside one open range, and the
 //! session's records grow as in a real run (a fresh session every 200 000 launches).
+//! `driver_timed` and `runtime_timed` are the same in a session that times API calls, as one
+//! writing a Kineto `trace.json` does (`ProfilerBuilder::time_api_calls`): the exit callback
+//! reaches the session, which stamps the call's return and files it under its lock.
 //!
 //! Run with `cargo bench --features bench-internals --bench launch_path`; criterion reports
 //! the time per launch.
@@ -19,14 +22,20 @@ const SESSION_LAUNCHES: u64 = 200_000;
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("launch_path");
     group.throughput(Throughput::Elements(1));
-    for (label, runtime) in [("driver", false), ("runtime", true)] {
-        let mut harness = LaunchHarness::trace().expect("stand-in session");
+    for (label, runtime, timed) in [
+        ("driver", false, false),
+        ("runtime", true, false),
+        ("driver_timed", false, true),
+        ("runtime_timed", true, true),
+    ] {
+        let session = || if timed { LaunchHarness::trace_timed() } else { LaunchHarness::trace() };
+        let mut harness = session().expect("stand-in session");
         harness.push_range("step").expect("push");
         let mut launched = 0u64;
         group.bench_function(label, |b| {
             b.iter(|| {
                 if launched == SESSION_LAUNCHES {
-                    drop(std::mem::replace(&mut harness, LaunchHarness::trace().expect("stand-in session")));
+                    drop(std::mem::replace(&mut harness, session().expect("stand-in session")));
                     harness.push_range("step").expect("push");
                     launched = 0;
                 }
@@ -37,6 +46,7 @@ fn bench(c: &mut Criterion) {
         let (launches, aliases) = harness.recorded();
         assert_eq!(launches as u64, launched, "every launch is recorded once");
         assert_eq!(aliases as u64, if runtime { launched } else { 0 }, "one alias per runtime launch");
+        assert_eq!(harness.stamped_calls() as u64, if timed { launched } else { 0 }, "a return stamp per timed launch");
         assert_eq!(harness.current_range().as_deref(), Some("step"));
     }
     group.finish();

@@ -114,6 +114,12 @@ struct Args {
     #[arg(long)]
     pm_sampling: Option<String>,
 
+    /// Write trace.json in the Kineto form, and time each launch, memcpy and memset call as
+    /// `gmprof run --trace-format kineto` does (`ProfilerBuilder::time_api_calls`): with
+    /// `--compare`, what timing the calls costs.
+    #[arg(long)]
+    kineto: bool,
+
     /// PM sampling interval (e.g. 20us, 20000, 30000cycles).
     #[arg(long, default_value = "100us")]
     pm_interval: String,
@@ -243,7 +249,8 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
         .mode(mode)
         .metrics(metrics)
         .synchronize_on_pop(args.sync_ranges)
-        .background_evaluation(!args.sync_evaluate);
+        .background_evaluation(!args.sync_evaluate)
+        .time_api_calls(args.kineto);
     if let Some(n) = args.max_ranges_per_cycle {
         builder = builder.max_ranges_per_cycle(n);
     }
@@ -311,7 +318,12 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
     report.write_json(args.out.join("report.json"))?;
     report.write_transfers_csv(args.out.join("transfers.csv"))?;
     report.write_stats_csv(args.out.join("stats.csv"))?;
-    report.write_chrome_trace(args.out.join("trace.json"))?;
+    if args.kineto {
+        let options = gmprof::report::TraceOptions::kineto(Some(std::process::id()), None);
+        report.write_kineto_trace(args.out.join("trace.json"), &options)?;
+    } else {
+        report.write_chrome_trace(args.out.join("trace.json"))?;
+    }
     if report.pm.is_some() {
         report.write_pm_csv(args.out.join("pm.csv"))?;
     }

@@ -16,7 +16,7 @@ use serde_json::Value;
 mod golden;
 #[path = "common/hta_run.rs"]
 mod hta_run;
-use hta_run::{rank_options, rank_report, ALL_REDUCE, COMPUTE_STREAM, NCCL_STREAM};
+use hta_run::{rank_options, rank_report, ALL_REDUCE, COMPUTE_STREAM, LAUNCH_CALL_NS, NCCL_STREAM, TRANSFER_CALL_NS};
 
 fn events(trace: &Value) -> &Vec<Value> {
     trace["traceEvents"].as_array().expect("traceEvents")
@@ -79,8 +79,11 @@ fn the_trace_holds_what_hta_reads() {
         .iter()
         .all(|m| m["name"] == "Memset" && m["args"]["stream"] == COMPUTE_STREAM));
     let annotations = of_cat(&trace, "user_annotation");
-    assert_eq!(annotations.len(), 12);
+    assert_eq!(annotations.len(), 15, "12 ranges and 3 ProfilerStep#N");
     assert!(annotations.iter().all(|a| a["pid"] == 31_401 && a["tid"] == 40_101 && a["args"]["External id"].is_u64()));
+    let ids: std::collections::BTreeSet<u64> =
+        annotations.iter().map(|a| a["args"]["External id"].as_u64().unwrap()).collect();
+    assert_eq!(ids.len(), 15, "each annotation its own External id");
 
     // Kineto's arg names on every kernel; the GPU's pid is its ordinal.
     for k in &kernels {
@@ -93,27 +96,58 @@ fn the_trace_holds_what_hta_reads() {
         }
         assert!(args.get("queued").is_none(), "not measured: {k}");
     }
-    // Each kernel's launch: a cuda_runtime event of the same correlation id, on the
-    // launching thread, before the kernel, and a flow from it to the kernel.
+    // Each kernel's launch: a cudaLaunchKernel event of the same correlation id, on the
+    // launching thread, from its stamp to its return, before the kernel, and a flow from it
+    // to the kernel; each memcpy's and memset's call likewise.
     let runtime: HashMap<u64, &Value> =
         of_cat(&trace, "cuda_runtime").into_iter().map(|r| (r["args"]["correlation"].as_u64().unwrap(), r)).collect();
-    assert_eq!(runtime.len(), 45);
+    assert_eq!(runtime.len(), 45 + 6);
+    let call_us = LAUNCH_CALL_NS as f64 / 1000.0;
     for k in &kernels {
         let launch = runtime[&k["args"]["correlation"].as_u64().unwrap()];
-        assert_eq!((launch["tid"].as_u64(), launch["dur"].as_f64()), (Some(40_101), Some(0.0)));
+        assert_eq!(launch["name"], "cudaLaunchKernel");
+        assert_eq!((launch["tid"].as_u64(), launch["dur"].as_f64()), (Some(40_101), Some(call_us)));
         assert_eq!(launch["ts"], k["args"]["launch_ts"]);
-        assert!(launch["ts"].as_f64() < k["ts"].as_f64());
+        assert!(launch["ts"].as_f64().unwrap() + call_us < k["ts"].as_f64().unwrap());
         assert_eq!(launch["args"]["External id"], k["args"]["External id"]);
     }
+    for (cat, api) in [("gpu_memcpy", "cudaMemcpyAsync"), ("gpu_memset", "cudaMemsetAsync")] {
+        for copy in of_cat(&trace, cat) {
+            let call = runtime[&copy["args"]["correlation"].as_u64().unwrap()];
+            assert_eq!(
+                (call["name"].as_str(), call["dur"].as_f64()),
+                (Some(api), Some(TRANSFER_CALL_NS as f64 / 1000.0))
+            );
+            assert!(call["ts"].as_f64() < copy["ts"].as_f64());
+        }
+    }
     let flows = of_cat(&trace, "ac2g");
-    assert_eq!(flows.iter().filter(|f| f["ph"] == "s").count(), 45);
-    assert_eq!(flows.iter().filter(|f| f["ph"] == "f" && f["bp"] == "e").count(), 45);
+    assert_eq!(flows.iter().filter(|f| f["ph"] == "s").count(), 51);
+    assert_eq!(flows.iter().filter(|f| f["ph"] == "f" && f["bp"] == "e").count(), 51);
+    // The train_step instances are PyTorch's profiler steps, on the same thread and span.
+    let steps: Vec<&&Value> =
+        annotations.iter().filter(|a| a["name"].as_str().unwrap().starts_with("ProfilerStep#")).collect();
+    let train_steps: Vec<&&Value> = annotations.iter().filter(|a| a["name"] == "train_step").collect();
+    assert_eq!(
+        steps.iter().map(|s| s["name"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["ProfilerStep#0", "ProfilerStep#1", "ProfilerStep#2"]
+    );
+    for (step, range) in steps.iter().zip(&train_steps) {
+        assert_eq!((&step["ts"], &step["dur"], &step["tid"]), (&range["ts"], &range["dur"], &range["tid"]));
+        assert_eq!(step["args"]["step_range_id"], range["args"]["range_id"]);
+    }
+    let info = &trace["otherData"]["steps"];
+    assert_eq!(
+        (info["range"].as_str(), info["steps"].as_u64(), info["left_out"].as_u64()),
+        (Some("train_step"), Some(3), Some(0))
+    );
     // GPU spans of the ranges: on the stream's track, without args.stream (HTA counts every
     // event with one as GPU work).
     let gpu_annotations = of_cat(&trace, "gpu_user_annotation");
     assert_eq!(gpu_annotations.len(), 15, "train_step, forward, backward (2 streams), optimizer per step");
     assert!(gpu_annotations.iter().all(|a| a["args"].get("stream").is_none() && a["pid"] == 1));
-    assert!(trace["otherData"]["note"].as_str().unwrap().contains("dur is 0 because HTA drops events"));
+    let note = trace["otherData"]["note"].as_str().unwrap();
+    assert!(note.contains("dur is the call's duration") && !note.contains("no ProfilerStep"), "{note}");
 
     // The kernels' time per name is the report's, to the nanosecond.
     let mut in_trace: BTreeMap<String, f64> = BTreeMap::new();
@@ -136,6 +170,38 @@ fn the_trace_holds_what_hta_reads() {
         kernels.iter().any(|k| k["tid"] == COMPUTE_STREAM && span(k).0 < b && span(k).1 > a)
     });
     assert_eq!(overlapped.count(), 3, "the first layer's all-reduce of each step overlaps compute");
+}
+
+/// The step range named (`GMPROF_STEP_RANGE`, `--torch-steps`) and an on-demand capture's
+/// first step number the `ProfilerStep#N` events.
+#[test]
+fn the_named_step_range_and_the_first_step_make_the_profiler_steps() {
+    let report = rank_report(0, 3);
+    let steps_of = |options: &TraceOptions| {
+        let trace: Value = serde_json::from_str(&to_kineto_json(&report.to_kineto_trace(options)).unwrap()).unwrap();
+        let steps: Vec<(String, f64)> = of_cat(&trace, "user_annotation")
+            .iter()
+            .filter(|a| a["name"].as_str().unwrap().starts_with("ProfilerStep#"))
+            .map(|a| (a["name"].as_str().unwrap().to_owned(), a["dur"].as_f64().unwrap()))
+            .collect();
+        (steps, trace["otherData"].clone())
+    };
+    let (steps, other) = steps_of(&rank_options(0).with_steps(Some("backward".into()), Some(1236)));
+    let names: Vec<&str> = steps.iter().map(|s| s.0.as_str()).collect();
+    assert_eq!(names, ["ProfilerStep#1236", "ProfilerStep#1237", "ProfilerStep#1238"]);
+    let backward: Vec<f64> = report
+        .ranges
+        .iter()
+        .filter(|r| r.name == "backward")
+        .map(|r| r.wall_time_ns.unwrap() as f64 / 1000.0)
+        .collect();
+    assert_eq!(steps.iter().map(|s| s.1).collect::<Vec<_>>(), backward, "each step spans its backward range");
+    assert_eq!(other["steps"]["chosen_by"], "the step range 'backward'");
+    assert!(other["steps"]["numbered_by"].as_str().unwrap().contains("first step, 1236"));
+    // A step range no range matches: no steps, and the note says so.
+    let (steps, other) = steps_of(&rank_options(0).with_steps(Some("Train step *".into()), None));
+    assert!(steps.is_empty() && other.get("steps").is_none());
+    assert!(other["note"].as_str().unwrap().contains("no ProfilerStep#N events"));
 }
 
 fn gmprof(args: &[&std::ffi::OsStr]) -> (bool, String, String) {
@@ -206,7 +272,7 @@ fn the_two_rank_fixture_is_what_the_scripted_run_writes() {
         let name = format!("rank{rank}");
         let dir = tmp.path().join(&name);
         rank_report(rank, 3).write_all_traced(&dir, OutputFormats::CSV, &rank_options(rank)).unwrap();
-        for file in ["trace.json", "kernels.csv", "transfers.csv"] {
+        for file in ["trace.json", "kernels.csv", "transfers.csv", "report.json"] {
             check_fixture(&dir, &name, file);
         }
         let text = std::fs::read_to_string(dir.join("trace.json")).unwrap();
@@ -247,6 +313,9 @@ fn a_recorded_h100_run_in_the_kineto_form_passes_check_trace() {
     assert_eq!(of_cat(&trace, "kernel").len(), timed);
     assert!(of_cat(&trace, "gpu_memcpy").iter().any(|m| m["name"] == "Memcpy PtoP"));
     assert_eq!(of_cat(&trace, "cuda_runtime").len(), of_cat(&trace, "kernel").len());
+    // Recorded before gmprof kept a launch's CUDA function and timed calls: named as then,
+    // at the instant of the call.
+    assert!(of_cat(&trace, "cuda_runtime").iter().all(|c| c["name"] == "kernel launch" && c["dur"] == 0.0));
     if let Ok(dir) = std::env::var("GMPROF_HTA_RECORDED_DIR") {
         let dir = Path::new(&dir).join("rank0");
         report.write_all_traced(&dir, OutputFormats::CSV, &options).unwrap();
@@ -273,6 +342,14 @@ fn a_kernel_replay_report_in_the_kineto_form_has_synthetic_kernels_and_no_launch
         note.starts_with("mode kernel_replay: kernel durations come from") && note.contains("cuda_runtime"),
         "{note}"
     );
+    // Its repeated ranges are no steps: HTA would keep no kernel without their launches.
+    assert!(report.ranges.iter().filter(|r| r.name == "train_step").count() >= 2);
+    let steps = of_cat(&trace, "user_annotation")
+        .iter()
+        .filter(|a| a["name"].as_str().unwrap().starts_with("ProfilerStep"))
+        .count();
+    assert_eq!(steps, 0);
+    assert!(note.contains("kernel positions are synthetic and launches have no events"), "{note}");
 }
 
 /// The report of one rank of a recorded torchrun DDP job: nanoGPT's train.py, 2 ranks, NCCL,

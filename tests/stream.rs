@@ -159,6 +159,8 @@ fn a_part_file_that_exists_is_complete_and_the_open_segment_is_hidden() {
         range_path: "<root>".into(),
         thread: None,
         api_name: None,
+        call_ns: None,
+        call_end_ns: None,
         status: gmprof::correlate::TransferStatus::Ok,
         graph_id: None,
         graph_node_id: None,

@@ -2,25 +2,49 @@
 """Run Holistic Trace Analysis (HTA) on gmprof's Kineto traces and check its numbers
 against gmprof's own tables.
 
-    hta_check.py RUN_DIR [--tolerance 0.001] [--expect-comm]
+    hta_check.py RUN_DIR [--tolerance 0.001] [--expect-comm] [--expect-steps]
 
 RUN_DIR is a run's output directory: one directory per rank (or RUN_DIR itself), each
 holding the trace.json that `gmprof run --trace-format kineto` wrote and gmprof's
-kernels.csv and transfers.csv (or report.json). This script installs nothing: HTA
-(`pip install holistictraceanalysis`) must be importable. HTA reads every *.json of a
-directory as a trace, report.json included, so the traces are handed to it by rank.
+report.json beside it (its kernel, transfer and range rows). This script installs nothing:
+HTA (`pip install holistictraceanalysis 'pandas<3'`) must be importable. HTA reads every
+*.json of a directory as a trace, report.json included, so the traces are handed to it by
+rank.
 
 HTA rounds nanosecond timestamps to whole microseconds unless HTA_DISABLE_NS_ROUNDING=1;
 the script sets it (gmprof's traces keep nanoseconds, and the comparison is to 0.1 %).
 
+Which of gmprof's rows HTA sees: with two or more ProfilerStep#N events, HTA keeps only the
+CPU events that start before the last step does and the GPU events one of those launched (by
+`correlation`). gmprof's rows are filtered the same way from gmprof's own numbers: a kernel
+row is kept when its launch (launch_ns) came before the push of the last step's range
+(report.json's range row, which the ProfilerStep event names in args.step_range_id), a
+memcpy or memset row when its call was stamped (call_ns) before it; rows without a call time
+have no call event, so HTA drops them. With fewer steps HTA keeps every row, and so does the
+check.
+
 Checks, per rank:
 * the trace is a Kineto trace: distributedInfo.rank, unique across the run;
-* HTA's temporal breakdown, GPU kernel breakdown, communication/computation overlap and
-  idle-time breakdown run without error;
+* HTA's temporal breakdown, GPU kernel breakdown, communication/computation overlap,
+  idle-time breakdown, CUDA kernel launch statistics and profiler steps run without error
+  (and, with two or more steps, its critical path analysis of the first rank's first step,
+  where the launch calls are named as HTA counts queues);
+* steps: the trace's ProfilerStep#N events are the instances of the step range its
+  otherData.steps names, as many as report.json has (each at its range's push and pop, to
+  the ns); HTA's profiler steps are their numbers (the last left out when there are two or
+  more); with --expect-steps, the rank has two or more;
+* per step: HTA's GPU time of the iteration (its kernels, memcpys and memsets, by HTA's
+  iteration column) equals the step range row's gpu_time_ns + transfer_time_ns;
 * kernel breakdown: for every kernel name (memcpy and memset too), HTA's total time equals
-  gmprof's (kernels.csv / transfers.csv duration_ns, summed), and so do the rank's totals of
+  gmprof's (duration_ns of the rows kept, summed), and so do the rank's totals of
   computation, communication and memory kernels; with --expect-comm, the rank has NCCL
   (communication) kernels;
+* launch statistics: HTA's rows (cudaLaunchKernel / cudaLaunchKernelExC and cudaMemcpyAsync /
+  cudaMemsetAsync calls joined to their GPU events) are gmprof's kept rows launched by those
+  functions (report.json's api_name, its _vNNNN suffix dropped as Kineto drops it): the
+  same count, and the same sums of the call's duration (launch_end_ns - launch_ns, call_end_ns
+  - call_ns; 0 where not stamped), of the GPU time, and of the launch delay (the GPU event's
+  start less the call's end, at least 0);
 * temporal breakdown: HTA's compute time, idle time and kernel time equal those of gmprof's
   rows (the union of computation kernels' [start, end), the span of all GPU work, the gaps);
 * comm/comp overlap: HTA's percentage equals the share of the communication kernels' time
@@ -30,11 +54,14 @@ Checks, per rank:
   the gaps between gmprof's rows of that stream.
 
 gmprof's rows are classified as HTA classifies kernels (by name: `^nccl.*Kernel`
-communication, Memcpy/Memset memory, the rest computation). Prints one line per check and
-exits 1 when a number disagrees, 2 when the input is not a run of Kineto traces.
+communication, Memcpy/Memset memory, the rest computation). HTA 0.5.0's straggler analysis
+is not run: it looks for communication kernels named `ncclKernel*`, and NCCL 2.19 and later
+name theirs `ncclDevKernel*` (it fails with "attempt to get argmax of an empty sequence").
+Prints one line per check and exits 1 when a number disagrees, 2 when the input is not a run
+of Kineto traces.
 """
 import argparse
-import csv
+import fnmatch
 import json
 import os
 import re
@@ -47,16 +74,22 @@ os.environ.setdefault("HTA_DISABLE_NS_ROUNDING", "1")
 COMM_RE = re.compile(r"^nccl.*Kernel")
 MEMORY_RE = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
 NOT_COMPUTE_RE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+VERSION_RE = re.compile(r"_v\d{4,}$")
 
-# gmprof's transfer kinds as the Kineto trace names them.
+# gmprof's transfer kinds (as report.json spells them) as the Kineto trace names them.
 TRANSFER_NAMES = {
-    "memcpy_htod": "Memcpy HtoD",
-    "memcpy_dtoh": "Memcpy DtoH",
-    "memcpy_dtod": "Memcpy DtoD",
-    "memcpy_ptop": "Memcpy PtoP",
+    "memcpy_hto_d": "Memcpy HtoD",
+    "memcpy_dto_h": "Memcpy DtoH",
+    "memcpy_dto_d": "Memcpy DtoD",
+    "memcpy_pto_p": "Memcpy PtoP",
     "memcpy_other": "Memcpy Other",
     "memset": "Memset",
 }
+# The calls HTA's launch statistics join to their GPU events.
+LAUNCH_STAT_CALLS = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync"}
+# The calls HTA's queue length (and so its critical path) counts.
+QUEUED_CALLS = LAUNCH_STAT_CALLS | {"cuLaunchKernel"}
 
 
 class BadInput(Exception):
@@ -74,45 +107,98 @@ def kernel_type(name):
     return "OTHER"
 
 
-def read_csv(path):
-    with open(path, newline="") as f:
-        lines = [line for line in f if not line.startswith("#")]
-    return list(csv.DictReader(lines))
+def kineto_call_name(api):
+    """The call's name as the trace gives it (CUPTI's _vNNNN dropped, as Kineto drops it)."""
+    return VERSION_RE.sub("", api) if api and api.startswith("cuda") else api
 
 
-def number(value):
-    return None if value in ("", None) else int(value)
+class Row:
+    """One of gmprof's timed GPU rows, with the call that made it."""
+
+    def __init__(self, name, stream, start, end, dur, call, call_end, api, thread, kernel):
+        self.name, self.stream, self.start, self.end, self.dur = name, stream, start, end, dur
+        # The call: when it was stamped and returned (ns), its CUDA function, its thread.
+        self.call, self.call_end, self.api, self.thread = call, call_end, api, thread
+        self.kernel = kernel
+
+    def call_dur(self):
+        return self.call_end - self.call if self.call is not None and self.call_end is not None else 0
+
+    def has_call_event(self):
+        """Whether the trace has the call's event: a kernel's launch wherever it was stamped
+        (named `kernel launch` without a name), a memcpy's or memset's call where it was."""
+        stamped = self.call is not None and self.thread is not None
+        return stamped and (self.kernel or self.api is not None)
 
 
-def gmprof_rows(rank_dir):
-    """gmprof's timed GPU rows of a rank: (name, stream, start_ns, end_ns, duration_ns)."""
-    kernels_csv = os.path.join(rank_dir, "kernels.csv")
-    report_json = os.path.join(rank_dir, "report.json")
+def read_report(rank_dir):
+    path = os.path.join(rank_dir, "report.json")
+    if not os.path.exists(path):
+        raise BadInput(f"{rank_dir}: no report.json (gmprof's tables) beside trace.json")
+    with open(path) as f:
+        return json.load(f)
+
+
+def gmprof_rows(report):
+    """gmprof's timed GPU rows of a rank: those with a place on a stream."""
     rows = []
-    if os.path.exists(kernels_csv):
-        kernels = read_csv(kernels_csv)
-        transfers_csv = os.path.join(rank_dir, "transfers.csv")
-        transfers = read_csv(transfers_csv) if os.path.exists(transfers_csv) else []
-    elif os.path.exists(report_json):
-        with open(report_json) as f:
-            report = json.load(f)
-        kernels, transfers = report.get("kernels", []), report.get("transfers", [])
-    else:
-        raise BadInput(f"{rank_dir}: no kernels.csv or report.json (gmprof's tables) beside trace.json")
-    for k in kernels:
+    for k in report.get("kernels", []):
         if k.get("granularity", "kernel") not in ("kernel", "graph_node"):
             continue
-        times = [number(k.get(c)) for c in ("start_ns", "end_ns", "duration_ns")]
-        if None in times or k.get("stream_id") in ("", None):
+        times = [k.get(c) for c in ("start_ns", "end_ns", "duration_ns")]
+        if None in times or k.get("stream_id") is None or k.get("device_id") is None:
             continue
         name = k.get("kernel_name") or k.get("mangled_name") or "<unknown kernel>"
-        rows.append((name, int(k["stream_id"]), *times))
-    for t in transfers:
-        times = [number(t.get(c)) for c in ("start_ns", "end_ns", "duration_ns")]
-        if None in times or t.get("stream_id") in ("", None):
+        call = (k.get("launch_ns"), k.get("launch_end_ns"), k.get("api_name"), k.get("thread"))
+        rows.append(Row(name, k["stream_id"], *times, *call, kernel=True))
+    for t in report.get("transfers", []):
+        times = [t.get(c) for c in ("start_ns", "end_ns", "duration_ns")]
+        if None in times or t.get("stream_id") is None:
             continue
-        rows.append((TRANSFER_NAMES[t["kind"]], int(t["stream_id"]), *times))
+        call = (t.get("call_ns"), t.get("call_end_ns"), t.get("api_name"), t.get("thread"))
+        rows.append(Row(TRANSFER_NAMES[t["kind"]], t["stream_id"], *times, *call, kernel=False))
     return rows
+
+
+def range_text(range_id):
+    return f"{range_id['slot']}.{range_id['generation']}" if range_id else None
+
+
+def step_rows(report, steps_info):
+    """The range rows of report.json that are steps by otherData.steps (the rule of gmprof's
+    kineto_steps): instances of the named range (outermost matches) or of the chosen path."""
+    ranges = [r for r in report.get("ranges", []) if r.get("range_id")]
+    if not steps_info:
+        return []
+    asked = steps_info["range"]
+    if steps_info.get("chosen_by", "").startswith("the step range"):
+        matched = {range_text(r["range_id"]) for r in ranges if fnmatch.fnmatchcase(r["name"], asked)}
+        parents = {range_text(r["range_id"]): range_text(r.get("parent_id")) for r in ranges}
+
+        def inside_a_match(r):
+            at = range_text(r.get("parent_id"))
+            for _ in range(len(ranges)):
+                if at is None:
+                    return False
+                if at in matched:
+                    return True
+                at = parents.get(at)
+            return False
+
+        members = [r for r in ranges if range_text(r["range_id"]) in matched and not inside_a_match(r)]
+    else:
+        members = [r for r in ranges if r["path"] == asked]
+    return [r for r in members if r.get("start_ns") is not None and r.get("end_ns") is not None]
+
+
+def trace_steps(trace):
+    """The trace's ProfilerStep#N events: (N, ts µs, dur µs, step_range_id)."""
+    steps = []
+    for e in trace.get("traceEvents", []):
+        m = STEP_RE.match(e.get("name", "")) if e.get("cat") == "user_annotation" else None
+        if m:
+            steps.append((int(m.group(1)), e["ts"], e["dur"], e.get("args", {}).get("step_range_id")))
+    return sorted(steps, key=lambda s: s[1])
 
 
 def union(intervals):
@@ -143,7 +229,8 @@ def intersection(a, b):
 
 
 def find_traces(run_dir):
-    """{rank: (trace path, its directory)} of every trace.json in RUN_DIR and its subdirectories."""
+    """{rank: (trace path, its directory, the trace)} of every trace.json in RUN_DIR and its
+    subdirectories."""
     dirs = [run_dir] + sorted(
         os.path.join(run_dir, d) for d in os.listdir(run_dir) if os.path.isdir(os.path.join(run_dir, d))
     )
@@ -166,7 +253,7 @@ def find_traces(run_dir):
         rank = info["rank"]
         if rank in found:
             raise BadInput(f"{path} and {found[rank][0]} are both rank {rank}")
-        found[rank] = (path, d)
+        found[rank] = (path, d, trace)
     if not found:
         raise BadInput(f"{run_dir}: no trace.json in it or in its subdirectories")
     return found
@@ -188,11 +275,39 @@ class Checks:
             self.failed += 1
 
 
-def check(run_dir, tolerance, expect_comm):
+def check_steps(checks, rank, trace, report, expect_steps):
+    """The trace's steps against report.json's step range; returns gmprof's steps as
+    (number, range row), in time order, and the push of the last one (ns) when HTA leaves
+    the last step out (two or more steps), else None."""
+    steps_info = trace.get("otherData", {}).get("steps")
+    events = trace_steps(trace)
+    expected = step_rows(report, steps_info)
+    by_id = {range_text(r["range_id"]): r for r in expected}
+    what = f"'{steps_info['range']}'" if steps_info else "none named in otherData.steps"
+    checks.say(
+        len(events) == len(expected) and (steps_info or {}).get("steps", 0) == len(events),
+        f"rank {rank} ProfilerStep#N events: {len(events)} in the trace, {len(expected)} instances of the step "
+        f"range in report.json ({what})",
+    )
+    if expect_steps:
+        checks.say(len(events) >= 2, f"rank {rank} has two or more steps (HTA's iterations): {len(events)}")
+    origin = trace.get("otherData", {}).get("origin_cupti_ns", 0)
+    matched = []
+    for number, ts, dur, range_id in events:
+        row = by_id.get(range_id)
+        at = row and abs(origin + ts * 1000 - row["start_ns"]) <= 1 and abs(dur * 1000 - (row["end_ns"] - row["start_ns"])) <= 1
+        checks.say(bool(at), f"rank {rank} ProfilerStep#{number} spans its step range {range_id} (push to pop)")
+        if row:
+            matched.append((number, row))
+    cutoff = max(r["start_ns"] for _, r in matched) if len(events) >= 2 and matched else None
+    return matched, cutoff
+
+
+def check(run_dir, tolerance, expect_comm, expect_steps):
     traces = find_traces(run_dir)
     from hta.trace_analysis import TraceAnalysis
 
-    analysis = TraceAnalysis(trace_files={r: p for r, (p, _) in traces.items()}, trace_dir=run_dir)
+    analysis = TraceAnalysis(trace_files={r: p for r, (p, _, _) in traces.items()}, trace_dir=run_dir)
     ranks = sorted(traces)
     checks = Checks(tolerance)
     checks.say(analysis.t.get_ranks() == ranks, f"HTA read ranks {analysis.t.get_ranks()} (traces of ranks {ranks})")
@@ -203,14 +318,61 @@ def check(run_dir, tolerance, expect_comm):
     )
     overlap = analysis.get_comm_comp_overlap(visualize=False)
     idle, _ = analysis.get_idle_time_breakdown(ranks=ranks, visualize=False)
-    print(f"HTA ran: temporal breakdown, kernel breakdown ({len(kernel_df)} rows), comm/comp overlap, idle time")
+    launch_stats = analysis.get_cuda_kernel_launch_stats(ranks=ranks, visualize=False)
+    hta_steps = [int(s) for s in analysis.get_profiler_steps()]
+    print(
+        f"HTA ran: temporal breakdown, kernel breakdown ({len(kernel_df)} rows), comm/comp overlap, idle time, "
+        f"launch statistics, profiler steps {hta_steps}"
+    )
 
     for rank in ranks:
-        rows = gmprof_rows(traces[rank][1])
-        print(f"-- rank {rank}: {len(rows)} timed GPU rows in gmprof's tables")
+        _, rank_dir, trace = traces[rank]
+        report = read_report(rank_dir)
+        steps, cutoff = check_steps(checks, rank, trace, report, expect_steps)
+        numbers = [n for n, _ in steps]
+        kept_steps = numbers[:-1] if cutoff is not None else numbers
+        checks.say(
+            sorted(kept_steps) == hta_steps,
+            f"rank {rank} HTA's profiler steps {hta_steps}: gmprof's {numbers}"
+            + (" less the last, which HTA leaves out" if cutoff is not None else ""),
+        )
+        all_rows = gmprof_rows(report)
+        if cutoff is not None and rank == ranks[0]:
+            # HTA builds the path on its queue lengths, which it counts from the launch calls it
+            # knows by name: a report without launch names (written before gmprof kept them) has
+            # none, and HTA fails on it.
+            if any(r.has_call_event() and kineto_call_name(r.api) in QUEUED_CALLS for r in all_rows):
+                cp, ok = analysis.critical_path_analysis(rank=rank, annotation="ProfilerStep", instance_id=0)
+                checks.say(bool(ok), f"rank {rank} HTA's critical path analysis of the first step ran: {cp}")
+            else:
+                print(f"-- rank {rank}: no critical path analysis: no launch call is named as HTA counts queues")
+
+        if cutoff is None:
+            rows = all_rows
+        else:
+            rows = [r for r in all_rows if r.has_call_event() and r.call < cutoff]
+        left = f", {len(all_rows) - len(rows)} left out as HTA leaves them out" if cutoff is not None else ""
+        print(f"-- rank {rank}: {len(rows)} timed GPU rows in gmprof's tables{left}")
+
+        # Per step: HTA's iteration of each GPU event against the step range row's GPU time:
+        # its kernels' (gpu_time_ns) and, where every memcpy and memset call was stamped (so
+        # HTA keeps them), its transfers' (transfer_time_ns).
+        df = analysis.t.get_trace(rank)
+        gpu = df[df["stream"] >= 0]
+        with_transfers = all(r.has_call_event() for r in all_rows if not r.kernel)
+        if not with_transfers:
+            gpu = gpu[gpu["cat"] == analysis.t.symbol_table.get_sym_id_map().get("kernel", -1)]
+            print(f"-- rank {rank}: steps compared by kernel time: memcpy and memset calls without a stamp")
+        per_iteration = gpu.groupby("iteration")["dur"].sum().to_dict()
+        for number, row in steps:
+            if number not in hta_steps:
+                continue
+            mine = (row.get("gpu_time_ns") or 0) + ((row.get("transfer_time_ns") or 0) if with_transfers else 0)
+            checks.close(f"rank {rank} step {number} GPU time", float(per_iteration.get(number, 0.0)), mine / 1000.0)
+
         mine = defaultdict(int)
-        for name, _, _, _, dur in rows:
-            mine[name] += dur
+        for r in rows:
+            mine[r.name] += r.dur
         theirs = kernel_df[kernel_df["rank"] == rank]
         hta_sums = dict(zip(theirs["name"], theirs["sum (us)"]))
         for name in sorted(set(mine) | set(hta_sums)):
@@ -226,9 +388,29 @@ def check(run_dir, tolerance, expect_comm):
         if expect_comm:
             checks.say(by_type["COMMUNICATION"] > 0, f"rank {rank} has NCCL kernels (communication): {by_type['COMMUNICATION']} ns")
 
-        spans = [(start, end) for _, _, start, end, _ in rows]
-        compute = union((s, e) for n, _, s, e, _ in rows if kernel_type(n) == "COMPUTATION")
-        comm = union((s, e) for n, _, s, e, _ in rows if kernel_type(n) == "COMMUNICATION")
+        # Launch statistics: the calls HTA joins, from gmprof's rows.
+        stats = launch_stats[rank]
+        launched = [r for r in rows if r.has_call_event() and kineto_call_name(r.api) in LAUNCH_STAT_CALLS]
+        timed = sum(1 for r in launched if r.call_end is not None)
+        checks.say(
+            len(stats) == len(launched),
+            f"rank {rank} launch statistics rows: HTA {len(stats)}, gmprof {len(launched)} (calls with a return "
+            f"time: {timed})",
+        )
+        checks.close(
+            f"rank {rank} launch calls' time (cpu_duration)",
+            float(stats["cpu_duration"].sum()),
+            sum(r.call_dur() for r in launched) / 1000.0,
+        )
+        checks.close(
+            f"rank {rank} launched GPU time (gpu_duration)", float(stats["gpu_duration"].sum()), sum(r.dur for r in launched) / 1000.0
+        )
+        delay = sum(max(0, r.start - (r.call_end if r.call_end is not None else r.call)) for r in launched)
+        checks.close(f"rank {rank} launch delay", float(stats["launch_delay"].sum()), delay / 1000.0)
+
+        spans = [(r.start, r.end) for r in rows]
+        compute = union((r.start, r.end) for r in rows if kernel_type(r.name) == "COMPUTATION")
+        comm = union((r.start, r.end) for r in rows if kernel_type(r.name) == "COMMUNICATION")
         kernel_time = max(e for _, e in spans) - min(s for s, _ in spans)
         t = temporal[temporal["rank"] == rank].iloc[0]
         checks.close(f"rank {rank} temporal kernel_time", float(t["kernel_time(us)"]), kernel_time / 1000.0)
@@ -245,8 +427,8 @@ def check(run_dir, tolerance, expect_comm):
             checks.say(pct != pct, f"rank {rank} comm/comp overlap: no communication kernels, HTA says {pct}")
 
         per_stream = defaultdict(list)
-        for _, stream, start, end, _ in rows:
-            per_stream[stream].append((start, end))
+        for r in rows:
+            per_stream[r.stream].append((r.start, r.end))
         r_idle = idle[idle["rank"] == rank]
         for stream, intervals in sorted(per_stream.items()):
             intervals.sort()
@@ -263,14 +445,17 @@ def main():
     parser.add_argument(
         "--expect-comm", action="store_true", help="fail when a rank has no communication (NCCL) kernels"
     )
+    parser.add_argument(
+        "--expect-steps", action="store_true", help="fail when a rank's trace has fewer than two ProfilerStep#N events"
+    )
     args = parser.parse_args()
     try:
-        failed = check(os.path.abspath(args.run_dir), args.tolerance, args.expect_comm)
+        failed = check(os.path.abspath(args.run_dir), args.tolerance, args.expect_comm, args.expect_steps)
     except BadInput as e:
         print(f"hta_check: {e}", file=sys.stderr)
         return 2
     except ImportError as e:
-        print(f"hta_check: HTA is not importable ({e}): pip install holistictraceanalysis", file=sys.stderr)
+        print(f"hta_check: HTA is not importable ({e}): pip install holistictraceanalysis 'pandas<3'", file=sys.stderr)
         return 2
     if failed:
         print(f"hta_check: {failed} check(s) disagree", file=sys.stderr)

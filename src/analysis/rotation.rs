@@ -634,6 +634,8 @@ mod tests {
             stream_id: None,
             thread: Some(1),
             launch_ns: None,
+            launch_end_ns: None,
+            api_name: None,
             device_id: None,
             start_ns: None,
             end_ns: None,

@@ -476,7 +476,8 @@ fn run(cli: Cli) -> gmprof::Result<ExitCode> {
         program,
     } = cli.command
     {
-        let on_demand = on_demand.options();
+        let mut on_demand = on_demand.options();
+        on_demand.kineto_steps = trace_format.trace_format == gmprof::report::TraceFormat::Kineto;
         if probe.is_some() && on_demand.idle_start() {
             return Err(gmprof::Error::InvalidConfig(
                 "--probe profiles from the program's start: it does not run beside --on-demand or --capture-range"

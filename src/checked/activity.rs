@@ -519,20 +519,34 @@ impl LaunchClock {
         SCRIPTED_NOW.set(ns);
     }
 
+    /// What [`LaunchClock::scripted`] reads on this thread now.
+    #[cfg(any(test, feature = "bench-internals"))]
+    pub fn scripted_now() -> u64 {
+        SCRIPTED_NOW.get()
+    }
+
     /// The timestamp, ns; `None` without a clock or when the call fails (counted, with the
     /// first failure's code: [`launch_stamps_missed`]).
     pub fn now(&self) -> Option<u64> {
+        match self.read()? {
+            Ok(ts) => Some(ts),
+            Err(code) => {
+                STAMPS_MISSED.fetch_add(1, Ordering::Relaxed);
+                let _ = STAMP_ERROR.compare_exchange(0, code.0, Ordering::Relaxed, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    /// The timestamp, ns, or the code the call failed with; `None` without a clock. Counts
+    /// nothing: the caller keeps its own count of what it could not stamp.
+    pub fn read(&self) -> Option<std::result::Result<u64, CUptiResult>> {
         let get = self.get?;
         let mut ts = 0u64;
         // SAFETY: `get` is cuptiGetTimestamp or `monotonic_raw`; both write one u64 through
         // the valid out-pointer they are given.
         let code = unsafe { get(&mut ts) };
-        if code != CUptiResult::CUPTI_SUCCESS {
-            STAMPS_MISSED.fetch_add(1, Ordering::Relaxed);
-            let _ = STAMP_ERROR.compare_exchange(0, code.0, Ordering::Relaxed, Ordering::Relaxed);
-            return None;
-        }
-        Some(ts)
+        Some(if code == CUptiResult::CUPTI_SUCCESS { Ok(ts) } else { Err(code) })
     }
 }
 

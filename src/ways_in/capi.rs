@@ -270,7 +270,8 @@ unsafe fn start_session(options: *const Options, capture: bool) -> Result<(), (S
     builder = builder
         .rotate(config.rotate)
         .rotation_cycles(config.rotation_cycles)
-        .rotation_step(config.rotation_step.clone());
+        .rotation_step(config.rotation_step.clone())
+        .time_api_calls(config.time_api_calls);
     let profiler = builder.build().map_err(fail)?;
     // The table formats, like PM sampling, come through the environment (GMPROF_FORMAT);
     // checked before a directory is claimed.

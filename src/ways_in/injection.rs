@@ -214,6 +214,7 @@ fn build_profiler(config: &InjectionConfig, ctx: Context) -> Result<Profiler> {
         .rotation_step(config.rotation_step.clone());
     builder = builder.pm_sampling(config.pm_sampling.clone());
     builder = builder.pc_sampling(config.pc_sampling.clone());
+    builder = builder.time_api_calls(config.time_api_calls);
     // A sampler whose CUPTI calls fail is left out (the report says why): the program is
     // still measured.
     builder = builder.optional_samplers(true);

@@ -61,6 +61,11 @@ pub struct InjectionConfig {
     /// Live metrics (`GMPROF_METRICS_PORT`, `GMPROF_METRICS_BIND`, `GMPROF_OTLP_ENDPOINT`,
     /// `GMPROF_OTLP_INTERVAL`), when asked for.
     pub metrics_export: Option<crate::ways_in::live_metrics::LiveExport>,
+    /// Whether API calls are timed for the Kineto form of `trace.json`
+    /// (`GMPROF_TRACE_FORMAT=kineto`; [`ProfilerBuilder::time_api_calls`]).
+    ///
+    /// [`ProfilerBuilder::time_api_calls`]: crate::capture::profiler::ProfilerBuilder::time_api_calls
+    pub time_api_calls: bool,
 }
 
 impl InjectionConfig {
@@ -107,6 +112,7 @@ impl InjectionConfig {
             pc_sampling: crate::capture::pc_sampling::PcSamplingConfig::from_lookup(&lookup)?,
             stream: crate::ways_in::settings::StreamOptions::from_lookup(&lookup)?,
             metrics_export: crate::ways_in::live_metrics::LiveExport::from_lookup(&lookup)?,
+            time_api_calls: crate::report::kineto::times_api_calls(&lookup),
         })
     }
 }

@@ -48,6 +48,8 @@ pub struct Outputs {
     formats: OutputFormats,
     /// How `trace.json` is written.
     trace: TraceOptions,
+    /// The first step of an on-demand capture, once known ([`Outputs::set_first_step`]).
+    first_step: Mutex<Option<u64>>,
     /// Held while writing; true once the final outputs are written.
     finished: Mutex<bool>,
     checkpoints: AtomicU64,
@@ -67,12 +69,31 @@ impl Outputs {
     /// Outputs into `dir` in `formats`, `trace.json` in the form of `GMPROF_TRACE_FORMAT`.
     pub fn with_formats(dir: PathBuf, formats: OutputFormats) -> Self {
         let trace = trace_options(&|k| std::env::var(k).ok());
-        Self { dir, formats, trace, finished: Mutex::new(false), checkpoints: AtomicU64::new(0) }
+        Self {
+            dir,
+            formats,
+            trace,
+            first_step: Mutex::new(None),
+            finished: Mutex::new(false),
+            checkpoints: AtomicU64::new(0),
+        }
     }
 
     /// How `trace.json` is written.
     pub fn trace_options(&self) -> &TraceOptions {
         &self.trace
+    }
+
+    /// The outputs are an on-demand capture's whose first step is the program's step `step`:
+    /// a Kineto `trace.json` numbers its steps from it ([`TraceOptions::first_step`]).
+    pub fn set_first_step(&self, step: u64) {
+        *self.first_step.lock() = Some(step);
+    }
+
+    /// How `trace.json` is written now: [`Outputs::trace_options`] with the first step.
+    fn trace_now(&self) -> TraceOptions {
+        let first = *self.first_step.lock();
+        TraceOptions { first_step: first.or(self.trace.first_step), ..self.trace.clone() }
     }
 
     /// The table formats written.
@@ -112,7 +133,7 @@ impl Outputs {
         with_device_timers(report, crate::device_timers::collected()).write_all_traced(
             &self.dir,
             self.formats,
-            &self.trace,
+            &self.trace_now(),
         )?;
         self.checkpoints.fetch_add(1, Ordering::AcqRel);
         tracing::debug!(dir = %self.dir.display(), kernels = report.kernels.len(), "gmprof: checkpoint written");
@@ -125,7 +146,7 @@ impl Outputs {
         with_device_timers(report, crate::device_timers::take_all()).write_all_traced(
             &self.dir,
             self.formats,
-            &self.trace,
+            &self.trace_now(),
         )?;
         *finished = true;
         Ok(())
@@ -134,7 +155,8 @@ impl Outputs {
 
 /// This process's trace options, through `lookup` (its environment): the form of
 /// `GMPROF_TRACE_FORMAT` (a value that is not one is warned about and gmprof's own trace
-/// written), this pid, and its rank, world size and local rank.
+/// written), this pid, its rank, world size and local rank, and the step range a Kineto
+/// trace's `ProfilerStep#N` events are made of ([`crate::report::kineto::STEP_RANGE_ENVS`]).
 pub fn trace_options(lookup: &dyn Fn(&str) -> Option<String>) -> TraceOptions {
     let format = TraceFormat::from_lookup(lookup).unwrap_or_else(|e| {
         tracing::warn!("gmprof: {e}; writing the {} trace", TraceFormat::default());
@@ -144,6 +166,8 @@ pub fn trace_options(lookup: &dyn Fn(&str) -> Option<String>) -> TraceOptions {
         format,
         pid: Some(std::process::id()),
         distributed: crate::ways_in::layout::distributed_info(lookup),
+        step_range: crate::report::kineto::step_range_from(lookup),
+        first_step: None,
     }
 }
 
@@ -225,5 +249,25 @@ mod tests {
         assert_eq!((plain.format, plain.distributed), (TraceFormat::Chrome, None));
         // A value that is not a format: warned about, gmprof's own trace written.
         assert_eq!(trace_options(&env(&[("GMPROF_TRACE_FORMAT", "xml")])).format, TraceFormat::Chrome);
+        // The step range: --step-range's, then --torch-steps's, then a rotation's.
+        assert_eq!(options.step_range, None);
+        const STEPS: [(&str, &str); 3] =
+            [("GMPROF_ROTATE_STEP", "rot"), ("GMPROF_TORCH_STEPS", "step"), ("GMPROF_STEP_RANGE", "Train step *")];
+        assert_eq!(trace_options(&env(&STEPS)).step_range.as_deref(), Some("Train step *"));
+        assert_eq!(trace_options(&env(&STEPS[..2])).step_range.as_deref(), Some("step"));
+        assert_eq!(trace_options(&env(&STEPS[..1])).step_range.as_deref(), Some("rot"));
+        // A Kineto trace times API calls; gmprof's own trace and a bad value do not.
+        assert!(crate::report::kineto::times_api_calls(&env(&TORCHRUN)));
+        assert!(!crate::report::kineto::times_api_calls(&env(&[("GMPROF_TRACE_FORMAT", "xml")])));
+        assert!(!crate::report::kineto::times_api_calls(&env(&[])));
+    }
+
+    #[test]
+    fn a_capture_s_first_step_numbers_its_trace_s_steps() {
+        let outputs = Outputs::with_formats(std::env::temp_dir().join("gmprof-unused"), OutputFormats::CSV);
+        assert_eq!(outputs.trace_now().first_step, None);
+        outputs.set_first_step(1236);
+        assert_eq!(outputs.trace_now().first_step, Some(1236));
+        assert_eq!(outputs.trace_now().pid, outputs.trace_options().pid);
     }
 }

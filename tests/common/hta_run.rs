@@ -4,8 +4,10 @@
 //! PyTorch's elementwise kernels on stream 7, and one NCCL all-reduce per layer on stream 13
 //! that runs beside the next layer's backward GEMMs; the optimizer waits for the last one.
 //! Kernel names are those CUPTI reports for PyTorch 2.x on an H100, durations of that order;
-//! rank 1's compute is 4 % slower and starts 31 µs later. Deterministic: the Kineto traces
-//! of `tests/data/hta/` are written from it.
+//! rank 1's compute is 4 % slower and starts 31 µs later. Each launch, memcpy and memset call
+//! is stamped when it returns, as a session that times API calls stamps them (`gmprof run
+//! --trace-format kineto`). Deterministic: the Kineto traces of `tests/data/hta/` are written
+//! from it.
 
 #![allow(dead_code)]
 
@@ -38,6 +40,11 @@ pub const GELU: &str =
 pub const ALL_REDUCE: &str = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
 pub const ADAMW: &str =
     "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<c10::BFloat16, 4, (at::native::ADAM_MODE)1, false>, float*, float, float, float, float, float, float, bool, float*, float*>(at::native::(anonymous namespace)::TensorListMetadata<4>, at::native::(anonymous namespace)::FusedAdamMathFunctor<c10::BFloat16, 4, (at::native::ADAM_MODE)1, false>, float*, float, float, float, float, float, float, bool, float*, float*)";
+
+/// How long a launch call and a memcpy or memset call take, ns (gmprof stamps their
+/// returns when it writes a Kineto trace: `ProfilerBuilder::time_api_calls`).
+pub const LAUNCH_CALL_NS: u64 = 1_800;
+pub const TRANSFER_CALL_NS: u64 = 1_200;
 
 /// The CUPTI clock when rank 0 starts, ns.
 const START_NS: u64 = 52_000_000_000;
@@ -97,6 +104,7 @@ impl Rank {
             launch_ns: Some(launch),
             unmeasured: false,
         });
+        self.correlator.note_call_end(id, launch + LAUNCH_CALL_NS);
         self.ordinal += 1;
         let free = if stream == NCCL_STREAM { &mut self.nccl_free } else { &mut self.compute_free };
         let start = (launch + 4_100).max(*free).max(after);
@@ -132,6 +140,8 @@ impl Rank {
             untimed: None,
             params: None,
         });
+        self.correlator.note_call_start(id, call);
+        self.correlator.note_call_end(id, call + TRANSFER_CALL_NS);
         let start = (call + 2_300).max(self.compute_free);
         self.compute_free = start + dur_ns;
         self.correlator.add_transfer_activity(TransferActivity {
@@ -151,7 +161,7 @@ impl Rank {
 
     fn step(&mut self) {
         self.push("train_step");
-        self.transfer(TransferKind::MemcpyHtoD, "cudaMemcpyAsync_v3020", 4 << 20, 165_300);
+        self.transfer(TransferKind::MemcpyHtoD, "cudaMemcpyAsync", 4 << 20, 165_300);
         self.push("forward");
         for _ in 0..LAYERS {
             let (g, b) = ([132, 8, 1], [384, 1, 1]);
@@ -162,7 +172,7 @@ impl Rank {
         let t = self.tick(2_000);
         self.pop(t);
         self.push("backward");
-        self.transfer(TransferKind::Memset, "cudaMemsetAsync_v3020", 1 << 20, 3_200);
+        self.transfer(TransferKind::Memset, "cudaMemsetAsync", 1 << 20, 3_200);
         let mut reduced = 0;
         for _ in 0..LAYERS {
             self.launch(LAYER_NORM_GRAD, COMPUTE_STREAM, self.ns(14.1), 0, [4096, 1, 1], [128, 1, 1]);

@@ -83,6 +83,7 @@ impl Correlator {
             stale_activities: 0,
             stale_transfer_activities: 0,
             range_counter_cycles: Default::default(),
+            call_stamps: self.call_stamps.clone(),
         };
         (copy, pending)
     }

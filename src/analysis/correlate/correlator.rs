@@ -2,8 +2,9 @@
 //! arrive (launches, kernel activity, counter ranges, transfers), and [`ContextFailure`]
 //! records a failed CUDA context.
 //!
-//! The shared bottom of this folder's join: `join` ([`Correlator::finish`]), `checkpoint`
-//! and `build` import it; it imports only `warnings` and `store`, never `mod.rs`.
+//! The shared bottom of this folder's join: `join` ([`Correlator::finish`]), `checkpoint`,
+//! `call_stamps` and `build` import it; it imports only `warnings` and `store`, never
+//! `mod.rs`.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -40,6 +41,8 @@ pub struct Correlator {
     /// Streamed per_range runs: the counter cycle whose image carries each range's counters
     /// ([`Correlator::note_range_counter_cycle`]), until that cycle is decoded.
     pub(super) range_counter_cycles: HashMap<RangeId, u32>,
+    /// When calls were made and returned, where capture stamped them ([`super::call_stamps`]).
+    pub(super) call_stamps: super::store::StampLog,
 }
 
 /// The CUDA context failed before the session finished ([`Correlator::context_failed`]).
@@ -59,7 +62,7 @@ impl Correlator {
 
     /// What the correlator holds, by collection: lengths, and the launch and activity
     /// vectors' capacities (a streamed run's per-drain memory census).
-    pub fn census(&self) -> [(&'static str, usize); 11] {
+    pub fn census(&self) -> [(&'static str, usize); 12] {
         [
             ("corr.launches", self.launches.len()),
             ("corr.launches_cap", self.launches.capacity()),
@@ -71,6 +74,7 @@ impl Correlator {
             ("corr.captured", self.captured.len()),
             ("corr.internal_transfers", self.internal_transfers.len()),
             ("corr.range_counter_cycles", self.range_counter_cycles.len()),
+            ("corr.call_stamps", self.call_stamps.len()),
             ("corr.replay_mismatched", self.replay_mismatched_kernels.len() + self.replay_mismatched_ranges.len()),
         ]
     }

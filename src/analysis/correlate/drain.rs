@@ -4,8 +4,8 @@
 //! and, in per_range and per_kernel, their counters are in). The streamed outputs drain
 //! every few seconds, so the session's correlator holds only what is in flight.
 //!
-//! Imports `correlator` (the state it splits) and `store`; `mod.rs` declares it and nothing
-//! imports it (its one item is a method).
+//! Imports `correlator` (the state it splits), `call_stamps` and `store`; `mod.rs` declares
+//! it and nothing imports it (its one item is a method).
 
 use std::collections::{HashMap, HashSet};
 
@@ -184,6 +184,12 @@ impl Correlator {
                 chunk.captured.insert(*id, nodes);
             }
         }
+        super::call_stamps::drain(
+            &mut self.call_stamps,
+            &mut chunk.call_stamps,
+            |id| drained.contains_key(&id) || calls_drained.contains_key(&id),
+            |id| launched.contains_key(&id) || calls_kept.contains_key(&id),
+        );
         if by_cycle {
             let (ready, waiting) = std::mem::take(&mut self.counter_cycles)
                 .into_iter()

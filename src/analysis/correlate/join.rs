@@ -1,8 +1,8 @@
 //! The join: [`Correlator::finish`] turns the collected records into a [`Correlation`], by
 //! the rules of the [module docs](super).
 //!
-//! Imports `correlator` (the state it consumes), `build` (the row builder), `store`, `names`
-//! and `rows`; `mod.rs` declares it and nothing imports it (its one item is a method).
+//! Imports `correlator` (the state it consumes), `build` (the row builder), `call_stamps`,
+//! `store`, `names` and `rows`; `mod.rs` declares it and nothing imports it (its one item is a method).
 
 use std::collections::HashMap;
 
@@ -35,6 +35,7 @@ impl Correlator {
             captured,
             internal_transfers,
             context_failure,
+            call_stamps,
             ..
         } = self;
 
@@ -252,7 +253,8 @@ impl Correlator {
         builder.counts.graph_launches =
             launches.iter().filter(|l| l.api == LaunchApi::Graph && !captured.contains_key(&l.correlation_id)).count()
                 as u64;
-        let transfers = builder.transfer_rows(transfer_calls, transfer_activities, &launches, internal_transfers);
+        let mut transfers = builder.transfer_rows(transfer_calls, transfer_activities, &launches, internal_transfers);
+        super::call_stamps::apply(&call_stamps, &mut rows, &mut transfers);
 
         if let Some(text) = builder.not_completed_warning() {
             builder.warnings.push(text);

@@ -31,8 +31,8 @@
 //! Direction inside the folder: this `mod.rs` only declares the files and re-exports them;
 //! no file imports it. `rows` (the output types), `names`, `store` and `warnings` are the
 //! bottom; `correlator` holds the collector's state on them; `build` (the row builder),
-//! `checkpoint`, `drain` ([`Correlator::drain_complete`]) and `join` ([`Correlator::finish`])
-//! build on `correlator`.
+//! `call_stamps` (when calls were made and returned), `checkpoint`, `drain`
+//! ([`Correlator::drain_complete`]) and `join` ([`Correlator::finish`]) build on `correlator`.
 //!
 //! May import `model` only (no other file of `analysis`, which imports it; the graph tests
 //! also run [`aggregate`](crate::analysis::aggregate) on what they correlate).
@@ -47,6 +47,7 @@
 //! [`ProfilingMode::PerRange`]: crate::model::ProfilingMode::PerRange
 
 mod build;
+mod call_stamps;
 mod checkpoint;
 mod correlator;
 mod drain;
@@ -68,3 +69,4 @@ pub use self::names::{
     demangle_kernel_name, is_profiler_internal_kernel, parse_range_counter_name, range_counter_name,
 };
 pub use self::rows::*;
+pub use self::store::CallStamps;

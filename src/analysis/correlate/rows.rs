@@ -1,6 +1,7 @@
 //! The rows correlation produces: one [`KernelRow`] per kernel, one [`TransferRow`] per
 //! memcpy or memset, their statuses and time sources, and the counts of a [`Correlation`].
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 
@@ -217,6 +218,15 @@ pub struct KernelRow {
     /// launch record or where capture took no timestamp.
     #[serde(default)]
     pub launch_ns: Option<u64>,
+    /// When the launch call returned, ns on the CUPTI clock; `None` where capture did not
+    /// stamp it (it does only when asked: `ProfilerBuilder::time_api_calls`, which the Kineto
+    /// form of `trace.json` turns on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch_end_ns: Option<u64>,
+    /// CUDA function of the launch call as CUPTI names it, e.g. `cudaLaunchKernel`,
+    /// `cuLaunchKernelEx`, `cudaGraphLaunch`; `None` without a launch record.
+    #[serde(default)]
+    pub api_name: Option<Cow<'static, str>>,
     /// Device ordinal.
     pub device_id: Option<u32>,
     /// Activity start timestamp, ns (collapsed to `end_ns` in kernel_replay).
@@ -349,6 +359,13 @@ pub struct TransferRow {
     /// CUDA function name of the call, e.g. `cuMemcpyHtoDAsync_v2`; `None` without a call.
     #[serde(default)]
     pub api_name: Option<String>,
+    /// When the call was made and when it returned, ns on the CUPTI clock; `None` where
+    /// capture did not stamp them (only when asked, as [`KernelRow::launch_end_ns`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_ns: Option<u64>,
+    /// See [`TransferRow::call_ns`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_end_ns: Option<u64>,
     /// What the join established.
     pub status: TransferStatus,
     /// CUPTI's id of the graph, for memcpy and memset nodes of a graph launch.

@@ -1,4 +1,5 @@
-//! Storage for the join: the id hasher of its hash maps and the claim-once activity store.
+//! Storage for the join: the id hasher of its hash maps, the claim-once activity store, and
+//! the call stamps' record.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -52,6 +53,51 @@ impl Hasher for IdHasher {
 
 /// A `HashMap` keyed by ids, hashed with [`IdHasher`].
 pub(crate) type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
+/// The stamps of one call, ns on the CUPTI clock; `None` where none was taken (see
+/// `call_stamps`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallStamps {
+    /// When the call was made (memcpy and memset calls; a launch has its own
+    /// [`LaunchRecord::launch_ns`](crate::model::LaunchRecord::launch_ns)).
+    pub start_ns: Option<u64>,
+    /// When it returned.
+    pub end_ns: Option<u64>,
+}
+
+/// Call stamps as they arrive, (correlation id, ns) in order: appended on the launch path
+/// (no hashing there), joined by id only when rows are built.
+#[derive(Clone, Debug, Default)]
+pub(super) struct StampLog {
+    /// When memcpy and memset calls were made.
+    pub(super) starts: Vec<(u32, u64)>,
+    /// When calls returned.
+    pub(super) ends: Vec<(u32, u64)>,
+}
+
+impl StampLog {
+    /// Stamps held.
+    pub(super) fn len(&self) -> usize {
+        self.starts.len() + self.ends.len()
+    }
+
+    /// Whether none is held.
+    pub(super) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The stamps by correlation id (the later of two for one call wins).
+    pub(super) fn by_id(&self) -> IdMap<u32, CallStamps> {
+        let mut map: IdMap<u32, CallStamps> = IdMap::default();
+        for &(id, ns) in &self.starts {
+            map.entry(id).or_default().start_ns = Some(ns);
+        }
+        for &(id, ns) in &self.ends {
+            map.entry(id).or_default().end_ns = Some(ns);
+        }
+        map
+    }
+}
 
 /// Where the activity records of one correlation id are.
 pub(super) enum ActivitySlots {

@@ -21,8 +21,9 @@ pub struct OnDemandArgs {
     /// --metrics and --pm-sampling set what a capture collects unless it says (default trace).
     #[arg(long)]
     pub on_demand: bool,
-    /// The NVTX range whose instances are the steps a capture starts and ends at (name or glob;
-    /// --torch-steps's range by default).
+    /// The NVTX range whose instances are the steps a capture starts and ends at, and, with
+    /// --trace-format kineto, the trace's ProfilerStep#N events (name or glob; --torch-steps's
+    /// range by default).
     #[arg(long, value_name = "NAME")]
     pub step_range: Option<String>,
     /// nsys-style capture range, the program starting idle: cudaProfilerApi (from each
@@ -57,6 +58,7 @@ impl OnDemandArgs {
             capture_signal: self.capture_signal.clone(),
             capture_steps: self.capture_steps,
             capture_duration: self.capture_duration,
+            kineto_steps: false,
         }
     }
 }

@@ -39,6 +39,7 @@ pub struct ProfilerBuilder {
     pub(super) rotate: Option<super::rotation::Every>,
     pub(super) rotation_cycles: bool,
     pub(super) rotation_step: Option<String>,
+    pub(super) time_api_calls: bool,
 }
 
 /// The metrics a builder collects unless told otherwise (`gpu__time_duration.sum` is always
@@ -101,6 +102,7 @@ impl Default for ProfilerBuilder {
             rotate: None,
             rotation_cycles: false,
             rotation_step: None,
+            time_api_calls: false,
         }
     }
 }
@@ -277,6 +279,21 @@ impl ProfilerBuilder {
     /// range.
     pub fn rotation_step(mut self, glob: Option<String>) -> Self {
         self.rotation_step = glob;
+        self
+    }
+
+    /// Whether each launch, memcpy and memset call is stamped on the CUPTI clock when it
+    /// returns, and each memcpy and memset call when it is made (a launch's entry is stamped
+    /// in every session: [`LaunchRecord::launch_ns`](crate::model::LaunchRecord::launch_ns)).
+    /// The rows then carry them ([`KernelRow::launch_end_ns`], [`TransferRow::call_ns`]), and
+    /// the Kineto form of `trace.json` gives each call its duration. Off by default: it costs
+    /// every launch an exit callback routed to the session, a timestamp and a lock, and every
+    /// memcpy and memset a second timestamp. `gmprof run --trace-format kineto` turns it on.
+    ///
+    /// [`KernelRow::launch_end_ns`]: crate::analysis::correlate::KernelRow::launch_end_ns
+    /// [`TransferRow::call_ns`]: crate::analysis::correlate::TransferRow::call_ns
+    pub fn time_api_calls(mut self, on: bool) -> Self {
+        self.time_api_calls = on;
         self
     }
 

@@ -421,6 +421,16 @@ impl Shared {
                 "{missed} launch(es) have no launch time (no launch_ns, no launch mark on the timeline): {error}"
             ));
         }
+        let missed = self.call_stamps_missed.load(Ordering::Relaxed);
+        let code = self.call_stamp_error.load(Ordering::Relaxed);
+        if missed > 0 && code != 0 {
+            let error =
+                self.cupti.error(crate::sys::cupti::CUptiResult(code), "cuptiGetTimestamp", "stamping an API call");
+            state.warnings.push(format!(
+                "{missed} API call stamp(s) could not be taken (those calls have no call time in the Kineto \
+                 trace: dur 0): {error}"
+            ));
+        }
         if unreplayed > 0 {
             state.warnings.push(format!(
                 "{unreplayed} kernel launch(es) ran outside Profiler::replay while the metric set needs {} \

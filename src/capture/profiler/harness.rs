@@ -141,6 +141,8 @@ pub struct LaunchHarness {
     in_evaluation: std::collections::VecDeque<(u32, Vec<CounterRange>)>,
     /// Scripted counter cycles evaluated, for the next drain (or the finish).
     evaluated: Vec<(u32, Vec<CounterRange>)>,
+    /// How long each call takes on the scripted clock (0: the clock stands still).
+    call_ns: u64,
 }
 
 impl std::fmt::Debug for LaunchHarness {
@@ -173,7 +175,32 @@ impl LaunchHarness {
         Self::with_clock(ProfilingMode::Trace, 0, LaunchClock::scripted())
     }
 
+    /// [`LaunchHarness::trace_on_scripted_clock`] with API calls timed, as
+    /// [`ProfilerBuilder::time_api_calls`](super::ProfilerBuilder::time_api_calls) asks: each
+    /// launch, memcpy and memset call returns `call_ns` after it was made, on the scripted
+    /// clock.
+    pub fn trace_timing_calls(call_ns: u64) -> Result<LaunchHarness> {
+        let mut h = Self::with_options(ProfilingMode::Trace, 0, LaunchClock::scripted(), true)?;
+        h.call_ns = call_ns;
+        Ok(h)
+    }
+
+    /// [`LaunchHarness::trace`] with API calls timed, as a Kineto `trace.json` asks: what
+    /// the launch path costs then (each stamp reads `CLOCK_MONOTONIC_RAW`).
+    pub fn trace_timed() -> Result<LaunchHarness> {
+        Self::with_options(ProfilingMode::Trace, 0, LaunchClock::monotonic_stand_in(), true)
+    }
+
     fn with_clock(mode: ProfilingMode, cupti_ns: u64, launch_clock: LaunchClock) -> Result<LaunchHarness> {
+        Self::with_options(mode, cupti_ns, launch_clock, false)
+    }
+
+    fn with_options(
+        mode: ProfilingMode,
+        cupti_ns: u64,
+        launch_clock: LaunchClock,
+        time_api_calls: bool,
+    ) -> Result<LaunchHarness> {
         let context_id = NEXT_CONTEXT_ID.fetch_sub(1, Ordering::Relaxed);
         let shared = Arc::new(Shared {
             launch_clock,
@@ -213,6 +240,9 @@ impl LaunchHarness {
             pc: Mutex::new(None),
             self_time_at_start: None,
             stamps_missed_at_start: 0,
+            time_api_calls,
+            call_stamps_missed: std::sync::atomic::AtomicU64::new(0),
+            call_stamp_error: std::sync::atomic::AtomicU32::new(0),
         });
         let session: Arc<dyn CaptureSession> = shared.clone();
         let route = BenchRoute::add(context_id, Arc::downgrade(&session));
@@ -234,6 +264,7 @@ impl LaunchHarness {
             clock: cupti_ns + 1,
             in_evaluation: Default::default(),
             evaluated: Vec::new(),
+            call_ns: 0,
         })
     }
 
@@ -294,12 +325,21 @@ impl LaunchHarness {
             call(ApiDomain::Runtime, CUDA_LAUNCH_KERNEL, CallbackSite::Enter, outer, c"cudaLaunchKernel");
             call(ApiDomain::Driver, CU_LAUNCH_KERNEL, CallbackSite::Enter, outer + 1, c"cuLaunchKernel");
             call(ApiDomain::Driver, CU_LAUNCH_KERNEL, CallbackSite::Exit, outer + 1, c"cuLaunchKernel");
+            self.call_returns();
             call(ApiDomain::Runtime, CUDA_LAUNCH_KERNEL, CallbackSite::Exit, outer, c"cudaLaunchKernel");
         } else {
             call(ApiDomain::Driver, CU_LAUNCH_KERNEL, CallbackSite::Enter, outer, c"cuLaunchKernel");
+            self.call_returns();
             call(ApiDomain::Driver, CU_LAUNCH_KERNEL, CallbackSite::Exit, outer, c"cuLaunchKernel");
         }
         outer
+    }
+
+    /// The scripted clock moves on by a call's duration before the call returns.
+    fn call_returns(&self) {
+        if self.call_ns > 0 {
+            LaunchClock::set_scripted(LaunchClock::scripted_now() + self.call_ns);
+        }
     }
 
     /// One launch into a capturing stream: as [`LaunchHarness::launch_kernel`], but the driver
@@ -607,6 +647,7 @@ impl LaunchHarness {
             call(api, CallbackSite::Enter, id, None);
             call(api, CallbackSite::Exit, id, Some(result));
         }
+        self.call_returns();
         call(&outer, CallbackSite::Exit, outer_id, Some(result));
         (outer_id, inner_id)
     }
@@ -630,6 +671,11 @@ impl LaunchHarness {
     pub fn recorded(&self) -> (usize, usize) {
         let state = self.shared.state.lock();
         (state.correlator.launch_count(), state.aliases.len() + state.alias_log.len())
+    }
+
+    /// Calls whose stamps the session holds (a session that times API calls).
+    pub fn stamped_calls(&self) -> usize {
+        self.shared.state.lock().correlator.call_stamp_count()
     }
 
     /// Whether no launch holds the kernel-replay launch gate.

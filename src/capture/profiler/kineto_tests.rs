@@ -2,7 +2,7 @@
 //! [`LaunchHarness`]): runtime launches whose records carry the inner driver call's
 //! correlation id, as CUPTI gives it, NCCL kernels on a stream of their own beside the GEMMs,
 //! and a runtime memcpy. The launch links HTA follows (`correlation`) must name the outer
-//! call on both sides.
+//! call on both sides. A session that times API calls gives each call its duration.
 
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::CStr;
@@ -117,7 +117,9 @@ fn launch_links_name_the_outer_call_and_nccl_runs_beside_the_gemms() {
     assert_eq!(launches.keys().copied().collect::<BTreeSet<u64>>(), outer);
     for k in &kernels {
         let launch = launches[&k["args"]["correlation"].as_u64().unwrap()];
-        assert_eq!(launch["name"], "kernel launch");
+        assert_eq!((launch["name"].as_str(), launch["cat"].as_str()), (Some("cudaLaunchKernel"), Some("cuda_runtime")));
+        // This session does not time API calls: the launch is the instant it was stamped.
+        assert_eq!(launch["dur"], 0.0);
         assert_eq!(launch["pid"], 4242);
         assert!(launch["ts"].as_f64() < k["ts"].as_f64());
         assert_eq!(launch["ts"], k["args"]["launch_ts"]);
@@ -135,5 +137,107 @@ fn launch_links_name_the_outer_call_and_nccl_runs_beside_the_gemms() {
     assert_eq!(copies.len(), 2);
     assert!(copies.iter().all(|c| c["name"] == "Memcpy HtoD" && c["args"]["api_name"] == "cudaMemcpyAsync_v3020"));
     assert_eq!(trace["distributedInfo"]["rank"], 1);
-    assert_eq!(of("user_annotation").len(), 4);
+    // The four ranges, and the two train_step instances as PyTorch's profiler steps.
+    let annotations: Vec<&str> = of("user_annotation").iter().map(|a| a["name"].as_str().unwrap()).collect();
+    assert_eq!(annotations.len(), 6, "{annotations:?}");
+    assert_eq!(annotations.iter().filter(|n| n.starts_with("ProfilerStep#")).count(), 2, "{annotations:?}");
+    assert_eq!(trace["otherData"]["steps"]["range"], "train_step");
+}
+
+/// One session's Kineto trace: a runtime launch, a memcpy and a driver launch inside a range,
+/// each call returning 2.5 µs after it was made when `timed`. Returns the trace and the ids
+/// (runtime launch, memcpy, driver launch).
+fn calls_in_a_range(timed: bool) -> (crate::report::Report, Value, [u32; 3]) {
+    let mut h = if timed { LaunchHarness::trace_timing_calls(2_500) } else { LaunchHarness::trace_on_scripted_clock() }
+        .expect("stand-in session");
+    h.set_clock(900_000);
+    h.push_range("train_step").unwrap();
+    LaunchClock::set_scripted(1_000_000);
+    let gemm = h.launch_kernel(true, GEMM);
+    LaunchClock::set_scripted(1_010_000);
+    let copy = TransferApi {
+        domain: ApiDomain::Runtime,
+        cbid: R::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020.0,
+        name: c"cudaMemcpyAsync_v3020",
+        params: std::ptr::null_mut(),
+    };
+    let (copy, _) = h.transfer(copy, None, 0);
+    LaunchClock::set_scripted(1_020_000);
+    let reduce = h.launch_kernel(false, NCCL);
+    h.set_clock(1_100_000);
+    h.pop_range().unwrap();
+    h.deliver(vec![
+        kernel(&h, gemm + 1, GEMM, 7, 1_005_000, 1_200_000),
+        kernel(&h, reduce, NCCL, 13, 1_030_000, 1_300_000),
+    ]);
+    h.transfer_activity(vec![TransferActivity {
+        correlation_id: copy,
+        kind: TransferKind::MemcpyHtoD,
+        bytes: 4096,
+        start_ns: 1_200_000,
+        end_ns: 1_201_000,
+        stream_id: 7,
+        context_id: h.context_id(),
+        device_id: DEVICE_ID,
+        graph_id: 0,
+        graph_node_id: 0,
+    }]);
+    let report = h.report();
+    let text = to_kineto_json(&report.to_kineto_trace(&TraceOptions::kineto(Some(4242), None))).unwrap();
+    let check = check_trace_json(&text, &CheckOptions::default());
+    assert!(check.is_ok(), "{:?}", check.violations);
+    (report, serde_json::from_str(&text).unwrap(), [gemm, copy, reduce])
+}
+
+#[test]
+fn a_session_timing_api_calls_gives_each_call_its_name_and_duration() {
+    let (report, trace, [gemm, copy, reduce]) = calls_in_a_range(true);
+    let row = report.kernels.iter().find(|k| k.correlation_id == gemm).unwrap();
+    assert_eq!(
+        (row.launch_ns, row.launch_end_ns, row.api_name.as_deref()),
+        (Some(1_000_000), Some(1_002_500), Some("cudaLaunchKernel"))
+    );
+    let t = &report.transfers[0];
+    assert_eq!((t.correlation_id, t.call_ns, t.call_end_ns), (copy, Some(1_010_000), Some(1_012_500)));
+    let events = trace["traceEvents"].as_array().unwrap();
+    let call = |id: u32| {
+        events
+            .iter()
+            .find(|e| {
+                matches!(e["cat"].as_str(), Some("cuda_runtime" | "cuda_driver")) && e["args"]["correlation"] == id
+            })
+            .unwrap_or_else(|| panic!("no call event of {id}"))
+    };
+    // (name, category, duration µs, start µs from the range's push at 900 001 ns).
+    let seen = |id| {
+        let e = call(id);
+        (e["name"].as_str().unwrap(), e["cat"].as_str().unwrap(), e["dur"].as_f64().unwrap(), e["ts"].as_f64().unwrap())
+    };
+    assert_eq!(seen(gemm), ("cudaLaunchKernel", "cuda_runtime", 2.5, 99.999));
+    assert_eq!(
+        seen(copy),
+        ("cudaMemcpyAsync", "cuda_runtime", 2.5, 109.999),
+        "CUPTI's _v3020 dropped, as Kineto names it"
+    );
+    assert_eq!(seen(reduce), ("cuLaunchKernel", "cuda_driver", 2.5, 119.999));
+    // The memcpy call flows to its copy, as a launch to its kernel.
+    let flows = |ph: &str| events.iter().filter(|e| e["ph"] == ph && e["id"] == copy).count();
+    assert_eq!((flows("s"), flows("f")), (1, 1));
+    assert!(events.iter().any(|e| e["cat"] == "gpu_memcpy" && e["args"]["correlation"] == copy));
+}
+
+#[test]
+fn a_session_that_does_not_time_api_calls_has_instants_and_no_memcpy_calls() {
+    let (report, trace, [gemm, copy, _]) = calls_in_a_range(false);
+    let row = report.kernels.iter().find(|k| k.correlation_id == gemm).unwrap();
+    assert_eq!((row.launch_ns, row.launch_end_ns), (Some(1_000_000), None));
+    assert_eq!((report.transfers[0].call_ns, report.transfers[0].call_end_ns), (None, None));
+    let events = trace["traceEvents"].as_array().unwrap();
+    let calls: Vec<&Value> =
+        events.iter().filter(|e| e["cat"] == "cuda_runtime" || e["cat"] == "cuda_driver").collect();
+    assert_eq!(calls.len(), 2, "the two launches; the memcpy's call has no stamp");
+    assert!(calls.iter().all(|c| c["dur"] == 0.0 && c["args"]["correlation"] != copy));
+    // One train_step: no repeated range, so no steps, and the note says so.
+    assert!(events.iter().all(|e| !e["name"].as_str().unwrap_or("").starts_with("ProfilerStep#")));
+    assert!(trace["otherData"]["note"].as_str().unwrap().contains("no ProfilerStep#N events"));
 }

@@ -95,6 +95,9 @@ thread_local! {
     /// Correlation id of this thread's memcpy or memset in flight whose parameters were read
     /// (0: none): its exit notes an error on its call.
     static TRANSFER_IN_FLIGHT: Cell<u32> = const { Cell::new(0) };
+    /// Correlation id of this thread's call in flight whose return is stamped (0: none;
+    /// sessions that time API calls only).
+    static TIMED_CALL: Cell<u32> = const { Cell::new(0) };
 }
 
 /// A memset call between its enter and exit callbacks (kernel replay).
@@ -203,12 +206,31 @@ impl Shared {
             HOLDS_GATE.with(|h| h.set(true));
         }
         self.on_kernel_launch(cb);
+        if self.time_api_calls {
+            time_return(cb.correlation_id);
+        }
+    }
+
+    /// A call stamp of [`Shared::time_api_calls`]: the clock's time, or `None` counted with
+    /// the first failure's code.
+    fn call_stamp(&self) -> Option<u64> {
+        match self.launch_clock.read()? {
+            Ok(ns) => Some(ns),
+            Err(code) => {
+                self.call_stamps_missed.fetch_add(1, Ordering::Relaxed);
+                let _ = self.call_stamp_error.compare_exchange(0, code.0, Ordering::Relaxed, Ordering::Relaxed);
+                None
+            }
+        }
     }
 
     /// The exit callback of an outermost call that asked for it at its enter, or that
     /// created graph nodes (`created`: its stream was capturing, so it built a graph and ran
     /// nothing).
     pub(super) fn on_call_exit(&self, cb: &ApiCallback<'_>, created: Vec<CapturedNode>) {
+        // First, so that the stamp is as close to the call's return as the callback gets.
+        let timed = if self.time_api_calls { TIMED_CALL.with(|t| t.replace(0)) } else { 0 };
+        let returned_ns = if timed != 0 { self.call_stamp() } else { None };
         if PUSHED_KERNEL_RANGE.with(|p| p.replace(false)) {
             self.pop_kernel_range();
         }
@@ -242,6 +264,9 @@ impl Shared {
             // SAFETY: this thread locked the gate in the matching enter callback and forgot
             // the guard; CUPTI calls enter and exit on the same thread.
             unsafe { self.launch_gate.force_unlock() };
+        }
+        if let Some(ns) = returned_ns {
+            self.state.lock().correlator.note_call_end(timed, ns);
         }
     }
 
@@ -278,6 +303,13 @@ impl Shared {
             TRANSFER_IN_FLIGHT.with(|t| t.set(cb.correlation_id));
         }
         let mut state = self.state.lock();
+        if self.time_api_calls {
+            // Under the lock that attributes the call, as a launch's stamp is.
+            if let Some(ns) = self.call_stamp() {
+                state.correlator.note_call_start(cb.correlation_id, ns);
+            }
+            time_return(cb.correlation_id);
+        }
         let range = self.attribute(&state.tree, thread);
         state.correlator.add_transfer_call(TransferCall {
             correlation_id: cb.correlation_id,
@@ -514,6 +546,13 @@ impl Shared {
             }
         }
     }
+}
+
+/// Asks for the exit callback of this thread's call in flight, `correlation_id`, to stamp
+/// its return ([`Shared::time_api_calls`] only).
+fn time_return(correlation_id: u32) {
+    crate::capture::hub::want_exit();
+    TIMED_CALL.with(|t| t.set(correlation_id));
 }
 
 impl CaptureSession for Shared {

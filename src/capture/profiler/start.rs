@@ -129,6 +129,9 @@ impl Profiler {
             pc: Mutex::new(None),
             self_time_at_start: crate::checked::self_time::snapshot(),
             stamps_missed_at_start: activity::launch_stamps_missed().0,
+            time_api_calls: cfg.time_api_calls,
+            call_stamps_missed: std::sync::atomic::AtomicU64::new(0),
+            call_stamp_error: std::sync::atomic::AtomicU32::new(0),
         });
         {
             let mut state = shared.state.lock();

@@ -189,6 +189,12 @@ pub(super) struct Shared {
     /// Launch stamps missed in the process before the session started
     /// ([`activity::launch_stamps_missed`]).
     pub(super) stamps_missed_at_start: u64,
+    /// Whether calls are stamped when they return ([`ProfilerBuilder::time_api_calls`](super::ProfilerBuilder::time_api_calls)).
+    pub(super) time_api_calls: bool,
+    /// Call stamps of [`Shared::time_api_calls`] the clock could not take, and the first
+    /// failure's code (0: none).
+    pub(super) call_stamps_missed: std::sync::atomic::AtomicU64,
+    pub(super) call_stamp_error: std::sync::atomic::AtomicU32,
 }
 
 /// A profiling session on one GPU context. Cheap to clone; all clones share the session.

@@ -23,25 +23,41 @@
 //!   (`ncclDevKernel_AllReduce_Sum_f32_RING_LL`), CUPTI reports them so and gmprof keeps
 //!   the name; memcpys and memsets are named as Kineto names them (`Memcpy HtoD`, `Memset`);
 //! - rounds nanosecond timestamps to whole microseconds (start up, end down) unless
-//!   `HTA_DISABLE_NS_ROUNDING=1`: sub-microsecond kernels then lose most of their time.
+//!   `HTA_DISABLE_NS_ROUNDING=1`: sub-microsecond kernels then lose most of their time;
+//! - takes its iterations from `user_annotation`s named `ProfilerStep#N`. With two or more,
+//!   `TraceAnalysis` (by default, `include_last_profiler_step=False`) keeps only the CPU events
+//!   that start before the last step does, and only the GPU events whose `correlation` one of
+//!   those CPU events has: the last step's work, and GPU work without a call event (a memcpy
+//!   whose call gmprof did not stamp), are left out of every analysis;
+//! - counts launches by the call's name: its CUDA kernel launch statistics join
+//!   `cudaLaunchKernel`, `cudaLaunchKernelExC`, `cudaMemcpyAsync` and `cudaMemsetAsync` to
+//!   their GPU events (`cpu_duration` is the call's `dur`, `launch_delay` the GPU event's
+//!   start less the call's end), and its queue length counts `cuLaunchKernel` too.
 //!
 //! # The events
 //!
 //! | cat | track (pid, tid) | what |
 //! | --- | --- | --- |
 //! | `user_annotation` | process, thread | a range instance, push to pop; `args`: `External id`, and gmprof's range args |
-//! | `cuda_runtime` | process, thread | a kernel's launch call, at the instant gmprof recorded it (`dur` 0, see below) |
+//! | `user_annotation` `ProfilerStep#N` | process, thread | a step: an instance of the step range, as PyTorch's profiler marks each `prof.step()` interval ([`kineto_steps`](super::kineto_steps) says which range and which `N`); `args`: `External id`, `step_range_id` |
+//! | `cuda_runtime`, `cuda_driver` | process, thread | a kernel launch call, from the instant gmprof stamped it; a memcpy or memset call gmprof stamped; named by its CUDA function as Kineto names it (`cudaLaunchKernel`, `cuLaunchKernelEx`, `cudaGraphLaunch`, `cudaMemcpyAsync`), `dur` to its stamped return (see below); `args`: `External id`, `correlation` |
 //! | `kernel` | device, stream | a kernel: `args` `device`, `stream`, `correlation`, `grid`, `block`, `registers per thread`, `shared memory`, `External id` |
 //! | `gpu_memcpy`, `gpu_memset` | device, stream | a memcpy (`Memcpy HtoD`, ...) or memset: `device`, `stream`, `correlation`, `bytes`, `memory bandwidth (GB/s)` |
 //! | `gpu_user_annotation` | device, stream | a range's span on a stream: first to last of its GPU events there |
-//! | `ac2g` (`ph` `s`/`f`) | launch, kernel | the flow from a launch call to its kernels (Perfetto's arrows) |
+//! | `ac2g` (`ph` `s`/`f`) | call, GPU event | the flow from a launch or memcpy call to its kernels or copy (Perfetto's arrows) |
 //!
 //! Kineto's pids: the GPU's process is its ordinal, the CPU's the OS process id. Values
-//! gmprof does not measure or keep (the launch call's duration and API name, `queued`,
-//! occupancy, device memory) are left out, never written as 0, with one exception: a `cuda_runtime`
-//! event has `dur` 0, because HTA drops events without a duration and so would lose the link
-//! from the kernel to its launch (HTA's idle-time analysis reads the launch's `ts`).
-//! `otherData.note` says so.
+//! gmprof does not measure or keep (CUPTI's callback id `cbid`, `queued`, occupancy, device
+//! memory) are left out, never written as 0, with one exception: a call whose return gmprof
+//! did not stamp has `dur` 0, because HTA drops events without a duration and so would lose
+//! the link from the kernel to its launch (HTA's idle-time analysis reads the launch's `ts`).
+//! gmprof stamps a launch call when it is made in every session, and its return (and a memcpy
+//! or memset call's entry and return) only when the profiler times API calls
+//! (`ProfilerBuilder::time_api_calls`, which `--trace-format kineto` turns on): a report made
+//! without it has launch events of `dur` 0 and no memcpy or memset call events. Where no
+//! launch name was recorded (a report written before gmprof kept it) the launch is named
+//! `kernel launch` (`graph launch`). `otherData.note` says so, and `otherData.steps` which
+//! range became the steps and how they are numbered.
 //!
 //! Times are µs from the report's earliest event (as in gmprof's own trace), and
 //! `baseTimeNanoseconds` is that instant as Unix time when the report has a clock pair:
@@ -123,6 +139,13 @@ impl std::str::FromStr for TraceFormat {
     }
 }
 
+/// Whether the trace format `lookup` (an environment) asks for is the Kineto form, whose
+/// `cuda_runtime` events want each call's duration: the profiler then times API calls
+/// (`ProfilerBuilder::time_api_calls`). A value that is not a format is not.
+pub fn times_api_calls(lookup: &dyn Fn(&str) -> Option<String>) -> bool {
+    TraceFormat::from_lookup(lookup).is_ok_and(|f| f == TraceFormat::Kineto)
+}
+
 /// A process's place in a distributed job: Kineto's `distributedInfo`. Written only when a
 /// rank is known.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -150,13 +173,35 @@ pub struct TraceOptions {
     pub pid: Option<u32>,
     /// Its rank, when it has one.
     pub distributed: Option<DistributedInfo>,
+    /// The step range, a name or glob, whose instances are the `ProfilerStep#N` events
+    /// ([`kineto_steps`](super::kineto_steps)); `None`: the repeated range of least depth and
+    /// most GPU time.
+    pub step_range: Option<String>,
+    /// The number of the first step, when the steps are numbered from one (an on-demand
+    /// capture's first step); `None`: from 0.
+    pub first_step: Option<u64>,
 }
 
 impl TraceOptions {
     /// A Kineto trace of process `pid`.
     pub fn kineto(pid: Option<u32>, distributed: Option<DistributedInfo>) -> Self {
-        Self { format: TraceFormat::Kineto, pid, distributed }
+        Self { format: TraceFormat::Kineto, pid, distributed, step_range: None, first_step: None }
     }
+
+    /// These options with the step range `range` and the first step `first` (see
+    /// [`TraceOptions::step_range`], [`TraceOptions::first_step`]).
+    pub fn with_steps(self, range: Option<String>, first: Option<u64>) -> Self {
+        Self { step_range: range, first_step: first, ..self }
+    }
+}
+
+/// The environment variables that name the step range of a Kineto trace, in the order they
+/// are read: `gmprof run --step-range`'s, `--torch-steps`'s, then a rotation's.
+pub const STEP_RANGE_ENVS: [&str; 3] = ["GMPROF_STEP_RANGE", "GMPROF_TORCH_STEPS", "GMPROF_ROTATE_STEP"];
+
+/// The step range `lookup` (an environment) names ([`STEP_RANGE_ENVS`]), if any.
+pub fn step_range_from(lookup: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    STEP_RANGE_ENVS.iter().find_map(|k| lookup(k).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty()))
 }
 
 /// One entry of `deviceProperties`: what gmprof knows of a GPU, in Kineto's field names.
@@ -238,7 +283,9 @@ pub enum KinetoArgs {
     },
     /// Of a `user_annotation`.
     Annotation(AnnotationArgs),
-    /// Of a `cuda_runtime` launch.
+    /// Of a `ProfilerStep#N` `user_annotation`.
+    Step(StepArgs),
+    /// Of a `cuda_runtime` or `cuda_driver` call.
     Runtime(RuntimeArgs),
     /// Of a `kernel`.
     Kernel(Box<KinetoKernelArgs>),
@@ -263,7 +310,18 @@ pub struct AnnotationArgs {
     pub range: RangeArgs,
 }
 
-/// Args of a `cuda_runtime` launch event.
+/// Args of a `ProfilerStep#N` event.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StepArgs {
+    /// Its own `External id` (no GPU event names it).
+    #[serde(rename = "External id")]
+    pub external_id: u64,
+    /// gmprof's: `"slot.generation"` of the step range instance (its `user_annotation`'s
+    /// `range_id`).
+    pub step_range_id: String,
+}
+
+/// Args of a `cuda_runtime` or `cuda_driver` call event.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RuntimeArgs {
     /// The launching range's `External id`; absent outside any range.
@@ -373,9 +431,20 @@ pub struct KinetoTrace {
     /// The events: metadata first, then by (pid, tid, ts).
     #[serde(rename = "traceEvents")]
     pub trace_events: Vec<KinetoEvent>,
-    /// What gmprof's own trace says of itself.
+    /// What gmprof's own trace says of itself, and the steps.
     #[serde(rename = "otherData")]
-    pub other_data: TraceInfo,
+    pub other_data: KinetoOtherData,
+}
+
+/// A Kineto trace's `otherData`: gmprof's own trace's, and what became `ProfilerStep#N`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct KinetoOtherData {
+    /// What gmprof's own trace says of itself.
+    #[serde(flatten)]
+    pub info: TraceInfo,
+    /// The steps; absent when no range is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steps: Option<super::kineto_steps::StepsInfo>,
 }
 
 /// serde_json's compact output with a space after each `:` and `,`, and each element of the

@@ -4,15 +4,17 @@
 //! Layer 3 (the safe profiler), report output. The placement (which rows have a place on
 //! the timeline, the origin, synthetic kernel positions in counter modes) and the overlap
 //! lanes of a stream are those of gmprof's own trace ([`placement`](super::placement),
-//! [`lanes`](super::lanes)), so both forms put every event at the same time.
+//! [`lanes`](super::lanes)), so both forms put every event at the same time. The steps
+//! (`ProfilerStep#N`) are [`kineto_steps`](super::kineto_steps)'s.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::events::{id_text, CPU_PID};
 use super::kineto::{
-    AnnotationArgs, DeviceProperties, KinetoArgs, KinetoEvent, KinetoKernelArgs, KinetoMemoryArgs, KinetoPhase,
-    KinetoTrace, RuntimeArgs, TraceOptions, SCHEMA_VERSION,
+    AnnotationArgs, DeviceProperties, KinetoArgs, KinetoEvent, KinetoKernelArgs, KinetoMemoryArgs, KinetoOtherData,
+    KinetoPhase, KinetoTrace, RuntimeArgs, StepArgs, TraceOptions, SCHEMA_VERSION,
 };
+use super::kineto_steps::choose_steps;
 use super::lanes::{assign_lanes, lane_name, lane_tid, EXTRA_LANES_PER_STREAM};
 use super::placement::Placement;
 use super::trace::{micros, signed_micros};
@@ -24,10 +26,34 @@ use crate::report::model::Report;
 /// that runs as pid 1 in a container): above every OS pid (Linux's are below 2^22).
 pub const CPU_PID_APART: u64 = u32::MAX as u64 + 1;
 
-/// What `otherData.note` of a Kineto trace says of its `cuda_runtime` events.
-pub const RUNTIME_NOTE: &str = "cuda_runtime events mark when gmprof recorded each kernel launch call (args.launch_ts \
-     of its kernels); the call's duration is not measured and its CUDA function not kept, and dur is 0 because HTA \
-     drops events without one";
+/// What `otherData.note` of a Kineto trace says of its `cuda_runtime` and `cuda_driver`
+/// events.
+pub const RUNTIME_NOTE: &str = "cuda_runtime and cuda_driver events are the kernel launch calls (from when gmprof \
+     stamped each, args.launch_ts of its kernels) and the memcpy and memset calls gmprof stamped, named by their \
+     CUDA function; dur is the call's duration where gmprof stamped its return (gmprof run --trace-format kineto \
+     times API calls), else 0 because HTA drops events without one";
+
+/// What `otherData.note` says when no range became a `ProfilerStep#N` event.
+pub const NO_STEPS_NOTE: &str = "no ProfilerStep#N events: no range is an instance of the step range \
+     (GMPROF_STEP_RANGE, --torch-steps), or, none named, no range repeats; HTA sees one iteration";
+
+/// What `otherData.note` says of steps when kernel positions are synthetic (counter modes).
+pub const SYNTHETIC_STEPS_NOTE: &str = "no ProfilerStep#N events: kernel positions are synthetic and launches have \
+     no events, and with steps HTA would leave out every kernel (it keeps only GPU events whose launch it has)";
+
+/// Kineto's name of a CUDA call as CUPTI names it, and its category: the runtime's calls
+/// (`cuda...`) are `cuda_runtime`, the driver's `cuda_driver`. A `_vNNNN` version suffix
+/// (CUPTI's callback ids carry one, `cudaLaunchKernel_v7000`) is dropped, as Kineto drops it:
+/// HTA counts launches by the plain names (`cudaLaunchKernel`, `cudaLaunchKernelExC`,
+/// `cudaMemcpyAsync`, `cudaMemsetAsync`). A driver function's own `_v2` stays.
+pub fn call_name(api: &str) -> (&str, &'static str) {
+    let cat = if api.starts_with("cuda") { "cuda_runtime" } else { "cuda_driver" };
+    let name = match api.rfind("_v") {
+        Some(at) if api.len() - at >= 6 && api[at + 2..].bytes().all(|b| b.is_ascii_digit()) => &api[..at],
+        _ => api,
+    };
+    (name, cat)
+}
 
 /// Kineto's name of a memcpy or memset (`Memcpy HtoD`; Kineto adds the memory kinds, which
 /// gmprof does not keep) and its category.
@@ -79,6 +105,11 @@ fn metadata(name: &str, pid: u64, tid: u64, value: String) -> KinetoEvent {
     }
 }
 
+/// A call's duration, µs: to its stamped return, else 0 (HTA drops events without one).
+fn call_duration(start_ns: u64, end_ns: Option<u64>) -> f64 {
+    end_ns.filter(|end| *end >= start_ns).map_or(0.0, |end| (end - start_ns) as f64 / 1000.0)
+}
+
 fn flow(ph: KinetoPhase, id: u32, (pid, tid): (u64, u64), ts: f64) -> KinetoEvent {
     KinetoEvent {
         ph,
@@ -101,9 +132,10 @@ type GpuSlice = (usize, u32, u32, u64, u64, Option<u64>);
 /// first, flows last.
 fn order(e: &KinetoEvent) -> u8 {
     match (e.ph, e.cat) {
-        (KinetoPhase::Complete, Some("user_annotation" | "gpu_user_annotation")) => 0,
-        (KinetoPhase::Complete, _) => 1,
-        _ => 2,
+        (KinetoPhase::Complete, Some("user_annotation")) if e.name.starts_with("ProfilerStep#") => 0,
+        (KinetoPhase::Complete, Some("user_annotation" | "gpu_user_annotation")) => 1,
+        (KinetoPhase::Complete, _) => 2,
+        _ => 3,
     }
 }
 
@@ -117,8 +149,9 @@ impl Report {
             .zip(&positions)
             .map(|(k, p)| k.launch_ns.filter(|_| measured && p.is_some() && k.thread.is_some()))
             .collect();
-        // A launch call may come before every range and kernel: ts stays at or above 0.
-        let origin = launches.iter().flatten().copied().fold(origin, u64::min);
+        // A launch or memcpy call may come before every range and kernel: ts stays at or above 0.
+        let calls = transfers.iter().filter(|t| measured && t.args.thread.is_some()).filter_map(|t| t.call_ns);
+        let origin = launches.iter().flatten().copied().chain(calls).fold(origin, u64::min);
 
         let mut devices: BTreeSet<u32> = BTreeSet::new();
         devices
@@ -152,6 +185,18 @@ impl Report {
                 dur,
                 KinetoArgs::Annotation(args),
             ));
+        }
+        let placed: HashMap<RangeId, (u64, u64)> =
+            ranges.iter().filter_map(|(row, start, end)| Some((row.range_id?, (*start, *end)))).collect();
+        // Without launch events HTA keeps no GPU event once a trace has steps.
+        let steps =
+            choose_steps(&self.ranges, &placed, options.step_range.as_deref(), options.first_step).filter(|_| measured);
+        for (i, step) in steps.iter().flat_map(|c| &c.steps).enumerate() {
+            let args = StepArgs { external_id: (external.len() + 1 + i) as u64, step_range_id: id_text(step.range_id) };
+            let (ts, dur) = (micros(step.start_ns, origin), (step.end_ns - step.start_ns) as f64 / 1000.0);
+            let track = (cpu_pid, step.thread);
+            let name = format!("ProfilerStep#{}", step.number);
+            events.push(complete("user_annotation", name, track, ts, dur, KinetoArgs::Step(args)));
         }
         let ext_of = |id: Option<RangeId>| id.and_then(|id| external.get(&id).copied());
         // Transfers name their range as text ("slot.generation").
@@ -207,18 +252,17 @@ impl Report {
             let (Some(launch), Some(thread)) = (launch, k.thread) else { continue };
             flow_ends.push((k.correlation_id, events.len() - 1));
             if launched.insert(k.correlation_id) {
-                let name = if k.granularity == Granularity::GraphNode { "graph launch" } else { "kernel launch" };
+                let (name, cat) = match k.api_name.as_deref() {
+                    Some(api) => call_name(api),
+                    None if k.granularity == Granularity::GraphNode => ("graph launch", "cuda_runtime"),
+                    None => ("kernel launch", "cuda_runtime"),
+                };
                 let ts = micros(*launch, origin);
+                let dur = call_duration(*launch, k.launch_end_ns);
                 let args = RuntimeArgs { external_id: ext, correlation: k.correlation_id };
                 threads.insert(thread);
-                events.push(complete(
-                    "cuda_runtime",
-                    name.into(),
-                    (cpu_pid, thread),
-                    ts,
-                    0.0,
-                    KinetoArgs::Runtime(args),
-                ));
+                let runtime = KinetoArgs::Runtime(args);
+                events.push(complete(cat, name.into(), (cpu_pid, thread), ts, dur, runtime));
                 events.push(flow(KinetoPhase::FlowStart, k.correlation_id, (cpu_pid, thread), ts));
             }
         }
@@ -243,6 +287,18 @@ impl Report {
             gpu.push((events.len(), t.device_id, t.stream_id, t.start_ns, t.end_ns, ext));
             let (ts, dur) = (micros(t.start_ns, origin), (t.end_ns - t.start_ns) as f64 / 1000.0);
             events.push(complete(cat, name.into(), track, ts, dur, KinetoArgs::Memory(Box::new(args))));
+            // The call, where gmprof stamped it: its event and the flow to the copy.
+            let (Some(call), Some(thread), Some(api), true) = (t.call_ns, t.args.thread, &t.args.api_name, measured)
+            else {
+                continue;
+            };
+            let (name, cat) = call_name(api);
+            let (call_ts, call_dur) = (micros(call, origin), call_duration(call, t.call_end_ns));
+            let runtime = KinetoArgs::Runtime(RuntimeArgs { external_id: ext, correlation: t.args.correlation_id });
+            threads.insert(thread);
+            events.push(complete(cat, name.into(), (cpu_pid, thread), call_ts, call_dur, runtime));
+            events.push(flow(KinetoPhase::FlowStart, t.args.correlation_id, (cpu_pid, thread), call_ts));
+            flow_ends.push((t.args.correlation_id, events.len() - 3));
         }
 
         let (lane_names, overlap_lane_events, stream_spans) = spread(&mut events, &gpu);
@@ -286,6 +342,10 @@ impl Report {
 
         let mut other_data = self.trace_info(measured, origin, skipped, overlap_lane_events, None);
         let mut note = RUNTIME_NOTE.to_owned();
+        if steps.is_none() {
+            note.push_str("; ");
+            note.push_str(if measured { NO_STEPS_NOTE } else { SYNTHETIC_STEPS_NOTE });
+        }
         if annotations_left_out > 0 {
             note.push_str(&format!(
                 "; {annotations_left_out} gpu_user_annotation span(s) left out: they partly overlapped another \
@@ -303,7 +363,7 @@ impl Report {
             display_time_unit: "ns",
             base_time_ns: self.meta.clock.map(|clock| clock.to_unix_ns(origin)),
             trace_events: events,
-            other_data,
+            other_data: KinetoOtherData { info: other_data, steps: steps.map(|c| c.info) },
         }
     }
 

@@ -17,6 +17,7 @@ pub mod device_timers;
 pub mod events;
 pub mod kineto;
 mod kineto_events;
+pub mod kineto_steps;
 pub mod lanes;
 mod placement;
 pub mod probe_trace;

@@ -150,6 +150,10 @@ pub(super) struct Transfer {
     pub(super) end_ns: u64,
     pub(super) stream_id: u32,
     pub(super) device_id: u32,
+    /// When the call was made and returned, where capture stamped them (the Kineto form's
+    /// call events).
+    pub(super) call_ns: Option<u64>,
+    pub(super) call_end_ns: Option<u64>,
     pub(super) args: TransferArgs,
 }
 
@@ -163,6 +167,8 @@ pub(super) fn transfer_event(t: &crate::analysis::correlate::TransferRow) -> Opt
         end_ns: t.end_ns?,
         stream_id: t.stream_id?,
         device_id: t.device_id?,
+        call_ns: t.call_ns,
+        call_end_ns: t.call_end_ns,
         args: TransferArgs {
             correlation_id: t.correlation_id,
             bytes: t.bytes,

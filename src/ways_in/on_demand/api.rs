@@ -52,6 +52,7 @@ pub fn builder(settings: &CaptureSettings) -> Result<crate::capture::profiler::P
     settings.validate()?;
     let mut builder = Profiler::builder()
         .range_scope(crate::capture::profiler::RangeScope::Process)
+        .time_api_calls(crate::report::kineto::times_api_calls(&|k: &str| std::env::var(k).ok()))
         .pm_sampling(crate::ways_in::on_demand::backend::pm_sampling(settings)?);
     if let Some(mode) = settings.profiling_mode()? {
         builder = builder.mode(mode);

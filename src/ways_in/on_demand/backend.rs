@@ -43,6 +43,9 @@ pub trait LiveCapture: Send + Sync {
     fn checkpoint(&self, reason: &str) -> Result<()>;
     /// Finishes and writes the outputs into the capture's directory (once).
     fn finish(&self, end: RunEnd, teardown: Teardown) -> Result<Written>;
+    /// The capture's first step is the program's step `step` (the service's count of the
+    /// step range's pushes): a Kineto `trace.json` numbers its `ProfilerStep#N` from it.
+    fn first_step(&self, _step: u64) {}
 }
 
 /// Makes captures.
@@ -75,6 +78,8 @@ pub struct ProfilerDefaults {
     pub synchronize_on_pop: bool,
     /// Counter ranges per cycle (`None`: the library's).
     pub ranges_per_cycle: Option<usize>,
+    /// Time API calls (a Kineto `trace.json`; `ProfilerBuilder::time_api_calls`).
+    pub time_api_calls: bool,
 }
 
 /// The real backend: a [`Profiler`] per capture on the process's first CUDA context.
@@ -144,6 +149,7 @@ impl CaptureBackend for ProfilerBackend {
             .range_scope(d.range_scope)
             .synchronize_on_pop(d.synchronize_on_pop)
             .flush_on_range_boundaries(false)
+            .time_api_calls(d.time_api_calls)
             .pm_sampling(pm_sampling(settings)?);
         if let Some(mode) = settings.profiling_mode()? {
             builder = builder.mode(mode);
@@ -187,6 +193,10 @@ impl LiveCapture for ProfiledCapture {
 
     fn checkpoint(&self, reason: &str) -> Result<()> {
         self.outputs.write_checkpoint(&self.profiler, reason).map(|_| ())
+    }
+
+    fn first_step(&self, step: u64) {
+        self.outputs.set_first_step(step);
     }
 
     fn finish(&self, end: RunEnd, teardown: Teardown) -> Result<Written> {

@@ -97,6 +97,7 @@ pub fn attach(
         range_scope: config.range_scope,
         synchronize_on_pop: config.synchronize_on_pop,
         ranges_per_cycle: config.ranges_per_cycle,
+        time_api_calls: config.time_api_calls,
     };
     let backend = ProfilerBackend::new(
         context,

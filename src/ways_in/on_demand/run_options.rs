@@ -31,6 +31,9 @@ pub struct RunOptions {
     pub capture_steps: Option<u64>,
     /// `--capture-duration`.
     pub capture_duration: Option<f64>,
+    /// `--trace-format kineto`: `--step-range` also names the trace's `ProfilerStep#N`
+    /// events, and needs no capture.
+    pub kineto_steps: bool,
 }
 
 impl RunOptions {
@@ -43,8 +46,12 @@ impl RunOptions {
     /// `--torch-steps`'s range name, the step range unless `--step-range` names one.
     pub fn env(&self, torch_steps: Option<&str>) -> Result<Vec<(String, String)>> {
         let mut out = Vec::new();
-        if self.step_range.is_some() && !self.idle_start() {
-            return Err(Error::InvalidConfig("--step-range needs --on-demand or --capture-range".into()));
+        if self.step_range.is_some() && !self.idle_start() && !self.kineto_steps {
+            return Err(Error::InvalidConfig(
+                "--step-range needs --on-demand, --capture-range or --trace-format kineto (whose ProfilerStep#N \
+                 events it names)"
+                    .into(),
+            ));
         }
         for (flag, set) in [
             ("--capture-signal", self.capture_signal.is_some()),
@@ -61,6 +68,9 @@ impl RunOptions {
             return Err(Error::InvalidConfig("--capture-range-end needs --capture-range".into()));
         }
         if !self.idle_start() {
+            if let Some(step) = self.step_range.as_deref().filter(|_| self.kineto_steps) {
+                out.push((env::STEP_RANGE.into(), StepRange::new(step)?.name().into()));
+            }
             return Ok(out);
         }
         if self.on_demand {
@@ -122,7 +132,13 @@ mod tests {
         assert_eq!(get(env::CAPTURE_STEPS), Some("4"));
         assert!(RunOptions::default().env(None).unwrap().is_empty());
         let e = RunOptions { step_range: Some("s".into()), ..Default::default() }.env(None).unwrap_err();
-        assert!(e.to_string().contains("--step-range needs --on-demand or --capture-range"), "{e}");
+        assert!(
+            e.to_string().contains("--step-range needs --on-demand, --capture-range or --trace-format kineto"),
+            "{e}"
+        );
+        // A Kineto trace's steps: the step range alone, no capture.
+        let kineto = RunOptions { step_range: Some("Train step *".into()), kineto_steps: true, ..Default::default() };
+        assert_eq!(kineto.env(None).unwrap(), [(env::STEP_RANGE.to_owned(), "Train step *".to_owned())]);
         let e = RunOptions { on_demand: true, capture_steps: Some(3), ..Default::default() }.env(None).unwrap_err();
         assert!(e.to_string().contains("needs a step range"), "{e}");
         let e = RunOptions { capture_range: Some("cuda".into()), ..Default::default() }.env(None).unwrap_err();

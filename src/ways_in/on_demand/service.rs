@@ -442,6 +442,9 @@ impl Service {
                         // The first step it holds (a capture range may start between steps).
                         if live.first_step.is_none() {
                             live.first_step = index;
+                            if let Some(step) = index {
+                                live.capture.first_step(step);
+                            }
                         }
                     }
                     Err(e) => tracing::warn!("gmprof: capture {id}: NVTX push '{name}': {e}"),
@@ -613,6 +616,9 @@ impl Service {
                 );
                 if let Span::Seconds(seconds) = pending.span {
                     self.spawn_deadline(pending.id, seconds);
+                }
+                if let Some(step) = first_step {
+                    capture.first_step(step);
                 }
                 *phase = Phase::Running(Box::new(Live {
                     pending,

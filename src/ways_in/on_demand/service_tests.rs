@@ -98,6 +98,10 @@ impl LiveCapture for FakeLive {
         std::fs::write(self.dir.join("ranges.txt"), self.ranges.lock().join(" ")).map_err(|e| Error::io(&self.dir, e))
     }
 
+    fn first_step(&self, step: u64) {
+        self.log.say(format!("first step {step}"));
+    }
+
     fn finish(&self, end: RunEnd, teardown: Teardown) -> Result<Written> {
         self.log.say(format!("finish {} {teardown:?}", end.describe()));
         let ranges = self.ranges.lock().clone();
@@ -187,7 +191,14 @@ fn a_capture_starts_at_its_step_and_holds_exactly_its_steps() {
     assert_eq!(s.last().unwrap(), record);
     assert_eq!(
         backend.log.lines(),
-        ["arm next_call=false", "start trace", "seal", "finish finished (capture end: 2 step(s)) Release", "disarm"]
+        [
+            "arm next_call=false",
+            "start trace",
+            "first step 5",
+            "seal",
+            "finish finished (capture end: 2 step(s)) Release",
+            "disarm"
+        ]
     );
 }
 
