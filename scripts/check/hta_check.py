@@ -295,7 +295,12 @@ def check_steps(checks, rank, trace, report, expect_steps):
     matched = []
     for number, ts, dur, range_id in events:
         row = by_id.get(range_id)
-        at = row and abs(origin + ts * 1000 - row["start_ns"]) <= 1 and abs(dur * 1000 - (row["end_ns"] - row["start_ns"])) <= 1
+        # In integers: CUPTI's clock is Unix ns (about 1.8e18), where a float's step is 256 ns.
+        at = (
+            row
+            and abs(origin + round(ts * 1000) - row["start_ns"]) <= 1
+            and abs(round(dur * 1000) - (row["end_ns"] - row["start_ns"])) <= 1
+        )
         checks.say(bool(at), f"rank {rank} ProfilerStep#{number} spans its step range {range_id} (push to pop)")
         if row:
             matched.append((number, row))
