@@ -353,8 +353,9 @@ fn a_kernel_replay_report_in_the_kineto_form_has_synthetic_kernels_and_no_launch
 }
 
 /// The report of one rank of a recorded torchrun DDP job: nanoGPT's train.py, 2 ranks, NCCL,
-/// 8 iterations, `gmprof run --torch-steps --mode trace --trace-format kineto` on two H200s
-/// (scripts/gpu/ecosystem-validate.sh, section kineto; validation/2026-11-27-ecosystem.md).
+/// 8 iterations, `gmprof run --torch-steps --mode trace --trace-format kineto` on two H200s,
+/// launch calls timed (scripts/gpu/ecosystem-validate.sh, section kineto, call 5;
+/// validation/2026-11-27-ecosystem.md).
 fn recorded_ddp_rank(rank: u32) -> gmprof::Report {
     use std::io::Read;
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/data/ddp_nanogpt/rank{rank}.json.zst"));
@@ -398,6 +399,21 @@ fn a_recorded_torchrun_ddp_job_in_the_kineto_form_has_both_ranks_and_their_nccl_
             .filter(|k| k.kernel_name.as_deref().is_some_and(|n| n.starts_with("ncclDevKernel")))
             .count();
         assert!(nccl > 0 && nccl == nccl_rows, "rank {rank}: {nccl} NCCL kernel events, {nccl_rows} rows");
+        // The step range's 9 instances are ProfilerStep#0..8; every launch call is named and
+        // timed (the recording stamped each call's return).
+        let events = trace["traceEvents"].as_array().unwrap();
+        let steps: Vec<&str> = events
+            .iter()
+            .filter_map(|e| e["name"].as_str())
+            .filter(|n| n.starts_with("ProfilerStep#"))
+            .collect();
+        assert_eq!(steps, (0..9).map(|n| format!("ProfilerStep#{n}")).collect::<Vec<_>>(), "rank {rank}");
+        let launches = of_cat(&trace, "cuda_runtime");
+        assert!(!launches.is_empty(), "rank {rank}");
+        assert!(
+            launches.iter().all(|l| l["dur"].as_f64().unwrap() > 0.0 && l["name"] != "kernel launch"),
+            "rank {rank}: a launch call without its name or duration"
+        );
         if let Ok(dir) = std::env::var("GMPROF_HTA_DDP_DIR") {
             let dir = Path::new(&dir).join(format!("rank{rank}"));
             report.write_all_traced(&dir, OutputFormats::CSV, &options).unwrap();
