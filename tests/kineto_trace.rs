@@ -402,11 +402,8 @@ fn a_recorded_torchrun_ddp_job_in_the_kineto_form_has_both_ranks_and_their_nccl_
         // The step range's 9 instances are ProfilerStep#0..8; every launch call is named and
         // timed (the recording stamped each call's return).
         let events = trace["traceEvents"].as_array().unwrap();
-        let steps: Vec<&str> = events
-            .iter()
-            .filter_map(|e| e["name"].as_str())
-            .filter(|n| n.starts_with("ProfilerStep#"))
-            .collect();
+        let steps: Vec<&str> =
+            events.iter().filter_map(|e| e["name"].as_str()).filter(|n| n.starts_with("ProfilerStep#")).collect();
         assert_eq!(steps, (0..9).map(|n| format!("ProfilerStep#{n}")).collect::<Vec<_>>(), "rank {rank}");
         let launches = of_cat(&trace, "cuda_runtime");
         assert!(!launches.is_empty(), "rank {rank}");
