@@ -20,7 +20,8 @@
 //! finished and written on the ending thread, as a run's outputs are; an armed one is
 //! cancelled. The work that touches CUPTI is behind [`CaptureBackend`], so the CPU tests drive
 //! all of this with a fake. The triggers a program pulls itself (the profiler API, the
-//! capture signal, `gmprof_capture_start`) are in the `triggers` submodule.
+//! capture signal, `gmprof_capture_start`) are in the `triggers` submodule; what the service
+//! says of its phases in the protocol's terms is in `words`.
 
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -146,6 +147,9 @@ impl std::fmt::Debug for Service {
 }
 
 mod triggers;
+mod words;
+
+use self::words::{ended_by_run, not_attached, starts_at, state_of};
 
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
@@ -757,48 +761,9 @@ impl Service {
     }
 }
 
-/// What the protocol says of `phase`.
-fn state_of(phase: &Phase) -> CaptureState {
-    match phase {
-        Phase::Idle => CaptureState::Idle,
-        Phase::Armed(p) => CaptureState::Armed { id: p.id, start: p.start, span: p.span },
-        Phase::Starting(id) => CaptureState::Starting { id: *id },
-        Phase::Running(live) => CaptureState::Running {
-            id: live.pending.id,
-            first_step: live.first_step,
-            steps_done: live.steps_done,
-            span: live.pending.span,
-        },
-        Phase::Finishing(id, _) => CaptureState::Finishing { id: *id },
-    }
-}
-
-/// Whether a step push numbered `index` starts a capture armed to start at `start`.
-fn starts_at(start: StartAt, index: Option<u64>) -> bool {
-    match (start, index) {
-        (StartAt::AtStep(s), Some(i)) => i >= s,
-        (StartAt::Next, Some(_)) => true,
-        (_, None) => false,
-    }
-}
-
-fn not_attached() -> String {
-    "this process has no CUDA context yet (gmprof attaches at its first): try again once it uses the GPU".into()
-}
-
 /// Writes `capture.json`; a failure is said, and the capture's line still goes out.
 fn write_record(record: &CaptureRecord) {
     if let Err(e) = captures::write_record(record) {
         eprintln!("gmprof: capture {}: could not write {}: {e}", record.id, captures::RECORD_FILE);
-    }
-}
-
-/// What a capture cut by the run's end records as its end, to follow "ended by":
-/// `signal 15 (SIGTERM)`, `the run's end (process exit)`.
-fn ended_by_run(run_end: &RunEnd) -> String {
-    match run_end {
-        RunEnd::Signal { signal, name } => format!("signal {signal} ({name})"),
-        RunEnd::Finished { by } => format!("the run's end ({by})"),
-        other => format!("the run's end: {}", other.describe()),
     }
 }
