@@ -20,8 +20,8 @@
 //! finished and written on the ending thread, as a run's outputs are; an armed one is
 //! cancelled. The work that touches CUPTI is behind [`CaptureBackend`], so the CPU tests drive
 //! all of this with a fake. The triggers a program pulls itself (the profiler API, the
-//! capture signal, `gmprof_capture_start`) are in the `triggers` submodule; what the service
-//! says of its phases in the protocol's terms is in `words`.
+//! capture signal, `gmprof_capture_start`) are in the `triggers` submodule; what it decides
+//! and says apart from its state (a step that starts a capture, a run's end) is in `words`.
 
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -149,7 +149,7 @@ impl std::fmt::Debug for Service {
 mod triggers;
 mod words;
 
-use self::words::{ended_by_run, not_attached, starts_at, state_of};
+use self::words::{ended_by_run, not_attached, starts_at};
 
 static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
@@ -765,5 +765,21 @@ impl Service {
 fn write_record(record: &CaptureRecord) {
     if let Err(e) = captures::write_record(record) {
         eprintln!("gmprof: capture {}: could not write {}: {e}", record.id, captures::RECORD_FILE);
+    }
+}
+
+/// What the protocol says of `phase`.
+fn state_of(phase: &Phase) -> CaptureState {
+    match phase {
+        Phase::Idle => CaptureState::Idle,
+        Phase::Armed(p) => CaptureState::Armed { id: p.id, start: p.start, span: p.span },
+        Phase::Starting(id) => CaptureState::Starting { id: *id },
+        Phase::Running(live) => CaptureState::Running {
+            id: live.pending.id,
+            first_step: live.first_step,
+            steps_done: live.steps_done,
+            span: live.pending.span,
+        },
+        Phase::Finishing(id, _) => CaptureState::Finishing { id: *id },
     }
 }

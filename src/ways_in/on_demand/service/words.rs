@@ -1,29 +1,12 @@
-//! What the on-demand [`Service`](super::Service) says, in the protocol's terms: the
-//! [`CaptureState`] of a phase, whether a step push starts an armed capture, how a capture cut
-//! by the run's end records its end, and the refusal of a process with no CUDA context yet.
-//! Pure functions of the service's state; they do no I/O and take no lock.
+//! What the on-demand [`Service`](super::Service) decides and says in the protocol's terms,
+//! apart from its state: whether a step push starts an armed capture, how a capture cut by the
+//! run's end records its end, and the refusal of a process with no CUDA context yet. Pure
+//! functions; they do no I/O and take no lock.
 //!
-//! Imports the service's `Phase` and the protocol's types.
+//! Imports the protocol's and the model's types only (not the service).
 
-use super::Phase;
 use crate::model::RunEnd;
-use crate::ways_in::on_demand::protocol::{CaptureState, StartAt};
-
-/// What the protocol says of `phase`.
-pub(super) fn state_of(phase: &Phase) -> CaptureState {
-    match phase {
-        Phase::Idle => CaptureState::Idle,
-        Phase::Armed(p) => CaptureState::Armed { id: p.id, start: p.start, span: p.span },
-        Phase::Starting(id) => CaptureState::Starting { id: *id },
-        Phase::Running(live) => CaptureState::Running {
-            id: live.pending.id,
-            first_step: live.first_step,
-            steps_done: live.steps_done,
-            span: live.pending.span,
-        },
-        Phase::Finishing(id, _) => CaptureState::Finishing { id: *id },
-    }
-}
+use crate::ways_in::on_demand::protocol::StartAt;
 
 /// Whether a step push numbered `index` starts a capture armed to start at `start`.
 pub(super) fn starts_at(start: StartAt, index: Option<u64>) -> bool {
