@@ -39,23 +39,32 @@ def ns(seconds):
     return None if seconds is None else round(seconds * 1e9)
 
 
+def rank_reports(run_dir):
+    """{rank (str, None when a directory names none): report.json's `streamed`} of each
+    process's report under RUN_DIR (directories named HOST-RANK by gmprof run, or holding
+    rank<N>); None, said, when one is not a streamed run. Shared with check_otlp_pushes.py."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(run_dir, "**", "report.json"), recursive=True)):
+        rel = os.path.dirname(os.path.relpath(path, run_dir))
+        m = re.search(r"rank(\d+)", rel) or re.search(r"-(\d+)$", rel)
+        with open(path) as f:
+            streamed = json.load(f).get("streamed")
+        if not streamed:
+            print(f"FAIL  {path}: not a streamed run (no steps table)")
+            return None
+        out[m.group(1) if m else None] = streamed
+    return out
+
+
 def main(argv):
     if len(argv) != 3:
         print(__doc__, file=sys.stderr)
         return 2
     run_dir, scrapes_path = argv[1], argv[2]
-    reports = sorted(glob.glob(os.path.join(run_dir, "**", "report.json"), recursive=True))
-    tables = {}
-    for path in reports:
-        rel = os.path.dirname(os.path.relpath(path, run_dir))
-        m = re.search(r"rank(\d+)", rel) or re.search(r"-(\d+)$", rel)
-        rank = m.group(1) if m else None
-        with open(path) as f:
-            streamed = json.load(f).get("streamed")
-        if not streamed:
-            print(f"FAIL  {path}: not a streamed run (no steps table)")
-            return 1
-        tables[rank] = streamed["steps_table"]
+    streamed_by_rank = rank_reports(run_dir)
+    if streamed_by_rank is None:
+        return 1
+    tables = {rank: streamed["steps_table"] for rank, streamed in streamed_by_rank.items()}
     scrapes = [json.loads(line) for line in open(scrapes_path)]
     if None in tables:
         if len(tables) > 1:

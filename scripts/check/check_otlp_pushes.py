@@ -21,20 +21,10 @@ Checks, per rank:
 Prints one line per rank, and what disagreed; exits 1 when something did.
 """
 
-import glob
 import json
-import os
-import re
 import sys
 
-
-def value(points, name, **labels):
-    got = [v for n, l, v in points if n == name and all(l.get(k) == w for k, w in labels.items())]
-    return got[0] if got else None
-
-
-def ns(seconds):
-    return None if seconds is None else round(seconds * 1e9)
+from check_live_scrapes import ns, rank_reports, value
 
 
 def main(argv):
@@ -43,17 +33,12 @@ def main(argv):
         return 2
     run_dir, path = argv[1], argv[2]
     pushes = [json.loads(line) for line in open(path)]
-    reports = sorted(glob.glob(os.path.join(run_dir, "**", "report.json"), recursive=True))
+    reports = rank_reports(run_dir)
+    if reports is None:
+        return 1
     bad = 0
-    for rp in reports:
-        rel = os.path.dirname(os.path.relpath(rp, run_dir))
-        m = re.search(r"-(\d+)$", rel)
-        rank = int(m.group(1)) if m else 0
-        streamed = json.load(open(rp)).get("streamed")
-        if not streamed:
-            print(f"FAIL  {rp}: not a streamed run")
-            bad += 1
-            continue
+    for rank, streamed in sorted(reports.items(), key=lambda kv: kv[0] or "0"):
+        rank = int(rank or 0)
         table = streamed["steps_table"]
         mine = [p for p in pushes if int(p["resource"].get("rank", 0)) == rank]
         wrong = []
