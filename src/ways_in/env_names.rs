@@ -47,6 +47,9 @@ pub mod injection {
     /// `0` to keep the allocator's free pages after each streamed drain (by default they are
     /// given back: glibc's `malloc_trim`, so the process's memory stays flat).
     pub const STREAM_TRIM: &str = "GMPROF_STREAM_TRIM";
+    /// Which kernels of a streamed PM-sampling run get rows in `pm/`: `covered` (the
+    /// default: those that fill at least half a sample window) or `all`.
+    pub const PM_KERNEL_ROWS: &str = "GMPROF_PM_KERNEL_ROWS";
     /// The flight recorder's slow-step rule (`3x` the running median of step time, or a time
     /// such as `200ms`); setting it streams the run from its start (`--slow-step`).
     pub const SLOW_STEP: &str = "GMPROF_SLOW_STEP";

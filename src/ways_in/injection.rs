@@ -476,6 +476,7 @@ fn start_streaming(
         release_memory: options.release_memory,
         live,
         window_trace: outputs.trace_options().clone(),
+        pm_kernel_rows: options.pm_kernel_rows,
         ..StreamSettings::default()
     };
     let config = StreamConfig { dir, row_limit: options.row_limit, settings };

@@ -42,6 +42,8 @@ pub struct StreamOptions {
     /// Whether each drain gives the allocator's free pages back (`GMPROF_STREAM_TRIM`,
     /// on unless `0`).
     pub release_memory: bool,
+    /// Which kernels get rows in `pm/` when the run samples PM (`GMPROF_PM_KERNEL_ROWS`).
+    pub pm_kernel_rows: crate::report::stream::PmKernelRows,
     /// The flight recorder, when a rule or a signal asks for one (the run then streams from
     /// its start).
     pub flight: Option<FlightSettings>,
@@ -103,6 +105,16 @@ impl StreamOptions {
                         env::STREAM_TRIM
                     )))
                 }
+            },
+            pm_kernel_rows: match get(env::PM_KERNEL_ROWS) {
+                None => crate::report::stream::PmKernelRows::default(),
+                Some(v) => crate::report::stream::PmKernelRows::parse(&v).ok_or_else(|| {
+                    Error::InvalidConfig(format!(
+                        "{}={v}: use covered (rows for the kernels that fill at least half a PM sample window, the \
+                         default) or all (a row for every kernel)",
+                        env::PM_KERNEL_ROWS
+                    ))
+                })?,
             },
             asked: flight.is_some() || stream == Some(true) || live,
             flight,
@@ -273,9 +285,16 @@ mod tests {
             flight: None,
             flight_signal: None,
             release_memory: true,
+            pm_kernel_rows: crate::report::stream::PmKernelRows::Covered,
             asked: false,
         };
         assert_eq!(stream(&[]).unwrap(), Some(default.clone()));
+        assert_eq!(
+            stream(&[(env::PM_KERNEL_ROWS, "all")]).unwrap(),
+            Some(StreamOptions { pm_kernel_rows: crate::report::stream::PmKernelRows::All, ..default.clone() })
+        );
+        let e = stream(&[(env::PM_KERNEL_ROWS, "some")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_PM_KERNEL_ROWS=some: use covered"), "{e}");
         assert_eq!(
             stream(&[(env::ROW_LIMIT, "10")]).unwrap(),
             Some(StreamOptions { row_limit: 10, ..default.clone() })

@@ -39,6 +39,7 @@ fn config_traced(dir: &Path, flight: FlightSettings, window_trace: TraceOptions)
             release_memory: true,
             live: None,
             window_trace,
+            pm_kernel_rows: Default::default(),
         },
     }
 }

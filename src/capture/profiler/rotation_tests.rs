@@ -240,6 +240,7 @@ fn a_streamed_rotation_drains_unmeasured_launches_without_waiting_for_the_cycle(
         release_memory: true,
         live: None,
         window_trace: Default::default(),
+        pm_kernel_rows: Default::default(),
     };
     h.profiler().stream_into(StreamConfig { dir: dir.path().to_owned(), row_limit: 50, settings }).unwrap();
     let mut gpu_ns = 1_000_000u64;

@@ -41,6 +41,7 @@ fn run(dir: &Path, flight: Option<FlightSettings>) -> Report {
             release_memory: true,
             live: None,
             window_trace: Default::default(),
+            pm_kernel_rows: Default::default(),
         },
     };
     h.profiler().stream_into(config).unwrap();

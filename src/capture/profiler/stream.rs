@@ -498,7 +498,15 @@ impl Shared {
                 } else {
                     format!("the run launched more than {limit} kernels (GMPROF_ROW_LIMIT)")
                 };
-                let pm_dirs = if end.pm.is_some() { "pm/, pm_samples/, " } else { "" };
+                let pm_dirs = match end.pm {
+                    Some(pm) if pm.short_left_out > 0 => format!(
+                        "pm/ (the kernels that fill at least half a PM sample window; {} shorter kernel(s) left out, \
+                         their samples in pm_samples/: GMPROF_PM_KERNEL_ROWS=all writes them), pm_samples/, ",
+                        pm.short_left_out
+                    ),
+                    Some(_) => "pm/, pm_samples/, ".to_owned(),
+                    None => String::new(),
+                };
                 let summary = end.summary(
                     format!(
                         "{why}: every row was streamed to part files beside report.json (kernels/, transfers/, \
@@ -517,7 +525,12 @@ impl Shared {
                     .filter(|a| a.quantity == crate::analysis::online::AggregateQuantity::DurationNs)
                     .try_fold(0u64, |sum, a| a.summary.total_ns.map(|t| sum + t));
                 let times = *streaming.times.lock();
-                report.streamed = Some(StreamedSummary { drain_times: (times.drains > 0).then_some(times), ..summary });
+                report.streamed = Some(StreamedSummary {
+                    drain_times: (times.drains > 0).then_some(times),
+                    pm_kernels_left_out: end.pm.map_or(0, |pm| pm.short_left_out),
+                    pm_kernels_left_out_ns: end.pm.map_or(0, |pm| pm.short_left_out_ns),
+                    ..summary
+                });
                 report
             }
             Err(e) => {

@@ -165,6 +165,7 @@ fn config(dir: &Path) -> StreamConfig {
             release_memory: false,
             live: None,
             window_trace: Default::default(),
+            pm_kernel_rows: Default::default(),
         },
     }
 }

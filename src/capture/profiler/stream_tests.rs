@@ -35,6 +35,7 @@ fn config(dir: &Path, row_limit: u64) -> StreamConfig {
             release_memory: true,
             live: None,
             window_trace: Default::default(),
+            pm_kernel_rows: Default::default(),
         },
     }
 }

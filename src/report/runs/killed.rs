@@ -138,6 +138,8 @@ pub fn report_from_parts(dir: &Path) -> Result<Report> {
         steps_table,
         flight: None,
         drain_times: None,
+        pm_kernels_left_out: 0,
+        pm_kernels_left_out_ns: 0,
     };
     let mut report =
         Report::analyze(CaptureInfo::new(meta.mode), &MetricSet::default(), &SessionTree::new(), Correlator::new());

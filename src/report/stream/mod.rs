@@ -22,6 +22,6 @@ pub mod writer;
 pub use self::flight::{write_window, WindowJob, WHY_JSON, WINDOW_FILES};
 pub use self::memory::release_free_memory;
 pub use self::pipeline::{DrainInput, Drained, PipelineCore, PipelineHandle, StreamEnd, StreamPipeline};
-pub use self::pm::{PmFeed, PmStream, PmStreamCounts, PmWait};
+pub use self::pm::{PmFeed, PmKernelRows, PmStream, PmStreamCounts, PmWait};
 pub use self::summary::{DrainTimes, StreamedSummary, StreamedTable};
 pub use self::writer::{StreamMeta, StreamSettings, StreamWriter, StreamWritten, STREAMED_TABLES};

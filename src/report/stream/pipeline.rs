@@ -77,6 +77,8 @@ impl StreamEnd {
             steps_table_left_out: self.written.steps_table_left_out,
             flight: self.written.flight.clone(),
             drain_times: None,
+            pm_kernels_left_out: 0,
+            pm_kernels_left_out_ns: 0,
         }
     }
 }
@@ -374,7 +376,8 @@ impl StreamPipeline {
             }
             let w = &mut c.writer;
             let (meta, policy) = w.part_settings();
-            PmStream::create(w.dir(), meta, policy, metrics).map(|pm| w.set_pm(pm))?;
+            let rows = w.pm_kernel_rows();
+            PmStream::create(w.dir(), meta, policy, metrics, rows).map(|pm| w.set_pm(pm))?;
             c.pm = Some(PmWait::default());
             Ok(())
         });

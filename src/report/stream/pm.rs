@@ -3,6 +3,14 @@
 //! still to be written may overlap; each drain's kernel rows are folded over the held samples
 //! ([`pm_fold::fold_kernels`]) and written to `pm/` in `pm.parquet`'s columns.
 //!
+//! By default ([`PmKernelRows::Covered`]) `pm/` gets a kernel's row only when the kernel
+//! fills at least [`MIN_KERNEL_WINDOWS`] of a sample window, or when no sample covers it (its
+//! values blank, said): a shorter kernel's values are mostly its neighbours' (the sample's
+//! amount split by a model, [`pm_fold`]'s `few_samples`), and at the auto interval they are
+//! most of a training step's launches: 9 minutes of llm.c wrote 64.6 M such rows, 1 GB. They
+//! are counted ([`PmStreamCounts::short_left_out`]) and said in the summary; their samples are
+//! in `pm_samples/`, their times in `kernels/`, and `GMPROF_PM_KERNEL_ROWS=all` writes them.
+//!
 //! A kernel waits in the session until the decoder has passed its end
 //! ([`PmWait::wait_horizon`], [`Correlator::drain_complete`]'s `pm_horizon`), so it is
 //! folded over every sample it will ever have. Samples ending before the oldest kernel still
@@ -36,6 +44,39 @@ pub const TAIL_SAMPLES: usize = 8;
 /// kernels).
 pub const STALL_DRAINS: u32 = 5;
 
+/// The part of a sample window a kernel fills from which `pm/` gets its row by default.
+pub const MIN_KERNEL_WINDOWS: f64 = 0.5;
+
+/// Which kernels get rows in a streamed run's `pm/` (`GMPROF_PM_KERNEL_ROWS`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PmKernelRows {
+    /// Kernels that fill at least [`MIN_KERNEL_WINDOWS`] of a sample window, and those no
+    /// sample covers (the default: `covered`).
+    #[default]
+    Covered,
+    /// Every kernel (`all`).
+    All,
+}
+
+impl PmKernelRows {
+    /// Its name in `GMPROF_PM_KERNEL_ROWS`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PmKernelRows::Covered => "covered",
+            PmKernelRows::All => "all",
+        }
+    }
+
+    /// The setting named `word` (`covered` or `all`).
+    pub fn parse(word: &str) -> Option<Self> {
+        match word {
+            "covered" => Some(PmKernelRows::Covered),
+            "all" => Some(PmKernelRows::All),
+            _ => None,
+        }
+    }
+}
+
 /// What one drain hands over from the PM sampler.
 #[derive(Clone, Debug, Default)]
 pub struct PmFeed {
@@ -59,6 +100,7 @@ pub struct PmStream {
     /// The end of the last sample decoded.
     horizon: Option<u64>,
     counts: PmStreamCounts,
+    kernel_rows: PmKernelRows,
 }
 
 /// The session's side of PM sampling in a streamed run: how far the decoder got, and whether
@@ -147,6 +189,11 @@ pub struct PmStreamCounts {
     pub samples: u64,
     /// Kernels written to `pm/` (one row per metric each).
     pub kernels: u64,
+    /// Kernels folded but not written to `pm/`: shorter than [`MIN_KERNEL_WINDOWS`] of a
+    /// sample window, with [`PmKernelRows::Covered`].
+    pub short_left_out: u64,
+    /// Their GPU time, ns.
+    pub short_left_out_ns: u64,
     /// Of those, kernels no sample covered (every value blank).
     pub blank_kernels: u64,
     /// Of those, blank kernels that were written once kernels stopped waiting (the decoder
@@ -170,7 +217,13 @@ pub struct PmStreamEnd {
 impl PmStream {
     /// Opens `dir/pm/` and `dir/pm_samples/` for samples of `metrics`; `meta_json` is the
     /// streamed tables' `gmprof.meta`.
-    pub fn create(dir: &Path, meta_json: &str, policy: SegmentPolicy, metrics: Vec<PmMetric>) -> Result<Self> {
+    pub fn create(
+        dir: &Path,
+        meta_json: &str,
+        policy: SegmentPolicy,
+        metrics: Vec<PmMetric>,
+        kernel_rows: PmKernelRows,
+    ) -> Result<Self> {
         let open = |table: &'static str, what: &'static str, columns| {
             let metadata = vec![(KEY_TABLE.to_owned(), table.to_owned()), (KEY_META.to_owned(), meta_json.to_owned())];
             PartWriter::create(&dir.join(table), what, columns, metadata, policy)
@@ -186,6 +239,7 @@ impl PmStream {
             context: Vec::new(),
             horizon: None,
             counts: PmStreamCounts::default(),
+            kernel_rows,
         })
     }
 
@@ -211,6 +265,12 @@ impl PmStream {
         let waiting = !released;
         let folded = pm_fold::fold_kernels(&self.metrics, &self.held, &self.context, rows);
         for row in folded.into_iter().flatten() {
+            let short = row.values.iter().flatten().next().is_some_and(|v| v.windows < MIN_KERNEL_WINDOWS);
+            if short && self.kernel_rows == PmKernelRows::Covered {
+                self.counts.short_left_out += 1;
+                self.counts.short_left_out_ns += row.end_ns - row.start_ns;
+                continue;
+            }
             for (index, metric) in self.metrics.iter().enumerate() {
                 let unit = self.units[index].as_deref();
                 self.rows.row(|w| push_pm_value(w, &row, index, metric, unit))?;
@@ -320,7 +380,8 @@ mod tests {
     fn samples_are_written_once_and_pruned_to_the_oldest_kernel_waiting() {
         let dir = tempfile::tempdir().unwrap();
         let metrics = vec![PmMetric::new("dram__bytes_read.sum.per_second", "byte/second")];
-        let mut pm = PmStream::create(dir.path(), "{}", SegmentPolicy::default(), metrics).unwrap();
+        let mut pm =
+            PmStream::create(dir.path(), "{}", SegmentPolicy::default(), metrics, PmKernelRows::default()).unwrap();
         pm.feed((0..100).map(|i| sample(i * 100)).collect()).unwrap();
         pm.prune(Some(5_000));
         assert_eq!(pm.held(), 50 + TAIL_SAMPLES);
@@ -329,5 +390,81 @@ mod tests {
         let end = pm.finish().unwrap();
         assert_eq!(end.counts.samples, 100);
         assert_eq!(end.tables.iter().find(|t| t.0 == "pm_samples").map(|t| t.1.rows), Some(100));
+    }
+
+    fn kernel(correlation_id: u32, start_ns: u64, end_ns: u64) -> KernelRow {
+        use crate::analysis::correlate::{Granularity, KernelStatus, TimeSource};
+        KernelRow {
+            range_id: None,
+            range_path: "step".into(),
+            cycle: None,
+            ordinal: None,
+            correlation_id,
+            kernel_name: Some("k".into()),
+            mangled_name: Some("k".into()),
+            grid: Some([1, 1, 1]),
+            block: Some([32, 1, 1]),
+            registers_per_thread: None,
+            shared_memory_bytes: None,
+            stream_id: Some(7),
+            thread: Some(1),
+            launch_ns: None,
+            launch_end_ns: None,
+            api_name: None,
+            device_id: Some(0),
+            start_ns: Some(start_ns),
+            end_ns: Some(end_ns),
+            duration_ns: Some(end_ns - start_ns),
+            time_source: TimeSource::Activity,
+            range_duration_ns: None,
+            metrics: Vec::new(),
+            status: KernelStatus::Ok,
+            granularity: Granularity::Kernel,
+            graph_id: None,
+            graph_node_id: None,
+            graph_kernels: None,
+        }
+    }
+
+    /// Kernels written by each [`PmKernelRows`] setting: by default only those that fill
+    /// half a sample window or more, and those no sample covers (blank, said); with `all`
+    /// every kernel. The rest are counted.
+    #[test]
+    fn kernels_shorter_than_half_a_window_are_counted_not_written_by_default() {
+        let window = 1_000;
+        let samples: Vec<PmSample> = (0..20u64)
+            .map(|i| PmSample { start_ns: i * window, end_ns: (i + 1) * window, values: vec![Some(2.0e9)] })
+            .collect();
+        // 0.2, 0.4, 0.5, 0.9 and 3 windows long; the last one past every sample.
+        let kernels = vec![
+            kernel(1, 1_000, 1_200),
+            kernel(2, 2_000, 2_400),
+            kernel(3, 3_000, 3_500),
+            kernel(4, 4_000, 4_900),
+            kernel(5, 6_000, 9_000),
+            kernel(6, 50_000, 51_000),
+        ];
+        let written = |rows: PmKernelRows| {
+            let dir = tempfile::tempdir().unwrap();
+            let metrics = vec![PmMetric::new("dram__bytes_read.sum.per_second", "byte/second")];
+            let mut pm = PmStream::create(dir.path(), "{}", SegmentPolicy::default(), metrics, rows).unwrap();
+            pm.feed(samples.clone()).unwrap();
+            pm.kernels(&kernels, true).unwrap();
+            let end = pm.finish().unwrap();
+            let table = end.tables.iter().find(|(n, _)| *n == "pm").map(|(_, p)| p.rows);
+            (
+                table,
+                end.counts.kernels,
+                end.counts.short_left_out,
+                end.counts.blank_kernels,
+                end.counts.short_left_out_ns,
+            )
+        };
+        // Covered: kernels 3, 4 and 5 (0.5 window and more) and the blank kernel 6.
+        assert_eq!(written(PmKernelRows::Covered), (Some(4), 4, 2, 1, 600));
+        assert_eq!(written(PmKernelRows::All), (Some(6), 6, 0, 1, 0));
+        assert_eq!(PmKernelRows::parse("all"), Some(PmKernelRows::All));
+        assert_eq!(PmKernelRows::parse(PmKernelRows::Covered.as_str()), Some(PmKernelRows::Covered));
+        assert_eq!(PmKernelRows::parse("some"), None);
     }
 }

@@ -112,4 +112,15 @@ pub struct StreamedSummary {
     /// The flight recorder's windows (`window-N/`), when the run had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flight: Option<FlightSummary>,
+    /// PM sampling: kernels with no row in `pm/`, shorter than half a sample window
+    /// ([`crate::report::stream::PmKernelRows`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pm_kernels_left_out: u64,
+    /// Their GPU time, ns.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pm_kernels_left_out_ns: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

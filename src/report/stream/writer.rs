@@ -19,7 +19,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::flight::WindowJob;
-use super::pm::PmStream;
+use super::pm::{PmKernelRows, PmStream};
 use crate::analysis::aggregate::RangeRow;
 use crate::analysis::correlate::{KernelRow, TransferRow};
 use crate::analysis::online::{
@@ -65,6 +65,8 @@ pub struct StreamSettings {
     /// holds every row of its steps, so it can be a Kineto trace, unlike the whole run's
     /// step timeline.
     pub window_trace: TraceOptions,
+    /// Which kernels get rows in `pm/` when the run samples PM (`GMPROF_PM_KERNEL_ROWS`).
+    pub pm_kernel_rows: PmKernelRows,
 }
 
 impl Default for StreamSettings {
@@ -76,6 +78,7 @@ impl Default for StreamSettings {
             release_memory: true,
             live: None,
             window_trace: TraceOptions::default(),
+            pm_kernel_rows: PmKernelRows::default(),
         }
     }
 }
@@ -144,6 +147,8 @@ pub struct StreamWriter {
     flight: Option<Flight>,
     /// PM sampling's tables, when the run samples ([`StreamWriter::set_pm`]).
     pm: Option<PmStream>,
+    /// Which kernels get rows in `pm/`.
+    pm_kernel_rows: PmKernelRows,
     /// The live metrics, when exported: the drain's sums, handed to the feed at its end.
     live: Option<(LiveFeed, DrainSums)>,
 }
@@ -195,6 +200,7 @@ impl StreamWriter {
                 jobs: Vec::new(),
             }),
             pm: None,
+            pm_kernel_rows: settings.pm_kernel_rows,
             live: settings.live.map(|feed| (feed, DrainSums::new(&meta.metrics))),
         })
     }
@@ -233,6 +239,11 @@ impl StreamWriter {
     /// (PM sampling's, [`super::pm::PmStream`]) are opened with.
     pub fn part_settings(&self) -> (&str, SegmentPolicy) {
         (&self.meta_json, self.policy)
+    }
+
+    /// Which kernels get rows in `pm/` ([`StreamSettings::pm_kernel_rows`]).
+    pub fn pm_kernel_rows(&self) -> PmKernelRows {
+        self.pm_kernel_rows
     }
 
     /// What the writer holds, by collection (a streamed run's per-drain memory census).

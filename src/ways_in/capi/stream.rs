@@ -35,6 +35,7 @@ pub(super) fn start(profiler: &Profiler, outputs: &Arc<Outputs>, options: &Strea
         release_memory: options.release_memory,
         live: crate::ways_in::live_metrics::feed(export.as_ref(), profiler.device_id()),
         window_trace: outputs.trace_options().clone(),
+        pm_kernel_rows: options.pm_kernel_rows,
         ..StreamSettings::default()
     };
     let config = StreamConfig { dir: outputs.dir().to_owned(), row_limit: options.row_limit, settings };
