@@ -9,6 +9,8 @@
 #   shapes    (nanoGPT) its evaluation every 50 iterations: a second step shape;
 #   isolate   the unmeasured launch path alone (--rotate 1000000) against trace;
 #   ncuprobe  (llm.c) what ncu's --launch-skip counts.
+#   floor     the tracing floor: native, Nsight Systems (CUDA and NVTX), gmprof trace with and
+#             without --torch-steps, interleaved ROUNDS times (what trace costs, and nsys beside it).
 #
 # Here: scripts/gpu-stage --no-tests --features gpu, then scripts/real/stage.sh (builds .real/).
 # There, from the repo root with .gpu/ and .real/ carried:
@@ -91,6 +93,17 @@ for prog in llmc nanogpt; do
     done
     python3 "$ROOT"/scripts/check/step_times.py "$out/$prog-inative1.txt" "$out"/$prog-i{native,trace,none,auto}[0-9].txt
     grep -h "^rotation 1/" "$out"/$prog-inone1.txt | head -2
+  fi
+  if part floor; then
+    NSYS=${NSYS:-/opt/nvidia/nsight-compute/2025.3.1/host/target-linux-x64/nsys}
+    for i in $(seq 1 "${ROUNDS:-2}"); do
+      run "${P[@]}" $(steps_arg "$steps") > "$out/$prog-fnative$i.txt" 2>&1
+      run "$NSYS" profile -t cuda,nvtx -s none --cpuctxsw=none -f true -o "/tmp/$prog-nsys$i" "${P[@]}" $(steps_arg "$steps") \
+        > "$out/$prog-fnsys$i.txt" 2>&1
+      run "$G" run "${TS[@]}" --mode trace -o "$out/$prog-ftrace$i" -- "${P[@]}" $(steps_arg "$steps") > "$out/$prog-ftrace$i.txt" 2>&1
+      run "$G" run --mode trace -o "$out/$prog-fplain$i" -- "${P[@]}" $(steps_arg "$steps") > "$out/$prog-fplain$i.txt" 2>&1
+    done
+    python3 "$ROOT"/scripts/check/step_times.py "$out/$prog-fnative1.txt" "$out"/$prog-f{native,nsys,trace,plain}[0-9].txt
   fi
   if part ncuprobe; then
     for args in "--launch-skip 5952 --launch-count 3" "--cache-control none --clock-control none --launch-skip 3472 --launch-count 3" \

@@ -47,6 +47,8 @@ pub mod injection {
     /// `0` to keep the allocator's free pages after each streamed drain (by default they are
     /// given back: glibc's `malloc_trim`, so the process's memory stays flat).
     pub const STREAM_TRIM: &str = "GMPROF_STREAM_TRIM";
+    /// Drains between two such releases (default 8).
+    pub const STREAM_TRIM_EVERY: &str = "GMPROF_STREAM_TRIM_EVERY";
     /// Which kernels of a streamed PM-sampling run get rows in `pm/`: `covered` (the
     /// default: those that fill at least half a sample window) or `all`.
     pub const PM_KERNEL_ROWS: &str = "GMPROF_PM_KERNEL_ROWS";

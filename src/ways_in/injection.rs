@@ -474,6 +474,7 @@ fn start_streaming(
     let settings = StreamSettings {
         flight: options.flight.clone(),
         release_memory: options.release_memory,
+        release_every: options.release_every,
         live,
         window_trace: outputs.trace_options().clone(),
         pm_kernel_rows: options.pm_kernel_rows,

@@ -42,6 +42,8 @@ pub struct StreamOptions {
     /// Whether each drain gives the allocator's free pages back (`GMPROF_STREAM_TRIM`,
     /// on unless `0`).
     pub release_memory: bool,
+    /// Drains between two such releases (`GMPROF_STREAM_TRIM_EVERY`, default 8).
+    pub release_every: u64,
     /// Which kernels get rows in `pm/` when the run samples PM (`GMPROF_PM_KERNEL_ROWS`).
     pub pm_kernel_rows: crate::report::stream::PmKernelRows,
     /// The flight recorder, when a rule or a signal asks for one (the run then streams from
@@ -106,6 +108,11 @@ impl StreamOptions {
                     )))
                 }
             },
+            release_every: number(
+                env::STREAM_TRIM_EVERY,
+                crate::report::stream::DEFAULT_RELEASE_EVERY,
+                "a number of drains",
+            )?,
             pm_kernel_rows: match get(env::PM_KERNEL_ROWS) {
                 None => crate::report::stream::PmKernelRows::default(),
                 Some(v) => crate::report::stream::PmKernelRows::parse(&v).ok_or_else(|| {
@@ -285,6 +292,7 @@ mod tests {
             flight: None,
             flight_signal: None,
             release_memory: true,
+            release_every: 8,
             pm_kernel_rows: crate::report::stream::PmKernelRows::Covered,
             asked: false,
         };
@@ -293,6 +301,12 @@ mod tests {
             stream(&[(env::PM_KERNEL_ROWS, "all")]).unwrap(),
             Some(StreamOptions { pm_kernel_rows: crate::report::stream::PmKernelRows::All, ..default.clone() })
         );
+        assert_eq!(
+            stream(&[(env::STREAM_TRIM_EVERY, "1")]).unwrap(),
+            Some(StreamOptions { release_every: 1, ..default.clone() })
+        );
+        let e = stream(&[(env::STREAM_TRIM_EVERY, "0")]).unwrap_err().to_string();
+        assert!(e.contains("GMPROF_STREAM_TRIM_EVERY=0: use a number of drains above 0"), "{e}");
         let e = stream(&[(env::PM_KERNEL_ROWS, "some")]).unwrap_err().to_string();
         assert!(e.contains("GMPROF_PM_KERNEL_ROWS=some: use covered"), "{e}");
         assert_eq!(

@@ -37,6 +37,7 @@ fn config_traced(dir: &Path, flight: FlightSettings, window_trace: TraceOptions)
             online: OnlineSettings::default(),
             flight: Some(flight),
             release_memory: true,
+            release_every: crate::report::stream::DEFAULT_RELEASE_EVERY,
             live: None,
             window_trace,
             pm_kernel_rows: Default::default(),

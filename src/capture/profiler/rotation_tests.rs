@@ -238,6 +238,7 @@ fn a_streamed_rotation_drains_unmeasured_launches_without_waiting_for_the_cycle(
         online: OnlineSettings::default(),
         flight: None,
         release_memory: true,
+        release_every: crate::report::stream::DEFAULT_RELEASE_EVERY,
         live: None,
         window_trace: Default::default(),
         pm_kernel_rows: Default::default(),

@@ -39,6 +39,7 @@ fn run(dir: &Path, flight: Option<FlightSettings>) -> Report {
             online: OnlineSettings::default(),
             flight,
             release_memory: true,
+            release_every: crate::report::stream::DEFAULT_RELEASE_EVERY,
             live: None,
             window_trace: Default::default(),
             pm_kernel_rows: Default::default(),

@@ -165,17 +165,13 @@ struct DrainTail {
     census: Option<Vec<(&'static str, usize)>>,
 }
 
-/// Drains between two releases of the allocator's free pages: a release makes the next
-/// drains fault their pages in again (on the stream benchmark, every drain releasing cost a
-/// fifth of the drains' time in page faults), while the creep it stops is slow.
-pub(super) const DRAINS_PER_RELEASE: u64 = 8;
-
-/// After a drain, with no lock held: every [`DRAINS_PER_RELEASE`] drains, gives the
+/// After a drain, with no lock held: every `every` drains
+/// ([`StreamSettings::release_every`](crate::report::stream::StreamSettings)), gives the
 /// allocator's free pages back when `release`
 /// ([`StreamSettings::release_memory`](crate::report::stream::StreamSettings)), timed into
 /// `times`.
-fn release_memory(release: bool, times: &parking_lot::Mutex<crate::report::stream::DrainTimes>) {
-    if release && times.lock().drains % DRAINS_PER_RELEASE == 1 {
+fn release_memory(release: bool, every: u64, times: &parking_lot::Mutex<crate::report::stream::DrainTimes>) {
+    if release && times.lock().drains % every.max(1) == 1 % every.max(1) {
         let t = Instant::now();
         crate::report::stream::release_free_memory();
         times.lock().add_release(t.elapsed().as_nanos() as u64);
@@ -311,6 +307,7 @@ impl Shared {
         });
         let times = std::sync::Arc::clone(&streaming.times);
         let release = streaming.config.settings.release_memory;
+        let release_every = streaming.config.settings.release_every;
         let window_writes = std::sync::Arc::clone(&streaming.window_writes);
         drop(guard);
         let held_ns = started.elapsed().as_nanos() as u64;
@@ -350,7 +347,7 @@ impl Shared {
         }
         if windows.is_empty() {
             drop(writing);
-            release_memory(release, &times);
+            release_memory(release, release_every, &times);
             return self.after_drain(&handle, drained, launches_held, tail);
         }
         // The flight recorder's windows are written with the session let go: the program's
@@ -374,7 +371,7 @@ impl Shared {
                 }
             }
         }
-        release_memory(release, &times);
+        release_memory(release, release_every, &times);
         self.after_drain(&handle, drained, launches_held, tail)
     }
 

@@ -163,6 +163,7 @@ fn config(dir: &Path) -> StreamConfig {
             online: OnlineSettings { window_steps: 50, ..OnlineSettings::default() },
             flight: None,
             release_memory: false,
+            release_every: crate::report::stream::DEFAULT_RELEASE_EVERY,
             live: None,
             window_trace: Default::default(),
             pm_kernel_rows: Default::default(),

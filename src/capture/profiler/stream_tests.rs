@@ -33,6 +33,7 @@ fn config(dir: &Path, row_limit: u64) -> StreamConfig {
             online: OnlineSettings { window_steps: 50, ..OnlineSettings::default() },
             flight: None,
             release_memory: true,
+            release_every: crate::report::stream::DEFAULT_RELEASE_EVERY,
             live: None,
             window_trace: Default::default(),
             pm_kernel_rows: Default::default(),

@@ -24,4 +24,6 @@ pub use self::memory::release_free_memory;
 pub use self::pipeline::{DrainInput, Drained, PipelineCore, PipelineHandle, StreamEnd, StreamPipeline};
 pub use self::pm::{PmFeed, PmKernelRows, PmStream, PmStreamCounts, PmWait};
 pub use self::summary::{DrainTimes, StreamedSummary, StreamedTable};
-pub use self::writer::{StreamMeta, StreamSettings, StreamWriter, StreamWritten, STREAMED_TABLES};
+pub use self::writer::{
+    StreamMeta, StreamSettings, StreamWriter, StreamWritten, DEFAULT_RELEASE_EVERY, STREAMED_TABLES,
+};

@@ -46,6 +46,11 @@ pub const STREAMED_TABLES: [&str; 6] = ["kernels", "transfers", "ranges", "steps
 /// groups); later steps are in `steps/` only, and counted.
 pub const MAX_REPORT_STEPS: usize = 100_000;
 
+/// Drains between two releases of the allocator's free pages by default: a release after
+/// every drain put about a fifth of the stream benchmark's drain time in page faults, while
+/// the creep it stops is slow.
+pub const DEFAULT_RELEASE_EVERY: u64 = 8;
+
 /// How a run streams.
 #[derive(Clone, Debug)]
 pub struct StreamSettings {
@@ -58,6 +63,9 @@ pub struct StreamSettings {
     /// Whether the stream thread gives the allocator's free pages back after each drain
     /// ([`super::release_free_memory`]; on by default, `GMPROF_STREAM_TRIM=0` turns it off).
     pub release_memory: bool,
+    /// Drains between two such releases (`GMPROF_STREAM_TRIM_EVERY`, default
+    /// [`DEFAULT_RELEASE_EVERY`]).
+    pub release_every: u64,
     /// The live metrics this run's drains feed (`--metrics-port`, `--otlp`), when they are
     /// exported; the run then streams from its start.
     pub live: Option<LiveFeed>,
@@ -76,6 +84,7 @@ impl Default for StreamSettings {
             online: OnlineSettings::default(),
             flight: None,
             release_memory: true,
+            release_every: DEFAULT_RELEASE_EVERY,
             live: None,
             window_trace: TraceOptions::default(),
             pm_kernel_rows: PmKernelRows::default(),

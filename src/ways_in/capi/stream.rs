@@ -33,6 +33,7 @@ pub(super) fn start(profiler: &Profiler, outputs: &Arc<Outputs>, options: &Strea
     let settings = StreamSettings {
         flight: options.flight.clone(),
         release_memory: options.release_memory,
+        release_every: options.release_every,
         live: crate::ways_in::live_metrics::feed(export.as_ref(), profiler.device_id()),
         window_trace: outputs.trace_options().clone(),
         pm_kernel_rows: options.pm_kernel_rows,
