@@ -41,10 +41,7 @@ mod counting {
         ARMED.with(|c| c.set(true));
         let out = f();
         ARMED.with(|c| c.set(false));
-        let allocated = Allocated {
-            peak: PEAK.with(Cell::get).max(0) as usize,
-            largest: LARGEST.with(Cell::get),
-        };
+        let allocated = Allocated { peak: PEAK.with(Cell::get).max(0) as usize, largest: LARGEST.with(Cell::get) };
         (out, allocated)
     }
 
@@ -426,7 +423,10 @@ fn a_parquet_footer_claiming_more_row_groups_than_its_bytes_hold_is_refused_befo
     std::fs::write(path.path(), &input).unwrap();
     let (read, allocated) = counting::allocations_of(|| gmprof::report::parquet::read::row_count(path.path()));
     let err = read.unwrap_err().to_string();
-    assert!(err.contains("not a readable Parquet file (its footer is malformed: a list claims 4194304 element(s)"), "{err}");
+    assert!(
+        err.contains("not a readable Parquet file (its footer is malformed: a list claims 4194304 element(s)"),
+        "{err}"
+    );
     assert!(allocated.largest < 1 << 20, "{allocated:?}: the claim was reserved for");
     targets::parquet::run(&input);
 }

@@ -337,7 +337,10 @@ mod tests {
         );
         // Stored bytes past the chunk, and a header running past it.
         let (file, meta) = chunk(PhysicalType::INT64, zstd, &[(header(0, 30, 31, None), 30)], None);
-        assert_eq!(check(&file, &meta), Err("page 0 claims 31 stored byte(s), where its column chunk has 30 left".into()));
+        assert_eq!(
+            check(&file, &meta),
+            Err("page 0 claims 31 stored byte(s), where its column chunk has 30 left".into())
+        );
         let (file, meta) = chunk(PhysicalType::INT64, zstd, &[(header(0, 30, 30, None), 30)], Some(5));
         let e = check(&file, &meta).unwrap_err();
         assert_eq!(e, "page 0's header is malformed: it ends inside a Thrift struct");
