@@ -596,6 +596,7 @@ pub(crate) fn join(
         if registration.as_ref().is_some_and(|r| !r.pinned && r.activity.is_none()) {
             if let Some(reg) = registration.take() {
                 let _ = reg.subscriber.shutdown();
+                stream_capture::unfollowed();
             }
         }
         return Err(e);
@@ -656,6 +657,7 @@ impl HubMembership {
                 }
             } else if let Some(reg) = registration.take() {
                 let sub = reg.subscriber.shutdown();
+                stream_capture::unfollowed();
                 let act = reg.activity.map_or(Ok(()), ActivityTracing::shutdown);
                 result = result.and(sub).and(act);
             }

@@ -19,7 +19,8 @@
 //! end call, whatever the result (an invalidated capture ends there too). Captures are kept by
 //! stream; the count that [`any`] reads is one atomic load, so a call outside captures pays
 //! nothing more. A capture begun before gmprof subscribed (a profiler started by the program
-//! inside its own capture) is not heard.
+//! inside its own capture) is not heard, and the captures in progress when the hub
+//! unsubscribes (its last session left) are forgotten ([`unfollowed`]).
 //!
 //! Imported by the hub (which watches the calls), the probe engine and the profiler; imports
 //! only `checked`'s callback types and `sys`.
@@ -94,6 +95,11 @@ impl Captures {
         }
     }
 
+    fn forget_all(&self) {
+        self.streams.lock().clear();
+        self.in_progress.store(0, Ordering::Release);
+    }
+
     fn note_call(&self, call: &RawDriverCall) -> bool {
         if !is_capture_call(call.cbid) {
             return false;
@@ -158,6 +164,13 @@ pub fn ends(cbid: u32) -> bool {
 /// Whether driver callback `cbid` begins a capture.
 pub fn begins(cbid: u32) -> bool {
     CBIDS.iter().any(|c| c.0 == cbid) && !ENDS.iter().any(|c| c.0 == cbid)
+}
+
+/// The hub unsubscribed: no capture's end will be heard, so the captures in progress are
+/// forgotten (else a capture that ended unheard would hold every later session's waits and
+/// starts off). A later subscription hears only the captures that begin after it.
+pub fn unfollowed() {
+    PROCESS.forget_all();
 }
 
 /// Follows a driver call if it begins or ends a capture; returns whether it was one of
@@ -297,6 +310,12 @@ mod tests {
         assert!(ends(end.0) && !ends(begin.0));
         assert!(is_capture_call(end.0) && !is_capture_call(Cbid::CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel.0));
         assert_eq!(captures.origin_of(0x10), None);
+        // A capture whose end went unheard (the hub unsubscribed) is forgotten with the rest.
+        let (c, _p) = call(begin, CallbackSite::Exit, 0x40, Some(0));
+        captures.note_call(&c);
+        assert!(captures.any());
+        captures.forget_all();
+        assert!(!captures.any() && captures.origin_of(0x40).is_none());
     }
 
     #[test]
