@@ -8,6 +8,89 @@ mod targets;
 
 use std::path::{Path, PathBuf};
 
+/// This test binary's allocator: the system's, counting what each thread asks for while it
+/// is armed ([`allocations_of`]), so a test can say how much an input made gmprof allocate.
+#[global_allocator]
+static COUNTING: counting::Counting = counting::Counting;
+
+mod counting {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    thread_local! {
+        static ARMED: Cell<bool> = const { Cell::new(false) };
+        static LIVE: Cell<isize> = const { Cell::new(0) };
+        static PEAK: Cell<isize> = const { Cell::new(0) };
+        static LARGEST: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// What a thread allocated while armed.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Allocated {
+        /// The most bytes it had allocated and not freed at once.
+        pub peak: usize,
+        /// Its largest single allocation.
+        pub largest: usize,
+    }
+
+    /// Runs `f` with this thread's allocations counted.
+    pub fn allocations_of<R>(f: impl FnOnce() -> R) -> (R, Allocated) {
+        LIVE.with(|c| c.set(0));
+        PEAK.with(|c| c.set(0));
+        LARGEST.with(|c| c.set(0));
+        ARMED.with(|c| c.set(true));
+        let out = f();
+        ARMED.with(|c| c.set(false));
+        let allocated = Allocated { peak: PEAK.with(Cell::get).max(0) as usize, largest: LARGEST.with(Cell::get) };
+        (out, allocated)
+    }
+
+    fn note(grow: isize, asked: usize) {
+        // `try_with`: a thread's allocations during its teardown are not counted.
+        let _ = ARMED.try_with(|armed| {
+            if !armed.get() {
+                return;
+            }
+            let _ = LARGEST.try_with(|l| l.set(l.get().max(asked)));
+            let _ = LIVE.try_with(|live| {
+                live.set(live.get() + grow);
+                let _ = PEAK.try_with(|p| p.set(p.get().max(live.get())));
+            });
+        });
+    }
+
+    /// The system allocator, counting.
+    pub struct Counting;
+
+    // SAFETY: every call is forwarded to `System` with the caller's layout and pointer; the
+    // counts have no effect on the memory handed out.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            note(layout.size() as isize, layout.size());
+            // SAFETY: the caller's contract for `alloc`, passed on.
+            unsafe { System.alloc(layout) }
+        }
+
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            note(layout.size() as isize, layout.size());
+            // SAFETY: the caller's contract for `alloc_zeroed`, passed on.
+            unsafe { System.alloc_zeroed(layout) }
+        }
+
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            note(-(layout.size() as isize), 0);
+            // SAFETY: the caller's contract for `dealloc`, passed on.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            note(new_size as isize - layout.size() as isize, new_size);
+            // SAFETY: the caller's contract for `realloc`, passed on.
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+    }
+}
+
 type Target = fn(&[u8]);
 
 /// Each target, and the seed directory it starts from.
@@ -295,6 +378,56 @@ fn a_parquet_page_whose_rle_bit_width_is_past_32_is_the_files_error() {
     let err = err.to_string();
     assert!(err.contains("kernels.parquet") && err.contains("its data is malformed"), "{err}");
     assert!(!gmprof::report::parquet::read::in_guarded_decode(), "the guard is released after the panic");
+    targets::parquet::run(&input);
+}
+
+#[test]
+fn a_parquet_dictionary_page_claiming_more_values_than_its_bytes_hold_is_refused_before_any_reserve() {
+    // A 22 KB kernels.parquet whose dictionary page claims 67 637 280 values: the `parquet`
+    // crate (59.3.2) reserved 4 bytes of offsets for each (270 549 120 bytes, over the fuzz
+    // target's 256 MiB limit; the i32 count allows about 8 GiB) before it found the page
+    // short (found by the parquet target). gmprof now reads the page headers of the columns
+    // it reads first, and refuses a claim that the page's bytes cannot hold.
+    use gmprof::report::rank_ranges::RankRanges;
+    let input = regression("parquet", "dictionary_of_67_million_values.parquet");
+    assert_eq!(input.len(), 21_986);
+    let dir = tempfile::tempdir().unwrap();
+    let rank = dir.path().join("node0-0");
+    std::fs::create_dir(&rank).unwrap();
+    std::fs::copy(root().join("tests/golden/ranges.parquet"), rank.join("ranges.parquet")).unwrap();
+    std::fs::write(rank.join("kernels.parquet"), &input).unwrap();
+    let (read, allocated) = counting::allocations_of(|| RankRanges::read(dir.path(), &rank));
+    let Err(err) = read else { panic!("a kernels.parquet whose dictionary lies is an error") };
+    let err = err.to_string();
+    assert!(err.contains("kernels.parquet: not a readable Parquet file (column '"), "{err}");
+    assert!(err.contains("its dictionary page claims 67637280 value(s) in "), "{err}");
+    assert!(allocated.largest < 4 << 20, "{allocated:?}: the claim was reserved for");
+    assert!(allocated.peak < 16 << 20, "{allocated:?}");
+    // The golden tables beside it read as before, within the same bounds.
+    let (golden, allocated) = counting::allocations_of(|| RankRanges::read(root(), &root().join("tests/golden")));
+    assert!(golden.unwrap().kernels.is_some());
+    assert!(allocated.largest < 4 << 20, "{allocated:?}");
+    targets::parquet::run(&input);
+}
+
+#[test]
+fn a_parquet_footer_claiming_more_row_groups_than_its_bytes_hold_is_refused_before_any_reserve() {
+    // A 31-byte file whose footer's list of row groups claims 4 194 304 of them: the crate
+    // reserves room for every one before it reads the first (`Vec::with_capacity` of the
+    // claimed count; the count allows 2^31). Found by reading the crate's footer decoder
+    // while fixing the dictionary above. gmprof now walks the footer first and refuses a
+    // count its bytes cannot hold.
+    let input = regression("parquet", "row_groups_claimed_past_the_footer.parquet");
+    assert_eq!(input.len(), 31);
+    let path = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(path.path(), &input).unwrap();
+    let (read, allocated) = counting::allocations_of(|| gmprof::report::parquet::read::row_count(path.path()));
+    let err = read.unwrap_err().to_string();
+    assert!(
+        err.contains("not a readable Parquet file (its footer is malformed: a list claims 4194304 element(s)"),
+        "{err}"
+    );
+    assert!(allocated.largest < 1 << 20, "{allocated:?}: the claim was reserved for");
     targets::parquet::run(&input);
 }
 

@@ -19,6 +19,7 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::{Mutex, RwLock};
 
+use crate::capture::stream_capture;
 use crate::checked::activity::{self, ActivityKinds, ActivityRecord, ActivityStats, ActivityTracing};
 use crate::checked::callback::{
     ApiCallback, CallbackSite, ContextHandler, DriverHook, GraphEvent, NvtxHandler, ProfilerApiHandler, Subscriber,
@@ -202,7 +203,11 @@ fn route_callback(cb: &ApiCallback<'_>) {
     match cb.site {
         CallbackSite::Enter => {
             if LAUNCH_HOOK_SET.load(Ordering::Acquire) && CALL_DEPTH.with(Cell::get) == 0 {
-                run_launch_hook(cb.context_uid);
+                if stream_capture::any() {
+                    defer_launch_hook();
+                } else {
+                    run_launch_hook(cb.context_uid);
+                }
             }
             let depth = CALL_DEPTH.with(|d| {
                 d.set(d.get() + 1);
@@ -280,7 +285,8 @@ fn forget_calls_of_an_earlier_epoch() {
 
 /// What runs at the entry of the next outermost launch or transfer call: an on-demand capture
 /// that starts "at the next CUDA call" starts there, on the launching thread, before the hub
-/// looks the call's session up (so the call is already the new session's). Given the
+/// looks the call's session up (so the call is already the new session's). Not while a
+/// stream of the program captures: then at the first such call after the capture ended. Given the
 /// call's context id; it clears itself ([`set_launch_hook`] with `None`) once it has run.
 pub(crate) type LaunchHook = Arc<dyn Fn(u32) + Send + Sync>;
 
@@ -291,8 +297,32 @@ static LAUNCH_HOOK_SET: AtomicBool = AtomicBool::new(false);
 /// Sets (or clears, with `None`) the hook run at the next outermost launch or transfer call.
 pub(crate) fn set_launch_hook(hook: Option<LaunchHook>) {
     let mut slot = LAUNCH_HOOK.lock();
+    if hook.is_some() {
+        LAUNCH_HOOK_DEFERRED.store(0, Ordering::Relaxed);
+    }
     LAUNCH_HOOK_SET.store(hook.is_some(), Ordering::Release);
     *slot = hook;
+}
+
+/// Calls at which the launch hook did not run because a stream captured, since it was set.
+static LAUNCH_HOOK_DEFERRED: AtomicU64 = AtomicU64::new(0);
+
+/// The launch hook waits for a call made while no stream captures: what it starts (a
+/// session) turns on CUPTI's collection, which would invalidate the program's capture. Said
+/// once per hook.
+fn defer_launch_hook() {
+    if LAUNCH_HOOK_DEFERRED.fetch_add(1, Ordering::Relaxed) == 0 {
+        tracing::warn!(
+            "gmprof: a CUDA stream capture is in progress: the capture armed for the next CUDA call starts at the \
+             first call after it ends"
+        );
+    }
+}
+
+/// Calls at which the hook set last did not run because a stream captured.
+#[cfg(test)]
+pub(crate) fn launch_hook_deferred() -> u64 {
+    LAUNCH_HOOK_DEFERRED.load(Ordering::Relaxed)
 }
 
 fn run_launch_hook(context_uid: u32) {
@@ -426,10 +456,20 @@ pub(crate) fn node_created(graph_id: u32, node_id: u64, node_type: u32) {
 }
 
 /// The subscriber gmprof needs: launch and transfer callbacks routed to sessions, graph
-/// node events for capture awareness.
+/// node events for capture awareness, and the begins and ends of the program's stream
+/// captures, during which gmprof waits for nothing (`stream_capture`): its first driver
+/// watcher, so every other one hears a capture's begin and end after it was noted. These stay
+/// on while an on-demand gmprof's launch callbacks are off, so a capture begun while it is
+/// idle is known when it starts.
 fn subscribe(cupti: &Cupti) -> Result<Subscriber> {
     let subscriber = Subscriber::subscribe_launches(cupti, Arc::new(route_callback), true)?;
     subscriber.watch_graphs(Arc::new(route_graph_event))?;
+    subscriber.watch_driver(
+        Arc::new(|call| {
+            stream_capture::note_call(call);
+        }),
+        stream_capture::CBIDS,
+    )?;
     Ok(subscriber)
 }
 
@@ -477,7 +517,8 @@ pub(crate) fn pin(cupti: &Cupti, nvtx: NvtxHandler, contexts: ContextHandler) ->
 }
 
 /// Hooks `cbids` of the driver API for the probe engine, on the pinned registration (an
-/// injected gmprof: see [`pin`], which must have run).
+/// injected gmprof: see [`pin`], which must have run). It hears a stream capture's begin and
+/// end after the hub's own watcher has noted it.
 pub(crate) fn watch_driver(hook: DriverHook, cbids: &[DriverCbid]) -> Result<()> {
     let registration = REGISTRATION.lock();
     let reg = registration
@@ -555,6 +596,7 @@ pub(crate) fn join(
         if registration.as_ref().is_some_and(|r| !r.pinned && r.activity.is_none()) {
             if let Some(reg) = registration.take() {
                 let _ = reg.subscriber.shutdown();
+                stream_capture::unfollowed();
             }
         }
         return Err(e);
@@ -615,6 +657,7 @@ impl HubMembership {
                 }
             } else if let Some(reg) = registration.take() {
                 let sub = reg.subscriber.shutdown();
+                stream_capture::unfollowed();
                 let act = reg.activity.map_or(Ok(()), ActivityTracing::shutdown);
                 result = result.and(sub).and(act);
             }

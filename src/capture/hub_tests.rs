@@ -66,6 +66,14 @@ fn the_launch_hook_runs_at_the_next_outermost_call_of_its_context() {
             set_launch_hook(None);
         }
     })));
+    // While a stream of the program captures, what the hook starts (a session) would
+    // invalidate the capture: it waits for the first call after the capture.
+    crate::capture::stream_capture::capturing_on_this_thread(true);
+    h.launch(false);
+    crate::capture::stream_capture::capturing_on_this_thread(false);
+    assert!(heard.lock().is_empty(), "the hook ran during a stream capture");
+    assert!(LAUNCH_HOOK_SET.load(Ordering::Acquire));
+    assert_eq!(launch_hook_deferred(), 1);
     h.launch(true); // a runtime launch: the hook runs once, at the outer call
     h.launch(false);
     assert_eq!(*heard.lock(), [own]);

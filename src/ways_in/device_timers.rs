@@ -20,13 +20,42 @@
 //! [`crate::device_timers::submit`] are attached to the report that the outputs are written
 //! from (`gmprof_finish`, a checkpoint, `gmprof run`); with the Rust profiler, attach them
 //! yourself with [`Report::attach_device_timers`](crate::Report::attach_device_timers).
+//!
+//! While a CUDA stream of the program captures (`crate::capture::stream_capture`, heard while
+//! gmprof is injected or a profiler runs), every call here that would allocate, copy or
+//! synchronize is refused with an error that says so, and a buffer dropped then is freed at
+//! the next call made outside a capture: any of them would invalidate the program's capture.
+
+use parking_lot::Mutex;
 
 use crate::capture::last_launch::last_kernel_correlation_id;
+use crate::capture::stream_capture;
 use crate::checked::device_memory::{self, DevicePtr};
 use crate::checked::driver;
 use crate::device_timers::format::{buffer_bytes, host_header, HEADER_WORDS};
 use crate::device_timers::{TimedLaunch, TrackLayout};
 use crate::error::{Error, Result};
+
+/// Buffers dropped while a stream captured: freed at the next call outside a capture.
+static FREE_LATER: Mutex<Vec<DevicePtr>> = Mutex::new(Vec::new());
+
+/// An error when a stream captures now (`what` would break the capture); else frees what
+/// waited for the capture's end.
+fn outside_capture(what: &str) -> Result<()> {
+    if stream_capture::any() {
+        return Err(Error::InvalidState(format!(
+            "device timers: {what} while a CUDA stream captures would invalidate the program's capture \
+             (cudaErrorStreamCaptureInvalidated); call it after the capture ends"
+        )));
+    }
+    for ptr in std::mem::take(&mut *FREE_LATER.lock()) {
+        // SAFETY: a buffer's allocation, dropped during a capture and freed once, here.
+        if let Err(e) = unsafe { device_memory::free(ptr) } {
+            tracing::warn!("gmprof: could not free a device timer buffer: {e}");
+        }
+    }
+    Ok(())
+}
 
 /// A device buffer for one launch's timer records (freed on drop).
 #[derive(Debug)]
@@ -42,6 +71,7 @@ impl DeviceTimerBuffer {
         if capacity == 0 {
             return Err(Error::InvalidConfig("device timers: a buffer needs room for at least one record".into()));
         }
+        outside_capture("allocating a buffer")?;
         let ptr = device_memory::alloc(buffer_bytes(capacity))?;
         let buffer = Self { ptr, capacity };
         // Records are 16-byte stores (the device flags and skips a misaligned base); the
@@ -67,6 +97,7 @@ impl DeviceTimerBuffer {
 
     /// Zeroes the records and rewrites the header, for the next launch.
     pub fn reset(&self) -> Result<()> {
+        outside_capture("resetting a buffer")?;
         // SAFETY: the whole range is this buffer's allocation.
         unsafe {
             device_memory::zero(self.ptr, buffer_bytes(self.capacity))?;
@@ -76,6 +107,7 @@ impl DeviceTimerBuffer {
 
     /// Synchronizes the context and copies the buffer back (header and records).
     pub fn read(&self) -> Result<Vec<u64>> {
+        outside_capture("reading a buffer")?;
         driver::synchronize(&crate::checked::library::Driver::load()?)?;
         // SAFETY: the buffer is `HEADER_WORDS + 2 * capacity` words of our allocation.
         unsafe { device_memory::read_words(self.ptr, HEADER_WORDS + 2 * self.capacity as usize) }
@@ -98,6 +130,10 @@ impl DeviceTimerBuffer {
 
 impl Drop for DeviceTimerBuffer {
     fn drop(&mut self) {
+        if stream_capture::any() {
+            FREE_LATER.lock().push(self.ptr);
+            return;
+        }
         // SAFETY: `ptr` is this buffer's allocation, freed once, here.
         if let Err(e) = unsafe { device_memory::free(self.ptr) } {
             tracing::warn!("gmprof: could not free a device timer buffer: {e}");
@@ -111,6 +147,7 @@ impl Drop for DeviceTimerBuffer {
 /// # Safety
 /// `ptr..ptr + bytes` is readable device memory of the current context.
 pub unsafe fn read_device_buffer(ptr: DevicePtr, bytes: usize) -> Result<Vec<u64>> {
+    outside_capture("reading a buffer")?;
     driver::synchronize(&crate::checked::library::Driver::load()?)?;
     // SAFETY: guaranteed by the caller.
     unsafe { device_memory::read_words(ptr, bytes / 8) }

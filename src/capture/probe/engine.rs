@@ -110,7 +110,8 @@ pub fn on_range(name: &str, opened: bool) {
 }
 
 fn on_driver_call(call: &RawDriverCall) {
-    if stream_capture::note_call(call) {
+    // The hub's watcher, which hears the call first, has noted the capture's begin or end.
+    if stream_capture::is_capture_call(call.cbid) {
         let mut guard = STATE.lock();
         let Some((_, state)) = guard.as_mut() else { return };
         if call.site == CallbackSite::Enter && stream_capture::begins(call.cbid) {

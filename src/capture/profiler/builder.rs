@@ -348,4 +348,15 @@ mod tests {
         let e = check_iteration_replay(ProfilingMode::KernelReplay, 8, "step", 50).unwrap_err().to_string();
         assert!(e.contains("per_kernel or per_range mode, not kernel_replay"), "{e}");
     }
+    #[test]
+    fn no_profiler_starts_while_a_stream_captures() {
+        // Starting turns on CUPTI's collection (allocations, waits), which would invalidate
+        // the program's capture; nothing is loaded or called before the refusal.
+        crate::capture::stream_capture::capturing_on_this_thread(true);
+        let started = Profiler::builder().mode(ProfilingMode::Trace).build();
+        crate::capture::stream_capture::capturing_on_this_thread(false);
+        let Err(e) = started else { panic!("a profiler started during a stream capture") };
+        let e = e.to_string();
+        assert!(e.starts_with("a CUDA stream of the program is capturing"), "{e}");
+    }
 }

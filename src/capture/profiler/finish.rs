@@ -21,6 +21,7 @@ use std::time::Instant;
 use crate::capture::hub::HubMembership;
 use crate::capture::pc_sampling::PcSession;
 use crate::capture::pm_sampling::{PmLeftovers, PmSession};
+use crate::capture::stream_capture::Wait;
 use crate::checked::activity;
 use crate::checked::driver::{self, Context, PrimaryContext};
 use crate::checked::{Cupti, Driver};
@@ -254,6 +255,7 @@ impl Profiler {
         for open in tree.close_all_open(now.cupti_ns) {
             warnings.push(format!("at this checkpoint: {open}"));
         }
+        warnings.extend(shared.skipped_waits.warnings());
         if pending.transfers > 0 {
             warnings.push(format!("{} memcpy/memset call(s) were still pending at this checkpoint", pending.transfers));
         }
@@ -321,8 +323,12 @@ impl Shared {
             self.capture.lock().take().ok_or_else(|| Error::InvalidState("the profiler has no live capture".into()))?;
         let mut failures = Failures::default();
         tracing::debug!("gmprof: finish: synchronizing the context");
-        // Synchronizing whatever other context is current would wait for the wrong work.
-        if failures.check(FinishStep::MakeCurrent, calls.make_current(capture.context)) {
+        // Synchronizing whatever other context is current would wait for the wrong work; and
+        // inside a program's stream capture (an on-demand capture ending on its timer), a
+        // synchronize would invalidate the program's capture: left out, and said.
+        if failures.check(FinishStep::MakeCurrent, calls.make_current(capture.context))
+            && !self.skipped_waits.skip(Wait::Finish)
+        {
             failures.check(FinishStep::Synchronize, calls.synchronize());
         }
         let now_unix = unix_ns();
@@ -414,6 +420,7 @@ impl Shared {
         if let Some(warning) = self.unread_memsets_warning() {
             state.warnings.push(warning);
         }
+        state.warnings.extend(self.skipped_waits.warnings());
         let (missed, code) = activity::launch_stamps_missed();
         if let (missed @ 1.., Some(code)) = (missed.saturating_sub(self.stamps_missed_at_start), code) {
             let error = self.cupti.error(code, "cuptiGetTimestamp", "stamping a launch");

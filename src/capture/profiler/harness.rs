@@ -208,6 +208,7 @@ impl LaunchHarness {
             driver: Driver::stand_in()?,
             clock_start: ClockPair { cupti_ns, unix_ns: 0 },
             memsets_unread: std::sync::atomic::AtomicU64::new(0),
+            skipped_waits: Default::default(),
             rotation_stall_ns: std::sync::atomic::AtomicU64::new(0),
             device_id: Some(DEVICE_ID),
             context_id,

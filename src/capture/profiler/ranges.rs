@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use super::launch::current_thread_id;
 use super::scope::RangeScope;
 use super::state::{Profiler, RangeGuard, Shared, EXTRA_REPLAY_RANGE};
+use crate::capture::stream_capture::Wait;
 use crate::checked::activity;
 use crate::checked::driver;
 use crate::error::{Error, Result};
@@ -104,9 +105,11 @@ impl Profiler {
         }
     }
 
-    /// Work done at every pop: the optional synchronization, then [`Profiler::boundary`].
+    /// Work done at every pop: the optional synchronization (left out, and counted, while a
+    /// CUDA stream captures: it would invalidate the program's capture), then
+    /// [`Profiler::boundary`].
     fn pop_boundary(&self) -> Result<u64> {
-        if self.shared.synchronize_on_pop {
+        if self.shared.synchronize_on_pop && !self.shared.skipped_waits.skip(Wait::SyncOnPop) {
             driver::synchronize(&self.shared.driver)?;
         }
         self.boundary()

@@ -1,6 +1,7 @@
 //! User replay: [`Profiler::replay`] (closure replay) and iteration replay, which run a
 //! multi-pass metric set's passes and check each pass against pass 0.
 
+use crate::capture::stream_capture::Wait;
 use crate::checked::activity;
 use crate::checked::driver;
 use crate::error::{Error, Result};
@@ -186,7 +187,11 @@ impl Shared {
         let mut guard = self.capture.lock();
         let capture = guard.as_mut().ok_or_else(|| Error::InvalidState("the profiler has no live capture".into()))?;
         driver::set_current(&self.driver, capture.context)?;
-        driver::synchronize(&self.driver)?;
+        // Not inside a program's stream capture, which a synchronize would invalidate (the
+        // captured work has not run: there is nothing to wait for).
+        if !self.skipped_waits.skip(Wait::ReplayPass) {
+            driver::synchronize(&self.driver)?;
+        }
         let Some(counters) = capture.counters.as_mut() else { return Ok(true) };
         let Some(rp) = counters.range_profiler.as_ref() else { return Ok(true) };
         let mut unclosed = 0;

@@ -14,12 +14,18 @@ use super::state::{unix_ns, Capture, Profiler, ReplayState, SessionState, Shared
 use crate::capture::hub::{self, CaptureSession};
 use crate::capture::pc_sampling::{beside_counters_message, beside_pm_sampling_message, PcSession};
 use crate::capture::pm_sampling::PmSession;
+use crate::capture::stream_capture;
 use crate::checked::activity;
 use crate::checked::driver::{self, PrimaryContext};
 use crate::checked::target;
 use crate::checked::Cupti;
 use crate::error::{Error, Result};
 use crate::model::{ClockPair, MetricSet, ProfilingMode};
+
+/// Why a profiler does not start while the program captures a stream.
+pub(crate) const STARTED_IN_CAPTURE: &str = "a CUDA stream of the program is capturing (cudaStreamBeginCapture … \
+     cudaStreamEndCapture): starting a profiler turns on CUPTI's collection, which may allocate and wait on the GPU \
+     and would invalidate the program's capture; start it after the capture ends";
 
 impl Profiler {
     /// A builder with the defaults: kernel replay, DRAM bytes read and written.
@@ -39,6 +45,9 @@ impl Profiler {
                 Some(ProfilingMode::Trace) => {}
                 Some(m) => return Err(Error::InvalidConfig(beside_counters_message(m.as_str()))),
             }
+        }
+        if stream_capture::any() {
+            return Err(Error::InvalidState(STARTED_IN_CAPTURE.into()));
         }
         let cupti = Cupti::load()?;
         let drv = driver::init()?;
@@ -102,6 +111,7 @@ impl Profiler {
             driver: drv,
             clock_start,
             memsets_unread: std::sync::atomic::AtomicU64::new(0),
+            skipped_waits: Default::default(),
             rotation_stall_ns: std::sync::atomic::AtomicU64::new(0),
             device_id,
             context_id,

@@ -152,6 +152,9 @@ pub(super) struct Shared {
     /// Memset calls under kernel replay whose parameters could not be read: no activity
     /// times them and no row describes them.
     pub(super) memsets_unread: std::sync::atomic::AtomicU64,
+    /// The waits (synchronizes) left out because a CUDA stream was capturing
+    /// ([`crate::capture::stream_capture`]), counted for the report.
+    pub(super) skipped_waits: crate::capture::stream_capture::SkippedWaits,
     /// Ordinal of the session's device (CUPTI's device id), for transfers no activity
     /// record describes.
     pub(super) device_id: Option<u32>,

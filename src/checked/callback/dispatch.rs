@@ -28,6 +28,10 @@ use crate::sys::cupti::{
 };
 use crate::sys::nvtx;
 
+/// The most driver watchers a subscriber takes ([`HandlerBox::driver_hooks`]).
+pub(super) const MAX_DRIVER_WATCHERS: usize = 4;
+
+/// One watcher of driver calls: its hook and the calls it hears.
 pub(super) struct DriverHooks {
     pub(super) hook: DriverHook,
     /// Callback ids the hook hears, sorted.
@@ -51,7 +55,10 @@ pub fn quietly<R>(f: impl FnOnce() -> R) -> R {
 
 pub(super) struct HandlerBox {
     pub(super) cupti: Cupti,
-    pub(super) driver_hook: OnceLock<DriverHooks>,
+    /// The driver calls' watchers, in the order they were set: each hears its own calls,
+    /// before the launch handler (the capture hub's stream-capture watcher, set when it
+    /// subscribes, comes first; the probe engine's after it).
+    pub(super) driver_hooks: [OnceLock<DriverHooks>; MAX_DRIVER_WATCHERS],
     pub(super) handler: ApiHandler,
     pub(super) nvtx: OnceLock<NvtxHandler>,
     pub(super) contexts: OnceLock<ContextHandler>,
@@ -73,7 +80,7 @@ impl HandlerBox {
     ) -> HandlerBox {
         HandlerBox {
             cupti,
-            driver_hook: OnceLock::new(),
+            driver_hooks: std::array::from_fn(|_| OnceLock::new()),
             handler,
             nvtx: OnceLock::new(),
             contexts: OnceLock::new(),
@@ -331,7 +338,11 @@ unsafe fn api_callback(boxed: &HandlerBox, domain: ApiDomain, cbid: CUpti_Callba
         return;
     }
     if domain == ApiDomain::Driver {
-        if let Some(hooks) = boxed.driver_hook.get().filter(|h| h.cbids.binary_search(&cbid).is_ok()) {
+        let mut hook_only = false;
+        for hooks in boxed.driver_hooks.iter().filter_map(OnceLock::get) {
+            if hooks.cbids.binary_search(&cbid).is_err() {
+                continue;
+            }
             let result = catch_unwind(AssertUnwindSafe(|| {
                 // SAFETY: for the API domains CUPTI passes a CUpti_CallbackData valid for this call.
                 let cb = unsafe { &*(data as *const CUpti_CallbackData) };
@@ -350,9 +361,10 @@ unsafe fn api_callback(boxed: &HandlerBox, domain: ApiDomain, cbid: CUpti_Callba
             if result.is_err() {
                 boxed.panics.fetch_add(1, Ordering::Relaxed);
             }
-            if hooks.hook_only.binary_search(&cbid).is_ok() {
-                return;
-            }
+            hook_only |= hooks.hook_only.binary_search(&cbid).is_ok();
+        }
+        if hook_only {
+            return;
         }
     }
     let result = catch_unwind(AssertUnwindSafe(|| {

@@ -8,7 +8,7 @@ use std::os::raw::c_void;
 use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 
-use super::dispatch::{trampoline, DriverHooks, HandlerBox};
+use super::dispatch::{trampoline, DriverHooks, HandlerBox, MAX_DRIVER_WATCHERS};
 use super::events::{
     ApiHandler, ContextHandler, DriverHook, GraphHandler, ModuleHandler, NvtxHandler, ProfilerApiHandler,
 };
@@ -141,8 +141,9 @@ impl Subscriber {
         Ok(())
     }
 
-    /// Calls `hook` on enter and exit of the driver calls `cbids` (kernel launches and
-    /// module loads), before the launch handler. Set once per subscriber.
+    /// Calls `hook` on enter and exit of the driver calls `cbids` (kernel launches, module
+    /// loads, stream captures' begins and ends), before the launch handler. Up to
+    /// four watchers may be set, once each; they hear a call in the order they were set.
     pub fn watch_driver(&self, hook: DriverHook, cbids: &[DriverCbid]) -> Result<()> {
         // SAFETY: `userdata` lives until `close`, which needs `&mut self`.
         let boxed = unsafe { &*self.userdata };
@@ -151,10 +152,20 @@ impl Subscriber {
         ids.dedup();
         let launches: Vec<u32> = DRIVER_KERNEL_LAUNCHES.iter().chain(DRIVER_GRAPH_LAUNCHES).map(|c| c.0).collect();
         let hook_only: Vec<u32> = ids.iter().copied().filter(|c| !launches.contains(c)).collect();
-        boxed
-            .driver_hook
-            .set(DriverHooks { hook, cbids: ids.clone(), hook_only })
-            .map_err(|_| Error::InvalidState("driver calls are already hooked".into()))?;
+        let mut watcher = DriverHooks { hook, cbids: ids.clone(), hook_only };
+        let mut set = false;
+        for slot in &boxed.driver_hooks {
+            match slot.set(watcher) {
+                Ok(()) => {
+                    set = true;
+                    break;
+                }
+                Err(back) => watcher = back,
+            }
+        }
+        if !set {
+            return Err(Error::InvalidState(format!("driver calls already have {MAX_DRIVER_WATCHERS} watchers")));
+        }
         for cbid in ids {
             self.enable(CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API, cbid)?;
         }

@@ -103,6 +103,34 @@ pub(super) fn function(f: CUfunction) -> Option<FakeFunction> {
 
 const SUCCESS: CUresult = CUresult::CUDA_SUCCESS;
 
+/// The made-up program's stream capture in progress (in the global mode, CUDA's default):
+/// the stream, and whether a call of gmprof's invalidated it.
+static CAPTURE: Mutex<Option<(usize, bool)>> = Mutex::new(None);
+
+/// The made-up program began capturing `stream`.
+pub(super) fn begin_capture(stream: usize) {
+    *CAPTURE.lock() = Some((stream, false));
+}
+
+/// The made-up program ends its capture: what `cuStreamEndCapture` returns (the capture
+/// invalidated when a call of gmprof's was made during it, as the real driver says).
+pub(super) fn end_capture() -> CUresult {
+    match CAPTURE.lock().take() {
+        Some((_, true)) => CUresult::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+        Some((_, false)) => SUCCESS,
+        None => CUresult::CUDA_ERROR_ILLEGAL_STATE,
+    }
+}
+
+/// A call that a capture in progress forbids (a synchronize, an allocation, a copy): as the
+/// real driver does, it fails and invalidates the capture.
+fn forbidden_in_capture() -> Option<CUresult> {
+    let mut capture = CAPTURE.lock();
+    let (_, invalidated) = capture.as_mut()?;
+    *invalidated = true;
+    Some(CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
+}
+
 /// Counts the call; returns the scripted failure when there is one.
 macro_rules! scripted {
     ($name:literal) => {
@@ -134,6 +162,8 @@ pub(super) fn error_name(code: CUresult) -> &'static CStr {
         400 => c"CUDA_ERROR_INVALID_HANDLE",
         700 => c"CUDA_ERROR_ILLEGAL_ADDRESS",
         801 => c"CUDA_ERROR_NOT_SUPPORTED",
+        900 => c"CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+        901 => c"CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
         999 => c"CUDA_ERROR_UNKNOWN",
         n => interned(&format!("CUDA_ERROR_{n}")),
     }
@@ -249,6 +279,9 @@ pub(super) unsafe extern "C" fn cu_ctx_get_device(device: *mut CUdevice) -> CUre
 
 pub(super) unsafe extern "C" fn cu_ctx_synchronize() -> CUresult {
     scripted!("cuCtxSynchronize");
+    if let Some(refused) = forbidden_in_capture() {
+        return refused;
+    }
     if context(current()).is_none() {
         return CUresult::CUDA_ERROR_INVALID_CONTEXT;
     }

@@ -50,6 +50,14 @@ struct MemcpyParams {
     bytes: usize,
 }
 
+/// `cuStreamBeginCapture_v2_params` and `cuStreamEndCapture_params`: the stream, then the
+/// mode or the graph's out-pointer.
+#[repr(C)]
+struct CaptureParams {
+    stream: CUstream,
+    second: *mut c_void,
+}
+
 /// What the made-up program's module image is: PTX text, as a driver takes it.
 const MODULE_IMAGE: &CStr = c"//\n// scripted module\n//\n.version 8.0\n.target sm_90\n.address_size 64\n";
 /// The cubin its module-load callback hands over.
@@ -275,6 +283,43 @@ impl Program {
         let result = CUresult::CUDA_SUCCESS;
         self.api(cbid, name, CUpti_ApiCallbackSite::CUPTI_API_EXIT, correlation_id, p, Some(&result), None);
         self.lines.push(format!("cuMemcpyHtoD_v2({bytes} B) = {}", code(result)));
+    }
+
+    /// `cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_GLOBAL)`: from here to
+    /// [`Program::end_capture`] the stream captures, and a synchronize, allocation or copy
+    /// by anyone in the process invalidates the capture (as CUDA's global mode has it).
+    pub fn begin_capture(&mut self, stream: usize) {
+        let correlation_id = NEXT_CORRELATION.fetch_add(1, Ordering::Relaxed);
+        let params = CaptureParams { stream: stream as CUstream, second: std::ptr::null_mut() };
+        let p = &params as *const CaptureParams as *const c_void;
+        let name = c"cuStreamBeginCapture_v2";
+        let cbid = DriverCbid::CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2;
+        self.api(cbid, name, CUpti_ApiCallbackSite::CUPTI_API_ENTER, correlation_id, p, None, None);
+        driver::begin_capture(stream);
+        let result = CUresult::CUDA_SUCCESS;
+        self.api(cbid, name, CUpti_ApiCallbackSite::CUPTI_API_EXIT, correlation_id, p, Some(&result), None);
+        self.lines.push(format!("cuStreamBeginCapture_v2(stream {stream:#x}) = {}", code(result)));
+    }
+
+    /// `cuStreamEndCapture(stream, &graph)`: `CUDA_ERROR_STREAM_CAPTURE_INVALIDATED` when a
+    /// forbidden call was made during the capture.
+    pub fn end_capture(&mut self, stream: usize) {
+        let correlation_id = NEXT_CORRELATION.fetch_add(1, Ordering::Relaxed);
+        let mut graph: *mut c_void = std::ptr::null_mut();
+        let params =
+            CaptureParams { stream: stream as CUstream, second: &mut graph as *mut *mut c_void as *mut c_void };
+        let p = &params as *const CaptureParams as *const c_void;
+        let name = c"cuStreamEndCapture";
+        let cbid = DriverCbid::CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture;
+        self.api(cbid, name, CUpti_ApiCallbackSite::CUPTI_API_ENTER, correlation_id, p, None, None);
+        let result = driver::end_capture();
+        self.api(cbid, name, CUpti_ApiCallbackSite::CUPTI_API_EXIT, correlation_id, p, Some(&result), None);
+        self.lines.push(format!("cuStreamEndCapture(stream {stream:#x}) = {}", code(result)));
+    }
+
+    /// A line of the test's own in the transcript (what a call of gmprof's API returned).
+    pub fn note(&mut self, line: String) {
+        self.lines.push(line);
     }
 
     /// `cuCtxSynchronize` (the made-up GPU is always done).

@@ -40,6 +40,11 @@ pub(super) enum Workload {
     PcSampling,
     /// Trace mode with the exec_count probe counted through CUPTI's SASS metrics.
     SassMetrics,
+    /// Trace mode with `--sync-on-pop`; the program captures a stream around a range and
+    /// reads a device timer buffer during the capture ([`captured_program`]).
+    CaptureSyncOnPop,
+    /// Trace mode; the program exits while its stream captures.
+    CaptureAtExit,
 }
 
 impl Workload {
@@ -54,6 +59,9 @@ impl Workload {
         Workload::SassMetrics,
     ];
 
+    /// The workloads of programs that capture a stream (`stream_captures`): not swept.
+    pub(super) const CAPTURES: [Workload; 2] = [Workload::CaptureSyncOnPop, Workload::CaptureAtExit];
+
     pub(super) fn name(self) -> &'static str {
         match self {
             Workload::Trace => "trace",
@@ -64,6 +72,8 @@ impl Workload {
             Workload::PmSampling => "pm-sampling",
             Workload::PcSampling => "pc-sampling",
             Workload::SassMetrics => "sass-metrics",
+            Workload::CaptureSyncOnPop => "capture-sync-on-pop",
+            Workload::CaptureAtExit => "capture-at-exit",
         }
     }
 
@@ -73,7 +83,7 @@ impl Workload {
     }
 
     fn from_name(name: &str) -> Option<Workload> {
-        Workload::ALL.into_iter().find(|w| w.name() == name)
+        Workload::ALL.into_iter().chain(Workload::CAPTURES).find(|w| w.name() == name)
     }
 
     /// The mode `gmprof run --mode` names.
@@ -88,7 +98,7 @@ impl Workload {
 
     /// Whether the program ends by destroying its context (else by exiting with it).
     fn destroys_context(self) -> bool {
-        self != Workload::TraceToExit
+        !matches!(self, Workload::TraceToExit | Workload::CaptureAtExit)
     }
 }
 
@@ -122,6 +132,41 @@ fn program(workload: Workload) -> Program {
     if workload.destroys_context() {
         p.destroy_context();
     }
+    p
+}
+
+/// The stream the capture workloads capture.
+pub(super) const CAPTURED_STREAM: usize = 0x5eed;
+
+/// The made-up program of the capture workloads: a `step` range around a launch, a stream
+/// capture holding a `captured` range, a launch and the `step` range's pop after the
+/// capture ended. Under gmprof (`injected`), a device timer buffer is read during the
+/// capture, and what gmprof's API returned goes into the transcript. [`Workload::CaptureAtExit`]
+/// exits during the capture instead.
+fn captured_program(workload: Workload, injected: bool) -> Program {
+    let mut p = Program::new();
+    p.init();
+    p.create_context();
+    p.load_module(&[GEMM, REDUCE]);
+    p.push("step");
+    p.launch(GEMM, 4, 1);
+    p.begin_capture(CAPTURED_STREAM);
+    if workload == Workload::CaptureAtExit {
+        return p;
+    }
+    p.push("captured");
+    p.pop();
+    if injected {
+        // SAFETY: refused before any driver call while the stream captures (what the test
+        // checks); the scripted driver has no copy that could read the address.
+        let read = unsafe { crate::ways_in::device_timers::read_device_buffer(0x7000_0000, 64) };
+        p.note(format!("device timers during the capture: {:?}", read.map_err(|e| e.to_string())));
+    }
+    p.end_capture(CAPTURED_STREAM);
+    p.launch(REDUCE, 8, 2);
+    p.pop();
+    p.synchronize();
+    p.destroy_context();
     p
 }
 
@@ -159,11 +204,13 @@ fn child_process_entry() {
     LOG.set(log.clone()).expect("set once");
     // SAFETY: `write_calls` is a plain function that never unwinds.
     assert_eq!(unsafe { atexit(write_calls) }, 0);
-    if std::env::var_os(WITHOUT_GMPROF_ENV).is_none() {
+    let injected = std::env::var_os(WITHOUT_GMPROF_ENV).is_none();
+    if injected {
         // As the CUDA driver does at cuInit when CUDA_INJECTION64_PATH names libgmprof.so.
         let started = crate::ways_in::inject_entry::InitializeInjection();
         std::fs::write(log.join("started.txt"), started.to_string()).expect("write started.txt");
     }
-    let p = program(workload);
+    let p =
+        if Workload::CAPTURES.contains(&workload) { captured_program(workload, injected) } else { program(workload) };
     std::fs::write(log.join("transcript.txt"), p.transcript().join("\n")).expect("write the transcript");
 }

@@ -9,13 +9,16 @@
 //! messages) and every output file. [`reference`] keeps each workload's run without a fault
 //! (with gmprof, and without it); [`checks`] holds what every fault's run must pass.
 //! [`points`] is README's table, a test per point, and [`sweep`] fails every function a run
-//! calls, at its first call and its last.
+//! calls, at its first call and its last. [`stream_captures`] runs programs that capture a
+//! CUDA stream, whose capture gmprof's waits must leave alone (issue 43).
 //!
-//! Bottom up: `child`, `run`, `reference`, `checks`, then `points` and `sweep`.
+//! Bottom up: `child`, `run`, `reference`, `checks`, then `points`, `sweep` and
+//! `stream_captures`.
 
 mod checks;
 mod child;
 mod points;
 mod reference;
 mod run;
+mod stream_captures;
 mod sweep;

@@ -46,6 +46,7 @@ pub(super) fn run(workload: Workload, faults: &[Fault], without_gmprof: bool) ->
         library: Some(exe.clone()),
         pm_sampling: (workload == Workload::PmSampling).then(|| "default".to_owned()),
         pc_sampling: (workload == Workload::PcSampling).then(|| "default".to_owned()),
+        synchronize_on_pop: workload == Workload::CaptureSyncOnPop,
         program: vec![
             exe.clone().into(),
             "--exact".into(),

@@ -22,12 +22,16 @@
 //! [`ParquetRows`] writes one table a row at a time, mirroring [`crate::report::tables::csv`]'s
 //! `RecordWriter` (the writer's own file, `writer.rs`, which the others import); [`tables`]
 //! holds the tables of a [`crate::report::Report`], [`pc`] PC sampling's; [`read`] reads files
-//! back (key-value metadata, whole tables, chosen columns).
+//! back (key-value metadata, whole tables, chosen columns), after [`claims`] has held the
+//! sizes a file claims against its bytes (with `compact`, a bounded walker of the Thrift
+//! encoding of footers and page headers).
 //!
 //! May import the CSV side of [`tables`](crate::report::tables) (each table's columns, records
 //! and `# ` header lines, which the Parquet files repeat) and the [`Report`](crate::report::Report)
 //! model.
 
+pub mod claims;
+mod compact;
 pub mod part_reader;
 pub mod parts;
 pub mod pc;

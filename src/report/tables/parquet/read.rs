@@ -10,6 +10,11 @@
 //! panic). Every call into its decoder runs under a guard (`decoding`), which turns such a panic into
 //! the file's error; [`in_guarded_decode`] tells a panic hook that one is on its way to be
 //! caught (the fuzz targets' hook, which aborts otherwise, lets it unwind).
+//!
+//! The decoder also reserves memory by counts read from the file (a dictionary page's number
+//! of values, a page's uncompressed size) before it reads what they count: [`claims`] holds
+//! each such count against the bytes behind it first, the footer's before the crate reads
+//! the footer, the pages' of the chosen columns before any is decoded.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -22,6 +27,7 @@ use arrow_schema::DataType;
 use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use parquet::arrow::ProjectionMask;
 
+use super::claims;
 use super::writer::{KEY_META, ROW_GROUP_ROWS};
 use crate::error::{Error, Result};
 use crate::report::model::ReportMeta;
@@ -66,6 +72,7 @@ fn unreadable(path: &Path, e: impl std::fmt::Display) -> Error {
 /// writer makes say the same, and the Arrow IPC decoder panics on some malformed schemas
 /// (found by fuzzing) where a truncated or foreign file must be an error.
 fn builder(path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>> {
+    claims::footer_claims(path).map_err(|e| Error::io(path, e))?.map_err(|why| unreadable(path, why))?;
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
     let options = ArrowReaderOptions::new().with_skip_arrow_metadata(true);
     decoding(path, || {
@@ -125,6 +132,10 @@ pub fn batches(path: &Path, columns: &[&str]) -> Result<ColumnBatches> {
     sorted.dedup();
     let order = indices.iter().map(|i| sorted.binary_search(i).unwrap_or(0)).collect();
     let mask = ProjectionMask::roots(b.parquet_schema(), sorted.iter().copied());
+    let leaves: Vec<usize> = (0..b.parquet_schema().num_columns()).filter(|&i| mask.leaf_included(i)).collect();
+    claims::page_claims(path, b.metadata(), &leaves)
+        .map_err(|e| Error::io(path, e))?
+        .map_err(|why| unreadable(path, why))?;
     let reader = decoding(path, || {
         b.with_projection(mask).with_batch_size(ROW_GROUP_ROWS).build().map_err(|e| unreadable(path, e))
     })?;
