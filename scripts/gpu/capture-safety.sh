@@ -89,7 +89,7 @@ run() {
 # (no args) or under gmprof run; must print the native run's line (loss bits, parameter hash).
 run_own() {
   local name=$1 cm=$2 al=$3; shift 3
-  local prog=(python3 scripts/graphs/capture_modes.py --capture "$cm" --alloc "$al" --steps "$((STEPS * 3))")
+  local prog=(python3 scripts/graphs/capture_modes.py --capture "$cm" --alloc "$al" --steps "$((STEPS * 3))" ${OWN_ARGS:-})
   local t0=$SECONDS rc
   if [ $# -eq 0 ]; then
     timeout "$LIMIT" "${prog[@]}" > "$out/$name.log" 2>&1; rc=$?
@@ -98,9 +98,9 @@ run_own() {
   fi
   local final want verdict=PASS note=""
   final=$(grep '^capture_modes:' "$out/$name.log" | tail -1)
-  want=$(grep '^capture_modes:' "$out/own-$cm-$al-native.log" | tail -1)
+  want=$(grep '^capture_modes:' "$out/${OWN_REF:-own-$cm-$al-native}.log" | tail -1)
   if [ $rc -ne 0 ] || [ -z "$final" ]; then verdict=FAIL; note="(no result)"
-  elif [ "$name" != "own-$cm-$al-native" ]; then
+  elif [ "$name" != "${OWN_REF:-own-$cm-$al-native}" ]; then
     if [ "$final" = "$want" ]; then note="(= native)"; else verdict=FAIL; note="(differs from native)"; fi
   fi
   [ $verdict = PASS ] || fails=$((fails + 1))
@@ -150,6 +150,17 @@ for c in $CASES; do
           [ "$al" = async ] && run_own "own-$cm-$al-per-kernel" "$cm" "$al" --mode per_kernel
         done
       done
+      ;;
+    sync)
+      # --sync-on-pop with a range that opens and closes inside the capture (global mode: a
+      # synchronize there would invalidate it), and under Inductor's CUDA graph trees.
+      export OWN_ARGS=--nvtx-in-capture OWN_REF=own-global-nvtx-native
+      run_own own-global-nvtx-native global native
+      run_own own-global-nvtx-sync-on-pop global native --mode trace --sync-on-pop
+      run_own own-global-nvtx-per-range global native --mode per_range --sync-on-pop
+      unset OWN_ARGS OWN_REF
+      [ -f "$out/native-cudagraphs.log" ] || { run native-cudagraphs cudagraphs; run native-cudagraphs-again cudagraphs; }
+      run sync-on-pop cudagraphs --mode trace --torch-steps --sync-on-pop
       ;;
     replay)
       [ -f "$out/native-cudagraphs.log" ] || { run native-cudagraphs cudagraphs; run native-cudagraphs-again cudagraphs; }

@@ -34,6 +34,9 @@ def parse():
                     help="PyTorch's allocator backend: its caching allocator, or cudaMallocAsync "
                          "(stream-ordered allocations, captured as graph memory nodes)")
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--nvtx-in-capture", action="store_true",
+                    help="push and pop an NVTX range around the step inside the capture too (a "
+                         "profiler's range that opens and closes while the stream captures)")
     return ap.parse_args()
 
 
@@ -81,10 +84,14 @@ def main():
     static_y = torch.zeros(256, 512, device="cuda")
 
     def step():
+        if args.nvtx_in_capture:
+            torch.cuda.nvtx.range_push("captured_step")
         out = model(scale(static_x))
         loss = loss_fn(out, static_y)
         loss.backward()
         opt.step()
+        if args.nvtx_in_capture:
+            torch.cuda.nvtx.range_pop()
         return loss
 
     side = torch.cuda.Stream()
