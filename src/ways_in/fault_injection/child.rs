@@ -109,15 +109,22 @@ pub(super) const REDUCE: &str = "_Z6reducePfi";
 /// Kernel launches the program makes.
 pub(super) const LAUNCHES: usize = 5;
 
-/// The made-up program: two `step` ranges around five launches and a memcpy, a nested
-/// `inner` range in the first.
-fn program(workload: Workload) -> Program {
+/// How both made-up programs begin: CUDA and a context, the module, a `step` range and its
+/// first launch.
+fn first_launch() -> Program {
     let mut p = Program::new();
     p.init();
     p.create_context();
     p.load_module(&[GEMM, REDUCE]);
     p.push("step");
     p.launch(GEMM, 4, 1);
+    p
+}
+
+/// The made-up program: two `step` ranges around five launches and a memcpy, a nested
+/// `inner` range in the first.
+fn program(workload: Workload) -> Program {
+    let mut p = first_launch();
     p.memcpy(4096);
     p.push("inner");
     p.launch(REDUCE, 8, 2);
@@ -144,12 +151,7 @@ pub(super) const CAPTURED_STREAM: usize = 0x5eed;
 /// capture, and what gmprof's API returned goes into the transcript. [`Workload::CaptureAtExit`]
 /// exits during the capture instead.
 fn captured_program(workload: Workload, injected: bool) -> Program {
-    let mut p = Program::new();
-    p.init();
-    p.create_context();
-    p.load_module(&[GEMM, REDUCE]);
-    p.push("step");
-    p.launch(GEMM, 4, 1);
+    let mut p = first_launch();
     p.begin_capture(CAPTURED_STREAM);
     if workload == Workload::CaptureAtExit {
         return p;

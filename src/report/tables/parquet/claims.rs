@@ -12,9 +12,9 @@
 //! impossible:
 //!
 //! - the footer: every list, map and binary it holds fits in the footer's bytes
-//!   ([`check_footer`]);
+//!   (`check_footer`);
 //! - each column chunk that is read lies inside the file, and each of its page headers
-//!   ([`check_pages`], which reads only the headers) fits in the chunk, says a compressed
+//!   (`check_pages`, which reads only the headers) fits in the chunk, says a compressed
 //!   size inside the chunk and an uncompressed size of at most [`MAX_PAGE_BYTES`], and, for a
 //!   dictionary page, no more values than its bytes can hold at the smallest size a value of
 //!   the column's type takes.
