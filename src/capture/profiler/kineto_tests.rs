@@ -20,6 +20,16 @@ use crate::sys::cupti::CUpti_runtime_api_trace_cbid_enum as R;
 const GEMM: &CStr = c"sm90_xmma_gemm_bf16bf16_bf16f32_f32_nt_n_tilesize128x256x64warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas";
 const NCCL: &CStr = c"ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
 
+/// A `cudaMemcpyAsync` call, without parameters.
+fn memcpy_async() -> TransferApi {
+    TransferApi {
+        domain: ApiDomain::Runtime,
+        cbid: R::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020.0,
+        name: c"cudaMemcpyAsync_v3020",
+        params: std::ptr::null_mut(),
+    }
+}
+
 fn kernel(h: &LaunchHarness, id: u32, symbol: &CStr, stream: u32, start_ns: u64, end_ns: u64) -> ActivityRecord {
     ActivityRecord::Kernel(KernelActivity {
         correlation_id: id,
@@ -44,13 +54,7 @@ fn launch_links_name_the_outer_call_and_nccl_runs_beside_the_gemms() {
     for _ in 0..2 {
         h.set_clock(cpu);
         h.push_range("train_step").unwrap();
-        let copy = TransferApi {
-            domain: ApiDomain::Runtime,
-            cbid: R::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020.0,
-            name: c"cudaMemcpyAsync_v3020",
-            params: std::ptr::null_mut(),
-        };
-        let (id, _) = h.transfer(copy, None, 0);
+        let (id, _) = h.transfer(memcpy_async(), None, 0);
         let start = (cpu + 5_000).max(compute);
         compute = start + 165_300;
         copies.push(TransferActivity {
@@ -155,13 +159,7 @@ fn calls_in_a_range(timed: bool) -> (crate::report::Report, Value, [u32; 3]) {
     LaunchClock::set_scripted(1_000_000);
     let gemm = h.launch_kernel(true, GEMM);
     LaunchClock::set_scripted(1_010_000);
-    let copy = TransferApi {
-        domain: ApiDomain::Runtime,
-        cbid: R::CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020.0,
-        name: c"cudaMemcpyAsync_v3020",
-        params: std::ptr::null_mut(),
-    };
-    let (copy, _) = h.transfer(copy, None, 0);
+    let (copy, _) = h.transfer(memcpy_async(), None, 0);
     LaunchClock::set_scripted(1_020_000);
     let reduce = h.launch_kernel(false, NCCL);
     h.set_clock(1_100_000);
