@@ -268,7 +268,7 @@ impl PmStream {
             let short = row.values.iter().flatten().next().is_some_and(|v| v.windows < MIN_KERNEL_WINDOWS);
             if short && self.kernel_rows == PmKernelRows::Covered {
                 self.counts.short_left_out += 1;
-                self.counts.short_left_out_ns += row.end_ns - row.start_ns;
+                self.counts.short_left_out_ns += row.end_ns.saturating_sub(row.start_ns);
                 continue;
             }
             for (index, metric) in self.metrics.iter().enumerate() {
