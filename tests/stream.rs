@@ -189,3 +189,63 @@ fn a_part_file_that_exists_is_complete_and_the_open_segment_is_hidden() {
     assert_eq!(parts.iter().map(|p| read::row_count(p).unwrap()).sum::<u64>(), 4);
     assert_eq!(read::key_values(&parts[1]).unwrap()["gmprof.part"], "{\"part\": 1, \"first_row\": 3}");
 }
+
+/// The profiler removes a drain's completed ranges in batches, letting the session's lock go
+/// between them: every range is still written once, with the whole-session values, and the
+/// tree ends empty.
+#[test]
+fn completed_ranges_removed_in_small_batches_leave_the_same_rows_and_an_empty_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let shape = Shape { steps: 30, layers: 4, kernels_per_layer: 9, ops_per_layer: 3 };
+    let metrics = MetricSet::default();
+    let mode = ProfilingMode::Trace;
+    let settings = StreamSettings { flight: None, release_memory: false, live: None, ..StreamSettings::default() };
+    let writer = StreamWriter::create(dir.path(), &StreamMeta::new(mode, Vec::new()), settings).unwrap();
+    let pipeline = StreamPipeline::new(writer, &metrics, mode);
+    let (mut tree, mut correlator) = (SessionTree::new(), Correlator::new());
+    let (mut ref_tree, mut ref_correlator) = (SessionTree::new(), Correlator::new());
+    let (mut player, mut ref_player) = (Player::new(shape), Player::new(shape));
+    let (mut drains, mut batches, mut removed_in_all) = (0, 0, 0);
+    for step in 0..shape.steps {
+        player.step(&mut tree, &mut correlator, step);
+        ref_player.step(&mut ref_tree, &mut ref_correlator, step);
+        if step % 3 == 2 {
+            let handle = pipeline.handle();
+            let mut guard = handle.lock();
+            let core = guard.as_mut().unwrap();
+            let input = core.take(&mut correlator, &mut tree, None, None);
+            core.process(input, &metrics, Instant::now()).unwrap();
+            drains += 1;
+            loop {
+                let before = tree.len();
+                let (removed, more) = core.remove_completed_up_to(&mut tree, 5);
+                assert!(removed.len() <= 5, "a batch of {}", removed.len());
+                assert_eq!(tree.len(), before - removed.len());
+                removed_in_all += removed.len();
+                batches += 1;
+                if !more {
+                    break;
+                }
+            }
+        }
+    }
+    // Each drain completes several steps of 4 layers x (1 + 3 ops) + 2 ranges: many batches.
+    assert!(batches >= 4 * drains, "{batches} batches in {drains} drains");
+    player.flush(&mut correlator);
+    ref_player.flush(&mut ref_correlator);
+    let end = pipeline.finish(correlator, &mut tree, &metrics, player.now(), None, None).unwrap();
+    assert!(tree.is_empty(), "every range written and removed");
+    let reference = ref_correlator.finish(&ref_tree, &metrics, mode);
+    let ref_ranges = aggregate(&ref_tree, &reference, &metrics, mode);
+    assert!(removed_in_all > ref_ranges.ranges.len() / 2, "{removed_in_all} removed in the drains");
+    assert_eq!(rows_of(dir.path(), "kernels"), shape.steps * shape.kernels_per_step());
+    assert_eq!(end.counts.flagged_rows, 0, "{:?}", end.warnings);
+    let streamed = streamed_ranges(dir.path());
+    assert_eq!(streamed.len(), ref_ranges.ranges.len(), "one row per range instance");
+    for r in &ref_ranges.ranges {
+        let got = streamed[&(r.path.clone(), i64::from(r.instance))];
+        let want = (r.kernel_count as i64, r.gpu_time_ns.map(|t| t as i64), r.transfer_count as i64);
+        assert_eq!(got, want, "{} [{}]", r.path, r.instance);
+    }
+    assert_eq!(end.written.steps, shape.steps);
+}

@@ -19,6 +19,7 @@
 //! named [`ROOT_PATH`], which has no node in the tree (its range id is `None`).
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use slab::Slab;
 
@@ -74,11 +75,36 @@ impl RangeNode {
     }
 }
 
+/// Ranges taken out of a [`SessionTree`] by [`SessionTree::remove_all`], held until dropped.
+#[derive(Debug, Default)]
+#[must_use = "dropping the removed ranges frees them: keep them to free them outside a lock"]
+pub struct RemovedRanges(Vec<Arc<RangeNode>>);
+
+impl RemovedRanges {
+    /// How many ranges were removed.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when none was.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Adds `other`'s ranges to these.
+    pub fn append(&mut self, mut other: RemovedRanges) {
+        self.0.append(&mut other.0);
+    }
+}
+
 /// The range instances of one profiling session, with a stack of open ranges per thread.
 #[derive(Clone, Debug, Default)]
 pub struct SessionTree {
     /// The nodes; never removed during a session, so slots are dense and in push order.
-    nodes: Slab<RangeNode>,
+    /// Shared with the [`SessionTree::snapshot`]s a streamed drain joins against outside the
+    /// session's lock: a copy is a count per node, not its strings, and a node changed while
+    /// a copy holds it (a pop, a child) is copied then ([`Arc::make_mut`]).
+    nodes: Slab<Arc<RangeNode>>,
     /// Generation per slot ever used. Survives [`SessionTree::reset`], which bumps it.
     generations: Vec<u32>,
     /// Open ranges per thread, innermost last.
@@ -149,7 +175,7 @@ impl SessionTree {
             slot: u32::try_from(slot).unwrap_or(u32::MAX),
             generation: self.generations[slot],
         };
-        entry.insert(RangeNode {
+        entry.insert(Arc::new(RangeNode {
             id,
             name: name.to_owned(),
             path,
@@ -160,7 +186,7 @@ impl SessionTree {
             push_ns: timestamp_ns,
             pop_ns: None,
             children: Vec::new(),
-        });
+        }));
         if let Some(p) = parent.and_then(|p| self.get_mut(p)) {
             p.children.push(id);
         }
@@ -276,11 +302,11 @@ impl SessionTree {
     /// The node `id` names, or `None` when the id is stale (its slot was reused after a
     /// [`SessionTree::reset`]) or was never handed out by this tree.
     pub fn get(&self, id: RangeId) -> Option<&RangeNode> {
-        self.nodes.get(id.slot as usize).filter(|node| node.id.generation == id.generation)
+        self.nodes.get(id.slot as usize).map(|node| &**node).filter(|node| node.id.generation == id.generation)
     }
 
     fn get_mut(&mut self, id: RangeId) -> Option<&mut RangeNode> {
-        self.nodes.get_mut(id.slot as usize).filter(|node| node.id.generation == id.generation)
+        self.nodes.get_mut(id.slot as usize).filter(|node| node.id.generation == id.generation).map(Arc::make_mut)
     }
 
     /// A dense index (`0..len()`) for a valid id, for per-range arrays in analysis.
@@ -312,7 +338,7 @@ impl SessionTree {
 
     /// The nodes in push order (dense-index order).
     pub fn nodes(&self) -> impl Iterator<Item = &RangeNode> {
-        self.nodes.iter().map(|(_, node)| node)
+        self.nodes.iter().map(|(_, node)| &**node)
     }
 
     /// Top-level ranges (depth 0) in push order.
@@ -334,20 +360,39 @@ impl SessionTree {
     /// paths cost no memory once done. Returns false for
     /// an open or unknown range (nothing changes).
     pub fn remove(&mut self, id: RangeId) -> bool {
+        self.take_node(id).is_some()
+    }
+
+    /// As [`SessionTree::remove`], handing the removed node back.
+    fn take_node(&mut self, id: RangeId) -> Option<Arc<RangeNode>> {
         if self.get(id).is_none_or(RangeNode::is_open) {
-            return false;
+            return None;
         }
         let node = self.nodes.remove(id.slot as usize);
         if let Some(generation) = self.generations.get_mut(id.slot as usize) {
             *generation = generation.wrapping_add(1);
         }
         if let Some(parent) = node.parent.and_then(|p| self.get_mut(p)) {
-            parent.children.retain(|c| *c != id);
+            // Ids are unique among a parent's children. A drain removes the children it
+            // completed together, most often the newest last: from the end, each is found at
+            // once (a step's hundreds of children would otherwise cost a scan each).
+            if let Some(i) = parent.children.iter().rposition(|c| *c == id) {
+                parent.children.remove(i);
+            }
         }
         if node.path.bytes().any(|b| b.is_ascii_digit()) && self.instances.get(&node.path).is_some_and(|e| e.0 == 1) {
             self.instances.remove(&node.path);
         }
-        true
+        Some(node)
+    }
+
+    /// Removes the closed ranges `ids` as [`SessionTree::remove`] does, from the last id to
+    /// the first, and hands them back: dropping them frees their names, paths and child
+    /// lists, which a caller holding a lock does after letting it go. Given children before
+    /// their parents (as a streamed drain completes them, deepest first), each parent goes
+    /// first and its children need not update it. Open and unknown ids are skipped.
+    pub fn remove_all(&mut self, ids: &[RangeId]) -> RemovedRanges {
+        RemovedRanges(ids.iter().rev().filter_map(|id| self.take_node(*id)).collect())
     }
 
     /// Ranges pushed so far (a clock for [`SessionTree::forget_numbered_paths`]).
@@ -444,6 +489,67 @@ mod tests {
         assert_eq!(tree.forget_numbered_paths(0), 0, "optimizer has no number: kept");
         let snapshot = tree.snapshot();
         assert_eq!(snapshot.len(), tree.len());
+    }
+
+    #[test]
+    fn a_snapshot_keeps_the_tree_as_it_was_while_the_tree_goes_on() {
+        let mut tree = SessionTree::new();
+        let step = tree.push("step", 1, 10);
+        let fwd = tree.push("fwd", 1, 20);
+        let snap = tree.snapshot();
+        // Pops and a new child after the copy change the tree, not the copy.
+        tree.pop(1, 30).unwrap();
+        let bwd = tree.push("bwd", 1, 40);
+        tree.pop(1, 50).unwrap();
+        tree.pop(1, 60).unwrap();
+        assert_eq!(snap.get(fwd).unwrap().pop_ns, None);
+        assert_eq!(snap.get(step).unwrap().children, vec![fwd]);
+        assert!(snap.get(bwd).is_none());
+        assert_eq!(snap.len(), 2);
+        assert_eq!(tree.get(fwd).unwrap().pop_ns, Some(30));
+        assert_eq!(tree.get(step).unwrap().children, vec![fwd, bwd]);
+        assert_eq!(tree.get(step).unwrap().pop_ns, Some(60));
+        assert_eq!(tree.get(bwd).unwrap().path, "step/bwd");
+        // Removing from the tree leaves the copy whole.
+        assert!(tree.remove(fwd));
+        assert_eq!(tree.get(step).unwrap().children, vec![bwd]);
+        assert_eq!(snap.get(fwd).unwrap().path, "step/fwd");
+    }
+
+    #[test]
+    fn remove_all_takes_parents_before_children_and_skips_open_and_unknown_ids() {
+        let mut tree = SessionTree::new();
+        let mut done = Vec::new();
+        for s in 0..3u64 {
+            let step = tree.push(&format!("step {s}"), 1, 100 * s);
+            let mut kids = Vec::new();
+            for k in 0..4u64 {
+                kids.push(tree.push("op", 1, 100 * s + k + 1));
+                tree.pop(1, 100 * s + k + 2).unwrap();
+            }
+            tree.pop(1, 100 * s + 50).unwrap();
+            // As a drain completes them: deepest first, then the step.
+            done.extend(kids);
+            done.push(step);
+        }
+        let open = tree.push("step 3", 1, 300);
+        let stale = done[0];
+        let mut ids = done.clone();
+        ids.push(open);
+        let removed = tree.remove_all(&ids);
+        assert_eq!(removed.len(), 15);
+        assert_eq!(tree.len(), 1);
+        assert!(tree.get(open).is_some_and(RangeNode::is_open));
+        // Ids already removed are skipped.
+        assert!(tree.remove_all(&[stale]).is_empty());
+        let mut all = removed;
+        all.append(RemovedRanges::default());
+        assert_eq!(all.len(), 15);
+        // The numbered top-level paths were forgotten with their one instance: a new push
+        // of one starts again at 0.
+        tree.pop(1, 310).unwrap();
+        let again = tree.push("step 1", 1, 400);
+        assert_eq!(tree.get(again).unwrap().instance, 0);
     }
 
     #[test]

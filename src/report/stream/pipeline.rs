@@ -38,7 +38,7 @@ use crate::analysis::correlate::{
 use crate::analysis::online::RangeInstances;
 use crate::error::Result;
 use crate::model::pm::{PmMetric, PmSample};
-use crate::model::session::SessionTree;
+use crate::model::session::{RemovedRanges, SessionTree};
 use crate::model::{MetricSet, ProfilingMode, RangeId};
 use crate::report::model::Report;
 
@@ -153,6 +153,8 @@ pub struct DrainInput {
     tree: SessionTree,
     /// PM sampling's part, when the run samples.
     pm: Option<PmBatch>,
+    /// The ranges the take removed from the session tree, freed by `process`.
+    removed: RemovedRanges,
 }
 
 /// A run's streaming state: the writer, the range instances in flight, the joins' counts and
@@ -221,7 +223,7 @@ impl PipelineCore {
         settled_below: Option<u32>,
         pm: Option<PmFeed>,
     ) -> DrainInput {
-        self.remove_completed(tree);
+        let removed = self.remove_completed(tree);
         tree.forget_numbered_paths(self.pushes_at_last_take);
         self.pushes_at_last_take = tree.pushes();
         let mut pm_horizon = None;
@@ -237,14 +239,16 @@ impl PipelineCore {
             wait.drained(chunk.launch_count() as u64, correlator.launch_count() > 0);
             batch.oldest_waiting = correlator.oldest_waiting_ns();
         }
-        DrainInput { chunk, pending, tree: tree.snapshot(), pm: pm_batch }
+        DrainInput { chunk, pending, tree: tree.snapshot(), pm: pm_batch, removed }
     }
 
     /// The second half, with the session let go: joins `input`, completes the range
     /// instances it finishes (they leave the session tree at the next `take`), writes every
     /// row, and closes the segments that are due at `now`.
     pub fn process(&mut self, input: DrainInput, metrics: &MetricSet, now: Instant) -> Result<Drained> {
-        let DrainInput { chunk, pending, tree, pm } = input;
+        let DrainInput { chunk, pending, tree, pm, removed } = input;
+        // Freed here, with the session let go.
+        drop(removed);
         let correlation = chunk.finish(&tree, metrics, self.mode);
         let mut batch = self.take_rows(correlation, &tree, &pending);
         batch.pm = pm;
@@ -254,13 +258,22 @@ impl PipelineCore {
     }
 
     /// Removes the ranges the last [`process`](Self::process) completed from `tree` (under
-    /// the session's lock, after it; the next `take` does it otherwise). Returns how many.
-    pub fn remove_completed(&mut self, tree: &mut SessionTree) -> usize {
-        let n = self.to_remove.len();
-        for id in self.to_remove.drain(..) {
-            tree.remove(id);
-        }
-        n
+    /// the session's lock, after it; the next `take` does it otherwise) and hands them back,
+    /// to be dropped once the lock is let go.
+    pub fn remove_completed(&mut self, tree: &mut SessionTree) -> RemovedRanges {
+        self.remove_completed_up_to(tree, usize::MAX).0
+    }
+
+    /// As [`remove_completed`](Self::remove_completed), at most `most` ranges (the
+    /// shallowest first); true when some are left, for a caller that lets the session's
+    /// lock go between batches so that the program's launches never wait for a whole
+    /// drain's removals at once.
+    pub fn remove_completed_up_to(&mut self, tree: &mut SessionTree, most: usize) -> (RemovedRanges, bool) {
+        // `to_remove` is deepest first; `remove_all` removes from its end.
+        let start = self.to_remove.len().saturating_sub(most.max(1));
+        let removed = tree.remove_all(&self.to_remove[start..]);
+        self.to_remove.truncate(start);
+        (removed, start > 0)
     }
 
     /// The flight recorder's windows to write ([`StreamWriter::take_window_jobs`]).
@@ -459,7 +472,7 @@ impl StreamPipeline {
         let Some(core) = guard.as_mut() else { return Ok(Drained::default()) };
         let input = core.take(correlator, tree, settled_below, pm);
         let drained = core.process(input, metrics, now);
-        core.remove_completed(tree);
+        drop(core.remove_completed(tree));
         drained
     }
 
@@ -480,11 +493,11 @@ impl StreamPipeline {
         let Some(mut core) = self.core.lock().take() else {
             return Err(crate::error::Error::InvalidState("the streamed outputs were already finished".into()));
         };
-        core.remove_completed(tree);
+        drop(core.remove_completed(tree));
         let open = tree.close_all_open(end_ns);
         let correlation = correlator.finish(tree, metrics, core.mode);
         let mut batch = core.take_rows(correlation, tree, &Default::default());
-        core.remove_completed(tree);
+        drop(core.remove_completed(tree));
         if let Some(wait) = core.pm.as_mut() {
             // The sampler has stopped: the last samples, and nothing waits any more.
             wait.stop();
