@@ -42,7 +42,7 @@ pub mod injection {
     /// Kernel launches a streaming run keeps in memory and writes whole (default 200 000);
     /// past it every row is streamed and leaves memory.
     pub const ROW_LIMIT: &str = "GMPROF_ROW_LIMIT";
-    /// Seconds between a streaming run's drains (default 2).
+    /// Seconds between a streaming run's drains (default 1; fractions such as 0.5 too).
     pub const STREAM_SECS: &str = "GMPROF_STREAM_SECS";
     /// `0` to keep the allocator's free pages after each streamed drain (by default they are
     /// given back: glibc's `malloc_trim`, so the process's memory stays flat).

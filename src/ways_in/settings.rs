@@ -21,8 +21,12 @@ pub const DEFAULT_SIGNAL_TIMEOUT_SECS: u64 = 120;
 
 /// Default kernel launches a streaming run keeps before it streams (`GMPROF_ROW_LIMIT`).
 pub const DEFAULT_ROW_LIMIT: u64 = 200_000;
-/// Default seconds between a streaming run's drains (`GMPROF_STREAM_SECS`).
-pub const DEFAULT_STREAM_SECS: u64 = 2;
+/// Default time between a streaming run's drains (`GMPROF_STREAM_SECS`): each drain holds
+/// the session's lock (the program's launches wait) for a time that grows with the records
+/// since the last one, and its rows are in memory until it writes them.
+pub const DEFAULT_STREAM_EVERY: Duration = Duration::from_secs(1);
+/// The shortest and longest `GMPROF_STREAM_SECS` takes, in seconds.
+pub const STREAM_SECS_RANGE: (f64, f64) = (0.05, 3600.0);
 
 /// The most steps `GMPROF_FLIGHT_STEPS` and `GMPROF_FLIGHT_AFTER` take.
 pub const MAX_FLIGHT_STEPS: u64 = 1_000;
@@ -97,7 +101,22 @@ impl StreamOptions {
         };
         Ok(Some(StreamOptions {
             row_limit: number(env::ROW_LIMIT, DEFAULT_ROW_LIMIT, "a number of kernel launches")?,
-            every: Duration::from_secs(number(env::STREAM_SECS, DEFAULT_STREAM_SECS, "a whole number of seconds")?),
+            every: match get(env::STREAM_SECS) {
+                None => DEFAULT_STREAM_EVERY,
+                Some(v) => match v.trim().parse::<f64>() {
+                    Ok(secs) if (STREAM_SECS_RANGE.0..=STREAM_SECS_RANGE.1).contains(&secs) => {
+                        Duration::from_secs_f64(secs)
+                    }
+                    _ => {
+                        return Err(Error::InvalidConfig(format!(
+                            "{}={v}: use the seconds between drains, from {} to {} (e.g. 0.5; default 1)",
+                            env::STREAM_SECS,
+                            STREAM_SECS_RANGE.0,
+                            STREAM_SECS_RANGE.1
+                        )))
+                    }
+                },
+            },
             release_memory: match get(env::STREAM_TRIM).as_deref() {
                 None | Some("1") => true,
                 Some("0") => false,
@@ -288,7 +307,7 @@ mod tests {
     fn streaming_is_on_by_default_off_with_0_and_has_its_defaults() {
         let default = StreamOptions {
             row_limit: 200_000,
-            every: Duration::from_secs(2),
+            every: Duration::from_secs(1),
             flight: None,
             flight_signal: None,
             release_memory: true,
@@ -323,6 +342,12 @@ mod tests {
         assert_eq!(set, Some(StreamOptions { row_limit: 1_000_000, every, asked: true, ..default.clone() }));
         let kept = stream(&[(env::STREAM_TRIM, "0")]).unwrap();
         assert_eq!(kept, Some(StreamOptions { release_memory: false, ..default.clone() }));
+        let half = stream(&[(env::STREAM_SECS, "0.5")]).unwrap();
+        assert_eq!(half, Some(StreamOptions { every: Duration::from_millis(500), ..default.clone() }));
+        for bad in ["0", "0.01", "-1", "two", "7200", "NaN"] {
+            let e = stream(&[(env::STREAM_SECS, bad)]).unwrap_err().to_string();
+            assert!(e.contains(&format!("GMPROF_STREAM_SECS={bad}: use the seconds between drains, from 0.05")), "{e}");
+        }
         let e = stream(&[(env::STREAM_TRIM, "yes")]).unwrap_err().to_string();
         assert!(e.contains("GMPROF_STREAM_TRIM=yes: use 1"), "{e}");
         let e = stream(&[(env::STREAM, "1"), (env::ROW_LIMIT, "0")]).unwrap_err().to_string();

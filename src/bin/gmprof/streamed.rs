@@ -13,7 +13,7 @@ use gmprof::{Error, Report, Result};
 pub const RUN_HELP: &str = "\
 Long runs (trace mode, the default): past GMPROF_ROW_LIMIT kernel launches per GPU (default
 200000) the rows are streamed to Parquet part files beside report.json (kernels/, ranges/,
-steps/, aggregates/ ...) every GMPROF_STREAM_SECS (default 2) and leave memory; report.json
+steps/, aggregates/ ...) every GMPROF_STREAM_SECS (default 1) and leave memory; report.json
 then holds the whole run's aggregates, and no per-row CSV or report.json rows are written.
 Below the limit the outputs are the whole-file ones (per-row CSV, report.json with every row).
 GMPROF_STREAM=0 keeps every row in memory and writes the whole-file outputs however long the
