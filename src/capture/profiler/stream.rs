@@ -167,7 +167,7 @@ struct DrainTail {
 
 /// The most completed ranges a drain removes from the session tree under one hold of the
 /// session's lock (about 1 ms of removals: the program's launches wait no longer for them).
-const REMOVALS_PER_HOLD: usize = 4096;
+pub(super) const REMOVALS_PER_HOLD: usize = 4096;
 
 /// After a drain, with no lock held: every `every` drains
 /// ([`StreamSettings::release_every`](crate::report::stream::StreamSettings)), gives the

@@ -225,6 +225,31 @@ fn a_run_that_passes_the_limit_after_its_last_drain_streams_at_the_finish() {
     assert_eq!(kernels_in_parts(dir.path()).values().map(|v| v.0).sum::<u64>(), 30 * PER_STEP);
 }
 
+#[test]
+fn a_drain_that_completes_more_ranges_than_one_hold_removes_them_in_batches_and_writes_each_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = LaunchHarness::trace().unwrap();
+    h.profiler().stream_into(config(dir.path(), 1_000)).unwrap();
+    // Two drains, each completing 1 500 steps of 3 ranges: more than REMOVALS_PER_HOLD
+    // (4 096) each, so each leaves the session tree in two holds of its lock.
+    let steps = 3_000;
+    let ((_, ranges_held), report) = run(&mut h, steps, 1_500);
+    let per_step = LAYERS + 1;
+    assert!(1_500 * per_step > super::stream::REMOVALS_PER_HOLD as u64);
+    // After each drain the tree holds only the last step, whose records are late.
+    assert!(ranges_held <= per_step, "ranges held after a drain: {ranges_held}");
+    let streamed = report.streamed.as_ref().expect("streamed");
+    assert_eq!(streamed.kernels, steps * PER_STEP);
+    assert_eq!(report.meta.counts.flagged_rows, 0, "{:?}", report.meta.warnings);
+    // Every range instance once, every step once and in order.
+    let instances = column_ints(dir.path(), "ranges", "instance");
+    assert_eq!(instances.len() as u64, steps * per_step);
+    assert_eq!(column_ints(dir.path(), "steps", "step"), (0..steps as i64).map(Some).collect::<Vec<_>>());
+    assert!(column_ints(dir.path(), "steps", "kernels").iter().all(|k| *k == Some(PER_STEP as i64)));
+    let times = streamed.drain_times.expect("the drains' times");
+    assert_eq!(times.drains, 2, "{times:?}");
+}
+
 /// The child of [`a_process_killed_mid_run_leaves_complete_part_files`]: streams a run that
 /// never ends into `GMPROF_TEST_STREAM_CHILD`; without it, nothing.
 #[test]
