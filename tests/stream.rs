@@ -44,6 +44,18 @@ fn streamed_ranges(dir: &Path) -> HashMap<(String, i64), (i64, Option<i64>, i64)
     out
 }
 
+/// The streamed `ranges/` rows are the whole-session aggregation's `reference` rows: one per
+/// range instance, each with its kernels, GPU time and transfers.
+fn assert_ranges_as_the_whole_session(dir: &Path, reference: &[gmprof::aggregate::RangeRow]) {
+    let streamed = streamed_ranges(dir);
+    assert_eq!(streamed.len(), reference.len(), "one row per range instance");
+    for r in reference {
+        let got = streamed[&(r.path.clone(), i64::from(r.instance))];
+        let want = (r.kernel_count as i64, r.gpu_time_ns.map(|t| t as i64), r.transfer_count as i64);
+        assert_eq!(got, want, "{} [{}]", r.path, r.instance);
+    }
+}
+
 #[test]
 fn a_drained_run_streams_every_row_with_the_values_of_a_whole_session_join() {
     let dir = tempfile::tempdir().unwrap();
@@ -97,13 +109,7 @@ fn a_drained_run_streams_every_row_with_the_values_of_a_whole_session_join() {
     assert!(part_files(&dir.path().join("kernels")).unwrap().len() >= (kernels / 500) as usize);
 
     // Every range instance, with the values of the whole-session aggregation.
-    let streamed = streamed_ranges(dir.path());
-    assert_eq!(streamed.len(), ref_ranges.ranges.len(), "one row per range instance");
-    for r in &ref_ranges.ranges {
-        let got = streamed[&(r.path.clone(), i64::from(r.instance))];
-        let want = (r.kernel_count as i64, r.gpu_time_ns.map(|t| t as i64), r.transfer_count as i64);
-        assert_eq!(got, want, "{} [{}]", r.path, r.instance);
-    }
+    assert_ranges_as_the_whole_session(dir.path(), &ref_ranges.ranges);
 
     // The steps table: one row per step.
     assert_eq!(end.written.steps, shape.steps);
@@ -240,12 +246,6 @@ fn completed_ranges_removed_in_small_batches_leave_the_same_rows_and_an_empty_tr
     assert!(removed_in_all > ref_ranges.ranges.len() / 2, "{removed_in_all} removed in the drains");
     assert_eq!(rows_of(dir.path(), "kernels"), shape.steps * shape.kernels_per_step());
     assert_eq!(end.counts.flagged_rows, 0, "{:?}", end.warnings);
-    let streamed = streamed_ranges(dir.path());
-    assert_eq!(streamed.len(), ref_ranges.ranges.len(), "one row per range instance");
-    for r in &ref_ranges.ranges {
-        let got = streamed[&(r.path.clone(), i64::from(r.instance))];
-        let want = (r.kernel_count as i64, r.gpu_time_ns.map(|t| t as i64), r.transfer_count as i64);
-        assert_eq!(got, want, "{} [{}]", r.path, r.instance);
-    }
+    assert_ranges_as_the_whole_session(dir.path(), &ref_ranges.ranges);
     assert_eq!(end.written.steps, shape.steps);
 }

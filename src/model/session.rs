@@ -90,11 +90,6 @@ impl RemovedRanges {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
-
-    /// Adds `other`'s ranges to these.
-    pub fn append(&mut self, mut other: RemovedRanges) {
-        self.0.append(&mut other.0);
-    }
 }
 
 /// The range instances of one profiling session, with a stack of open ranges per thread.
@@ -373,9 +368,9 @@ impl SessionTree {
             *generation = generation.wrapping_add(1);
         }
         if let Some(parent) = node.parent.and_then(|p| self.get_mut(p)) {
-            // Ids are unique among a parent's children. A drain removes the children it
-            // completed together, most often the newest last: from the end, each is found at
-            // once (a step's hundreds of children would otherwise cost a scan each).
+            // Ids are unique among a parent's children. Searched from the end: a child removed
+            // soon after it closed is among the newest. (`remove_all` removes parents first,
+            // so its children skip this.)
             if let Some(i) = parent.children.iter().rposition(|c| *c == id) {
                 parent.children.remove(i);
             }
@@ -542,9 +537,6 @@ mod tests {
         assert!(tree.get(open).is_some_and(RangeNode::is_open));
         // Ids already removed are skipped.
         assert!(tree.remove_all(&[stale]).is_empty());
-        let mut all = removed;
-        all.append(RemovedRanges::default());
-        assert_eq!(all.len(), 15);
         // The numbered top-level paths were forgotten with their one instance: a new push
         // of one starts again at 0.
         tree.pop(1, 310).unwrap();
